@@ -1,0 +1,102 @@
+"""The kernel's hook specifications: how a plugin registers what it brings.
+
+Every hook receives a ``register`` callable (and nothing else) and returns nothing. The kernel
+calls each plugin's implementation on its own, so an implementation that raises is attributed to
+its package and skipped while every other plugin keeps working; the registry remembers which
+plugin registered which name, and a name registered twice is an error naming both packages.
+
+A plugin module implements hooks with ``@interplay.hookimpl`` and is found through the
+``interplay`` entry-point group::
+
+    [project.entry-points.interplay]
+    my_plugin = "my_package.plugin"
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+
+import pluggy
+
+#: The project name: the pluggy marker and the entry-point group.
+PROJECT = "interplay"
+
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+#: ``register(obj, name=None)``: ``obj`` is a class of the hook's kind; ``name`` defaults to
+#: ``obj.name``. Returns None; raises InterplayError for an object of the wrong kind.
+Register = Callable[..., None]
+
+
+@hookspec
+def register_harnesses(register: Register) -> None:
+    """Register harnesses: programs that run an agent for one segment.
+
+    Fires once per process, the first time anything looks up a harness (or lists plugins).
+
+    :param register: ``register(harness_class, name=None)``. ``harness_class`` is a subclass of
+        :class:`interplay.harness.Harness`; ``name`` defaults to its ``name`` attribute. Its
+        ``launch(task, ctx)`` runs the first segment and ``resume(messages, ctx)`` every
+        continuation.
+    """
+
+
+@hookspec
+def register_user_sims(register: Register) -> None:
+    """Register user simulators: who a simulated user is and how they answer.
+
+    Fires once per process, the first time anything looks up a user sim (or lists plugins).
+
+    :param register: ``register(user_sim_class, name=None)``. ``user_sim_class`` is a subclass
+        of :class:`interplay.usersim.UserSim` with ``configure(settings)``, ``setup(person)``
+        and ``answer(read) -> Answer``; ``name`` defaults to its ``name`` attribute.
+    """
+
+
+@hookspec
+def register_steps(register: Register) -> None:
+    """Register steps: the pieces an env's program is made of.
+
+    Fires once per process, the first time anything looks up a step (or lists plugins).
+
+    :param register: ``register(step_class, name=None)``. ``step_class`` is a subclass of
+        :class:`interplay.step.Step` with ``check(steps) -> problems`` (run when a task loads)
+        and ``async run(ctx)``; ``name`` defaults to its ``name`` attribute.
+    """
+
+
+@hookspec
+def register_verifiers(register: Register) -> None:
+    """Register verifiers: what scores an episode.
+
+    Fires once per process, the first time anything looks up a verifier (or lists plugins).
+
+    :param register: ``register(verifier_class, name=None)``. ``verifier_class`` is a subclass
+        of :class:`interplay.verifier.Verifier` with ``check(steps) -> problems`` (run when a
+        task loads) and ``async score(episode)``; ``name`` defaults to its ``name`` attribute.
+    """
+
+
+@hookspec
+def register_envs(register: Register) -> None:
+    """Register envs: a taskset, steps, verifiers and seats, bundled under one name.
+
+    Fires once per process, the first time anything looks up an env (or lists plugins).
+
+    :param register: ``register(env, name=None)``. ``env`` is a subclass of
+        :class:`interplay.env.Env` (written in Python) or a path to a TOML file of steps;
+        ``name`` defaults to its ``name`` attribute (the file's stem for a path).
+    """
+
+
+HOOK_KINDS: dict[str, str] = {
+    "register_harnesses": "harnesses",
+    "register_user_sims": "user-sims",
+    "register_steps": "steps",
+    "register_verifiers": "verifiers",
+    "register_envs": "envs",
+}
+
+__all__ = ["HOOK_KINDS", "PROJECT", "Register", "hookimpl", "hookspec"]

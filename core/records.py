@@ -1,0 +1,320 @@
+"""The records interplay stores and passes around, and their JSON form.
+
+Messages keep the OpenAI chat shape (tool calls included) so they go on the wire as they are.
+Every stored top-level record (Trace, Episode) carries ``schema_version``. JSON goes through a
+converter built by :func:`make_converter`, never cattrs' global one.
+
+This module holds plain data: no I/O, no model calls, no logging.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import attrs
+import cattrs
+
+from interplay.errors import InterplayError
+
+SCHEMA_VERSION = 1
+
+Role = Literal["system", "developer", "user", "assistant", "tool"]
+_ROLES = ("system", "developer", "user", "assistant", "tool")
+
+
+@attrs.frozen
+class ToolCall:
+    """A tool call as the model made it; ``arguments`` is the JSON text it produced."""
+
+    id: str
+    name: str
+    arguments: str = "{}"
+
+    def parsed_arguments(self) -> dict[str, Any]:
+        """The arguments as a dict; raises ValueError when they are not a JSON object."""
+        value = json.loads(self.arguments or "{}")
+        if not isinstance(value, dict):
+            raise ValueError("tool arguments must be a JSON object")
+        return value
+
+
+@attrs.frozen
+class Message:
+    """One chat message in the OpenAI shape."""
+
+    role: str = attrs.field(validator=attrs.validators.in_(_ROLES))
+    content: str | list[dict[str, Any]] | None = None
+    name: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+
+    @property
+    def text(self) -> str:
+        """The message's text: the content string, or its text parts joined."""
+        if self.content is None:
+            return ""
+        if isinstance(self.content, str):
+            return self.content
+        return "".join(
+            str(part.get("text", "")) for part in self.content if isinstance(part, Mapping)
+        )
+
+    def to_openai(self) -> dict[str, Any]:
+        return message_to_openai(self)
+
+    @classmethod
+    def from_openai(cls, data: Mapping[str, Any]) -> Message:
+        return message_from_openai(data)
+
+
+def message_to_openai(m: Message) -> dict[str, Any]:
+    out: dict[str, Any] = {"role": m.role, "content": m.content}
+    if m.name is not None:
+        out["name"] = m.name
+    if m.tool_calls:
+        out["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in m.tool_calls
+        ]
+    if m.tool_call_id is not None:
+        out["tool_call_id"] = m.tool_call_id
+    return out
+
+
+def message_from_openai(data: Mapping[str, Any]) -> Message:
+    if not isinstance(data, Mapping):
+        raise InterplayError(f"a message must be an object, got {type(data).__name__}")
+    role = data.get("role")
+    if role not in _ROLES:
+        raise InterplayError(f"message role must be one of {', '.join(_ROLES)}; got {role!r}")
+    calls = []
+    for raw in data.get("tool_calls") or ():
+        fn = raw.get("function") or {}
+        args = fn.get("arguments", "{}")
+        calls.append(ToolCall(id=str(raw.get("id", "")), name=str(fn.get("name", "")),
+                              arguments=args if isinstance(args, str) else json.dumps(args)))
+    content = data.get("content")
+    if content is not None and not isinstance(content, str | list):
+        raise InterplayError("message content must be a string, a list of parts, or null")
+    return Message(role=role, content=content, name=data.get("name"),
+                   tool_calls=tuple(calls), tool_call_id=data.get("tool_call_id"))
+
+
+@attrs.frozen
+class Task:
+    """One row of a taskset.
+
+    ``prompt`` is text (one user message), a list of messages, or None (the task waits for the
+    first user message). ``system_prompt`` becomes a synthesized system message.
+    """
+
+    idx: int
+    prompt: str | tuple[Message, ...] | None = None
+    system_prompt: str | None = None
+    answer: Any = None
+    info: dict[str, Any] = attrs.Factory(dict)
+
+    def messages(self) -> list[Message]:
+        """The opening messages: the system prompt, then the prompt."""
+        out: list[Message] = []
+        if self.system_prompt:
+            out.append(Message("system", self.system_prompt))
+        if isinstance(self.prompt, str):
+            out.append(Message("user", self.prompt))
+        elif self.prompt:
+            out.extend(self.prompt)
+        return out
+
+
+@attrs.frozen
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(self.prompt_tokens + other.prompt_tokens,
+                     self.completion_tokens + other.completion_tokens,
+                     self.total_tokens + other.total_tokens)
+
+
+@attrs.define
+class ModelCall:
+    """One request to a model and what came of it."""
+
+    id: str
+    api: str = "chat.completions"
+    model: str = ""
+    request: dict[str, Any] = attrs.Factory(dict)
+    response: dict[str, Any] | None = None
+    usage: Usage | None = None
+    started_at: float = 0.0
+    latency_s: float = 0.0
+    first_token_s: float | None = None
+    finish_reason: str | None = None
+    streamed: bool = False
+    attempts: int = 1
+    status: int | None = None
+    error: str | None = None
+    error_type: str | None = None
+
+
+@attrs.define
+class ToolRun:
+    """One tool call run by a harness: which, how long, and whether it failed."""
+
+    call_id: str
+    name: str
+    duration_s: float = 0.0
+    error_type: str | None = None
+
+
+@attrs.frozen
+class Reward:
+    """One verifier's score, with its weight and the reason it gives."""
+
+    name: str
+    value: float
+    weight: float = 1.0
+    reason: str | None = None
+    info: dict[str, Any] = attrs.Factory(dict)
+
+
+@attrs.frozen
+class EpisodeInfo:
+    """What every trace of one episode shares."""
+
+    episode_id: str
+    env: str
+    task_idx: int
+    rollout: int = 0
+    seed: int | None = None
+
+
+@attrs.define
+class Trace:
+    """One agent's record in one episode: flat, stamped with the agent and the episode."""
+
+    agent: str
+    episode: EpisodeInfo
+    trainable: bool = True
+    seat: str | None = None
+    harness: str = ""
+    model: str = ""
+    messages: list[Message] = attrs.Factory(list)
+    model_calls: list[ModelCall] = attrs.Factory(list)
+    tool_runs: list[ToolRun] = attrs.Factory(list)
+    stop_condition: str | None = None
+    error: str | None = None
+    error_type: str | None = None
+    rewards: list[Reward] = attrs.Factory(list)
+    reward: float | None = None
+    metrics: dict[str, float] = attrs.Factory(dict)
+    info: dict[str, Any] = attrs.Factory(dict)
+    started_at: float = 0.0
+    ended_at: float | None = None
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def usage(self) -> Usage:
+        total = Usage()
+        for call in self.model_calls:
+            if call.usage is not None:
+                total = total + call.usage
+        return total
+
+
+@attrs.define
+class Episode:
+    """All traces of one task x rollout, the env's own results, and the scores."""
+
+    info: EpisodeInfo
+    task: Task
+    traces: list[Trace] = attrs.Factory(list)
+    results: dict[str, Any] = attrs.Factory(dict)
+    rewards: list[Reward] = attrs.Factory(list)
+    reward: float | None = None
+    metrics: dict[str, float] = attrs.Factory(dict)
+    judge_calls: list[ModelCall] = attrs.Factory(list)
+    error: str | None = None
+    error_type: str | None = None
+    started_at: float = 0.0
+    wall_s: float = 0.0
+    schema_version: int = SCHEMA_VERSION
+
+    def trace(self, agent: str) -> Trace:
+        for t in self.traces:
+            if t.agent == agent or t.seat == agent:
+                return t
+        raise KeyError(agent)
+
+    @property
+    def usage(self) -> Usage:
+        total = Usage()
+        for trace in self.traces:
+            total = total + trace.usage
+        for call in self.judge_calls:
+            if call.usage is not None:
+                total = total + call.usage
+        return total
+
+
+def _structure_prompt(value: Any, _: Any) -> str | tuple[Message, ...] | None:
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, list | tuple):
+        return tuple(message_from_openai(m) for m in value)
+    raise ValueError(f"prompt must be text, a list of messages or null, got {type(value).__name__}")
+
+
+def make_converter() -> cattrs.Converter:
+    """A converter for every record here (JSON-ready dicts both ways)."""
+    conv = cattrs.Converter(omit_if_default=False)
+    conv.register_unstructure_hook(Message, message_to_openai)
+    conv.register_structure_hook(Message, lambda v, _: message_from_openai(v))
+    conv.register_structure_hook(
+        str | tuple[Message, ...] | None, _structure_prompt  # type: ignore[arg-type]
+    )
+    conv.register_unstructure_hook(
+        str | tuple[Message, ...] | None,  # type: ignore[arg-type]
+        lambda v: v if v is None or isinstance(v, str) else [message_to_openai(m) for m in v],
+    )
+    conv.register_structure_hook(Any, lambda v, _: v)
+    conv.register_structure_hook(
+        str | list[dict[str, Any]] | None, lambda v, _: v  # type: ignore[arg-type]
+    )
+    for cls in (Trace, Episode):
+        inner = conv.get_structure_hook(cls)
+
+        def versioned(value: Any, typ: Any, _inner: Any = inner, _cls: type = cls) -> Any:
+            version = value.get("schema_version") if isinstance(value, Mapping) else None
+            if isinstance(version, int) and version > SCHEMA_VERSION:
+                raise InterplayError(
+                    f"{_cls.__name__} has schema_version {version}, newer than this interplay "
+                    f"reads ({SCHEMA_VERSION}); upgrade interplay"
+                )
+            return _inner(value, typ)
+
+        conv.register_structure_hook(cls, versioned)
+    return conv
+
+
+_converter: cattrs.Converter | None = None
+
+
+def converter() -> cattrs.Converter:
+    """A shared converter made by :func:`make_converter` (built once, on first use)."""
+    global _converter
+    if _converter is None:
+        _converter = make_converter()
+    return _converter
+
+
+def to_json(record: Any) -> str:
+    return json.dumps(converter().unstructure(record), ensure_ascii=False, separators=(",", ":"))
+
+
+def from_json(text: str | bytes, cls: type[Any]) -> Any:
+    return converter().structure(json.loads(text), cls)
