@@ -179,6 +179,7 @@ class Reward:
     value: float
     weight: float = 1.0
     reason: str | None = None
+    seat: str | None = None
     info: dict[str, Any] = attrs.Factory(dict)
 
 

@@ -1,0 +1,189 @@
+"""Config: TOML files plus ``--set a.b.c=value`` overrides, structured into attrs classes.
+
+Owns reading, merging and structuring config, and turning cattrs' validation errors into one
+line that names the path and what is allowed (``env.user.max_turns: expected int, got 'x'``).
+It knows nothing about what any section means.
+"""
+
+from __future__ import annotations
+
+import enum
+import tomllib
+import types
+import typing
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+import attrs
+import cattrs
+from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
+
+from interplay.errors import InterplayError
+
+T = TypeVar("T")
+
+
+def make_config_converter() -> cattrs.Converter:
+    """A strict converter for config: unknown keys and wrong types are errors."""
+    conv = cattrs.Converter(forbid_extra_keys=True, detailed_validation=True)
+
+    def strict(typ: type) -> Any:
+        def hook(value: Any, _: Any) -> Any:
+            if typ is float and isinstance(value, int) and not isinstance(value, bool):
+                return float(value)
+            if not isinstance(value, typ) or (typ is not bool and isinstance(value, bool)):
+                raise _TypeMismatch(typ.__name__, value)
+            return value
+
+        return hook
+
+    for typ in (int, float, str, bool):
+        conv.register_structure_hook(typ, strict(typ))
+    conv.register_structure_hook(Any, lambda v, _: v)
+    conv.register_structure_hook(Path, lambda v, _: Path(strict(str)(v, str)))
+    return conv
+
+
+class _TypeMismatch(ValueError):
+    def __init__(self, expected: str, value: Any) -> None:
+        super().__init__(f"expected {expected}, got {value!r}")
+        self.expected = expected
+        self.value = value
+
+
+def structure(data: Mapping[str, Any], cls: type[T], *, path: str = "") -> T:
+    """Structure ``data`` into ``cls``; a bad key or value raises a one-line InterplayError."""
+    conv = make_config_converter()
+    try:
+        return conv.structure(dict(data), cls)
+    except (ClassValidationError, IterableValidationError, ForbiddenExtraKeysError) as exc:
+        raise InterplayError(_first_problem(exc, path, cls)) from None
+    except (_TypeMismatch, ValueError, TypeError) as exc:
+        raise InterplayError(f"{path or 'config'}: {exc}") from None
+
+
+def _describe_type(typ: Any) -> str:
+    origin = typing.get_origin(typ)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_describe_type(a) for a in typing.get_args(typ))
+    if origin is typing.Literal:
+        return "one of " + ", ".join(repr(a) for a in typing.get_args(typ))
+    if isinstance(typ, type) and issubclass(typ, enum.Enum):
+        return "one of " + ", ".join(repr(m.value) for m in typ)
+    if typ is type(None):
+        return "null"
+    if origin is not None:
+        return getattr(origin, "__name__", str(origin))
+    if isinstance(typ, type):
+        return "a table" if attrs.has(typ) else typ.__name__
+    return str(typ)
+
+
+def _join(path: str, name: str | int) -> str:
+    if isinstance(name, int):
+        return f"{path}[{name}]"
+    return f"{path}.{name}" if path else str(name)
+
+
+def _first_problem(exc: BaseException, path: str, cls: Any) -> str:
+    if isinstance(exc, ForbiddenExtraKeysError):
+        allowed = sorted(a.name for a in attrs.fields(exc.cl)) if attrs.has(exc.cl) else []
+        keys = ", ".join(sorted(exc.extra_fields))
+        where = path or "config"
+        hint = f"; allowed: {', '.join(allowed)}" if allowed else ""
+        return f"{where}: unknown key {keys}{hint}"
+    if isinstance(exc, ClassValidationError | IterableValidationError):
+        for sub in exc.exceptions:
+            note = next(iter(getattr(sub, "__notes__", []) or []), None)
+            sub_path, sub_type = path, None
+            for n in getattr(sub, "__notes__", None) or []:
+                if hasattr(n, "name"):
+                    sub_path, sub_type = _join(path, n.name), getattr(n, "type", None)
+                    break
+                if hasattr(n, "index"):
+                    sub_path, sub_type = _join(path, n.index), getattr(n, "type", None)
+                    break
+            del note
+            return _first_problem(sub, sub_path, sub_type)
+        return f"{path or 'config'}: invalid"
+    if isinstance(exc, KeyError):
+        return f"{path}: missing value; expected {_describe_type(cls)}"
+    if isinstance(exc, _TypeMismatch):
+        return f"{path}: expected {exc.expected}, got {exc.value!r}"
+    if isinstance(exc, InterplayError):
+        return f"{path}: {exc.message}" if path else exc.message
+    if isinstance(exc, ValueError | TypeError):
+        text = str(exc)
+        if cls is not None and ("not a valid" in text or "is not" in text or not text):
+            return f"{path}: expected {_describe_type(cls)}; {text}".rstrip("; ")
+        return f"{path}: {text or 'expected ' + _describe_type(cls)}"
+    return f"{path}: {type(exc).__name__}: {exc}"
+
+
+def parse_override(item: str) -> tuple[list[str], Any]:
+    """``a.b.c=value`` -> (["a","b","c"], value); the value is read as TOML, else as text."""
+    key, sep, raw = item.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise InterplayError(f"--set {item!r}: expected KEY=VALUE, e.g. --set env.max_turns=4")
+    parts = key.split(".")
+    if any(not p for p in parts):
+        raise InterplayError(f"--set {item!r}: empty part in key {key!r}")
+    try:
+        value = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw
+    return parts, value
+
+
+def apply_overrides(data: dict[str, Any], overrides: Iterable[str]) -> dict[str, Any]:
+    """Apply ``--set`` overrides onto a copy of ``data``."""
+    out = _deep_copy(data)
+    for item in overrides:
+        parts, value = parse_override(item)
+        node = out
+        for i, part in enumerate(parts[:-1]):
+            nxt = node.setdefault(part, {})
+            if not isinstance(nxt, dict):
+                where = ".".join(parts[: i + 1])
+                raise InterplayError(f"--set {item!r}: {where} is a value, not a table")
+            node = nxt
+        node[parts[-1]] = value
+    return out
+
+
+def _deep_copy(data: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: _deep_copy(v) if isinstance(v, Mapping) else v for k, v in data.items()}
+
+
+def read_toml(path: str | Path) -> dict[str, Any]:
+    p = Path(path)
+    try:
+        with p.open("rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise InterplayError(f"config file {str(p)!r} does not exist") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise InterplayError(f"{p}: not valid TOML: {exc}") from None
+
+
+def merge(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
+    """Deep-merge two config dicts; ``top`` wins."""
+    out = _deep_copy(base)
+    for key, value in top.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = _deep_copy(value) if isinstance(value, Mapping) else value
+    return out
+
+
+def load(cls: type[T], *, files: Iterable[str | Path] = (), overrides: Iterable[str] = (),
+         base: Mapping[str, Any] | None = None) -> T:
+    """Read TOML files in order, apply overrides, and structure into ``cls``."""
+    data: dict[str, Any] = _deep_copy(base or {})
+    for f in files:
+        data = merge(data, read_toml(f))
+    data = apply_overrides(data, overrides)
+    return structure(data, cls)

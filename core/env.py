@@ -1,0 +1,155 @@
+"""The Env contract: a taskset, an ordered list of steps, verifiers and seats under one name.
+
+An env is written in Python (subclass :class:`Env`) or as a TOML file of steps
+(:func:`env_from_toml`). ``Env.check`` runs every step's and verifier's ``check`` when the env
+loads, so a misfit is refused before any model is called.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import attrs
+
+from interplay.endpoint import Endpoint
+from interplay.errors import InterplayError
+from interplay.harness import NoConfig
+from interplay.records import Task
+
+if TYPE_CHECKING:
+    from interplay.episode import EpisodeContext
+    from interplay.step import Step
+    from interplay.tools import Tool
+    from interplay.verifier import Verifier
+
+
+@attrs.define
+class SeatSpec:
+    """How a seat is filled: harness, model, sampling, trainable, retries, limits.
+
+    ``model`` None means the run's model. ``retries`` re-runs a failed one-shot run; it never
+    applies to a chat (the user's side cannot be replayed).
+    """
+
+    harness: str = "chat"
+    harness_config: dict[str, Any] = attrs.Factory(dict)
+    model: Endpoint | None = None
+    sampling: dict[str, Any] = attrs.Factory(dict)
+    trainable: bool = True
+    retries: int = 0
+    timeout_s: float = 600.0
+
+
+class Env:
+    """Base class of every env. Subclass it and register it with ``register_envs``."""
+
+    name: ClassVar[str] = ""
+    Config: ClassVar[type] = NoConfig
+    seats: ClassVar[Mapping[str, SeatSpec]] = {"assistant": SeatSpec()}
+
+    def __init__(self, config: Any = None) -> None:
+        self.config = config if config is not None else self.Config()
+
+    def tasks(self) -> Iterable[Task]:
+        raise NotImplementedError(f"env {self.name!r} does not implement tasks()")
+
+    def steps(self) -> list[Step]:
+        raise NotImplementedError(f"env {self.name!r} does not implement steps()")
+
+    def verifiers(self) -> list[Verifier]:
+        return []
+
+    def tools(self, seat: str, ctx: EpisodeContext) -> list[Tool]:
+        """Tools the agent in ``seat`` may call in one episode (fresh per episode)."""
+        return []
+
+    def check(self) -> None:
+        """Refuse a step or verifier that does not fit, naming it and the reason."""
+        steps = self.steps()
+        if not steps:
+            raise InterplayError(f"env {self.name!r} has no steps")
+        problems: list[str] = []
+        for step in steps:
+            problems += [f"step {step.name!r}: {p}" for p in step.check(steps)]
+            unknown = step.seats() - set(self.seats)
+            if unknown:
+                problems.append(f"step {step.name!r} uses seat(s) {', '.join(sorted(unknown))} "
+                                f"that env {self.name!r} does not have "
+                                f"(seats: {', '.join(self.seats)})")
+        for verifier in self.verifiers():
+            problems += [f"verifier {verifier.name!r}: {p}" for p in verifier.check(steps)]
+        if problems:
+            raise InterplayError(f"env {self.name!r} does not fit together: {problems[0]}")
+
+
+def build(kind: str, name: str, settings: Mapping[str, Any], path: str) -> Any:
+    """Instantiate a registered step or verifier from its settings (structured into Config)."""
+    from interplay import config, plugins
+
+    cls = plugins.get(kind, name)
+    cfg = config.structure(dict(settings), cls.Config, path=path)
+    return cls(cfg)
+
+
+def env_from_toml(path: str | Path) -> type[Env]:
+    """An Env class from a TOML file of steps::
+
+        name = "my-env"
+        taskset = "tasks.jsonl"          # relative to this file
+        [seats.assistant]
+        harness = "chat"
+        [[steps]]
+        kind = "one_shot"
+        [[verifiers]]
+        kind = "exact"
+    """
+    from interplay import config, taskset
+
+    p = Path(path)
+    data = config.read_toml(p)
+    allowed = {"name", "description", "taskset", "seats", "steps", "verifiers"}
+    extra = set(data) - allowed
+    if extra:
+        raise InterplayError(f"{p}: unknown key {', '.join(sorted(extra))}; "
+                             f"allowed: {', '.join(sorted(allowed))}")
+    env_name = data.get("name") or p.stem
+    if "taskset" not in data:
+        raise InterplayError(f"{p}: missing value taskset; expected a JSONL path")
+    tasks_path = (p.parent / data["taskset"]).resolve()
+    seats = {
+        seat: config.structure(spec, SeatSpec, path=f"seats.{seat}")
+        for seat, spec in (data.get("seats") or {"assistant": {}}).items()
+    }
+    step_rows: list[dict[str, Any]] = list(data.get("steps") or [])
+    verifier_rows: list[dict[str, Any]] = list(data.get("verifiers") or [])
+    for i, row in enumerate(step_rows + verifier_rows):
+        if "kind" not in row:
+            raise InterplayError(f"{p}: every [[steps]] and [[verifiers]] entry needs a kind "
+                                 f"(entry {i + 1} has none)")
+
+    def _build_all(kind: str, rows: Sequence[dict[str, Any]], label: str) -> list[Any]:
+        out = []
+        for i, row in enumerate(rows):
+            settings = {k: v for k, v in row.items() if k != "kind"}
+            out.append(build(kind, row["kind"], settings, f"{label}[{i}]"))
+        return out
+
+    class TomlEnv(Env):
+        __doc__ = data.get("description") or f"env from {p.name}"
+        name = env_name
+        source = str(p)
+
+        def tasks(self) -> Iterable[Task]:
+            return taskset.load_jsonl(tasks_path)
+
+        def steps(self) -> list[Step]:
+            return _build_all("steps", step_rows, "steps")
+
+        def verifiers(self) -> list[Verifier]:
+            return _build_all("verifiers", verifier_rows, "verifiers")
+
+    TomlEnv.seats = seats
+    TomlEnv.__name__ = TomlEnv.__qualname__ = f"TomlEnv_{env_name}"
+    return TomlEnv

@@ -1,0 +1,93 @@
+"""The Harness contract: a program that runs an agent for one segment.
+
+A segment is one launch of the agent's program: assistant -> tools -> ... until it yields.
+``launch(task, ctx)`` runs the first segment; ``resume(messages, ctx)`` every continuation.
+The default ``resume`` relaunches on the accreted conversation as a messages prompt, so any
+stateless chat program takes part in a multi-turn exchange; a harness with session state of
+its own (codex) overrides ``resume`` natively. Whether a harness can go multi-turn is derived
+from that contract (:meth:`Harness.can_resume`), never declared.
+
+This module owns the contract only; builtin harnesses live in ``interplay.builtin_harnesses``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import attrs
+
+from interplay.records import Message, Task
+
+if TYPE_CHECKING:
+    from interplay.agent import SegmentContext
+
+
+@attrs.define
+class NoConfig:
+    """A component with no settings."""
+
+
+@attrs.define
+class Segment:
+    """What one segment produced.
+
+    ``messages`` are the messages the segment added after its input (assistant and tool
+    messages, in order). ``stop_condition`` is set when the agent can go no further (a turn
+    cap, an error, a timeout); the exchange is then over.
+    """
+
+    messages: list[Message] = attrs.Factory(list)
+    stop_condition: str | None = None
+    error: str | None = None
+    error_type: str | None = None
+
+    @property
+    def text(self) -> str:
+        for m in reversed(self.messages):
+            if m.role == "assistant":
+                return m.text
+        return ""
+
+
+class Harness:
+    """Base class of every harness. Subclass it and register it with ``register_harnesses``.
+
+    ``Config`` is an attrs class of the harness's settings (structured from a seat's
+    ``harness_config``); an instance is made per agent, so per-trace state belongs on ``ctx``.
+    """
+
+    name: ClassVar[str] = ""
+    Config: ClassVar[type] = NoConfig
+    #: Whether ``launch`` accepts a task whose prompt is a list of messages. A harness whose
+    #: program takes only text sets this to False (derived by the command harness from its
+    #: config); the default ``resume`` needs it.
+    accepts_messages: ClassVar[bool] = True
+
+    def __init__(self, config: Any = None) -> None:
+        self.config = config if config is not None else self.Config()
+
+    async def launch(self, task: Task, ctx: SegmentContext) -> Segment:
+        """Run the first segment on ``task`` and return what it added."""
+        raise NotImplementedError(f"harness {self.name!r} does not implement launch()")
+
+    async def resume(self, messages: Sequence[Message], ctx: SegmentContext) -> Segment:
+        """Run a continuation on the conversation so far (which ends with the new input).
+
+        The default relaunches on the whole conversation as a messages prompt. System messages
+        the task or a user supplied are kept; only the one synthesized from the task's
+        ``system_prompt`` is dropped here, since ``launch`` synthesizes it again.
+        """
+        msgs = list(messages)
+        system_prompt = ctx.wire_task.system_prompt
+        if system_prompt and msgs and msgs[0].role == "system" and msgs[0].content == system_prompt:
+            msgs = msgs[1:]
+        task = attrs.evolve(ctx.wire_task, prompt=tuple(msgs))
+        return await self.launch(task, ctx)
+
+    async def close(self, ctx: SegmentContext) -> None:  # noqa: B027 - optional hook
+        """Release what this harness holds for one trace (called once, also after errors)."""
+
+    def can_resume(self) -> bool:
+        """Can this harness continue an exchange? Derived from the contract, not declared."""
+        return type(self).resume is not Harness.resume or self.accepts_messages

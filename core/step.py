@@ -1,0 +1,39 @@
+"""The Step contract: one piece of an env's program.
+
+An env's program is an ordered list of steps; each ``run(ctx)`` drives agents through the
+episode context (opening chat sessions, writing results). ``check(steps)`` runs when a task
+loads, so a step that does not fit the others is refused before any model is called.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from interplay.harness import NoConfig
+
+if TYPE_CHECKING:
+    from interplay.episode import EpisodeContext
+
+
+class Step:
+    """Base class of every step. Subclass it and register it with ``register_steps``."""
+
+    name: ClassVar[str] = ""
+    Config: ClassVar[type] = NoConfig
+    #: Keys this step writes into ``ctx.results`` (verifiers check for what they read).
+    writes: ClassVar[frozenset[str]] = frozenset()
+
+    def __init__(self, config: Any = None) -> None:
+        self.config = config if config is not None else self.Config()
+
+    def seats(self) -> set[str]:
+        """The seats this step opens sessions for."""
+        return {str(getattr(self.config, "seat", "assistant"))}
+
+    def check(self, steps: Sequence[Step]) -> list[str]:
+        """Problems with this step among ``steps`` (empty when it fits)."""
+        return []
+
+    async def run(self, ctx: EpisodeContext) -> None:
+        raise NotImplementedError(f"step {self.name!r} does not implement run()")

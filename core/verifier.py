@@ -1,0 +1,40 @@
+"""The Verifier contract: what scores an episode.
+
+``check(steps)`` runs when a task loads and refuses a verifier that does not fit the env's
+steps (for example a payoff verifier on an env whose steps write no payoffs). ``score`` runs
+once the env's program has finished, also when it raised midway.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from interplay.harness import NoConfig
+from interplay.records import Episode, Reward
+
+if TYPE_CHECKING:
+    from interplay.episode import EpisodeContext
+    from interplay.step import Step
+
+
+class Verifier:
+    """Base class of every verifier. Subclass it and register it with ``register_verifiers``.
+
+    ``score`` returns one Reward, or several (one per seat for a payoff). A Reward with a
+    ``seat`` applies to that seat's trace only; one without applies to the episode and to
+    every trainable trace.
+    """
+
+    name: ClassVar[str] = ""
+    Config: ClassVar[type] = NoConfig
+
+    def __init__(self, config: Any = None) -> None:
+        self.config = config if config is not None else self.Config()
+
+    def check(self, steps: Sequence[Step]) -> list[str]:
+        """Problems scoring an env made of ``steps`` (empty when it fits)."""
+        return []
+
+    async def score(self, episode: Episode, ctx: EpisodeContext) -> Reward | list[Reward]:
+        raise NotImplementedError(f"verifier {self.name!r} does not implement score()")
