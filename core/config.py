@@ -18,7 +18,6 @@ from typing import Any, TypeVar
 import attrs
 import cattrs
 from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
-
 from interplay.errors import InterplayError
 
 T = TypeVar("T")

@@ -6,7 +6,6 @@ import os
 from typing import Any
 
 import attrs
-
 from interplay.errors import InterplayError
 
 

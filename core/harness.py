@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
-
 from interplay.records import Message, Task
 
 if TYPE_CHECKING:
@@ -85,7 +84,7 @@ class Harness:
         task = attrs.evolve(ctx.wire_task, prompt=tuple(msgs))
         return await self.launch(task, ctx)
 
-    async def close(self, ctx: SegmentContext) -> None:  # noqa: B027 - optional hook
+    async def close(self, ctx: SegmentContext) -> None:
         """Release what this harness holds for one trace (called once, also after errors)."""
 
     def can_resume(self) -> bool:

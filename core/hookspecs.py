@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-
 import pluggy
 
 #: The project name: the pluggy marker and the entry-point group.

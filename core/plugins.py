@@ -19,13 +19,12 @@ import importlib.metadata
 import os
 import threading
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import attrs
 import pluggy
 import structlog
-
 from interplay import hookspecs
 from interplay.errors import InterplayError
 
@@ -190,7 +189,7 @@ class PluginHost:
             self.infos[name] = PluginInfo(name=name, package=package, version=version,
                                           builtin=builtin, error=_describe(exc))
             return
-        hooks = sorted(impl.name for impl in _hookimpls_of(self.pm, name))
+        hooks = sorted(caller.name for caller in self.pm.get_hookcallers(module) or [])
         self.infos[name] = PluginInfo(name=name, package=package, version=version,
                                       builtin=builtin, hooks=hooks)
 
@@ -260,14 +259,6 @@ def _make_register(kind: str, info: PluginInfo, added: list[Entry]) -> Callable[
                            package=info.package))
 
     return register
-
-
-def _hookimpls_of(pm: pluggy.PluginManager, name: str) -> Iterator[Any]:
-    plugin = pm.get_plugin(name)
-    for caller in pm.get_hookcallers(plugin) or []:
-        for impl in caller.get_hookimpls():
-            if impl.plugin_name == name:
-                yield impl
 
 
 def _env_list(var: str) -> list[str] | None:

@@ -15,7 +15,6 @@ from typing import Any, Literal
 
 import attrs
 import cattrs
-
 from interplay.errors import InterplayError
 
 SCHEMA_VERSION = 1

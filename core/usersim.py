@@ -12,7 +12,6 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
-
 from interplay.harness import NoConfig
 
 if TYPE_CHECKING:
@@ -77,5 +76,5 @@ class UserSim:
     async def answer(self, read: Read) -> Answer:
         raise NotImplementedError(f"user sim {self.name!r} does not implement answer()")
 
-    async def close(self) -> None:  # noqa: B027 - optional hook
+    async def close(self) -> None:
         """Release what ``setup`` opened."""
