@@ -1,0 +1,306 @@
+"""Agents and chat sessions: one mechanism for every multi-turn conversation.
+
+An :class:`Agent` fills a seat: a harness, a model client, sampling, ``trainable``, retries,
+limits. ``await agent.run(task)`` is one call (open; one segment; close).
+``async with agent.chat(task) as s`` opens an exchange in which every ``await s.turn(...)``
+runs exactly one harness segment. Who computes the user's turns is the caller's control flow:
+a modeled user is simply another agent's chat session.
+
+This module owns turn-taking (opening, serializing, closing) and the trace each session
+writes. It does not know what an env is or how episodes are scored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import structlog
+
+from interplay.env import SeatSpec
+from interplay.errors import InterplayError
+from interplay.harness import Harness, Segment
+from interplay.records import EpisodeInfo, Message, ModelCall, Task, ToolRun, Trace
+
+if TYPE_CHECKING:
+    from interplay.clock import Clock
+    from interplay.episode import EpisodeContext
+    from interplay.interception import TraceRoute
+    from interplay.model import ModelClient
+    from interplay.tools import Tool
+
+log = structlog.get_logger("interplay.agent")
+
+
+@attrs.define
+class Reply:
+    """What one turn produced: the agent's last text, whether the exchange is over, and the
+    messages the segment added."""
+
+    text: str
+    stopped: bool = False
+    stop_condition: str | None = None
+    messages: list[Message] = attrs.Factory(list)
+
+
+class SegmentContext:
+    """Everything a harness may use while it runs segments for one trace."""
+
+    def __init__(self, session: ChatSession) -> None:
+        self._session = session
+        self.agent: Agent = session.agent
+        self.trace: Trace = session.trace
+        self.task: Task = session.task
+        self.wire_task: Task = session.wire_task
+        self.tools: list[Tool] = list(session.agent.tools)
+        self.client: ModelClient = session.agent.client
+        self.sampling: dict[str, Any] = dict(session.agent.spec.sampling)
+        self.timeout_s: float = session.agent.spec.timeout_s
+        #: Per-trace state a harness keeps between segments (a session id, a home dir).
+        self.state: dict[str, Any] = {}
+        self._route: TraceRoute | None = None
+
+    @property
+    def clock(self) -> Clock | None:
+        return self.agent.episode.clock if self.agent.episode is not None else None
+
+    def record_call(self, call: ModelCall) -> None:
+        """Keep a model call on the trace."""
+        self.trace.model_calls.append(call)
+
+    def record_tool(self, run: ToolRun) -> None:
+        self.trace.tool_runs.append(run)
+
+    async def route(self) -> TraceRoute:
+        """This trace's own route through the interception server (opened on first use).
+
+        Out-of-process programs (the codex CLI, any command) are pointed at
+        ``route.base_url`` with ``route.secret`` as their API key; every request they make is
+        a recorded model call on this trace.
+        """
+        if self._route is None:
+            server = await self.agent.interception_server()
+            self._route = server.open_trace(client=self.client, on_call=self.record_call,
+                                            model=self.client.endpoint.model)
+        return self._route
+
+    async def _release(self) -> None:
+        if self._route is not None:
+            server = await self.agent.interception_server()
+            server.close_trace(self._route.secret)
+            self._route = None
+
+
+class ChatSession:
+    """An exchange held open turn by turn; every ``turn()`` runs exactly one segment.
+
+    A prompted task speaks first (a bare ``turn()`` takes its opening reply); a prompt-less
+    task is opened by ``turn(message)``. ``mask_prompt=True`` hides the prompt from the wire
+    while scoring still sees the real task. Turns are serialized. Leaving the ``async with``
+    block closes the exchange (``user_closed``).
+    """
+
+    def __init__(self, agent: Agent, task: Task, *, mask_prompt: bool = False) -> None:
+        self.agent = agent
+        self.task = task
+        self.mask_prompt = mask_prompt
+        self.wire_task = attrs.evolve(task, prompt=None) if mask_prompt else task
+        self.trace = agent.new_trace()
+        if mask_prompt:
+            self.trace.info["prompt_masked"] = True
+        self.ctx = SegmentContext(self)
+        self._lock = asyncio.Lock()
+        self._opened = False
+        self._over = False
+        self._closed = False
+        self.turns = 0
+
+    @property
+    def over(self) -> bool:
+        return self._over
+
+    async def __aenter__(self) -> ChatSession:
+        return self
+
+    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        if exc is not None and not isinstance(exc, InterplayError):
+            self._fail(exc)
+        await self.close()
+
+    async def turn(self, message: str | Message | None = None) -> Reply:
+        """Run one segment: the opening reply, or the agent's answer to ``message``."""
+        async with self._lock:
+            if self._over or self._closed:
+                raise InterplayError(
+                    f"the chat with {self.agent.name!r} is over "
+                    f"({self.trace.stop_condition}); open a new chat to go on"
+                )
+            msg = _as_user_message(message)
+            if not self._opened:
+                if msg is None:
+                    if not self.wire_task.prompt:
+                        why = "its prompt is masked" if self.mask_prompt else "it has no prompt"
+                        raise InterplayError(
+                            f"a bare turn() cannot open this chat: {why}; "
+                            f"open it with turn(message)"
+                        )
+                    task = self.wire_task
+                else:
+                    opening = [*_prompt_messages(self.wire_task), msg]
+                    task = attrs.evolve(self.wire_task, prompt=tuple(opening))
+                inputs = task.messages()
+                run = self.agent.harness.launch(task, self.ctx)
+                self._opened = True
+            else:
+                if msg is None:
+                    raise InterplayError("turn() after the opening needs a message")
+                inputs = [*self.trace.messages, msg]
+                run = self.agent.harness.resume(inputs, self.ctx)
+            segment = await self._run_segment(run)
+            self.turns += 1
+            self.trace.messages = [*inputs, *segment.messages]
+            if segment.stop_condition is not None:
+                self._over = True
+                self.trace.stop_condition = segment.stop_condition
+                if segment.error_type is not None:
+                    self.trace.error = segment.error
+                    self.trace.error_type = segment.error_type
+            log.debug("agent.turn", agent=self.agent.name, episode_id=self.trace.episode.episode_id,
+                      turn=self.turns, added=len(segment.messages),
+                      stop_condition=segment.stop_condition)
+            return Reply(text=segment.text, stopped=self._over,
+                         stop_condition=segment.stop_condition, messages=segment.messages)
+
+    async def _run_segment(self, run: Any) -> Segment:
+        try:
+            return await asyncio.wait_for(run, timeout=self.ctx.timeout_s)
+        except TimeoutError:
+            return Segment(stop_condition="timeout", error_type="timeout",
+                           error=f"segment exceeded {self.ctx.timeout_s:g} s")
+        except InterplayError:
+            raise
+        except Exception as exc:
+            log.warning("agent.harness_error", agent=self.agent.name,
+                        harness=self.agent.harness.name, error_type=type(exc).__name__)
+            return Segment(stop_condition="error", error_type="harness_error",
+                           error=f"{type(exc).__name__}: {exc}")
+
+    def _fail(self, exc: BaseException) -> None:
+        if self.trace.error_type is None:
+            self.trace.error = f"{type(exc).__name__}: {exc}"
+            self.trace.error_type = "env_error"
+        if self.trace.stop_condition is None:
+            self.trace.stop_condition = "error"
+
+    def stop(self, stop_condition: str) -> None:
+        """End the exchange with a stop condition of the caller's (``user_done``, ...)."""
+        self._over = True
+        if self.trace.stop_condition is None:
+            self.trace.stop_condition = stop_condition
+
+    async def close(self, stop_condition: str = "user_closed") -> None:
+        """Close the exchange (idempotent); the harness releases what it held."""
+        if self._closed:
+            return
+        self._closed = True
+        self._over = True
+        if self.trace.stop_condition is None:
+            self.trace.stop_condition = stop_condition
+        try:
+            await self.agent.harness.close(self.ctx)
+        finally:
+            await self.ctx._release()
+            self.trace.ended_at = time.time()
+
+
+def _as_user_message(message: str | Message | None) -> Message | None:
+    if message is None or isinstance(message, Message):
+        return message
+    if not isinstance(message, str):
+        raise InterplayError(f"turn() takes text or a Message, got {type(message).__name__}")
+    return Message("user", message)
+
+
+def _prompt_messages(task: Task) -> list[Message]:
+    if isinstance(task.prompt, str):
+        return [Message("user", task.prompt)]
+    return list(task.prompt or ())
+
+
+class Agent:
+    """A seat filled: a harness, a model client, sampling, ``trainable``, retries, limits."""
+
+    def __init__(self, *, name: str, harness: Harness, client: ModelClient,
+                 spec: SeatSpec | None = None, seat: str | None = None,
+                 episode: EpisodeContext | None = None, tools: Sequence[Tool] = (),
+                 episode_info: EpisodeInfo | None = None) -> None:
+        self.name = name
+        self.seat = seat or name
+        self.harness = harness
+        self.client = client
+        self.spec = spec or SeatSpec()
+        self.episode = episode
+        self.tools = list(tools)
+        self._episode_info = episode_info or (
+            episode.info if episode is not None else EpisodeInfo(episode_id="-", env="-",
+                                                                 task_idx=-1))
+        self._interception: Any = None
+
+    @property
+    def trainable(self) -> bool:
+        return self.spec.trainable
+
+    def new_trace(self) -> Trace:
+        trace = Trace(agent=self.name, episode=self._episode_info, trainable=self.trainable,
+                      seat=self.seat, harness=self.harness.name, model=self.client.endpoint.model,
+                      started_at=time.time())
+        if self.episode is not None:
+            self.episode.add_trace(trace)
+        return trace
+
+    async def interception_server(self) -> Any:
+        if self.episode is not None:
+            return await self.episode.resources.interception()
+        if self._interception is None:
+            from interplay.interception import InterceptionServer
+
+            self._interception = InterceptionServer()
+            await self._interception.start()
+        return self._interception
+
+    def chat(self, task: Task, *, mask_prompt: bool = False) -> ChatSession:
+        """Open an exchange on ``task`` (use as ``async with agent.chat(task) as s``)."""
+        if not self.harness.can_resume():
+            # A single segment still works; a second turn is refused in resume().
+            log.debug("agent.single_segment_harness", harness=self.harness.name)
+        return ChatSession(self, task, mask_prompt=mask_prompt)
+
+    async def run(self, task: Task) -> Trace:
+        """One call: open, one segment, close (``agent_completed``). A run that ends in an
+        error is retried up to ``spec.retries`` times; the trace of the last attempt is kept."""
+        attempts = max(0, self.spec.retries) + 1
+        trace: Trace | None = None
+        for attempt in range(1, attempts + 1):
+            session = ChatSession(self, task)
+            async with session:
+                await session.turn()
+                session.stop("agent_completed")
+            trace = session.trace
+            trace.info["attempts"] = attempt
+            if trace.error_type is None or attempt == attempts:
+                break
+            if self.episode is not None:
+                self.episode.drop_trace(trace)
+            log.info("agent.retry", agent=self.name, attempt=attempt,
+                     error_type=trace.error_type)
+        assert trace is not None
+        return trace
+
+    async def aclose(self) -> None:
+        """Stop what a standalone agent started (an episode's agents share the run's)."""
+        if self._interception is not None:
+            await self._interception.stop()
+            self._interception = None

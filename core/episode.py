@@ -1,0 +1,215 @@
+"""Episodes: one task x rollout run through an env's steps, then scored.
+
+Owns the episode context (seats, traces, results, randomness, clock), the run-wide resources
+an episode borrows (model clients, the interception server, seat settings), running the steps,
+and scoring. Every trace of every session opened is collected, also when a step raises midway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+import uuid
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import cattrs
+import structlog
+
+from interplay import config as config_mod
+from interplay import plugins
+from interplay.agent import Agent
+from interplay.clock import Clock
+from interplay.endpoint import Endpoint
+from interplay.env import Env, SeatSpec
+from interplay.errors import InterplayError
+from interplay.records import Episode, EpisodeInfo, Reward, Task, Trace
+
+if TYPE_CHECKING:
+    from interplay.interception import InterceptionServer
+    from interplay.model import ModelClient, Models
+
+log = structlog.get_logger("interplay.episode")
+
+
+class RunResources:
+    """What every episode of a run shares: model clients, the interception server (started on
+    first use), the default endpoint, and the seat settings the run overrides."""
+
+    def __init__(self, *, endpoint: Endpoint, models: Models | None = None,
+                 seats: Mapping[str, Mapping[str, Any]] | None = None,
+                 max_connections: int = 64) -> None:
+        if models is None:
+            from interplay.model import Models
+
+            models = Models(max_connections=max_connections)
+        self.endpoint = endpoint
+        self.models = models
+        self.seat_overrides = {k: dict(v) for k, v in (seats or {}).items()}
+        self._interception: InterceptionServer | None = None
+        self._interception_lock = asyncio.Lock()
+        self._seat_cache: dict[tuple[str, str], SeatSpec] = {}
+
+    def client(self, endpoint: Endpoint | None = None) -> ModelClient:
+        return self.models.client(endpoint or self.endpoint)
+
+    def seat(self, env: Env, seat: str) -> SeatSpec:
+        """The seat's settings: the env's defaults under the run's overrides."""
+        key = (env.name, seat)
+        if key not in self._seat_cache:
+            if seat not in env.seats:
+                raise InterplayError(f"env {env.name!r} has no seat {seat!r}; "
+                                     f"seats: {', '.join(env.seats)}")
+            base = cattrs.Converter().unstructure(env.seats[seat])
+            if base.get("model") is None:
+                base.pop("model", None)
+            merged = config_mod.merge(base, self.seat_overrides.get(seat, {}))
+            self._seat_cache[key] = config_mod.structure(merged, SeatSpec, path=f"seats.{seat}")
+        return self._seat_cache[key]
+
+    async def interception(self) -> InterceptionServer:
+        async with self._interception_lock:
+            if self._interception is None:
+                from interplay.interception import InterceptionServer
+
+                server = InterceptionServer()
+                await server.start()
+                self._interception = server
+        return self._interception
+
+    async def aclose(self) -> None:
+        if self._interception is not None:
+            await self._interception.stop()
+            self._interception = None
+        await self.models.aclose()
+
+
+class EpisodeContext:
+    """What an env's steps reach during one episode."""
+
+    def __init__(self, *, env: Env, task: Task, info: EpisodeInfo,
+                 resources: RunResources, clock: Clock | None = None) -> None:
+        self.env = env
+        self.task = task
+        self.info = info
+        self.resources = resources
+        seed = info.seed if info.seed is not None else 0
+        self.rng = random.Random(f"{seed}:{info.task_idx}:{info.rollout}")
+        self.clock = clock or Clock()
+        #: The env's own results (payoffs, a timeline); stored on the episode.
+        self.results: dict[str, Any] = {}
+        #: Metrics steps report (turn counts, forfeits); merged into the episode's metrics.
+        self.metrics: dict[str, float] = {}
+        self.traces: list[Trace] = []
+        self._agents: dict[str, Agent] = {}
+
+    def add_trace(self, trace: Trace) -> None:
+        self.traces.append(trace)
+
+    def drop_trace(self, trace: Trace) -> None:
+        self.traces = [t for t in self.traces if t is not trace]
+
+    def agent(self, seat: str, *, name: str | None = None) -> Agent:
+        """The agent filling ``seat`` in this episode (made on first use)."""
+        key = name or seat
+        if key in self._agents:
+            return self._agents[key]
+        spec = self.resources.seat(self.env, seat)
+        harness_cls = plugins.get("harnesses", spec.harness)
+        harness_cfg = config_mod.structure(spec.harness_config, harness_cls.Config,
+                                           path=f"seats.{seat}.harness_config")
+        endpoint = spec.model or self.resources.endpoint
+        agent = Agent(name=key, seat=seat, harness=harness_cls(harness_cfg),
+                      client=self.resources.client(endpoint), spec=spec, episode=self,
+                      tools=self.env.tools(seat, self))
+        self._agents[key] = agent
+        return agent
+
+
+def new_episode_id() -> str:
+    return uuid.uuid4().hex[:16]
+
+
+async def run_episode(env: Env, task: Task, *, resources: RunResources, rollout: int = 0,
+                      seed: int | None = None, episode_id: str | None = None) -> Episode:
+    """Run ``task`` through ``env``'s steps, then score it. Never raises for what the env's
+    code or a model did: the error is recorded on the episode."""
+    info = EpisodeInfo(episode_id=episode_id or new_episode_id(), env=env.name,
+                       task_idx=task.idx, rollout=rollout, seed=seed)
+    ctx = EpisodeContext(env=env, task=task, info=info, resources=resources)
+    episode = Episode(info=info, task=task, started_at=time.time())
+    t0 = time.monotonic()
+    log.debug("episode.start", episode_id=info.episode_id, env=env.name, task_idx=task.idx,
+              rollout=rollout)
+    steps = env.steps()
+    try:
+        for step in steps:
+            await step.run(ctx)
+    except asyncio.CancelledError:
+        _mark_open_traces(ctx, "cancelled")
+        raise
+    except Exception as exc:
+        episode.error = f"{type(exc).__name__}: {exc}"
+        episode.error_type = "config_error" if isinstance(exc, InterplayError) else "env_error"
+        log.warning("episode.step_failed", episode_id=info.episode_id, env=env.name,
+                    error_type=type(exc).__name__)
+    _mark_open_traces(ctx, "error" if episode.error else "episode_ended")
+    episode.traces = list(ctx.traces)
+    episode.results = ctx.results
+    if episode.error is None:
+        for trace in episode.traces:
+            if trace.error_type is not None:
+                episode.error, episode.error_type = trace.error, trace.error_type
+                break
+    await score(episode, env, ctx)
+    episode.metrics = {**ctx.metrics, **episode.metrics}
+    episode.wall_s = time.monotonic() - t0
+    log.debug("episode.end", episode_id=info.episode_id, env=env.name, wall_s=episode.wall_s,
+              error_type=episode.error_type)
+    return episode
+
+
+def _mark_open_traces(ctx: EpisodeContext, stop_condition: str) -> None:
+    for trace in ctx.traces:
+        if trace.stop_condition is None:
+            trace.stop_condition = stop_condition
+        if trace.ended_at is None:
+            trace.ended_at = time.time()
+
+
+async def score(episode: Episode, env: Env, ctx: EpisodeContext) -> None:
+    """Run the env's verifiers and spread their rewards onto the episode and its traces."""
+    rewards: list[Reward] = []
+    for verifier in env.verifiers():
+        try:
+            out = await verifier.score(episode, ctx)
+        except Exception as exc:
+            log.warning("episode.verifier_failed", verifier=verifier.name,
+                        episode_id=episode.info.episode_id, error_type=type(exc).__name__)
+            episode.metrics[f"{verifier.name}_error"] = 1.0
+            if episode.error is None:
+                episode.error = f"verifier {verifier.name}: {type(exc).__name__}: {exc}"
+                episode.error_type = "verifier_error"
+            continue
+        rewards.extend([out] if isinstance(out, Reward) else out)
+    episode.rewards = rewards
+    shared = [r for r in rewards if r.seat is None]
+    episode.reward = _weighted(shared)
+    for r in rewards:
+        key = r.name if r.seat is None else f"{r.name}/{r.seat}"
+        episode.metrics[key] = r.value
+    for trace in episode.traces:
+        own = [r for r in rewards if r.seat is None or r.seat == trace.seat]
+        if not trace.trainable:
+            own = [r for r in own if r.seat is not None]
+        trace.rewards = own
+        trace.reward = _weighted(own)
+
+
+def _weighted(rewards: list[Reward]) -> float | None:
+    weighted = [r for r in rewards if r.weight > 0]
+    if not weighted:
+        return None
+    total = sum(r.weight for r in weighted)
+    return sum(r.value * r.weight for r in weighted) / total
