@@ -1,4 +1,4 @@
-"""Registers the builtin harnesses with the kernel (listed in interplay.plugins.DEFAULT_PLUGINS)."""
+"""Registers the builtin harnesses (listed in interplay.plugins.DEFAULT_PLUGINS)."""
 
 from __future__ import annotations
 
@@ -8,4 +8,9 @@ from interplay.hookspecs import Register
 
 @hookimpl
 def register_harnesses(register: Register) -> None:
-    pass
+    from interplay.builtin_harnesses.chat import ChatHarness, NullHarness
+    from interplay.builtin_harnesses.command import CommandHarness
+
+    register(ChatHarness)
+    register(NullHarness)
+    register(CommandHarness)

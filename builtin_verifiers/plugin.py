@@ -1,4 +1,4 @@
-"""Registers the builtin verifiers with the kernel (listed in interplay.plugins.DEFAULT_PLUGINS)."""
+"""Registers the builtin verifiers (listed in interplay.plugins.DEFAULT_PLUGINS)."""
 
 from __future__ import annotations
 
@@ -8,4 +8,8 @@ from interplay.hookspecs import Register
 
 @hookimpl
 def register_verifiers(register: Register) -> None:
-    pass
+    from interplay.builtin_verifiers.match import Contains, Exact, Regex
+
+    register(Exact)
+    register(Contains)
+    register(Regex)

@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
+
+from interplay.errors import InterplayError
 from interplay.records import Message, Task
 
 if TYPE_CHECKING:
@@ -77,6 +79,11 @@ class Harness:
         the task or a user supplied are kept; only the one synthesized from the task's
         ``system_prompt`` is dropped here, since ``launch`` synthesizes it again.
         """
+        if not self.accepts_messages:
+            raise InterplayError(
+                f"harness {self.name!r} takes a text prompt only, so it cannot continue a chat; "
+                f"give it a program that reads a message list, or use a harness that resumes"
+            )
         msgs = list(messages)
         system_prompt = ctx.wire_task.system_prompt
         if system_prompt and msgs and msgs[0].role == "system" and msgs[0].content == system_prompt:

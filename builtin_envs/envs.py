@@ -1,0 +1,71 @@
+"""Builtin envs written in Python: ``echo`` (one-shot smoke runs) and ``user-sim`` (the
+two-session relay with a modeled user)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from importlib import resources
+from pathlib import Path
+from typing import ClassVar
+
+import attrs
+
+from interplay import taskset
+from interplay.builtin_envs.steps import OneShot, Relay, RelayConfig
+from interplay.builtin_verifiers.match import Contains, MatchConfig
+from interplay.env import Env, SeatSpec
+from interplay.records import Task
+from interplay.step import Step
+from interplay.verifier import Verifier
+
+
+def data_file(name: str) -> Path:
+    return Path(str(resources.files("interplay.builtin_envs") / "data" / name))
+
+
+@attrs.define
+class EchoConfig:
+    taskset: str = ""
+
+
+class EchoEnv(Env):
+    """One-shot: the model repeats a word. For smoke runs."""
+
+    name = "echo"
+    Config: ClassVar[type] = EchoConfig
+    seats = {"assistant": SeatSpec(harness="null")}
+
+    def tasks(self) -> Iterable[Task]:
+        return taskset.load_jsonl(self.config.taskset or data_file("echo.jsonl"))
+
+    def steps(self) -> list[Step]:
+        return [OneShot()]
+
+    def verifiers(self) -> list[Verifier]:
+        return [Contains(MatchConfig())]
+
+
+@attrs.define
+class UserSimConfig:
+    taskset: str = ""
+    relay: RelayConfig = attrs.Factory(RelayConfig)
+    #: Where the answer must show: any assistant reply.
+    verifier: MatchConfig = attrs.Factory(lambda: MatchConfig(scope="any"))
+
+
+class UserSimEnv(Env):
+    """A modeled user with a goal talks to the assistant; scored on whether the answer came up."""
+
+    name = "user-sim"
+    Config: ClassVar[type] = UserSimConfig
+    seats = {"assistant": SeatSpec(harness="chat"),
+             "user": SeatSpec(harness="null", trainable=False)}
+
+    def tasks(self) -> Iterable[Task]:
+        return taskset.load_jsonl(self.config.taskset or data_file("user_sim.jsonl"))
+
+    def steps(self) -> list[Step]:
+        return [Relay(self.config.relay)]
+
+    def verifiers(self) -> list[Verifier]:
+        return [Contains(self.config.verifier)]

@@ -1,0 +1,105 @@
+"""Builtin steps: ``one_shot`` (one call of one seat) and ``relay`` (the two-session
+user-sim relay)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import attrs
+
+from interplay import plugins
+from interplay.builtin_envs.usersims import person_from_task
+from interplay.episode import EpisodeContext
+from interplay.step import Step
+from interplay.usersim import Read, UserSim
+
+
+@attrs.define
+class OneShotConfig:
+    seat: str = "assistant"
+
+
+class OneShot(Step):
+    """One call: the seat answers the task's prompt."""
+
+    name = "one_shot"
+    Config: ClassVar[type] = OneShotConfig
+
+    async def run(self, ctx: EpisodeContext) -> None:
+        await ctx.agent(self.config.seat).run(ctx.task)
+
+
+@attrs.define
+class RelayConfig:
+    seat: str = "assistant"
+    #: The user sim, by registered name (``llm`` plays the user with the ``user`` seat).
+    user_sim: str = "llm"
+    user_sim_settings: dict[str, Any] = attrs.Factory(dict)
+    #: The persona when the task names none.
+    persona: str = "a busy person who wants their problem solved"
+    #: Assistant turns before the relay stops.
+    max_turns: int = 6
+    #: The user's whole reply when they are done (an exact match, not a substring).
+    done_marker: str = "###DONE###"
+    #: Hide the task's prompt from the assistant (the user brings the scenario).
+    mask_prompt: bool = True
+
+
+class Relay(Step):
+    """A modeled user and the assistant take turns: two chat sessions, relayed."""
+
+    name = "relay"
+    Config: ClassVar[type] = RelayConfig
+
+    def seats(self) -> set[str]:
+        seats = {self.config.seat}
+        seat = self.config.user_sim_settings.get("seat", "user" if self.config.user_sim == "llm"
+                                                 else None)
+        if seat:
+            seats.add(str(seat))
+        return seats
+
+    def check(self, steps: Sequence[Step]) -> list[str]:
+        cfg: RelayConfig = self.config
+        problems = []
+        if not cfg.done_marker.strip():
+            problems.append("done_marker is empty; set a marker the user says when done, "
+                            "e.g. done_marker = \"###DONE###\"")
+        if cfg.max_turns < 1:
+            problems.append(f"max_turns must be at least 1, got {cfg.max_turns}")
+        try:
+            plugins.get("user-sims", cfg.user_sim)
+        except Exception as exc:
+            problems.append(str(exc))
+        return problems
+
+    async def run(self, ctx: EpisodeContext) -> None:
+        cfg: RelayConfig = self.config
+        sim: UserSim = plugins.get("user-sims", cfg.user_sim)()
+        sim.configure(cfg.user_sim_settings)
+        person = person_from_task(ctx.task, cfg.persona, done_marker=cfg.done_marker)
+        await sim.setup(person, ctx)
+        turns = 0
+        ended_by = "max_turns"
+        try:
+            answer = await sim.answer(Read(text=None, turn=0))
+            async with ctx.agent(cfg.seat).chat(ctx.task, mask_prompt=cfg.mask_prompt) as chat:
+                while True:
+                    if answer.done or answer.text.strip() == cfg.done_marker:
+                        ended_by = "user_done"
+                        chat.stop("user_done")
+                        break
+                    if turns >= cfg.max_turns:
+                        chat.stop("max_turns")
+                        break
+                    reply = await chat.turn(answer.text)
+                    turns += 1
+                    if reply.stopped:
+                        ended_by = "assistant_stopped"
+                        break
+                    answer = await sim.answer(Read(text=reply.text, turn=turns))
+        finally:
+            await sim.close()
+            ctx.metrics["turns"] = float(turns)
+            ctx.results["relay"] = {"turns": turns, "ended_by": ended_by}

@@ -1,0 +1,110 @@
+"""The ``chat`` harness: an in-process tool loop over the model client, and ``null``, the
+same loop without tools.
+
+One segment: call the model; run any tool calls it made against the task's tools (in
+parallel, each under its own timeout); feed the results back; repeat until the model answers
+without calling a tool or the turn cap is reached. A malformed or failing tool call gets an
+error message back to the model, never a crash.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, ClassVar
+
+import attrs
+
+from interplay.agent import SegmentContext
+from interplay.harness import Harness, Segment
+from interplay.model import assistant_message
+from interplay.records import Message, Task, ToolCall, ToolRun
+from interplay.tools import Tool
+
+
+@attrs.define
+class ChatConfig:
+    #: Model calls in one segment before it stops with ``max_turns``.
+    max_turns: int = attrs.field(default=10, validator=attrs.validators.ge(1))
+    #: Seconds each tool call may take (a tool's own ``timeout_s`` can be shorter).
+    tool_timeout_s: float = 30.0
+    #: Stream model responses (records time to first token).
+    stream: bool = False
+
+
+class ChatHarness(Harness):
+    """In-process tool loop over the model client (tools come from the env)."""
+
+    name = "chat"
+    Config: ClassVar[type] = ChatConfig
+    use_tools: ClassVar[bool] = True
+
+    async def launch(self, task: Task, ctx: SegmentContext) -> Segment:
+        conv: list[dict[str, Any]] = [m.to_openai() for m in task.messages()]
+        tools = ctx.tools if self.use_tools else []
+        specs = [t.spec() for t in tools] or None
+        by_name = {t.name: t for t in tools}
+        added: list[Message] = []
+        cfg: ChatConfig = self.config
+        for _ in range(cfg.max_turns):
+            call = await ctx.client.chat(conv, tools=specs, stream=cfg.stream, **ctx.sampling)
+            ctx.record_call(call)
+            if call.error_type is not None:
+                return Segment(added, stop_condition="error", error=call.error,
+                               error_type=call.error_type)
+            msg = assistant_message(call)
+            if msg is None:
+                return Segment(added, stop_condition="error", error="no message in response",
+                               error_type="bad_response")
+            added.append(msg)
+            if not msg.tool_calls:
+                return Segment(added)
+            conv.append(msg.to_openai())
+            results = await asyncio.gather(
+                *(self._run_tool(c, by_name, ctx) for c in msg.tool_calls))
+            for result in results:
+                added.append(result)
+                conv.append(result.to_openai())
+        return Segment(added, stop_condition="max_turns")
+
+    async def _run_tool(self, call: ToolCall, tools: dict[str, Tool],
+                        ctx: SegmentContext) -> Message:
+        t0 = time.monotonic()
+        error_type: str | None = None
+        tool = tools.get(call.name)
+        if tool is None:
+            error_type = "unknown_tool"
+            known = ", ".join(sorted(tools)) or "none"
+            output = f"error: there is no tool named {call.name!r}; available tools: {known}"
+        else:
+            try:
+                args = call.parsed_arguments()
+            except ValueError as exc:
+                error_type = "bad_arguments"
+                output = f"error: the arguments are not a JSON object ({exc}); call it again"
+            else:
+                timeout = min(tool.timeout_s, self.config.tool_timeout_s)
+                try:
+                    output = await asyncio.wait_for(tool.call(args), timeout)
+                except TimeoutError:
+                    error_type = "timeout"
+                    output = f"error: the tool did not finish within {timeout:g} s"
+                except TypeError as exc:
+                    error_type = "bad_arguments"
+                    output = f"error: {exc}"
+                except Exception as exc:
+                    error_type = "tool_error"
+                    output = f"error: {type(exc).__name__}: {exc}"
+        ctx.record_tool(ToolRun(call_id=call.id, name=call.name,
+                                duration_s=time.monotonic() - t0, error_type=error_type))
+        return Message("tool", output, tool_call_id=call.id)
+
+
+class NullHarness(ChatHarness):
+    """Tool-less chat: one model call per segment."""
+
+    name = "null"
+    use_tools = False
+
+
+__all__ = ["ChatConfig", "ChatHarness", "NullHarness"]

@@ -1,0 +1,106 @@
+"""The ``command`` harness: any CLI program as an agent.
+
+The program runs as a subprocess pointed at the interception server (``OPENAI_BASE_URL``,
+``OPENAI_API_KEY`` set to the trace's secret, ``OPENAI_MODEL``), so every model request it
+makes is a recorded call on the trace. The task goes on stdin or as the last argument, as
+text or (``prompt_format = "messages"``) as a JSON message list; its stdout is the reply.
+Exit code, stdout and stderr are recorded on the trace; on timeout the process group is
+killed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+from typing import Any, ClassVar, Literal
+
+import attrs
+
+from interplay.agent import SegmentContext
+from interplay.errors import InterplayError
+from interplay.harness import Harness, Segment
+from interplay.records import Message, Task
+
+#: Bytes of stdout/stderr kept on the trace per segment.
+KEEP_BYTES = 64 * 1024
+
+
+@attrs.define
+class CommandConfig:
+    argv: list[str] = attrs.field(validator=attrs.validators.min_len(1))
+    prompt_via: Literal["stdin", "argv"] = "stdin"
+    prompt_format: Literal["text", "messages"] = "text"
+    timeout_s: float = 300.0
+    cwd: str | None = None
+    env: dict[str, str] = attrs.Factory(dict)
+
+
+class CommandHarness(Harness):
+    """Runs any CLI program as a subprocess against the interception server."""
+
+    name = "command"
+    Config: ClassVar[type] = CommandConfig
+
+    def __init__(self, config: Any = None) -> None:
+        if config is None:
+            raise InterplayError("harness 'command' needs harness_config.argv, "
+                                 "e.g. argv = [\"python\", \"my_agent.py\"]")
+        super().__init__(config)
+        # Derived from what the program reads: a message list can carry a whole conversation.
+        self.accepts_messages = config.prompt_format == "messages"
+
+    async def launch(self, task: Task, ctx: SegmentContext) -> Segment:
+        cfg: CommandConfig = self.config
+        route = await ctx.route()
+        prompt = self._render(task)
+        argv = [*cfg.argv, prompt] if cfg.prompt_via == "argv" else list(cfg.argv)
+        env = {**os.environ, **cfg.env, "OPENAI_BASE_URL": route.base_url,
+               "OPENAI_API_KEY": route.secret, "OPENAI_MODEL": ctx.client.endpoint.model}
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE, cwd=cfg.cwd, env=env, start_new_session=True)
+        except FileNotFoundError:
+            raise InterplayError(f"harness 'command': program {argv[0]!r} not found; "
+                                 f"fix harness_config.argv") from None
+        stdin = prompt.encode() if cfg.prompt_via == "stdin" else b""
+        try:
+            out, err = await asyncio.wait_for(proc.communicate(stdin), cfg.timeout_s)
+        except (TimeoutError, asyncio.CancelledError) as exc:
+            _kill_group(proc)
+            await proc.wait()
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            self._record(ctx, proc.returncode, b"", b"")
+            return Segment(stop_condition="timeout", error_type="timeout",
+                           error=f"command exceeded {cfg.timeout_s:g} s")
+        self._record(ctx, proc.returncode, out, err)
+        text = out.decode(errors="replace").strip()
+        if proc.returncode != 0:
+            return Segment([Message("assistant", text)] if text else [], stop_condition="error",
+                           error_type="command_failed",
+                           error=f"exit code {proc.returncode}")
+        return Segment([Message("assistant", text)])
+
+    def _render(self, task: Task) -> str:
+        if self.config.prompt_format == "messages":
+            return json.dumps([m.to_openai() for m in task.messages()])
+        if isinstance(task.prompt, str) or task.prompt is None:
+            parts = [task.system_prompt or "", task.prompt or ""]
+            return "\n\n".join(p for p in parts if p)
+        return "\n\n".join(m.text for m in task.messages() if m.text)
+
+    @staticmethod
+    def _record(ctx: SegmentContext, code: int | None, out: bytes, err: bytes) -> None:
+        runs = ctx.trace.info.setdefault("command_runs", [])
+        runs.append({"exit_code": code, "stdout": out[-KEEP_BYTES:].decode(errors="replace"),
+                     "stderr": err[-KEEP_BYTES:].decode(errors="replace")})
+
+
+def _kill_group(proc: asyncio.subprocess.Process) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass

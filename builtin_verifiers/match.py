@@ -1,0 +1,102 @@
+"""``exact``, ``contains`` and ``regex``: compare a seat's last reply with the task's answer."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import ClassVar, Literal
+
+import attrs
+
+from interplay.episode import EpisodeContext
+from interplay.records import Episode, Reward
+from interplay.step import Step
+from interplay.verifier import Verifier
+
+
+@attrs.define
+class MatchConfig:
+    seat: str = "assistant"
+    case_sensitive: bool = False
+    weight: float = 1.0
+    #: The expected text; empty means the task's ``answer``.
+    expected: str = ""
+    #: Compare with the seat's last reply, or pass when any of its replies matches.
+    scope: Literal["last", "any"] = "last"
+
+
+def replies(episode: Episode, seat: str) -> list[str]:
+    """Every assistant text of ``seat`` in the episode, in order."""
+    return [m.text for t in episode.traces if t.seat == seat
+            for m in t.messages if m.role == "assistant" and m.text]
+
+
+def last_reply(episode: Episode, seat: str) -> str:
+    """The text of the last assistant message of ``seat``'s last trace ("" when none)."""
+    for trace in reversed(episode.traces):
+        if trace.seat == seat:
+            for m in reversed(trace.messages):
+                if m.role == "assistant" and m.text:
+                    return m.text
+            return ""
+    return ""
+
+
+class _Match(Verifier):
+    Config: ClassVar[type] = MatchConfig
+
+    def check(self, steps: Sequence[Step]) -> list[str]:
+        seat = self.config.seat
+        if not any(seat in s.seats() for s in steps):
+            return [f"no step opens seat {seat!r}; set seat = one of "
+                    f"{sorted(set().union(*(s.seats() for s in steps)))}"]
+        return []
+
+    def expected(self, episode: Episode) -> str:
+        return self.config.expected or ("" if episode.task.answer is None
+                                        else str(episode.task.answer))
+
+    def matches(self, got: str, expected: str) -> bool:
+        raise NotImplementedError
+
+    async def score(self, episode: Episode, ctx: EpisodeContext) -> Reward:
+        cfg: MatchConfig = self.config
+        candidates = ([last_reply(episode, cfg.seat)] if cfg.scope == "last"
+                      else replies(episode, cfg.seat))
+        expected = self.expected(episode)
+        fold = not cfg.case_sensitive and self.name != "regex"
+        if fold:
+            expected = expected.casefold()
+        ok = bool(expected) and any(
+            self.matches(got.casefold() if fold else got, expected) for got in candidates)
+        return Reward(self.name, 1.0 if ok else 0.0, weight=self.config.weight,
+                      reason=f"{self.name} {'matched' if ok else 'did not match'} "
+                             f"the expected answer")
+
+
+class Exact(_Match):
+    """Reward 1 when the reply equals the answer (trimmed)."""
+
+    name = "exact"
+
+    def matches(self, got: str, expected: str) -> bool:
+        return got.strip() == expected.strip()
+
+
+class Contains(_Match):
+    """Reward 1 when the reply contains the answer."""
+
+    name = "contains"
+
+    def matches(self, got: str, expected: str) -> bool:
+        return expected.strip() in got
+
+
+class Regex(_Match):
+    """Reward 1 when the answer, a regular expression, matches the reply."""
+
+    name = "regex"
+
+    def matches(self, got: str, expected: str) -> bool:
+        flags = 0 if self.config.case_sensitive else re.IGNORECASE
+        return re.search(expected, got, flags) is not None
