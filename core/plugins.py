@@ -25,6 +25,7 @@ from typing import Any
 import attrs
 import pluggy
 import structlog
+
 from interplay import hookspecs
 from interplay.errors import InterplayError
 
@@ -190,17 +191,25 @@ class PluginHost:
                                           builtin=builtin, error=_describe(exc))
             return
         hooks = sorted(caller.name for caller in self.pm.get_hookcallers(module) or [])
+        # pluggy accepts implementations of hooks nobody specified; a misspelt hook would
+        # then register nothing without a word, so it is reported as this plugin's error.
+        unknown = sorted(set(_marked_hooks(self.pm, module)) - set(hookspecs.HOOK_KINDS))
+        error = None
+        if unknown:
+            self.pm.unregister(module, name=name)
+            error = (f"unknown hook(s) {', '.join(unknown)}; interplay's hooks are "
+                     f"{', '.join(hookspecs.HOOK_KINDS)}")
         self.infos[name] = PluginInfo(name=name, package=package, version=version,
-                                      builtin=builtin, hooks=hooks)
+                                      builtin=builtin, hooks=hooks, error=error)
 
     # -- the registry --------------------------------------------------------------------------
 
     def _collect(self) -> None:
         """Call every plugin's register_* hooks, each on its own, and rebuild the registry."""
-        registry = Registry()
         for info in self.infos.values():
             if info.error is None:
                 info.registered = {}
+        added: dict[str, list[Entry]] = {}
         for hook_name, kind in hookspecs.HOOK_KINDS.items():
             hook = getattr(self.pm.hook, hook_name)
             # pluggy calls the last registered first; builtins register first, so reverse.
@@ -208,8 +217,8 @@ class PluginHost:
                 info = self.infos.get(impl.plugin_name)
                 if info is None or info.error is not None:
                     continue
-                added: list[Entry] = []
-                register = _make_register(kind, info, added)
+                mine: list[Entry] = []
+                register = _make_register(kind, info, mine)
                 try:
                     impl.function(register=register)
                 except Exception as exc:
@@ -218,24 +227,33 @@ class PluginHost:
                     log.warning("plugins.hook_failed", plugin=info.name, hook=hook_name,
                                 package=info.package, error_type=type(exc).__name__)
                     continue
-                for entry in added:
-                    registry.add(entry)
-                    info.registered.setdefault(kind, []).append(entry.name)
-        # A plugin that failed in a later hook must not keep what it registered in earlier ones.
-        failed = {i.name for i in self.infos.values() if i.error is not None and i.hooks}
-        if failed:
-            kept = Registry()
-            for kind in KINDS:
-                for entry in registry._entries[kind].values():
-                    if entry.plugin not in failed:
-                        kept.add(entry)
-            kept._clashes = registry._clashes
-            registry = kept
+                added.setdefault(info.name, []).extend(mine)
+        # Only plugins whose every hook succeeded contribute, so a plugin that failed in a
+        # later hook keeps nothing from earlier ones and cannot clash with anyone.
+        registry = Registry()
+        for plugin_name, info in self.infos.items():  # in load order: builtins first
+            if info.error is not None:
+                continue
+            for entry in added.get(plugin_name, []):
+                registry.add(entry)
+                info.registered.setdefault(entry.kind, []).append(entry.name)
         self.registry = registry
 
     def plugin_infos(self, *, include_builtins: bool = True) -> list[PluginInfo]:
         self.load()
         return [i for i in self.infos.values() if include_builtins or not i.builtin]
+
+
+def _marked_hooks(pm: pluggy.PluginManager, module: Any) -> list[str]:
+    """Names of the attributes of ``module`` marked with ``@interplay.hookimpl``."""
+    names = []
+    for attr in dir(module):
+        try:
+            if pm.parse_hookimpl_opts(module, attr) is not None:
+                names.append(attr)
+        except Exception:  # an attribute that cannot even be read is not a hook
+            continue
+    return names
 
 
 def _make_register(kind: str, info: PluginInfo, added: list[Entry]) -> Callable[..., None]:

@@ -1,0 +1,351 @@
+"""The plugin host in-process: each hook, registration rules, failures and clashes.
+
+Every hook spec has a ``test_hook_<hook name>`` here (tests/test_kernel_meta.py checks it).
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+
+from interplay import InterplayError, hookimpl, plugins
+from interplay.env import Env, SeatSpec
+from interplay.harness import Harness, Segment
+from interplay.hookspecs import Register
+from interplay.records import Episode, Message, Reward, Task
+from interplay.step import Step
+from interplay.usersim import Answer, Read, UserSim
+from interplay.verifier import Verifier
+
+RegisterPlugin = Callable[..., plugins.PluginHost]
+
+
+def make_plugin(name: str, **hooks: Callable[[Register], None]) -> types.ModuleType:
+    """A plugin module whose hooks are the given functions (marked as implementations)."""
+    module = types.ModuleType(name)
+    for hook_name, fn in hooks.items():
+        fn.__name__ = hook_name
+        setattr(module, hook_name, hookimpl(fn))
+    return module
+
+
+class EchoHarness(Harness):
+    """Replies with the prompt."""
+
+    name = "test_echo"
+
+    async def launch(self, task: Task, ctx: Any) -> Segment:
+        return Segment([Message("assistant", str(task.prompt))])
+
+
+class ParrotUser(UserSim):
+    """Says the same line until told three times."""
+
+    name = "test_parrot"
+
+    async def answer(self, read: Read) -> Answer:
+        return Answer("again", done=read.turn >= 3)
+
+
+@attrs.define
+class SayConfig:
+    seat: str = "assistant"
+    times: int = 1
+
+
+class SayStep(Step):
+    """Opens the assistant's session and says one line."""
+
+    name = "test_say"
+    Config = SayConfig
+    writes = frozenset({"said"})
+
+    async def run(self, ctx: Any) -> None:
+        ctx.results["said"] = self.config.times
+
+
+class AlwaysOne(Verifier):
+    """Scores every episode 1."""
+
+    name = "test_one"
+
+    def check(self, steps: Sequence[Step]) -> list[str]:
+        return [] if steps else ["needs at least one step"]
+
+    async def score(self, episode: Episode, ctx: Any) -> Reward:
+        return Reward(self.name, 1.0)
+
+
+class TinyEnv(Env):
+    """One task, one step, one verifier."""
+
+    name = "test_tiny"
+
+    def tasks(self) -> list[Task]:
+        return [Task(idx=0, prompt="hi", answer="hi")]
+
+    def steps(self) -> list[Step]:
+        return [SayStep()]
+
+    def verifiers(self) -> list[Verifier]:
+        return [AlwaysOne()]
+
+
+# -- one test per hook -----------------------------------------------------------------------
+
+
+def test_hook_register_harnesses(register_plugin: RegisterPlugin) -> None:
+    def register_harnesses(register: Register) -> None:
+        register(EchoHarness)
+        register(EchoHarness, name="test_echo_too")
+
+    host = register_plugin(make_plugin("h", register_harnesses=register_harnesses))
+    assert plugins.get("harnesses", "test_echo") is EchoHarness
+    assert plugins.get("harnesses", "test_echo_too") is EchoHarness
+    assert host.infos["h"].registered == {"harnesses": ["test_echo", "test_echo_too"]}
+    assert host.infos["h"].hooks == ["register_harnesses"]
+    assert EchoHarness().can_resume()
+
+
+def test_hook_register_user_sims(register_plugin: RegisterPlugin) -> None:
+    def register_user_sims(register: Register) -> None:
+        register(ParrotUser)
+
+    register_plugin(make_plugin("u", register_user_sims=register_user_sims))
+    cls = plugins.get("user-sims", "test_parrot")
+    assert cls is ParrotUser
+    sim = cls()
+    sim.configure({})
+    assert plugins.registry().entry("user-sims", "test_parrot").plugin == "u"
+
+
+def test_hook_register_steps(register_plugin: RegisterPlugin) -> None:
+    def register_steps(register: Register) -> None:
+        register(SayStep)
+
+    register_plugin(make_plugin("s", register_steps=register_steps), package="steps-pkg")
+    entry = plugins.registry().entry("steps", "test_say")
+    assert entry.obj is SayStep
+    assert entry.package == "steps-pkg"
+    assert "test_say" in plugins.registry().names("steps")
+
+
+def test_hook_register_verifiers(register_plugin: RegisterPlugin) -> None:
+    def register_verifiers(register: Register) -> None:
+        register(AlwaysOne)
+
+    register_plugin(make_plugin("v", register_verifiers=register_verifiers))
+    verifier = plugins.get("verifiers", "test_one")()
+    assert verifier.check([]) == ["needs at least one step"]
+    assert verifier.check([SayStep()]) == []
+
+
+def test_hook_register_envs(register_plugin: RegisterPlugin, tmp_path: Path) -> None:
+    (tmp_path / "tasks.jsonl").write_text('{"prompt": "hello", "answer": "hello"}\n')
+    toml_env = tmp_path / "from-file.toml"
+    toml_env.write_text('taskset = "tasks.jsonl"\n'
+                        '[seats.assistant]\nharness = "test_echo"\ntrainable = false\n')
+
+    def register_envs(register: Register) -> None:
+        register(TinyEnv)
+        register(toml_env)
+
+    register_plugin(make_plugin("e", register_envs=register_envs))
+    assert plugins.get("envs", "test_tiny") is TinyEnv
+    from_file = plugins.get("envs", "from-file")
+    assert issubclass(from_file, Env)
+    assert from_file.seats == {"assistant": SeatSpec(harness="test_echo", trainable=False)}
+    assert [t.prompt for t in from_file().tasks()] == ["hello"]
+
+
+# -- registration rules ----------------------------------------------------------------------
+
+
+def test_builtins_are_registered_without_entry_points(plugin_host: plugins.PluginHost) -> None:
+    infos = plugin_host.plugin_infos()
+    assert [i.name for i in infos] == list(plugins.DEFAULT_PLUGINS)
+    assert all(i.builtin and i.package == "interplay" and i.error is None for i in infos)
+    assert plugin_host.plugin_infos(include_builtins=False) == []
+
+
+def test_registering_a_non_subclass_is_refused_with_a_clear_message(
+        register_plugin: RegisterPlugin) -> None:
+    class NotAVerifier:
+        name = "impostor"
+
+    def register_verifiers(register: Register) -> None:
+        register(NotAVerifier)
+
+    host = register_plugin(make_plugin("bad", register_verifiers=register_verifiers),
+                           package="bad-pkg")
+    error = host.infos["bad"].error
+    assert error is not None
+    assert error.startswith("register_verifiers: InterplayError: bad-pkg: register() for "
+                            "verifiers takes a subclass of interplay.verifier.Verifier")
+    assert "NotAVerifier" in error
+    with pytest.raises(InterplayError, match="unknown verifier 'impostor'"):
+        plugins.get("verifiers", "impostor")
+
+
+def test_an_instance_is_refused_too(register_plugin: RegisterPlugin) -> None:
+    def register_harnesses(register: Register) -> None:
+        register(EchoHarness())
+
+    host = register_plugin(make_plugin("inst", register_harnesses=register_harnesses))
+    assert "takes a subclass of interplay.harness.Harness" in (host.infos["inst"].error or "")
+
+
+def test_a_class_without_a_name_needs_one(register_plugin: RegisterPlugin) -> None:
+    class Nameless(Verifier):
+        pass
+
+    def register_verifiers(register: Register) -> None:
+        register(Nameless)
+
+    host = register_plugin(make_plugin("anon", register_verifiers=register_verifiers))
+    assert "has no name; pass name=..." in (host.infos["anon"].error or "")
+
+
+def test_a_hook_that_raises_is_reported_and_keeps_nothing(
+        register_plugin: RegisterPlugin) -> None:
+    def register_verifiers(register: Register) -> None:
+        register(AlwaysOne)
+
+    def register_envs(register: Register) -> None:
+        raise RuntimeError("boom")
+
+    def good_harnesses(register: Register) -> None:
+        register(EchoHarness)
+
+    host = register_plugin(make_plugin("half", register_verifiers=register_verifiers,
+                                       register_envs=register_envs), package="half-pkg")
+    register_plugin(make_plugin("fine", register_harnesses=good_harnesses))
+    info = host.infos["half"]
+    assert info.error is not None and info.error.startswith("register_envs: RuntimeError: boom")
+    assert info.registered == {}
+    assert "test_one" not in plugins.registry().names("verifiers")
+    assert plugins.get("harnesses", "test_echo") is EchoHarness
+    assert all(i.error is None for i in host.plugin_infos() if i.builtin)
+
+
+def test_a_failed_plugin_does_not_clash_with_a_good_one(register_plugin: RegisterPlugin) -> None:
+    def claims_name(register: Register) -> None:
+        register(AlwaysOne)
+
+    def then_fails(register: Register) -> None:
+        raise RuntimeError("boom")
+
+    class Other(Verifier):
+        name = "test_one"
+
+    def good(register: Register) -> None:
+        register(Other)
+
+    register_plugin(make_plugin("first", register_verifiers=claims_name,
+                                register_envs=then_fails))
+    register_plugin(make_plugin("second", register_verifiers=good))
+    assert plugins.get("verifiers", "test_one") is Other
+    assert plugins.registry().clashes() == {}
+
+
+def test_a_name_registered_twice_is_an_error_naming_both_packages(
+        register_plugin: RegisterPlugin) -> None:
+    class Other(Verifier):
+        name = "test_one"
+
+    def first(register: Register) -> None:
+        register(AlwaysOne)
+
+    def second(register: Register) -> None:
+        register(Other)
+
+    register_plugin(make_plugin("one", register_verifiers=first), package="pkg-one")
+    register_plugin(make_plugin("two", register_verifiers=second), package="pkg-two")
+    with pytest.raises(InterplayError) as info:
+        plugins.get("verifiers", "test_one")
+    assert str(info.value) == (
+        "verifier 'test_one' is registered by both 'pkg-one' and 'pkg-two'; "
+        "uninstall one or block it with INTERPLAY_BLOCK_PLUGINS")
+    assert plugins.registry().clashes() == {("verifiers", "test_one"): ["pkg-one", "pkg-two"]}
+
+
+def test_the_same_class_registered_twice_is_not_a_clash(register_plugin: RegisterPlugin) -> None:
+    def register_verifiers(register: Register) -> None:
+        register(AlwaysOne)
+        register(AlwaysOne)
+
+    register_plugin(make_plugin("twice", register_verifiers=register_verifiers))
+    assert plugins.get("verifiers", "test_one") is AlwaysOne
+
+
+def test_a_misspelt_hook_is_reported(register_plugin: RegisterPlugin) -> None:
+    def register_verifier(register: Register) -> None:
+        register(AlwaysOne)
+
+    host = register_plugin(make_plugin("typo", register_verifier=register_verifier))
+    assert "unknown hook(s) register_verifier" in (host.infos["typo"].error or "")
+
+
+def test_an_implementation_with_a_wrong_argument_is_reported(
+        register_plugin: RegisterPlugin) -> None:
+    def register_verifiers(registry: Register) -> None:
+        registry(AlwaysOne)
+
+    host = register_plugin(make_plugin("args", register_verifiers=register_verifiers))
+    error = host.infos["args"].error or ""
+    assert "registry" in error
+
+
+def test_unregister_forgets_the_plugin(plugin_host: plugins.PluginHost) -> None:
+    def register_verifiers(register: Register) -> None:
+        register(AlwaysOne)
+
+    plugin_host.register_module(make_plugin("temp", register_verifiers=register_verifiers),
+                                "temp")
+    assert plugins.get("verifiers", "test_one") is AlwaysOne
+    plugin_host.unregister("temp")
+    assert "temp" not in plugin_host.infos
+    with pytest.raises(InterplayError, match="unknown verifier 'test_one'"):
+        plugins.get("verifiers", "test_one")
+
+
+def test_registrations_do_not_leak_between_tests() -> None:
+    assert "test_one" not in plugins.registry().names("verifiers")
+    assert "test_echo" not in plugins.registry().names("harnesses")
+
+
+def test_unknown_kind_and_name_say_what_exists() -> None:
+    with pytest.raises(InterplayError, match="unknown kind 'widgets'; expected one of: "):
+        plugins.get("widgets", "x")
+    with pytest.raises(InterplayError, match=r"`interplay list verifiers`"):
+        plugins.get("verifiers", "nope")
+
+
+def test_is_kind_follows_subclasses(register_plugin: RegisterPlugin) -> None:
+    class Stricter(AlwaysOne):
+        name = "test_stricter"
+
+    def register_verifiers(register: Register) -> None:
+        register(AlwaysOne)
+        register(Stricter)
+
+    register_plugin(make_plugin("k", register_verifiers=register_verifiers))
+    assert plugins.is_kind("test_stricter", "verifiers", "test_one")
+    assert plugins.is_kind(Stricter(), "verifiers", "test_one")
+    assert not plugins.is_kind("test_one", "verifiers", "test_stricter")
+
+
+def test_importing_the_kernel_loads_no_plugin() -> None:
+    import subprocess
+    import sys
+
+    code = ("import interplay, interplay.plugins as p, sys\n"
+            "assert p._host is None, 'a host was built on import'\n"
+            "assert 'interplay.builtin_verifiers.plugin' not in sys.modules\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
