@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import attrs
+
 from interplay import __version__
 from interplay.errors import InterplayError
 

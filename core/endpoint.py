@@ -6,6 +6,7 @@ import os
 from typing import Any
 
 import attrs
+
 from interplay.errors import InterplayError
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
+
 from interplay.endpoint import Endpoint
 from interplay.errors import InterplayError
 from interplay.harness import NoConfig

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 import attrs
 import cattrs
+
 from interplay.errors import InterplayError
 
 SCHEMA_VERSION = 1

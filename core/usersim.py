@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
+
 from interplay.harness import NoConfig
 
 if TYPE_CHECKING:
