@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import attrs
 import cattrs
 from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
+
 from interplay.errors import InterplayError
 
 T = TypeVar("T")
@@ -39,6 +40,15 @@ def make_config_converter() -> cattrs.Converter:
 
     for typ in (int, float, str, bool):
         conv.register_structure_hook(typ, strict(typ))
+
+    def literal(value: Any, typ: Any) -> Any:
+        allowed = typing.get_args(typ)
+        # bool is an int: 1 must not pass for True, nor True for 1.
+        if not any(value == a and type(value) is type(a) for a in allowed):
+            raise _TypeMismatch(_describe_type(typ), value)
+        return value
+
+    conv.register_structure_hook_func(lambda t: typing.get_origin(t) is typing.Literal, literal)
     conv.register_structure_hook(Any, lambda v, _: v)
     conv.register_structure_hook(Path, lambda v, _: Path(strict(str)(v, str)))
     return conv
