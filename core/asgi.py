@@ -1,0 +1,202 @@
+"""Small pieces shared by interplay's hand-written ASGI servers (interception, local model,
+scripted model): serving an app on a free 127.0.0.1 port, reading a bounded body, and sending
+JSON, SSE and OpenAI-style errors.
+
+Kept minimal on purpose: no routing framework, so per-request CPU stays low. No user logic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import socket
+import threading
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+App = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+JSON_HEADERS = [(b"content-type", b"application/json")]
+SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
+
+
+class BodyTooLarge(Exception):
+    pass
+
+
+async def read_body(receive: Receive, limit: int) -> bytes:
+    """The request body; raises BodyTooLarge past ``limit`` bytes."""
+    parts: list[bytes] = []
+    size = 0
+    while True:
+        msg = await receive()
+        if msg["type"] == "http.disconnect":
+            break
+        chunk = msg.get("body", b"")
+        if chunk:
+            size += len(chunk)
+            if size > limit:
+                raise BodyTooLarge
+            parts.append(chunk)
+        if not msg.get("more_body"):
+            break
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def header(scope: Scope, name: bytes) -> bytes | None:
+    for k, v in scope.get("headers") or ():
+        if k == name:
+            return v
+    return None
+
+
+def dumps(obj: Any) -> bytes:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+async def send_bytes(send: Send, status: int, body: bytes,
+                     headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    await send({"type": "http.response.start", "status": status,
+                "headers": (headers or JSON_HEADERS) +
+                [(b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def send_json(send: Send, status: int, obj: Any,
+                    extra: list[tuple[bytes, bytes]] | None = None) -> None:
+    await send_bytes(send, status, dumps(obj), JSON_HEADERS + (extra or []))
+
+
+def error_body(message: str, *, type_: str = "invalid_request_error", param: str | None = None,
+               code: str | None = None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": type_, "param": param, "code": code}}
+
+
+async def send_error(send: Send, status: int, message: str, *,
+                     type_: str = "invalid_request_error", param: str | None = None,
+                     code: str | None = None,
+                     extra: list[tuple[bytes, bytes]] | None = None) -> None:
+    await send_json(send, status, error_body(message, type_=type_, param=param, code=code),
+                    extra)
+
+
+async def start_sse(send: Send, status: int = 200) -> None:
+    await send({"type": "http.response.start", "status": status, "headers": SSE_HEADERS})
+
+
+def free_socket(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(2048)
+    sock.setblocking(False)
+    return sock
+
+
+def _server(app: App, *, graceful_s: float | None) -> Any:
+    import uvicorn
+
+    class _Server(uvicorn.Server):
+        # The host process owns its signals: a server living inside a run must not take
+        # Ctrl-C away from it.
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield
+
+    config = uvicorn.Config(app, http="httptools", lifespan="off", log_config=None,
+                            interface="asgi3", proxy_headers=False, server_header=False,
+                            access_log=False, log_level="warning",
+                            timeout_graceful_shutdown=graceful_s, backlog=2048)
+    return _Server(config)
+
+
+class AsgiServer:
+    """Serves an ASGI app on 127.0.0.1 in the current event loop (``await start()``) or in a
+    background thread with its own loop (``start_in_thread()``)."""
+
+    def __init__(self, app: App, *, host: str = "127.0.0.1", port: int = 0,
+                 graceful_s: float | None = 2.0) -> None:
+        self.app = app
+        self.host = host
+        self._port = port
+        self._graceful_s = graceful_s
+        self._server: Any = None
+        self._task: asyncio.Task[None] | None = None
+        self._thread: threading.Thread | None = None
+        self._thread_loop: asyncio.AbstractEventLoop | None = None
+        self.port = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    async def start(self) -> None:
+        sock = free_socket(self.host, self._port)
+        self.port = sock.getsockname()[1]
+        self._server = _server(self.app, graceful_s=self._graceful_s)
+        self._task = asyncio.create_task(self._server.serve(sockets=[sock]))
+        while not self._server.started:
+            if self._task.done():
+                self._task.result()
+                raise RuntimeError("server stopped while starting")
+            await asyncio.sleep(0.005)
+
+    async def stop(self) -> None:
+        if self._server is None or self._task is None:
+            return
+        self._server.should_exit = True
+        try:
+            await self._task
+        finally:
+            self._server = self._task = None
+
+    def start_in_thread(self) -> None:
+        ready = threading.Event()
+        errors: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                import uvloop
+
+                loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
+            except ImportError:
+                loop = asyncio.new_event_loop()
+            self._thread_loop = loop
+            asyncio.set_event_loop(loop)
+            try:
+                loop.run_until_complete(self.start())
+            except BaseException as exc:
+                errors.append(exc)
+                ready.set()
+                return
+            ready.set()
+            try:
+                loop.run_until_complete(self._task)  # type: ignore[arg-type]
+            finally:
+                loop.close()
+
+        self._thread = threading.Thread(target=run, name="interplay-asgi", daemon=True)
+        self._thread.start()
+        ready.wait()
+        if errors:
+            raise errors[0]
+
+    def stop_thread(self) -> None:
+        if self._thread is None:
+            return
+        if self._server is not None:
+            self._server.should_exit = True
+        self._thread.join(timeout=10)
+        self._thread = None
+        self._server = self._task = None
+
+    def call_soon(self, fn: Callable[[], Any]) -> None:
+        """Run ``fn`` in the server's loop (thread mode) or now (loop mode)."""
+        if self._thread_loop is not None and self._thread is not None:
+            self._thread_loop.call_soon_threadsafe(fn)
+        else:
+            fn()

@@ -1,0 +1,549 @@
+"""The model client: every Chat Completions call interplay makes crosses this module.
+
+It owns one pooled HTTP client per endpoint (the openai SDK over aiohttp's transport, with the
+SDK's own retries off), our retry policy (exponential backoff with full jitter, Retry-After
+honoured within the budget), reassembly of streamed completions into the non-streamed shape, and
+the :class:`~interplay.records.ModelCall` that records each call. Model and transport failures
+never raise: they end up on ``ModelCall.error`` / ``error_type``.
+
+It must not hold user logic or log message text, tool arguments or bodies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import inspect
+import json
+import random
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+import structlog
+
+from interplay.endpoint import Endpoint
+from interplay.errors import InterplayError
+from interplay.records import Message, ModelCall, ToolCall, Usage
+
+log = structlog.get_logger("interplay.model")
+
+#: Called with (raw SSE data line, parsed chunk) for every chunk of a streamed call, as it arrives.
+ChunkSink = Callable[[bytes, dict[str, Any]], Awaitable[None] | None]
+
+_BACKOFF_BASE_S = 0.25
+_BACKOFF_CAP_S = 8.0
+_RETRYABLE = frozenset({"rate_limited", "server_error", "timeout", "connection_error"})
+
+
+class _Failure(Exception):
+    """One failed attempt, classified."""
+
+    def __init__(self, error_type: str, message: str, status: int | None = None,
+                 retry_after: float | None = None, body: bytes | None = None) -> None:
+        super().__init__(message)
+        self.error_type = error_type
+        self.message = message
+        self.status = status
+        self.retry_after = retry_after
+        self.body = body
+
+
+def _status_error_type(status: int) -> str:
+    if status == 429:
+        return "rate_limited"
+    if status >= 500:
+        return "server_error"
+    if status == 408:
+        return "timeout"
+    if status == 409:
+        # A conflict is transient by OpenAI's own convention; retry it like a server error.
+        return "server_error"
+    if status in (401, 403):
+        return "auth_error"
+    if status == 404:
+        return "not_found"
+    return "bad_request"
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """Seconds to wait from a Retry-After header (delta-seconds or an HTTP date)."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _error_message(body: bytes, status: int) -> str:
+    try:
+        data = json.loads(body)
+        err = data.get("error") if isinstance(data, dict) else None
+        if isinstance(err, dict) and err.get("message"):
+            return f"HTTP {status}: {err['message']}"
+        if isinstance(err, str):
+            return f"HTTP {status}: {err}"
+    except (ValueError, TypeError):
+        pass
+    return f"HTTP {status}"
+
+
+class _StreamAssembler:
+    """Folds chat.completion.chunk dicts into one chat.completion dict."""
+
+    def __init__(self) -> None:
+        self.id: str | None = None
+        self.model: str | None = None
+        self.created: int | None = None
+        self.system_fingerprint: str | None = None
+        self.choices: dict[int, dict[str, Any]] = {}
+        self.usage: dict[str, Any] | None = None
+        self.finished = False
+
+    def add(self, chunk: Mapping[str, Any]) -> None:
+        if self.id is None:
+            self.id = chunk.get("id")
+            self.model = chunk.get("model")
+            self.created = chunk.get("created")
+            self.system_fingerprint = chunk.get("system_fingerprint")
+        if chunk.get("usage"):
+            self.usage = chunk["usage"]
+        for ch in chunk.get("choices") or ():
+            idx = ch.get("index", 0)
+            acc = self.choices.get(idx)
+            if acc is None:
+                acc = self.choices[idx] = {"role": "assistant", "text": [], "calls": {},
+                                           "finish_reason": None, "refusal": None}
+            delta = ch.get("delta") or {}
+            if delta.get("role"):
+                acc["role"] = delta["role"]
+            if delta.get("content"):
+                acc["text"].append(delta["content"])
+            if delta.get("refusal"):
+                acc["refusal"] = (acc["refusal"] or "") + delta["refusal"]
+            for tc in delta.get("tool_calls") or ():
+                i = tc.get("index", len(acc["calls"]))
+                call = acc["calls"].get(i)
+                if call is None:
+                    call = acc["calls"][i] = {"id": "", "type": "function",
+                                              "function": {"name": "", "arguments": ""}}
+                if tc.get("id"):
+                    call["id"] = tc["id"]
+                fn = tc.get("function") or {}
+                if fn.get("name"):
+                    call["function"]["name"] += fn["name"]
+                if fn.get("arguments"):
+                    call["function"]["arguments"] += fn["arguments"]
+            if ch.get("finish_reason"):
+                acc["finish_reason"] = ch["finish_reason"]
+                self.finished = True
+
+    def result(self) -> dict[str, Any]:
+        choices = []
+        for idx in sorted(self.choices):
+            acc = self.choices[idx]
+            message: dict[str, Any] = {"role": acc["role"],
+                                       "content": "".join(acc["text"]) if acc["text"] else None}
+            if acc["refusal"] is not None:
+                message["refusal"] = acc["refusal"]
+            if acc["calls"]:
+                message["tool_calls"] = [acc["calls"][i] for i in sorted(acc["calls"])]
+            elif message["content"] is None:
+                message["content"] = ""
+            choices.append({"index": idx, "message": message,
+                            "finish_reason": acc["finish_reason"], "logprobs": None})
+        out: dict[str, Any] = {"id": self.id or f"chatcmpl-{uuid.uuid4().hex[:24]}",
+                               "object": "chat.completion", "created": self.created or
+                               int(time.time()), "model": self.model or "", "choices": choices}
+        if self.system_fingerprint:
+            out["system_fingerprint"] = self.system_fingerprint
+        if self.usage is not None:
+            out["usage"] = self.usage
+        return out
+
+
+def _usage(data: Mapping[str, Any] | None) -> Usage | None:
+    if not isinstance(data, Mapping):
+        return None
+    try:
+        p = int(data.get("prompt_tokens") or 0)
+        c = int(data.get("completion_tokens") or 0)
+        t = int(data.get("total_tokens") or (p + c))
+    except (TypeError, ValueError):
+        return None
+    return Usage(prompt_tokens=p, completion_tokens=c, total_tokens=t)
+
+
+def assistant_message(call: ModelCall) -> Message | None:
+    """The assistant Message in ``call.response`` (tool calls as ToolCall), or None."""
+    resp = call.response
+    if not isinstance(resp, Mapping):
+        return None
+    choices = resp.get("choices")
+    if not choices or not isinstance(choices[0], Mapping):
+        return None
+    msg = choices[0].get("message")
+    if not isinstance(msg, Mapping):
+        return None
+    calls = []
+    for raw in msg.get("tool_calls") or ():
+        fn = raw.get("function") or {}
+        args = fn.get("arguments")
+        calls.append(ToolCall(id=str(raw.get("id") or ""), name=str(fn.get("name") or ""),
+                              arguments=args if isinstance(args, str)
+                              else json.dumps(args if args is not None else {})))
+    content = msg.get("content")
+    if content is not None and not isinstance(content, str | list):
+        content = str(content)
+    return Message(role="assistant", content=content, tool_calls=tuple(calls))
+
+
+def _root(exc: BaseException) -> BaseException:
+    seen = 0
+    while (exc.__cause__ or exc.__context__) is not None and seen < 10:
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+        seen += 1
+    return exc
+
+
+def _transport_error_type(exc: BaseException) -> str:
+    """timeout or connection_error, from the root cause.
+
+    The aiohttp transport maps a refused connection to ConnectTimeout, so the SDK's own
+    exception class cannot be trusted to tell the two apart.
+    """
+    import aiohttp
+
+    root = _root(exc)
+    if isinstance(root, aiohttp.ServerTimeoutError | TimeoutError):
+        return "timeout"
+    if isinstance(root, aiohttp.ClientError | OSError):
+        return "connection_error"
+    import openai
+
+    return "timeout" if isinstance(exc, openai.APITimeoutError) else "connection_error"
+
+
+def _new_call_id() -> str:
+    return f"mc_{uuid.uuid4().hex[:20]}"
+
+
+class ModelClient:
+    """Chat Completions against one endpoint, with our retries and a pooled connection pool.
+
+    An endpoint with ``base_url`` None is the embedded local model: it is started on the first
+    call (once per process) by the :class:`Models` pool or, used alone, by the process-wide
+    shared :class:`~interplay.local_model.LocalModel`.
+    """
+
+    def __init__(self, endpoint: Endpoint, *, max_connections: int = 64,
+                 _resolve: Callable[[], Awaitable[Endpoint]] | None = None) -> None:
+        self.endpoint = endpoint
+        self._max_connections = max(1, int(max_connections))
+        self._resolve = _resolve
+        self._sdk: Any = None
+        self._http: Any = None
+        self._url: str = ""
+        self._headers: dict[str, str] = {}
+        self._init_lock: asyncio.Lock | None = None
+        if endpoint.base_url is not None:
+            self._open(endpoint)
+
+    # -- setup ---------------------------------------------------------------------------------
+
+    def _open(self, endpoint: Endpoint) -> None:
+        import httpx2
+        import openai
+
+        # aiohttp's transport: 0.14-0.27 ms client CPU per request against 1-2.2 ms for httpx's
+        # default one (benchmarks/bench_interception.py prints the figures).
+        limits = httpx2.Limits(max_connections=self._max_connections,
+                               max_keepalive_connections=self._max_connections)
+        timeout = httpx2.Timeout(endpoint.timeout_s, connect=min(10.0, endpoint.timeout_s))
+        self._http = openai.DefaultAioHttpClient(limits=limits, timeout=timeout)
+        self._sdk = openai.AsyncOpenAI(base_url=endpoint.base_url, api_key=endpoint.api_key(),
+                                       max_retries=0, timeout=timeout, http_client=self._http)
+        self._headers = {"Content-Type": "application/json"}
+        self._url = str(endpoint.base_url).rstrip("/")
+
+    async def _ready(self) -> None:
+        if self._sdk is not None:
+            return
+        if self._init_lock is None:
+            self._init_lock = asyncio.Lock()
+        async with self._init_lock:
+            if self._sdk is not None:
+                return
+            if self._resolve is None:
+                from interplay.local_model import shared_local_endpoint
+
+                resolved = await shared_local_endpoint()
+            else:
+                resolved = await self._resolve()
+            merged = attrs.evolve(self.endpoint, base_url=resolved.base_url,
+                                  model=self.endpoint.model if self.endpoint.model != "default"
+                                  else resolved.model)
+            self._open(merged)
+
+    async def aclose(self) -> None:
+        sdk, self._sdk = self._sdk, None
+        if sdk is not None:
+            await sdk.close()
+
+    # -- calls ---------------------------------------------------------------------------------
+
+    def build_body(self, messages: Sequence[Message | Mapping[str, Any]], *,
+                   tools: list[dict[str, Any]] | None = None, stream: bool = False,
+                   **params: Any) -> dict[str, Any]:
+        """The JSON body :meth:`chat` sends."""
+        wire = [m.to_openai() if isinstance(m, Message) else dict(m) for m in messages]
+        body: dict[str, Any] = {"model": self.endpoint.model, "messages": wire}
+        body.update(self.endpoint.sampling)
+        body.update(params)
+        if tools:
+            body["tools"] = tools
+        if stream:
+            body["stream"] = True
+            body.setdefault("stream_options", {"include_usage": True})
+        else:
+            body.pop("stream", None)
+        return body
+
+    async def chat(self, messages: Sequence[Message | Mapping[str, Any]], *,
+                   tools: list[dict[str, Any]] | None = None, stream: bool = False,
+                   **params: Any) -> ModelCall:
+        """One Chat Completions call with retries; failures are recorded, never raised."""
+        body = self.build_body(messages, tools=tools, stream=stream, **params)
+        return await self.chat_raw(body)
+
+    async def chat_raw(self, body: dict[str, Any], *, on_chunk: ChunkSink | None = None,
+                       on_start: Callable[[], None] | None = None) -> ModelCall:
+        """Send ``body`` as it is (a Chat Completions request) with retries; return the call.
+
+        With ``"stream": true`` each SSE chunk is handed to ``on_chunk`` (raw data line, parsed
+        chunk) as it arrives; ``on_start`` fires once, just before the first chunk. A failure
+        before the first chunk is retried; once a chunk has been handed on, it is final. The
+        interception server forwards programs' requests through here.
+        """
+        call = ModelCall(id=_new_call_id(), model=str(body.get("model") or self.endpoint.model),
+                         request=body, started_at=time.time(),
+                         streamed=bool(body.get("stream")))
+        t0 = time.monotonic()
+        try:
+            await self._ready()
+        except InterplayError:
+            raise
+        except Exception as exc:  # the local model failed to start: record it as a call failure
+            call.error, call.error_type = f"{type(exc).__name__}: {exc}", "connection_error"
+            call.latency_s = time.monotonic() - t0
+            return call
+        ep = self.endpoint
+        payload = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+        delivered = [False]
+        attempt = 0
+        while True:
+            attempt += 1
+            call.attempts = attempt
+            try:
+                await self._attempt(call, payload, t0, on_chunk, on_start, delivered)
+                call.error = call.error_type = None
+                break
+            except _Failure as f:
+                call.status, call.error, call.error_type = f.status, f.message, f.error_type
+                if f.body is not None and call.response is None:
+                    try:
+                        parsed = json.loads(f.body)
+                        if isinstance(parsed, dict):
+                            call.response = parsed
+                    except ValueError:
+                        pass
+                if f.error_type not in _RETRYABLE or delivered[0] or attempt > ep.max_retries:
+                    break
+                elapsed = time.monotonic() - t0
+                remaining = ep.retry_max_s - elapsed
+                if f.retry_after is not None:
+                    delay = f.retry_after
+                else:
+                    delay = random.uniform(0, min(_BACKOFF_CAP_S, _BACKOFF_BASE_S * 2 ** attempt))
+                if delay >= remaining:
+                    break
+                log.info("model.retry", attempt=attempt, error_type=f.error_type,
+                         status=f.status, delay_s=round(delay, 3))
+                call.response = None
+                await asyncio.sleep(delay)
+        call.latency_s = time.monotonic() - t0
+        if call.error_type is not None:
+            log.warning("model.call_failed", call_id=call.id, error_type=call.error_type,
+                        status=call.status, attempts=call.attempts)
+        return call
+
+    async def _attempt(self, call: ModelCall, payload: bytes, t0: float,
+                       on_chunk: ChunkSink | None, on_start: Callable[[], None] | None,
+                       delivered: list[bool]) -> None:
+        import httpx2
+        import openai
+
+        try:
+            resp = await self._sdk.post("/chat/completions", cast_to=httpx2.Response,
+                                        content=payload, stream=True,
+                                        options={"headers": self._headers})
+        except openai.APIStatusError as exc:
+            r = exc.response
+            raise _Failure(_status_error_type(r.status_code), _error_message(r.content,
+                           r.status_code), r.status_code,
+                           parse_retry_after(r.headers.get("retry-after")), r.content) from None
+        except openai.APIConnectionError as exc:  # APITimeoutError included
+            kind = _transport_error_type(exc)
+            raise _Failure(kind, "request timed out" if kind == "timeout" else
+                           f"connection error: {_root(exc)}") from None
+        try:
+            call.status = resp.status_code
+            ctype = resp.headers.get("content-type", "")
+            if call.streamed and "text/event-stream" in ctype:
+                await self._read_stream(call, resp, t0, on_chunk, on_start, delivered)
+            else:
+                data = await resp.aread()
+                try:
+                    parsed = json.loads(data)
+                except ValueError:
+                    raise _Failure("bad_response", "response body is not JSON",
+                                   resp.status_code) from None
+                if not isinstance(parsed, dict) or not isinstance(parsed.get("choices"), list):
+                    raise _Failure("bad_response", "response is not a chat.completion",
+                                   resp.status_code)
+                self._finish(call, parsed)
+        except (httpx2.TimeoutException, TimeoutError):
+            raise _Failure("timeout", "timed out reading the response") from None
+        except (httpx2.TransportError, httpx2.StreamError) as exc:
+            raise _Failure("connection_error", f"connection error: {type(exc).__name__}") \
+                from None
+        finally:
+            await resp.aclose()
+
+    async def _read_stream(self, call: ModelCall, resp: Any, t0: float,
+                           on_chunk: ChunkSink | None, on_start: Callable[[], None] | None,
+                           delivered: list[bool]) -> None:
+        asm = _StreamAssembler()
+        done = False
+        buf = b""
+        async for piece in resp.aiter_bytes():
+            buf += piece
+            while True:
+                nl = buf.find(b"\n")
+                if nl < 0:
+                    break
+                line, buf = buf[:nl].rstrip(b"\r"), buf[nl + 1:]
+                if not line.startswith(b"data:"):
+                    continue
+                data = line[5:].strip()
+                if data == b"[DONE]":
+                    done = True
+                    break
+                try:
+                    chunk = json.loads(data)
+                except ValueError:
+                    raise _Failure("bad_response", "stream chunk is not JSON",
+                                   resp.status_code) from None
+                if not isinstance(chunk, dict):
+                    raise _Failure("bad_response", "stream chunk is not an object",
+                                   resp.status_code)
+                if "error" in chunk and not chunk.get("choices"):
+                    err = chunk["error"]
+                    msg = err.get("message") if isinstance(err, dict) else str(err)
+                    raise _Failure("server_error", f"error in stream: {msg}", resp.status_code)
+                if call.first_token_s is None:
+                    call.first_token_s = time.monotonic() - t0
+                asm.add(chunk)
+                if on_chunk is not None:
+                    if not delivered[0]:
+                        delivered[0] = True
+                        if on_start is not None:
+                            on_start()
+                    out = on_chunk(data, chunk)
+                    if inspect.isawaitable(out):
+                        await out
+            if done:
+                break
+        if not done and not asm.finished:
+            raise _Failure("connection_error", "stream ended before it finished",
+                           resp.status_code)
+        self._finish(call, asm.result())
+
+    @staticmethod
+    def _finish(call: ModelCall, response: dict[str, Any]) -> None:
+        call.response = response
+        call.usage = _usage(response.get("usage"))
+        choices = response.get("choices") or ()
+        if choices and isinstance(choices[0], Mapping):
+            call.finish_reason = choices[0].get("finish_reason")
+        if response.get("model"):
+            call.model = str(response["model"])
+
+
+class Models:
+    """A run's pool: one ModelClient per distinct endpoint, sized to the run's concurrency.
+
+    The embedded local model (``base_url`` None) is started lazily on first use and stopped by
+    :meth:`aclose` if this pool started it.
+    """
+
+    def __init__(self, *, max_connections: int = 64) -> None:
+        self.max_connections = max_connections
+        self._clients: dict[tuple[Any, ...], ModelClient] = {}
+        self._local: Any = None
+        self._local_lock: asyncio.Lock | None = None
+
+    def client(self, endpoint: Endpoint) -> ModelClient:
+        key = (endpoint.base_url, endpoint.model, endpoint.api_key_var,
+               json.dumps(endpoint.sampling, sort_keys=True, default=str),
+               endpoint.timeout_s, endpoint.max_retries, endpoint.retry_max_s)
+        found = self._clients.get(key)
+        if found is None:
+            resolve = self._local_endpoint if endpoint.base_url is None else None
+            found = ModelClient(endpoint, max_connections=self.max_connections,
+                                _resolve=resolve)
+            self._clients[key] = found
+        return found
+
+    async def _local_endpoint(self) -> Endpoint:
+        from interplay.local_model import acquire_shared
+
+        if self._local_lock is None:
+            self._local_lock = asyncio.Lock()
+        async with self._local_lock:
+            if self._local is None:
+                self._local = await acquire_shared()
+        return self._local.endpoint
+
+    async def aclose(self) -> None:
+        clients, self._clients = list(self._clients.values()), {}
+        for c in clients:
+            await c.aclose()
+        local, self._local = self._local, None
+        if local is not None:
+            from interplay.local_model import release_shared
+
+            await release_shared()
+
+
+async def aiter_sse_data(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """The ``data:`` payloads of an SSE byte stream."""
+    buf = b""
+    async for piece in chunks:
+        buf += piece
+        while True:
+            nl = buf.find(b"\n")
+            if nl < 0:
+                break
+            line, buf = buf[:nl].rstrip(b"\r"), buf[nl + 1:]
+            if line.startswith(b"data:"):
+                yield line[5:].strip()

@@ -1,0 +1,413 @@
+"""A scripted OpenAI-compatible model server: a test double for the MODEL, over real HTTP.
+
+It answers Chat Completions and Responses requests (streamed and not) and ``GET /v1/models``
+from a script: a list of :class:`ScriptedReply` consumed in order, or a handler called with each
+:class:`ScriptedRequest`. Replies can carry text, tool calls, Responses output items, latency and
+injected faults (an HTTP status with Retry-After, a hang, a dropped stream, malformed output).
+Every request received is kept in ``requests``. Usage figures count words.
+
+Run it in-process (``with ScriptedModel(script) as m:`` / ``async with``; the server lives in a
+background thread with its own loop) or as a process:
+``python -m interplay.testing.scripted --port N`` (echoes the last user message).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import attrs
+
+from interplay import asgi
+from interplay.endpoint import Endpoint
+from interplay.interception import responses as rs
+
+
+@attrs.frozen
+class ScriptedToolCall:
+    name: str
+    arguments: dict[str, Any] | str = attrs.Factory(dict)
+    call_id: str | None = None
+
+    def arguments_json(self) -> str:
+        return self.arguments if isinstance(self.arguments, str) else json.dumps(self.arguments)
+
+
+@attrs.frozen
+class ScriptedReply:
+    """One scripted answer. Build it with the class methods; ``latency_s`` works on any."""
+
+    content: str | None = None
+    tool_calls: tuple[ScriptedToolCall, ...] = ()
+    output: tuple[dict[str, Any], ...] | None = None
+    latency_s: float = 0.0
+    status: int | None = None
+    retry_after: float | str | None = None
+    hangs: bool = False
+    drops: bool = False
+    is_malformed: bool = False
+    finish_reason: str | None = None
+
+    @classmethod
+    def text(cls, s: str, *, latency_s: float = 0.0) -> ScriptedReply:
+        return cls(content=s, latency_s=latency_s)
+
+    @classmethod
+    def tool_call(cls, name: str, arguments: dict[str, Any] | None = None,
+                  call_id: str | None = None, *, text: str | None = None,
+                  latency_s: float = 0.0) -> ScriptedReply:
+        return cls(content=text, tool_calls=(ScriptedToolCall(name, arguments or {}, call_id),),
+                   latency_s=latency_s)
+
+    @classmethod
+    def calls(cls, calls: Iterable[ScriptedToolCall | tuple[str, dict[str, Any]]], *,
+                    text: str | None = None, latency_s: float = 0.0) -> ScriptedReply:
+        """Several tool calls in one reply (optionally after some text)."""
+        made = tuple(c if isinstance(c, ScriptedToolCall) else ScriptedToolCall(c[0], c[1])
+                     for c in calls)
+        return cls(content=text, tool_calls=made, latency_s=latency_s)
+
+    def with_tool_call(self, name: str, arguments: dict[str, Any] | None = None,
+                       call_id: str | None = None) -> ScriptedReply:
+        return attrs.evolve(self, tool_calls=(*self.tool_calls,
+                                              ScriptedToolCall(name, arguments or {}, call_id)))
+
+    @classmethod
+    def output_items(cls, items: Iterable[dict[str, Any]], *,
+                     latency_s: float = 0.0) -> ScriptedReply:
+        """Responses output items, returned verbatim to /v1/responses requests."""
+        return cls(output=tuple(items), latency_s=latency_s)
+
+    @classmethod
+    def fault(cls, status: int, retry_after: float | str | None = None, *,
+              latency_s: float = 0.0) -> ScriptedReply:
+        return cls(status=status, retry_after=retry_after, latency_s=latency_s)
+
+    @classmethod
+    def hang(cls) -> ScriptedReply:
+        return cls(hangs=True)
+
+    @classmethod
+    def drop(cls, text: str = "this stream is cut") -> ScriptedReply:
+        return cls(content=text, drops=True)
+
+    @classmethod
+    def malformed(cls) -> ScriptedReply:
+        return cls(is_malformed=True)
+
+
+@attrs.frozen
+class ScriptedRequest:
+    """What the scripted model received."""
+
+    api: str  # "chat.completions" or "responses"
+    body: dict[str, Any]
+    headers: dict[str, str]
+    path: str
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        return list(self.body.get("messages") or ())
+
+    @property
+    def input(self) -> Any:
+        return self.body.get("input")
+
+    @property
+    def stream(self) -> bool:
+        return bool(self.body.get("stream"))
+
+    def last_user_text(self) -> str:
+        if self.api == "responses":
+            try:
+                msgs = rs.responses_to_chat(self.body)["messages"]
+            except rs.BadRequest:
+                return ""
+        else:
+            msgs = self.messages
+        for m in reversed(msgs):
+            if m.get("role") == "user":
+                c = m.get("content")
+                return c if isinstance(c, str) else "".join(
+                    str(p.get("text", "")) for p in c or () if isinstance(p, Mapping))
+        return ""
+
+
+Handler = Callable[[ScriptedRequest], "ScriptedReply | str"]
+Script = Iterable["ScriptedReply | str"] | Handler
+
+
+class _Dropped(Exception):
+    """Raised inside the app to make the server cut the connection mid-response."""
+
+
+def _words(value: Any) -> int:
+    if isinstance(value, str):
+        return len(value.split())
+    if isinstance(value, Mapping):
+        return sum(_words(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return sum(_words(v) for v in value)
+    return 0
+
+
+def echo(request: ScriptedRequest) -> ScriptedReply:
+    """The default handler: answers with the last user message."""
+    return ScriptedReply.text(f"echo: {request.last_user_text()}")
+
+
+class ScriptedModel:
+    """An OpenAI-compatible server answering from a script (see the module docstring)."""
+
+    def __init__(self, script: Script | None = None, *, model: str = "scripted",
+                 port: int = 0) -> None:
+        self.model = model
+        self._port = port
+        self._lock = threading.Lock()
+        if script is None:
+            self._handler: Handler | None = echo
+            self._queue: list[ScriptedReply | str] = []
+        elif callable(script):
+            self._handler, self._queue = script, []
+        else:
+            self._handler, self._queue = None, list(script)
+        self.requests: list[ScriptedRequest] = []
+        self._server = asgi.AsgiServer(self.app, port=port, graceful_s=0.5)
+        self._counter = 0
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        return f"{self._server.url}/v1"
+
+    @property
+    def endpoint(self) -> Endpoint:
+        return Endpoint(base_url=self.base_url, model=self.model)
+
+    def endpoint_with(self, **changes: Any) -> Endpoint:
+        return attrs.evolve(self.endpoint, **changes)
+
+    def start(self) -> ScriptedModel:
+        self._server.start_in_thread()
+        return self
+
+    def stop(self) -> None:
+        self._server.stop_thread()
+
+    def __enter__(self) -> ScriptedModel:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    async def __aenter__(self) -> ScriptedModel:
+        await asyncio.to_thread(self.start)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await asyncio.to_thread(self.stop)
+
+    def add(self, *replies: ScriptedReply | str) -> None:
+        """Append replies to the script."""
+        with self._lock:
+            self._queue.extend(replies)
+
+    # -- the app ---------------------------------------------------------------------------------
+
+    def _next(self, req: ScriptedRequest) -> ScriptedReply:
+        with self._lock:
+            self.requests.append(req)
+            if self._handler is not None:
+                handler = self._handler
+            elif self._queue:
+                reply = self._queue.pop(0)
+                return ScriptedReply.text(reply) if isinstance(reply, str) else reply
+            else:
+                return ScriptedReply(status=500, content="scripted model: script exhausted")
+        reply = handler(req)
+        return ScriptedReply.text(reply) if isinstance(reply, str) else reply
+
+    async def app(self, scope: asgi.Scope, receive: asgi.Receive, send: asgi.Send) -> None:
+        if scope["type"] != "http":
+            return
+        path: str = scope["path"]
+        method: str = scope["method"]
+        if method == "GET" and path.endswith("/models"):
+            await asgi.send_json(send, 200, {"object": "list", "data": [
+                {"id": self.model, "object": "model", "created": 0, "owned_by": "interplay"}]})
+            return
+        if method != "POST" or not path.endswith(("/chat/completions", "/responses")):
+            await asgi.send_error(send, 404, f"no route {method} {path}", code="not_found")
+            return
+        api = "responses" if path.endswith("/responses") else "chat.completions"
+        raw = await asgi.read_body(receive, 64 << 20)
+        try:
+            body = json.loads(raw)
+            if not isinstance(body, dict):
+                raise ValueError
+        except ValueError:
+            await asgi.send_error(send, 400, "the body is not a JSON object")
+            return
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        req = ScriptedRequest(api=api, body=body, headers=headers, path=path)
+        reply = self._next(req)
+        if reply.latency_s:
+            await asyncio.sleep(reply.latency_s)
+        if reply.hangs:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            return
+        if reply.status is not None:
+            extra = [] if reply.retry_after is None else [
+                (b"retry-after", str(reply.retry_after).encode())]
+            await asgi.send_error(send, reply.status, reply.content or f"scripted fault "
+                                  f"{reply.status}", type_="server_error"
+                                  if reply.status >= 500 else "invalid_request_error",
+                                  extra=extra)
+            return
+        stream = bool(body.get("stream"))
+        if reply.is_malformed:
+            if stream:
+                await asgi.start_sse(send)
+                await send({"type": "http.response.body", "body": b"data: {not json\n\n",
+                            "more_body": False})
+            else:
+                await asgi.send_bytes(send, 200, b"{this is not json")
+            return
+        self._counter += 1
+        prompt_tokens = _words(body.get("messages") if api == "chat.completions"
+                               else body.get("input"))
+        if api == "chat.completions":
+            await self._chat(send, body, reply, stream, prompt_tokens)
+        else:
+            await self._responses(send, body, reply, stream, prompt_tokens)
+
+    def _completion(self, body: Mapping[str, Any], reply: ScriptedReply,
+                    prompt_tokens: int) -> dict[str, Any]:
+        calls = [{"id": c.call_id or f"call_{self._counter}_{i}", "type": "function",
+                  "function": {"name": c.name, "arguments": c.arguments_json()}}
+                 for i, c in enumerate(reply.tool_calls)]
+        text = reply.content
+        completion_tokens = _words(text or "") + sum(_words(c.arguments_json()) for c in
+                                                     reply.tool_calls)
+        message: dict[str, Any] = {"role": "assistant",
+                                   "content": text if text is not None or not calls else None}
+        if message["content"] is None and not calls:
+            message["content"] = ""
+        if calls:
+            message["tool_calls"] = calls
+        finish = reply.finish_reason or ("tool_calls" if calls else "stop")
+        return {"id": f"chatcmpl-scripted-{self._counter}", "object": "chat.completion",
+                "created": int(time.time()), "model": str(body.get("model") or self.model),
+                "choices": [{"index": 0, "message": message, "finish_reason": finish,
+                             "logprobs": None}],
+                "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                          "total_tokens": prompt_tokens + completion_tokens}}
+
+    async def _chat(self, send: asgi.Send, body: Mapping[str, Any], reply: ScriptedReply,
+                    stream: bool, prompt_tokens: int) -> None:
+        completion = self._completion(body, reply, prompt_tokens)
+        if not stream:
+            if reply.drops:
+                await send({"type": "http.response.start", "status": 200,
+                            "headers": [*asgi.JSON_HEADERS, (b"content-length", b"100000")]})
+                await send({"type": "http.response.body", "body": b'{"id": "x", ',
+                            "more_body": True})
+                raise _Dropped
+            await asgi.send_json(send, 200, completion)
+            return
+        base = {"id": completion["id"], "object": "chat.completion.chunk",
+                "created": completion["created"], "model": completion["model"]}
+        msg = completion["choices"][0]["message"]
+        chunks: list[dict[str, Any]] = [
+            dict(base, choices=[{"index": 0, "delta": {"role": "assistant", "content": ""},
+                                 "finish_reason": None}])]
+        words = (msg.get("content") or "").split(" ")
+        for i, w in enumerate(words if msg.get("content") else ()):
+            piece = w if i == 0 else " " + w
+            chunks.append(dict(base, choices=[{"index": 0, "delta": {"content": piece},
+                                               "finish_reason": None}]))
+        for i, call in enumerate(msg.get("tool_calls") or ()):
+            args = call["function"]["arguments"]
+            half = len(args) // 2
+            chunks.append(dict(base, choices=[{"index": 0, "delta": {"tool_calls": [
+                {"index": i, "id": call["id"], "type": "function",
+                 "function": {"name": call["function"]["name"], "arguments": args[:half]}}]},
+                "finish_reason": None}]))
+            chunks.append(dict(base, choices=[{"index": 0, "delta": {"tool_calls": [
+                {"index": i, "function": {"arguments": args[half:]}}]}, "finish_reason": None}]))
+        chunks.append(dict(base, choices=[{"index": 0, "delta": {},
+                                           "finish_reason": completion["choices"][0]
+                                           ["finish_reason"]}]))
+        include_usage = (body.get("stream_options") or {}).get("include_usage")
+        if include_usage:
+            chunks.append(dict(base, choices=[], usage=completion["usage"]))
+        await asgi.start_sse(send)
+        if reply.drops:
+            cut = max(1, len(chunks) // 2)
+            payload = b"".join(b"data: " + asgi.dumps(c) + b"\n\n" for c in chunks[:cut])
+            await send({"type": "http.response.body", "body": payload, "more_body": True})
+            raise _Dropped
+        payload = b"".join(b"data: " + asgi.dumps(c) + b"\n\n" for c in chunks)
+        await send({"type": "http.response.body", "body": payload + b"data: [DONE]\n\n",
+                    "more_body": False})
+
+    async def _responses(self, send: asgi.Send, body: Mapping[str, Any], reply: ScriptedReply,
+                         stream: bool, prompt_tokens: int) -> None:
+        completion = self._completion(body, reply, prompt_tokens)
+        response = rs.chat_to_response(completion, body)
+        if reply.output is not None:
+            response["output"] = [dict(i) for i in reply.output]
+        if not stream:
+            if reply.drops:
+                await send({"type": "http.response.start", "status": 200,
+                            "headers": [*asgi.JSON_HEADERS, (b"content-length", b"100000")]})
+                await send({"type": "http.response.body", "body": b'{"id": "x", ',
+                            "more_body": True})
+                raise _Dropped
+            await asgi.send_json(send, 200, response)
+            return
+        events = rs.events_for_response(response, body)
+        await asgi.start_sse(send)
+        if reply.drops:
+            await send({"type": "http.response.body", "body": b"".join(events[:3]),
+                        "more_body": True})
+            raise _Dropped
+        await send({"type": "http.response.body", "body": b"".join(events),
+                    "more_body": False})
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m interplay.testing.scripted",
+                                     description="Serve the scripted model (echo handler).")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--host", default="127.0.0.1")
+    args = parser.parse_args(argv)
+    model = ScriptedModel()
+    server = asgi.AsgiServer(model.app, host=args.host, port=args.port, graceful_s=0.5)
+
+    async def run() -> None:
+        await server.start()
+        print(f"{server.url}/v1", flush=True)
+        assert server._task is not None
+        await server._task
+
+    try:
+        import uvloop
+
+        uvloop.run(run())
+    except ImportError:
+        asyncio.run(run())
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

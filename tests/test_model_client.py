@@ -1,0 +1,143 @@
+"""The model client against the scripted model over real HTTP: results, streaming reassembly,
+and the retry policy for every fault class."""
+
+from __future__ import annotations
+
+import time
+
+import attrs
+import pytest
+from interplay.endpoint import Endpoint
+from interplay.model import ModelClient, Models, assistant_message, parse_retry_after
+from interplay.records import Message
+from interplay.testing import ScriptedModel, ScriptedReply
+
+HI = [Message(role="user", content="hi there")]
+
+
+def fast(ep: Endpoint, **changes: object) -> Endpoint:
+    return attrs.evolve(ep, **{"timeout_s": 1.0, "max_retries": 3, "retry_max_s": 8.0,
+                               **changes})
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_text_and_tool_call(stream: bool) -> None:
+    script = [ScriptedReply.text("hello you"),
+              ScriptedReply.tool_call("lookup", {"q": "x"}, call_id="c1", text="checking")]
+    async with ScriptedModel(script) as m:
+        client = ModelClient(fast(m.endpoint, sampling={"temperature": 0.5}))
+        try:
+            call = await client.chat(HI, stream=stream, temperature=0.1)
+            assert call.error_type is None and call.status == 200
+            assert call.request["temperature"] == 0.1
+            assert call.streamed is stream
+            assert call.response["object"] == "chat.completion"
+            assert assistant_message(call).text == "hello you"
+            assert call.usage.completion_tokens == 2 and call.finish_reason == "stop"
+            if stream:
+                assert call.first_token_s is not None
+            tools = [{"type": "function", "function": {"name": "lookup", "parameters": {}}}]
+            call = await client.chat(HI, tools=tools, stream=stream)
+            msg = assistant_message(call)
+            assert msg.text == "checking"
+            assert msg.tool_calls[0].name == "lookup" and msg.tool_calls[0].id == "c1"
+            assert msg.tool_calls[0].parsed_arguments() == {"q": "x"}
+            assert call.finish_reason == "tool_calls"
+            assert m.requests[1].body["tools"] == tools
+        finally:
+            await client.aclose()
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize(("fault", "error_type"), [
+    (ScriptedReply.fault(429, retry_after=0.01), "rate_limited"),
+    (ScriptedReply.fault(500), "server_error"),
+    (ScriptedReply.fault(503), "server_error"),
+    (ScriptedReply.hang(), "timeout"),
+    (ScriptedReply.drop(), "connection_error"),
+])
+async def test_retryable_faults_are_retried(fault: ScriptedReply, error_type: str,
+                                            stream: bool) -> None:
+    async with ScriptedModel([fault, ScriptedReply.text("ok")]) as m:
+        client = ModelClient(fast(m.endpoint, timeout_s=0.3))
+        call = await client.chat(HI, stream=stream)
+        await client.aclose()
+    assert call.error_type is None, call.error
+    assert call.attempts == 2 and len(m.requests) == 2
+    assert assistant_message(call).text == "ok"
+
+    async with ScriptedModel(lambda req: fault) as m:
+        client = ModelClient(fast(m.endpoint, timeout_s=0.3, max_retries=2))
+        t0 = time.monotonic()
+        call = await client.chat(HI, stream=stream)
+        await client.aclose()
+    assert call.error_type == error_type
+    assert call.attempts == 3 and len(m.requests) == 3
+    assert time.monotonic() - t0 < 10
+
+
+@pytest.mark.parametrize(("status", "error_type"), [
+    (400, "bad_request"), (401, "auth_error"), (404, "not_found"), (422, "bad_request")])
+async def test_client_errors_are_not_retried(status: int, error_type: str) -> None:
+    async with ScriptedModel(lambda req: ScriptedReply.fault(status)) as m:
+        client = ModelClient(fast(m.endpoint))
+        call = await client.chat(HI)
+        await client.aclose()
+    assert call.error_type == error_type and call.status == status
+    assert call.attempts == 1 and len(m.requests) == 1
+    assert call.response["error"]["message"]
+
+
+async def test_malformed_output_is_a_bad_response() -> None:
+    async with ScriptedModel(lambda req: ScriptedReply.malformed()) as m:
+        client = ModelClient(fast(m.endpoint))
+        plain = await client.chat(HI)
+        streamed = await client.chat(HI, stream=True)
+        await client.aclose()
+    assert plain.error_type == streamed.error_type == "bad_response"
+
+
+async def test_connection_refused() -> None:
+    client = ModelClient(Endpoint(base_url="http://127.0.0.1:9/v1", max_retries=2,
+                                  retry_max_s=5.0, timeout_s=1.0))
+    call = await client.chat(HI)
+    await client.aclose()
+    assert call.error_type == "connection_error" and call.attempts == 3
+
+
+async def test_retry_after_beyond_the_budget_stops_at_once() -> None:
+    async with ScriptedModel(lambda req: ScriptedReply.fault(429, retry_after=30)) as m:
+        client = ModelClient(fast(m.endpoint, retry_max_s=2.0))
+        t0 = time.monotonic()
+        call = await client.chat(HI)
+        await client.aclose()
+    assert call.error_type == "rate_limited" and call.attempts == 1
+    assert time.monotonic() - t0 < 10
+
+
+async def test_retry_budget_bounds_the_attempts() -> None:
+    async with ScriptedModel(lambda req: ScriptedReply.fault(429, retry_after=0.4)) as m:
+        client = ModelClient(fast(m.endpoint, max_retries=50, retry_max_s=1.0))
+        call = await client.chat(HI)
+        await client.aclose()
+    assert call.error_type == "rate_limited"
+    assert 2 <= call.attempts <= 3
+
+
+def test_parse_retry_after() -> None:
+    assert parse_retry_after("2") == 2.0
+    assert parse_retry_after(None) is None
+    assert parse_retry_after("soon") is None
+    later = time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(time.time() + 100))
+    assert 90 < parse_retry_after(later) <= 101
+
+
+async def test_models_pool_shares_clients() -> None:
+    async with ScriptedModel() as m:
+        models = Models(max_connections=8)
+        a = models.client(m.endpoint)
+        assert models.client(attrs.evolve(m.endpoint)) is a
+        assert models.client(attrs.evolve(m.endpoint, model="other")) is not a
+        call = await a.chat(HI)
+        await models.aclose()
+    assert assistant_message(call).text == "echo: hi there"
