@@ -7,6 +7,7 @@ import time
 
 import attrs
 import pytest
+
 from interplay.endpoint import Endpoint
 from interplay.model import ModelClient, Models, assistant_message, parse_retry_after
 from interplay.records import Message
