@@ -3,13 +3,18 @@
 Library code calls ``structlog.get_logger("interplay.<area>")`` and logs namespaced events with
 keys: names, ids, counts, lengths, times. :func:`configure` is called by the CLI and nowhere
 else. Whatever a caller passes, :func:`redact` lets through only values that cannot carry
-message text, tool arguments or user data: numbers, booleans, and strings under keys known to
-hold names and identifiers. Any other string becomes ``<redacted len=N>``.
+message text, tool arguments or user data: numbers, booleans, strings under keys known to hold
+names and identifiers, and an event that is a namespaced name (``"interception.request"``; an
+event with spaces or %-formatted text is user text as far as the guard knows). Any other string
+becomes ``<redacted len=N>``. Tracebacks are dropped (their type is kept) unless the level is
+debug. Records from the standard library's ``logging`` (httpx, uvicorn, ...) go through the same
+guard, so no log line on the process's stream bypasses it.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import sys
 from collections.abc import MutableMapping
 from typing import Any, TextIO
@@ -22,7 +27,7 @@ SAFE_KEYS = frozenset({
     "agent", "seat", "env", "harness", "model", "plugin", "package", "version", "hook",
     "kind", "name", "step", "verifier", "user_sim", "tool", "api", "route", "method",
     "stop_condition", "error_type", "finish_reason", "status", "phase", "state",
-    "url", "base_url", "host", "path", "output", "config", "format", "reason_code",
+    "url", "base_url", "host", "path", "config", "format", "reason_code",
 })
 #: Key suffixes that mark ids and enumerations.
 SAFE_SUFFIXES = ("_id", "_ids", "_name", "_type", "_kind", "_path", "_url")
@@ -46,13 +51,51 @@ def _scrub(key: str, value: Any) -> Any:
     return f"<redacted {type(value).__name__}>"
 
 
-def redact(_: Any, __: str, event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
-    """structlog processor: the guard. Tracebacks are dropped unless logging is at debug."""
-    for key in list(event_dict):
-        if key in ("exc_info", "stack_info", "_record", "_from_structlog"):
-            continue
-        event_dict[key] = _scrub(key, event_dict[key])
-    return event_dict
+#: A namespaced event name: what library code passes as the event. Anything else is redacted.
+_EVENT = re.compile(r"[A-Za-z0-9_.:\-]{1,120}")
+_META_KEYS = ("_record", "_from_structlog")
+_TRACEBACK_KEYS = ("exc_info", "stack_info")
+
+
+class Redactor:
+    """The guard, as a structlog processor. ``keep_tracebacks`` is for debug level only."""
+
+    def __init__(self, *, keep_tracebacks: bool = False) -> None:
+        self.keep_tracebacks = keep_tracebacks
+
+    def __call__(self, _: Any, __: str,
+                 event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+        for key in list(event_dict):
+            if key in _META_KEYS:
+                continue
+            if key in _TRACEBACK_KEYS:
+                if not self.keep_tracebacks:
+                    _drop_traceback(event_dict, key)
+                continue
+            value = event_dict[key]
+            if key == "event":
+                if not (isinstance(value, str) and _EVENT.fullmatch(value)):
+                    event_dict[key] = _scrub("text", value)
+                continue
+            event_dict[key] = _scrub(key, value)
+        return event_dict
+
+
+def _drop_traceback(event_dict: MutableMapping[str, Any], key: str) -> None:
+    value = event_dict.pop(key)
+    if key != "exc_info" or not value:
+        return
+    exc = value
+    if value is True:
+        exc = sys.exc_info()[1]
+    elif isinstance(value, tuple) and len(value) == 3:
+        exc = value[1]
+    if isinstance(exc, BaseException):
+        event_dict.setdefault("error_type", type(exc).__name__)
+
+
+#: The guard with tracebacks dropped: the processor for every level above debug.
+redact = Redactor()
 
 
 def configure(*, fmt: str = "console", level: str = "warning",
@@ -74,15 +117,37 @@ def configure(*, fmt: str = "console", level: str = "warning",
         from interplay.errors import InterplayError
 
         raise InterplayError(f"--log-format: expected console or json; got {fmt!r}")
+    guard = Redactor(keep_tracebacks=numeric <= logging.DEBUG)
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
-            redact,
+            guard,
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
         logger_factory=structlog.PrintLoggerFactory(file=stream or sys.stderr),
         cache_logger_on_first_use=False,
     )
+    _route_stdlib_logging(numeric, guard, renderer, stream or sys.stderr)
+
+
+def _route_stdlib_logging(level: int, guard: Redactor, renderer: Any, stream: TextIO) -> None:
+    """Send the standard library's log records through the same guard and renderer."""
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=[
+            structlog.stdlib.add_log_level,
+            structlog.stdlib.add_logger_name,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+        ],
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, guard,
+                    renderer],
+    ))
+    handler._interplay = True  # type: ignore[attr-defined]
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if getattr(h, "_interplay", False)]:
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level)
