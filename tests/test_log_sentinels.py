@@ -1,0 +1,90 @@
+"""No message text, tool argument or user data reaches a log line, even at debug level.
+
+A run is driven with known sentinel strings in every place user data lives (task prompt,
+system prompt, persona, the model's replies, tool arguments and tool output) and the whole log
+is searched for them.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+
+import pytest
+import structlog
+
+from interplay import log
+from interplay.builtin_envs.steps import Relay, RelayConfig
+from interplay.env import Env, SeatSpec
+from interplay.episode import EpisodeContext, RunResources, run_episode
+from interplay.records import Task
+from interplay.step import Step
+from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
+from interplay.tools import Tool, tool
+
+SENTINELS = {
+    "prompt": "SENTINEL-PROMPT-7f3a",
+    "system": "SENTINEL-SYSTEM-91c2",
+    "persona": "SENTINEL-PERSONA-0d4e",
+    "reply": "SENTINEL-REPLY-5b8f",
+    "args": "SENTINEL-ARGS-c61d",
+    "tool_out": "SENTINEL-TOOLOUT-2e90",
+}
+
+
+class SentinelEnv(Env):
+    name = "sentinel-env"
+    seats = {"assistant": SeatSpec(harness="chat"),
+             "user": SeatSpec(harness="null", trainable=False)}
+
+    def tasks(self) -> list[Task]:
+        return []
+
+    def steps(self) -> list[Step]:
+        return [Relay(RelayConfig(max_turns=3))]
+
+    def tools(self, seat: str, ctx: EpisodeContext) -> list[Tool]:
+        @tool
+        def lookup(query: str) -> str:
+            """Look something up."""
+            return f"{SENTINELS['tool_out']} for {query}"
+
+        return [lookup]
+
+
+@pytest.fixture
+def log_buffer() -> Iterator[io.StringIO]:
+    buffer = io.StringIO()
+    log.configure(fmt="json", level="debug", stream=buffer)
+    yield buffer
+    structlog.reset_defaults()
+
+
+def handler(request: ScriptedRequest) -> ScriptedReply:
+    msgs = request.messages
+    system = msgs[0]["content"] if msgs and msgs[0]["role"] == "system" else ""
+    if "role-playing a user" in system:
+        n = sum(1 for m in msgs if m["role"] == "user")
+        return ScriptedReply.text("###DONE###" if n > 2 else f"{SENTINELS['reply']} user {n}")
+    if msgs[-1]["role"] == "user":
+        return ScriptedReply.tool_call("lookup", {"query": SENTINELS["args"]})
+    return ScriptedReply.text(f"{SENTINELS['reply']} assistant")
+
+
+async def test_no_user_data_reaches_the_log(log_buffer: io.StringIO) -> None:
+    task = Task(0, prompt=SENTINELS["prompt"], system_prompt=SENTINELS["system"],
+                info={"persona": SENTINELS["persona"]})
+    with ScriptedModel(handler) as model:
+        resources = RunResources(endpoint=model.endpoint)
+        try:
+            episode = await run_episode(SentinelEnv(), task, resources=resources)
+        finally:
+            await resources.aclose()
+    assert episode.error is None
+    assert episode.trace("assistant").tool_runs, "the tool was called"
+    text = log_buffer.getvalue()
+    # The run logged: ids and counts are there.
+    assert episode.info.episode_id in text
+    assert '"agent.turn"' in text
+    for where, sentinel in SENTINELS.items():
+        assert sentinel not in text, f"{where} leaked into the log"
