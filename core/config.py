@@ -95,6 +95,12 @@ def _join(path: str, name: str | int) -> str:
     return f"{path}.{name}" if path else str(name)
 
 
+def explain(exc: BaseException, path: str = "", cls: Any = None) -> str:
+    """One line for a cattrs structuring error: the path of the first problem and what is
+    allowed there."""
+    return _first_problem(exc, path, cls)
+
+
 def _first_problem(exc: BaseException, path: str, cls: Any) -> str:
     if isinstance(exc, ForbiddenExtraKeysError):
         allowed = sorted(a.name for a in attrs.fields(exc.cl)) if attrs.has(exc.cl) else []

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from interplay.config import explain
 from interplay.errors import InterplayError
 from interplay.records import Task, converter
 
@@ -42,7 +43,7 @@ def load_jsonl(path: str | Path) -> list[Task]:
             except InterplayError as exc:
                 raise InterplayError(f"{p}:{lineno}: {exc.message}") from None
             except Exception as exc:
-                raise InterplayError(f"{p}:{lineno}: bad task row: {exc}") from None
+                raise InterplayError(f"{p}:{lineno}: bad task row: {explain(exc, 'task')}") from None
     return tasks
 
 
