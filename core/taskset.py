@@ -37,13 +37,18 @@ def load_jsonl(path: str | Path) -> list[Task]:
                 continue
             try:
                 row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InterplayError(f"{p}:{lineno}: not valid JSON ({exc.msg}); "
+                                     f"each line must be one JSON object") from None
+            try:
                 if not isinstance(row, dict):
                     raise ValueError("a row must be a JSON object")
                 tasks.append(task_from_row(row, len(tasks)))
             except InterplayError as exc:
                 raise InterplayError(f"{p}:{lineno}: {exc.message}") from None
             except Exception as exc:
-                raise InterplayError(f"{p}:{lineno}: bad task row: {explain(exc, 'task')}") from None
+                why = explain(exc, "task")
+                raise InterplayError(f"{p}:{lineno}: bad task row: {why}") from None
     return tasks
 
 

@@ -30,7 +30,7 @@ def test_jsonl_rows_become_tasks(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("line", "says"), [
-    ("not json", "bad task row"),
+    ("not json", "not valid JSON"),
     ("[1, 2]", "must be a JSON object"),
     ('{"prompt": [{"role": "wizard", "content": "x"}]}', "role must be one of"),
     ('{"prompt": 5}', "prompt must be text"),
