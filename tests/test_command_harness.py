@@ -1,0 +1,218 @@
+"""The ``command`` harness: a real CLI program, run as a subprocess, talking to the model through
+the real interception server (the scripted model behind it)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import textwrap
+from collections.abc import AsyncIterator, Iterable
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from interplay.env import Env, SeatSpec
+from interplay.episode import EpisodeContext, RunResources, run_episode
+from interplay.errors import InterplayError
+from interplay.records import Task
+from interplay.step import Step
+from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
+
+AGENT = textwrap.dedent("""
+    import json, os, sys, time
+    from openai import OpenAI
+    mode = sys.argv[1]
+    if mode == "sleep":
+        open(sys.argv[2], "w").write(str(os.getpid()))
+        time.sleep(60)
+    if mode == "fail":
+        print("partial answer")
+        print("something broke", file=sys.stderr)
+        sys.exit(3)
+    data = sys.stdin.read()
+    messages = json.loads(data) if mode == "messages" else [{"role": "user", "content": data}]
+    client = OpenAI()  # OPENAI_BASE_URL and OPENAI_API_KEY come from the harness
+    reply = client.chat.completions.create(model=os.environ["OPENAI_MODEL"], messages=messages)
+    print(reply.choices[0].message.content)
+""")
+
+
+def count_users(request: ScriptedRequest) -> ScriptedReply:
+    n = sum(1 for m in request.messages if m.get("role") == "user")
+    return ScriptedReply.text(f"program heard {n}: {request.last_user_text()}")
+
+
+class CommandEnv(Env):
+    name = "command-test"
+    seats: ClassVar[dict[str, SeatSpec]] = {"assistant": SeatSpec(harness="command")}
+
+    def __init__(self, program: Any) -> None:
+        super().__init__()
+        self.program = program
+
+    def tasks(self) -> Iterable[Task]:
+        return []
+
+    def steps(self) -> list[Step]:
+        env = self
+
+        class Program(Step):
+            name = "program"
+
+            async def run(self, ctx: EpisodeContext) -> None:
+                await env.program(ctx)
+
+        return [Program()]
+
+
+@pytest.fixture
+def agent_script(tmp_path: Path) -> Path:
+    path = tmp_path / "agent.py"
+    path.write_text(AGENT)
+    return path
+
+
+@pytest.fixture
+async def scripted() -> AsyncIterator[ScriptedModel]:
+    async with ScriptedModel(count_users) as model:
+        yield model
+
+
+def resources_for(model: ScriptedModel, argv: list[str], **cfg: Any) -> RunResources:
+    return RunResources(endpoint=model.endpoint, seats={"assistant": {
+        "harness": "command", "harness_config": {"argv": argv, **cfg}}})
+
+
+async def test_a_program_answers_and_its_model_calls_are_recorded(
+        scripted: ScriptedModel, agent_script: Path) -> None:
+    resources = resources_for(scripted, [sys.executable, str(agent_script), "text"])
+
+    async def program(ctx: EpisodeContext) -> None:
+        await ctx.agent("assistant").run(ctx.task)
+
+    try:
+        ep = await run_episode(CommandEnv(program), Task(0, prompt="hello program"),
+                               resources=resources)
+    finally:
+        await resources.aclose()
+    trace = ep.trace("assistant")
+    assert ep.error is None, ep.error
+    assert trace.messages[-1].text == "program heard 1: hello program"
+    assert trace.stop_condition == "agent_completed"
+    # The program's request went through the interception server and is on the trace.
+    assert len(trace.model_calls) == 1
+    call = trace.model_calls[0]
+    assert call.request["messages"] == [{"role": "user", "content": "hello program"}]
+    assert call.usage is not None and call.usage.total_tokens > 0
+    assert trace.info["command_runs"][0]["exit_code"] == 0
+
+
+async def test_a_program_reading_messages_takes_part_in_a_chat(
+        scripted: ScriptedModel, agent_script: Path) -> None:
+    resources = resources_for(scripted, [sys.executable, str(agent_script), "messages"],
+                              prompt_format="messages")
+    replies: list[str] = []
+
+    async def program(ctx: EpisodeContext) -> None:
+        agent = ctx.agent("assistant")
+        assert agent.harness.can_resume()
+        async with agent.chat(ctx.task) as chat:
+            replies.append((await chat.turn()).text)
+            replies.append((await chat.turn("second")).text)
+
+    try:
+        ep = await run_episode(CommandEnv(program), Task(0, prompt="first", system_prompt="sys"),
+                               resources=resources)
+    finally:
+        await resources.aclose()
+    assert replies == ["program heard 1: first", "program heard 2: second"]
+    last = scripted.requests[-1].messages
+    assert [m["role"] for m in last] == ["system", "user", "assistant", "user"]
+    assert len(ep.trace("assistant").model_calls) == 2
+
+
+async def test_a_text_only_program_cannot_continue_a_chat(
+        scripted: ScriptedModel, agent_script: Path) -> None:
+    resources = resources_for(scripted, [sys.executable, str(agent_script), "text"])
+
+    async def program(ctx: EpisodeContext) -> None:
+        agent = ctx.agent("assistant")
+        assert not agent.harness.can_resume()
+        async with agent.chat(ctx.task) as chat:
+            await chat.turn()
+            with pytest.raises(InterplayError, match="cannot continue a chat"):
+                await chat.turn("second")
+
+    try:
+        ep = await run_episode(CommandEnv(program), Task(0, prompt="first"), resources=resources)
+    finally:
+        await resources.aclose()
+    assert ep.error is None
+
+
+async def test_a_program_past_its_timeout_is_killed(
+        scripted: ScriptedModel, agent_script: Path, tmp_path: Path) -> None:
+    pid_file = tmp_path / "pid"
+    resources = resources_for(scripted, [sys.executable, str(agent_script), "sleep",
+                                         str(pid_file)], timeout_s=1.0)
+
+    async def program(ctx: EpisodeContext) -> None:
+        await ctx.agent("assistant").run(ctx.task)
+
+    try:
+        ep = await run_episode(CommandEnv(program), Task(0, prompt="x"), resources=resources)
+    finally:
+        await resources.aclose()
+    trace = ep.trace("assistant")
+    assert trace.stop_condition == "timeout"
+    assert trace.error_type == "timeout"
+    pid = int(pid_file.read_text())
+    # The harness killed the process group and reaped the program before returning.
+    assert not _alive(pid)
+
+
+async def test_a_failing_program_records_exit_and_stderr(
+        scripted: ScriptedModel, agent_script: Path) -> None:
+    resources = resources_for(scripted, [sys.executable, str(agent_script), "fail"])
+
+    async def program(ctx: EpisodeContext) -> None:
+        await ctx.agent("assistant").run(ctx.task)
+
+    try:
+        ep = await run_episode(CommandEnv(program), Task(0, prompt="x"), resources=resources)
+    finally:
+        await resources.aclose()
+    trace = ep.trace("assistant")
+    assert trace.error_type == "command_failed"
+    run = trace.info["command_runs"][0]
+    assert run["exit_code"] == 3
+    assert "something broke" in run["stderr"]
+    assert trace.messages[-1].text == "partial answer"
+
+
+async def test_a_missing_program_is_a_clear_error(scripted: ScriptedModel) -> None:
+    resources = resources_for(scripted, ["/nonexistent/agent-binary"])
+
+    async def program(ctx: EpisodeContext) -> None:
+        await ctx.agent("assistant").run(ctx.task)
+
+    try:
+        ep = await run_episode(CommandEnv(program), Task(0, prompt="x"), resources=resources)
+    finally:
+        await resources.aclose()
+    assert ep.error_type == "config_error"
+    assert "not found; fix harness_config.argv" in (ep.error or "")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie still answers kill(0); it is dead for our purposes.
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
