@@ -1,0 +1,375 @@
+"""The interception server: the model boundary for harness programs that run as processes.
+
+An OpenAI-compatible HTTP server on 127.0.0.1 (a hand-written ASGI app on uvicorn) that serves
+``POST /v1/chat/completions`` and ``POST /v1/responses`` (streamed and not) and
+``GET /v1/models``. Each trace gets a secret (``Authorization: Bearer <secret>`` or a
+``/t/<secret>/v1`` path); a request without a known secret is refused and never recorded.
+Each request is forwarded through the trace's :class:`~interplay.model.ModelClient` (Responses
+translated to Chat Completions and back) and recorded as one ModelCall through the trace's
+``on_call``. An identical request (same secret, same body bytes) arriving while the first is
+still in flight is coalesced onto it: same answer, one upstream call, one record.
+
+It holds no user logic and logs no bodies, message text or secrets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import time
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import structlog
+
+from interplay import asgi
+from interplay.interception import responses as rs
+from interplay.model import ModelClient
+from interplay.records import ModelCall, Usage
+
+log = structlog.get_logger("interplay.interception")
+
+DEFAULT_MAX_BODY = 32 << 20
+_ERROR_STATUS = {"timeout": 504, "connection_error": 502, "bad_response": 502}
+
+
+@attrs.define(eq=False)
+class TraceRoute:
+    """One trace's way in: its secret and the URLs a program is given."""
+
+    secret: str
+    base_url: str
+    path_base_url: str
+    client: ModelClient
+    on_call: Callable[[ModelCall], None]
+    model: str | None = None
+    calls: int = 0
+
+
+class _Flight:
+    """One upstream call and the bytes it answered, replayable to every coalesced request."""
+
+    __slots__ = ("chunks", "done", "headers", "status", "wake")
+
+    def __init__(self) -> None:
+        self.status = 0
+        self.headers: list[tuple[bytes, bytes]] = []
+        self.chunks: list[bytes] = []
+        self.done = False
+        self.wake = asyncio.Event()
+
+    def _notify(self) -> None:
+        ev, self.wake = self.wake, asyncio.Event()
+        ev.set()
+
+    def start(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
+        if not self.status:
+            self.status, self.headers = status, headers
+            self._notify()
+
+    def push(self, data: bytes) -> None:
+        self.chunks.append(data)
+        self._notify()
+
+    def finish(self) -> None:
+        self.done = True
+        self._notify()
+
+    async def replay(self, send: asgi.Send) -> None:
+        while not self.status:
+            await self.wake.wait()
+        await send({"type": "http.response.start", "status": self.status,
+                    "headers": self.headers})
+        i = 0
+        while True:
+            wake = self.wake
+            if i < len(self.chunks):
+                body = b"".join(self.chunks[i:])
+                i = len(self.chunks)
+                await send({"type": "http.response.body", "body": body, "more_body": True})
+                continue
+            if self.done:
+                break
+            await wake.wait()
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def _error_json(call: ModelCall) -> tuple[int, bytes]:
+    status = call.status if call.status and call.status >= 400 else \
+        _ERROR_STATUS.get(call.error_type or "", 502)
+    kind = "invalid_request_error" if status < 500 else "server_error"
+    body = asgi.dumps(asgi.error_body(call.error or "upstream model call failed", type_=kind,
+                                      code=call.error_type))
+    return status, body
+
+
+class InterceptionServer:
+    """Serves the model boundary for one run (see the module docstring)."""
+
+    def __init__(self, *, host: str = "127.0.0.1", port: int = 0,
+                 max_body_bytes: int = DEFAULT_MAX_BODY) -> None:
+        self.max_body_bytes = max_body_bytes
+        self._routes: dict[str, TraceRoute] = {}
+        self._flights: dict[tuple[str, str, bytes], _Flight] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._server = asgi.AsgiServer(self.app, host=host, port=port, graceful_s=2.0)
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    @property
+    def root_url(self) -> str:
+        return self._server.url
+
+    @property
+    def base_url(self) -> str:
+        return f"{self._server.url}/v1"
+
+    async def start(self) -> None:
+        await self._server.start()
+        log.info("interception.started", port=self._server.port)
+
+    async def stop(self) -> None:
+        await self._server.stop()
+        for task in list(self._tasks):
+            task.cancel()
+
+    async def __aenter__(self) -> InterceptionServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    def start_in_thread(self) -> None:
+        """For sync callers: serve from a background thread with its own event loop. The
+        ModelClients of its traces are then used from that loop only."""
+        self._server.start_in_thread()
+
+    def stop_thread(self) -> None:
+        self._server.stop_thread()
+
+    def __enter__(self) -> InterceptionServer:
+        self.start_in_thread()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop_thread()
+
+    # -- traces ----------------------------------------------------------------------------------
+
+    def open_trace(self, *, client: ModelClient, on_call: Callable[[ModelCall], None],
+                   model: str | None = None) -> TraceRoute:
+        secret = secrets.token_urlsafe(24)
+        route = TraceRoute(secret=secret, base_url=self.base_url,
+                           path_base_url=f"{self._server.url}/t/{secret}/v1", client=client,
+                           on_call=on_call, model=model)
+        self._routes[secret] = route
+        return route
+
+    def close_trace(self, secret: str) -> None:
+        self._routes.pop(secret, None)
+
+    # -- the app ---------------------------------------------------------------------------------
+
+    async def app(self, scope: asgi.Scope, receive: asgi.Receive, send: asgi.Send) -> None:
+        if scope["type"] != "http":
+            return
+        try:
+            await self._handle(scope, receive, send)
+        except asgi.BodyTooLarge:
+            await asgi.send_error(send, 413, f"request body exceeds {self.max_body_bytes} bytes",
+                                  code="request_too_large")
+        except Exception:
+            # Never let bad input take the server down; the traceback goes to the log only.
+            log.exception("interception.internal_error", path=scope.get("path"))
+            try:
+                await asgi.send_error(send, 500, "internal error in the interception server",
+                                      type_="server_error")
+            except Exception:
+                pass
+
+    async def _handle(self, scope: asgi.Scope, receive: asgi.Receive, send: asgi.Send) -> None:
+        path: str = scope["path"]
+        secret: str | None = None
+        if path.startswith("/t/"):
+            end = path.find("/", 3)
+            if end < 0:
+                await asgi.send_error(send, 404, "no such route", code="not_found")
+                return
+            secret, path = path[3:end], path[end:]
+        length: bytes | None = None
+        for k, v in scope["headers"]:
+            if k == b"authorization" and secret is None:
+                if v[:7].lower() == b"bearer ":
+                    secret = v[7:].strip().decode("latin-1")
+            elif k == b"content-length":
+                length = v
+        method: str = scope["method"]
+        if path.startswith("/v1/"):
+            path = path[3:]
+        if path not in ("/chat/completions", "/responses", "/models"):
+            await asgi.send_error(send, 404, f"no route {method} {path}", code="not_found")
+            return
+        expected = "GET" if path == "/models" else "POST"
+        if method != expected:
+            await asgi.send_error(send, 405, f"{path} takes {expected}",
+                                  code="method_not_allowed")
+            return
+        route = self._routes.get(secret) if secret else None
+        if route is None:
+            await asgi.send_error(send, 401, "missing or unknown API key for this server",
+                                  code="invalid_api_key")
+            return
+        if path == "/models":
+            name = route.model or route.client.endpoint.model
+            await asgi.send_json(send, 200, {"object": "list", "data": [
+                {"id": name, "object": "model", "created": 0, "owned_by": "interplay"}]})
+            return
+        if length is not None and length.isdigit() and int(length) > self.max_body_bytes:
+            raise asgi.BodyTooLarge
+        raw = await asgi.read_body(receive, self.max_body_bytes)
+        api = "responses" if path == "/responses" else "chat.completions"
+        key = (route.secret, api, raw)
+        flight = self._flights.get(key)
+        if flight is not None:
+            log.info("interception.coalesced", api=api)
+            await flight.replay(send)
+            return
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            await asgi.send_error(send, 400, "the request body is not valid JSON")
+            return
+        try:
+            upstream = self._upstream_body(route, api, body)
+        except rs.BadRequest as exc:
+            await asgi.send_error(send, 400, exc.message, param=exc.param)
+            return
+        flight = self._flights[key] = _Flight()
+        task = asyncio.create_task(self._produce(route, api, body, upstream, flight, key))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        await flight.replay(send)
+
+    def _upstream_body(self, route: TraceRoute, api: str, body: Any) -> dict[str, Any]:
+        if api == "responses":
+            upstream = rs.responses_to_chat(body)
+        else:
+            if not isinstance(body, dict):
+                raise rs.BadRequest("the request body must be a JSON object")
+            msgs = body.get("messages")
+            if not isinstance(msgs, list) or not msgs:
+                raise rs.BadRequest("'messages' must be a non-empty list", "messages")
+            for i, m in enumerate(msgs):
+                if not isinstance(m, dict) or not isinstance(m.get("role"), str):
+                    raise rs.BadRequest(f"messages[{i}] must be an object with a role",
+                                        "messages")
+            upstream = dict(body)
+            if upstream.get("stream"):
+                opts = upstream.get("stream_options")
+                upstream["stream_options"] = dict(opts or {}, include_usage=True) \
+                    if isinstance(opts, dict) or opts is None else opts
+        sampling = route.client.endpoint.sampling
+        if sampling:
+            upstream = {**sampling, **upstream}
+        upstream["model"] = route.model or route.client.endpoint.model
+        return upstream
+
+    async def _produce(self, route: TraceRoute, api: str, body: dict[str, Any],
+                       upstream: dict[str, Any], flight: _Flight,
+                       key: tuple[str, str, bytes]) -> None:
+        t0 = time.monotonic()
+        stream = bool(upstream.get("stream"))
+        call: ModelCall | None = None
+        response: dict[str, Any] | None = None
+        try:
+            if api == "chat.completions":
+                want_usage = bool((body.get("stream_options") or {}).get("include_usage")) \
+                    if isinstance(body.get("stream_options"), dict) else False
+
+                def on_chunk(data: bytes, chunk: dict[str, Any]) -> None:
+                    if not want_usage and not chunk.get("choices") and chunk.get("usage"):
+                        return  # asked for by us, for the record; the program did not ask
+                    flight.push(b"data: " + data + b"\n\n")
+
+                call = await route.client.chat_raw(
+                    upstream, on_chunk=on_chunk if stream else None,
+                    on_start=lambda: flight.start(200, asgi.SSE_HEADERS))
+                if call.error_type is None:
+                    response = call.response
+                    if stream:
+                        flight.push(b"data: [DONE]\n\n")
+                    else:
+                        flight.start(200, asgi.JSON_HEADERS)
+                        flight.push(asgi.dumps(response))
+                elif flight.status:  # the stream had begun: end it with an error chunk
+                    flight.push(b"data: " + _error_json(call)[1] + b"\n\n")
+                else:
+                    status, err = _error_json(call)
+                    flight.start(status, asgi.JSON_HEADERS)
+                    flight.push(err)
+            else:
+                model = upstream["model"]
+                streamer = rs.ChatToResponsesStream(body, model)
+
+                def on_start() -> None:
+                    flight.start(200, asgi.SSE_HEADERS)
+                    for ev in streamer.start():
+                        flight.push(ev)
+
+                def on_rchunk(data: bytes, chunk: dict[str, Any]) -> None:
+                    for ev in streamer.chunk(chunk):
+                        flight.push(ev)
+
+                call = await route.client.chat_raw(
+                    upstream, on_chunk=on_rchunk if stream else None, on_start=on_start)
+                if call.error_type is None and call.response is not None:
+                    if stream:
+                        if not flight.status:
+                            on_start()
+                        events, response = streamer.finish(call.response)
+                        for ev in events:
+                            flight.push(ev)
+                    else:
+                        response = rs.chat_to_response(call.response, body)
+                        flight.start(200, asgi.JSON_HEADERS)
+                        flight.push(asgi.dumps(response))
+                elif flight.status:
+                    flight.push(streamer.events.failed(call.error or "upstream failed",
+                                                       call.error_type or "server_error"))
+                else:
+                    status, err = _error_json(call)
+                    flight.start(status, asgi.JSON_HEADERS)
+                    flight.push(err)
+        except Exception as exc:
+            log.exception("interception.forward_failed", api=api)
+            if not flight.status:
+                flight.start(500, asgi.JSON_HEADERS)
+                flight.push(asgi.dumps(asgi.error_body("internal error while forwarding",
+                                                       type_="server_error")))
+            if call is None:
+                call = ModelCall(id=f"mc_{secrets.token_hex(10)}", api=api,
+                                 started_at=time.time() - (time.monotonic() - t0),
+                                 error=f"{type(exc).__name__}", error_type="server_error")
+        finally:
+            flight.finish()
+            self._flights.pop(key, None)
+        # One request is one recorded turn: the request as the program sent it, the answer
+        # as the program got it.
+        record = attrs.evolve(call, api=api, request=body,
+                              response=response if response is not None else call.response,
+                              streamed=stream)
+        if api == "responses" and record.usage is None and response and response.get("usage"):
+            u = response["usage"]
+            record.usage = Usage(u.get("input_tokens", 0), u.get("output_tokens", 0),
+                                 u.get("total_tokens", 0))
+        route.calls += 1
+        log.info("interception.call", api=api, call_id=record.id, streamed=stream,
+                 status=record.status, error_type=record.error_type,
+                 latency_s=round(record.latency_s, 4))
+        try:
+            route.on_call(record)
+        except Exception:
+            log.exception("interception.on_call_failed", call_id=record.id)

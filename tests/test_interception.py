@@ -1,0 +1,217 @@
+"""The interception server over real HTTP: the openai SDK through it (Chat Completions and
+Responses, streamed and not), refusals, coalescing, failures, Responses<->Chat translation."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import attrs
+import httpx
+import openai
+import pytest
+
+from interplay.interception import InterceptionServer
+from interplay.model import ModelClient
+from interplay.records import ModelCall
+from interplay.testing import ScriptedModel, ScriptedReply
+
+CHAT = {"model": "whatever", "messages": [{"role": "user", "content": "hello there"}]}
+
+
+@attrs.define
+class Rig:
+    model: ScriptedModel
+    server: InterceptionServer
+    client: ModelClient
+    calls: list[ModelCall]
+    secret: str
+    base_url: str
+    http: httpx.AsyncClient
+
+    def sdk(self) -> openai.AsyncOpenAI:
+        return openai.AsyncOpenAI(base_url=self.base_url, api_key=self.secret, max_retries=0)
+
+    async def post(self, path: str, content: bytes | str, secret: str | None = "",
+                   **kw: Any) -> httpx.Response:
+        headers = {"content-type": "application/json"}
+        if secret is not None:
+            headers["authorization"] = f"Bearer {secret or self.secret}"
+        return await self.http.post(self.server.root_url + path, content=content,
+                                    headers=headers, **kw)
+
+
+@pytest.fixture
+async def rig(request: pytest.FixtureRequest) -> AsyncIterator[Rig]:
+    script = getattr(request, "param", None)
+    async with ScriptedModel(script) as m:
+        client = ModelClient(attrs.evolve(m.endpoint, max_retries=0, timeout_s=0.5))
+        calls: list[ModelCall] = []
+        async with InterceptionServer(max_body_bytes=1 << 20) as srv:
+            route = srv.open_trace(client=client, on_call=calls.append)
+            async with httpx.AsyncClient(timeout=10) as http:
+                yield Rig(m, srv, client, calls, route.secret, route.base_url, http)
+        await client.aclose()
+
+
+async def test_sdk_chat_completions(rig: Rig) -> None:
+    sdk = rig.sdk()
+    r = await sdk.chat.completions.create(**CHAT)
+    assert r.choices[0].message.content == "echo: hello there"
+    parts = []
+    stream = await sdk.chat.completions.create(**CHAT, stream=True)
+    async for chunk in stream:
+        parts += [c.delta.content or "" for c in chunk.choices]
+    assert "".join(parts) == "echo: hello there"
+    await sdk.close()
+    assert [c.streamed for c in rig.calls] == [False, True]
+    assert all(c.api == "chat.completions" and c.error_type is None for c in rig.calls)
+    assert rig.calls[0].request == CHAT  # as the program sent it
+    assert rig.calls[1].response["choices"][0]["message"]["content"] == "echo: hello there"
+    assert rig.calls[1].usage.total_tokens > 0
+    # the upstream got the endpoint's model, whatever the program named
+    assert {r.body["model"] for r in rig.model.requests} == {"scripted"}
+
+
+async def test_sdk_responses(rig: Rig) -> None:
+    sdk = rig.sdk()
+    r = await sdk.responses.create(model="m", input="hello there")
+    assert r.output_text == "echo: hello there" and r.usage.output_tokens == 3
+    types = []
+    text = ""
+    async with sdk.responses.stream(model="m", input="hello again") as stream:
+        async for ev in stream:
+            types.append(ev.type)
+        final = await stream.get_final_response()
+        text = final.output_text
+    await sdk.close()
+    assert text == "echo: hello again"
+    assert types[0] == "response.created" and types[-1] == "response.completed"
+    assert "response.output_item.done" in types and "response.output_text.delta" in types
+    assert [c.api for c in rig.calls] == ["responses", "responses"]
+    assert rig.calls[1].request["input"] == "hello again"
+    assert rig.calls[1].response["object"] == "response"
+    assert rig.calls[1].usage.completion_tokens == 3
+
+
+async def test_path_secret_and_models(rig: Rig) -> None:
+    route_url = rig.server.root_url + f"/t/{rig.secret}/v1"
+    sdk = openai.AsyncOpenAI(base_url=route_url, api_key="ignored", max_retries=0)
+    r = await sdk.chat.completions.create(**CHAT)
+    models = await sdk.models.list()
+    await sdk.close()
+    assert r.choices[0].message.content == "echo: hello there"
+    assert [m.id for m in models.data] == ["scripted"]
+
+
+async def test_refusals(rig: Rig) -> None:
+    body = json.dumps(CHAT)
+    assert (await rig.post("/v1/chat/completions", body, secret=None)).status_code == 401
+    assert (await rig.post("/v1/chat/completions", body, secret="wrong")).status_code == 401
+    assert (await rig.post("/t/wrong/v1/responses", body, secret=None)).status_code == 401
+    assert (await rig.http.get(rig.server.root_url + "/v1/models")).status_code == 401
+    assert rig.calls == [] and rig.model.requests == []
+    for path, bad in [("/v1/chat/completions", "{not json"),
+                      ("/v1/chat/completions", "[1, 2]"),
+                      ("/v1/chat/completions", json.dumps({"messages": "hi"})),
+                      ("/v1/chat/completions", json.dumps({"messages": [{"content": "x"}]})),
+                      ("/v1/responses", json.dumps({"model": "m"})),
+                      ("/v1/responses", json.dumps({"input": 5})),
+                      ("/v1/responses", json.dumps({"input": [{"type": "message",
+                                                               "role": "robot"}]})),
+                      ("/v1/responses", json.dumps({"input": [{"type": "function_call"}]}))]:
+        r = await rig.post(path, bad)
+        assert r.status_code == 400, (path, bad)
+        assert set(r.json()["error"]) == {"message", "type", "param", "code"}
+    big = json.dumps({**CHAT, "pad": "x" * (2 << 20)})
+    assert (await rig.post("/v1/chat/completions", big)).status_code == 413
+    assert (await rig.post("/v1/completions", json.dumps(CHAT))).status_code == 404
+    assert (await rig.post("/nowhere", "")).status_code == 404
+    assert rig.calls == [] and rig.model.requests == []
+    # and the server still answers
+    r = await rig.post("/v1/chat/completions", json.dumps(CHAT))
+    assert r.status_code == 200 and len(rig.calls) == 1
+
+
+async def test_closed_trace_is_refused(rig: Rig) -> None:
+    rig.server.close_trace(rig.secret)
+    assert (await rig.post("/v1/chat/completions", json.dumps(CHAT))).status_code == 401
+
+
+@pytest.mark.parametrize(
+    "rig", [lambda req: ScriptedReply.text("slow answer", latency_s=0.4)], indirect=True)
+@pytest.mark.parametrize("api", ["chat", "responses"])
+@pytest.mark.parametrize("stream", [False, True])
+async def test_identical_inflight_requests_are_coalesced(rig: Rig, stream: bool,
+                                                         api: str) -> None:
+    if api == "chat":
+        path, body = "/v1/chat/completions", {**CHAT, "stream": stream}
+    else:
+        path, body = "/v1/responses", {"model": "m", "input": "hi", "stream": stream}
+    raw = json.dumps(body).encode()
+    first, second = await asyncio.gather(rig.post(path, raw), rig.post(path, raw))
+    assert first.status_code == second.status_code == 200
+    assert first.content == second.content and b"slow" in first.content
+    assert len(rig.model.requests) == 1 and len(rig.calls) == 1
+    # once finished, the same body is a new call
+    await rig.post(path, raw)
+    assert len(rig.model.requests) == 2 and len(rig.calls) == 2
+
+
+@pytest.mark.parametrize("rig", [lambda req: ScriptedReply.fault(503)], indirect=True)
+async def test_upstream_failure_is_returned_and_recorded(rig: Rig) -> None:
+    r = await rig.post("/v1/chat/completions", json.dumps(CHAT))
+    assert r.status_code == 503 and r.json()["error"]["code"] == "server_error"
+    r = await rig.post("/v1/responses", json.dumps({"input": "x", "stream": True}))
+    assert r.status_code == 503
+    assert [c.error_type for c in rig.calls] == ["server_error", "server_error"]
+    assert [c.api for c in rig.calls] == ["chat.completions", "responses"]
+
+
+@pytest.mark.parametrize("rig", [lambda req: ScriptedReply.hang()], indirect=True)
+async def test_upstream_timeout_is_a_gateway_timeout(rig: Rig) -> None:
+    r = await rig.post("/v1/chat/completions", json.dumps(CHAT))
+    assert r.status_code == 504
+    assert [c.error_type for c in rig.calls] == ["timeout"]
+
+
+TOOL_SCRIPT = [ScriptedReply.tool_call("exec_command", {"cmd": "echo hi"}, call_id="c9",
+                                       text="running it"),
+               ScriptedReply.text("it printed hi")]
+
+
+@pytest.mark.parametrize("rig", [TOOL_SCRIPT], indirect=True)
+@pytest.mark.parametrize("stream", [False, True])
+async def test_responses_tool_call_round_trip(rig: Rig, stream: bool) -> None:
+    tools = [{"type": "function", "name": "exec_command", "description": "run",
+              "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}}},
+             {"type": "web_search"}]
+    history: list[dict[str, Any]] = [
+        {"type": "message", "role": "developer", "content": "be brief"},
+        {"type": "message", "role": "user", "content": [{"type": "input_text",
+                                                         "text": "say hi"}]}]
+    sdk = rig.sdk()
+    if stream:
+        async with sdk.responses.stream(model="m", input=history, tools=tools) as s:
+            done_items = [ev.item for ev in [e async for e in s]
+                          if ev.type == "response.output_item.done"]
+            first = await s.get_final_response()
+        assert [i.type for i in done_items] == ["message", "function_call"]
+    else:
+        first = await sdk.responses.create(model="m", input=history, tools=tools)
+    call = next(i for i in first.output if i.type == "function_call")
+    assert call.call_id == "c9" and json.loads(call.arguments) == {"cmd": "echo hi"}
+    history += [{"type": "function_call", "call_id": call.call_id, "name": call.name,
+                 "arguments": call.arguments},
+                {"type": "function_call_output", "call_id": "c9", "output": "hi\n"}]
+    second = await sdk.responses.create(model="m", input=history, tools=tools)
+    await sdk.close()
+    assert second.output_text == "it printed hi"
+    sent = rig.model.requests[1].body
+    assert sent["messages"][0] == {"role": "system", "content": "be brief"}
+    assert sent["messages"][2]["tool_calls"][0]["id"] == "c9"
+    assert sent["messages"][3] == {"role": "tool", "tool_call_id": "c9", "content": "hi\n"}
+    assert [t["function"]["name"] for t in sent["tools"]] == ["exec_command"]
+    assert len(rig.calls) == 2 and rig.calls[0].response["output"][1]["call_id"] == "c9"
