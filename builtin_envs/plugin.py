@@ -9,18 +9,34 @@ from interplay.hookspecs import Register
 
 @hookimpl
 def register_envs(register: Register) -> None:
-    from interplay.builtin_envs.envs import EchoEnv, UserSimEnv
+    from interplay.builtin_envs.envs import EchoEnv, UserSimEnv, data_file
+    from interplay.builtin_envs.puzzles import AlphabetSortEnv, ColorCodewordEnv
+    from interplay.builtin_envs.shop import UserSimToolsEnv
+    from interplay.builtin_envs.wordle import WordleEnv
 
     register(EchoEnv)
     register(UserSimEnv)
+    register(AlphabetSortEnv)
+    register(ColorCodewordEnv)
+    register(WordleEnv)
+    register(UserSimToolsEnv)
+    # An env written as a TOML file of steps, registered by its path.
+    register(data_file("echo_toml.toml"))
 
 
 @hookimpl
 def register_steps(register: Register) -> None:
+    from interplay.builtin_envs.puzzles import AlphabetSort, ColorCodeword
+    from interplay.builtin_envs.shop import InitState
     from interplay.builtin_envs.steps import OneShot, Relay
+    from interplay.builtin_envs.wordle import Wordle
 
     register(OneShot)
     register(Relay)
+    register(AlphabetSort)
+    register(ColorCodeword)
+    register(Wordle)
+    register(InitState)
 
 
 @hookimpl

@@ -9,7 +9,14 @@ from interplay.hookspecs import Register
 @hookimpl
 def register_verifiers(register: Register) -> None:
     from interplay.builtin_verifiers.match import Contains, Exact, Regex
+    from interplay.builtin_verifiers.payoff import Payoff
+    from interplay.builtin_verifiers.rubric import Rubric
+    from interplay.builtin_verifiers.state import StateMatch, StepScore
 
     register(Exact)
     register(Contains)
     register(Regex)
+    register(Rubric)
+    register(Payoff)
+    register(StateMatch)
+    register(StepScore)
