@@ -252,7 +252,10 @@ class KuhnPokerEnv(Env):
                                            invalid_retries=cfg.invalid_retries))]
 
     def verifiers(self) -> list[Verifier]:
-        return [plugins.get("verifiers", "payoff")()]
+        # The builtin payoff verifier carries results["payoffs"] onto each seat's trace;
+        # naming both seats makes a match that lost a seat's payoff an error, not a blank.
+        payoff = plugins.get("verifiers", "payoff")
+        return [payoff(payoff.Config(seats=list(SEATS)))]
 
     def check(self) -> None:
         cfg: KuhnPokerConfig = self.config
