@@ -1,0 +1,114 @@
+"""wordle end to end over real HTTP with the scripted model: wins, losses, re-asks."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from interplay import plugins
+from interplay.builtin_envs.wordle import WordleConfig, feedback, read_guess
+from interplay.episode import RunResources, run_episode
+from interplay.records import Episode
+from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
+
+
+async def play(script: Sequence[str | ScriptedReply], *, task_idx: int = 0,
+               config: Any = None) -> tuple[Episode, list[ScriptedRequest]]:
+    env = plugins.get("envs", "wordle")(config)
+    env.check()
+    task = list(env.tasks())[task_idx]
+    assert task.answer == "crane" or task_idx != 0
+    async with ScriptedModel(list(script)) as model:
+        resources = RunResources(endpoint=model.endpoint)
+        try:
+            episode = await run_episode(env, task, resources=resources, seed=3)
+        finally:
+            await resources.aclose()
+        return episode, list(model.requests)
+
+
+def last_user(req: ScriptedRequest) -> str:
+    return req.last_user_text()
+
+
+@pytest.mark.parametrize(("guess", "secret", "marks"), [
+    ("slate", "crane", "--G-G"),
+    ("crane", "crane", "GGGGG"),
+    ("eerie", "crane", "--Y-G"),   # only one e in the secret, and it is green
+    ("babes", "abbey", "YYGG-"),
+    ("sissy", "pious", "YG---"),   # one s in the secret: only the first s is marked
+])
+def test_feedback_follows_the_duplicate_letter_rules(guess: str, secret: str,
+                                                    marks: str) -> None:
+    assert feedback(guess, secret) == marks
+
+
+def test_guess_reading() -> None:
+    assert read_guess("I think [Crane] fits. Maybe [slate]") == "slate"
+    assert read_guess("crane") == "crane"
+    assert read_guess("My guess: slate") == "slate"
+    assert read_guess("") is None
+    assert read_guess("no idea at all") is None
+
+
+async def test_winning_game_is_solved_in_two_guesses() -> None:
+    episode, requests = await play(["Let me start with [slate]", "Then it must be [crane]."])
+    assert episode.error is None
+    assert len(requests) == 2
+    assert "SLATE: - - G - G" in last_user(requests[1])
+    assert "5 guesses left" in last_user(requests[1])
+    assert episode.reward == 1.0
+    assert episode.metrics["solved"] == 1.0
+    assert episode.metrics["guesses"] == 2.0
+    result = episode.results["wordle"]
+    assert result["guesses"] == ["slate", "crane"]
+    assert result["feedback"] == ["--G-G", "GGGGG"]
+    assert episode.trace("assistant").stop_condition == "user_done"
+
+
+async def test_losing_game_uses_all_six_guesses() -> None:
+    episode, requests = await play(["[slate]", "[pious]", "[light]", "[brick]", "[ghost]",
+                                    "[mango]"])
+    assert len(requests) == 6
+    assert episode.reward == 0.0
+    assert episode.metrics["solved"] == 0.0
+    assert episode.metrics["guesses"] == 6.0
+    assert episode.results["wordle"]["ended_by"] == "out_of_guesses"
+    assert "1 guess left" in last_user(requests[-1])
+
+
+async def test_scaled_reward_counts_guesses() -> None:
+    cls = plugins.get("envs", "wordle")
+    config = cls.Config(game=WordleConfig(scale_by_guesses=True))
+    episode, _ = await play(["[slate]", "[pious]", "[crane]"], config=config)
+    assert episode.reward == pytest.approx(4 / 6)
+
+
+async def test_empty_reply_is_re_asked_and_does_not_use_a_guess() -> None:
+    episode, requests = await play(["", "[crane]"])
+    assert episode.error is None
+    assert len(requests) == 2
+    assert "could not read a guess" in last_user(requests[1])
+    assert episode.reward == 1.0
+    assert episode.metrics["reasks"] == 1.0
+    assert episode.metrics["guesses"] == 1.0
+
+
+async def test_unreadable_replies_past_the_budget_end_the_game_without_a_crash() -> None:
+    episode, requests = await play(["", "hmm, not sure", "no idea at all"])
+    assert episode.error is None
+    assert len(requests) == 3  # the opening plus the two re-asks of the default budget
+    assert episode.reward == 0.0
+    assert episode.results["wordle"]["ended_by"] == "unreadable"
+    assert episode.metrics["reasks"] == 2.0
+    assert episode.metrics["guesses"] == 0.0
+
+
+async def test_a_failing_model_ends_the_game_and_is_recorded() -> None:
+    episode, _ = await play(["[slate]", ScriptedReply.fault(400)])
+    assert episode.reward == 0.0
+    assert episode.results["wordle"]["ended_by"] == "assistant_stopped"
+    assert episode.error_type == "bad_request"
+    assert episode.metrics["guesses"] == 1.0
