@@ -116,6 +116,9 @@ def resolve(data: Mapping[str, Any]) -> tuple[RunConfig, Env, dict[str, Any]]:
         raise InterplayError(f"seats.{sorted(unknown)[0]}: env {env.name!r} has no such seat; "
                              f"seats: {', '.join(env.seats)}")
     env.check()
+    from interplay.episode import RunResources
+
+    check_seats(env, RunResources(endpoint=cfg.model, seats=cfg.seats))
     plain = cattrs.Converter()
     resolved = plain.unstructure(cfg)
     resolved["env"] = {"name": cfg.env_name, **plain.unstructure(env.config)}
@@ -523,7 +526,6 @@ async def run(cfg: RunConfig, env: Env, resolved: Mapping[str, Any], output: Pat
         resources = RunResources(
             endpoint=cfg.model, seats=cfg.seats,
             max_connections=cfg.concurrency * max(1, len(env.seats)))
-    check_seats(env, resources)
     log.info("runner.start", env=env.name, episodes=len(pairs), done_before=done_before,
              concurrency=cfg.concurrency, output_path=str(output))
     writer = EpisodeLog(episodes_path)
@@ -631,6 +633,11 @@ def prepare(args: argparse.Namespace) -> tuple[RunConfig, Env, dict[str, Any], P
         except (ValueError, KeyError, TypeError):
             raise InterplayError(f"{stored_path}: not a results config; "
                                  f"start a new run with -o") from None
+        given = (data.get("env") or {}).get("name")
+        if given is not None and given != (stored.get("env") or {}).get("name"):
+            # Another env's settings would not even structure: name the real difference.
+            raise InterplayError(f"--resume {args.resume}: the config changed (env.name); "
+                                 f"resume with the same settings or start a new run with -o")
         merged = config_mod.merge(stored, data)
         merged["output"] = str(output)
         cfg, env, resolved = resolve(merged)
