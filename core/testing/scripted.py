@@ -149,8 +149,8 @@ class _Dropped(Exception):
 def _words(value: Any) -> int:
     if isinstance(value, str):
         return len(value.split())
-    if isinstance(value, Mapping):
-        return sum(_words(v) for v in value.values())
+    if isinstance(value, Mapping):  # only the text a message carries, not its role or ids
+        return sum(_words(value.get(k)) for k in ("content", "text", "output", "arguments"))
     if isinstance(value, list | tuple):
         return sum(_words(v) for v in value)
     return 0

@@ -1,0 +1,75 @@
+"""The embedded model: a real chat completion, streamed and not, straight and through the
+interception server. Skipped only when llama_cpp is not installed."""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import AsyncIterator
+
+import openai
+import pytest
+
+from interplay.endpoint import Endpoint
+from interplay.interception import InterceptionServer
+from interplay.local_model import MODEL_NAME, LocalModel, to_template_messages
+from interplay.model import Models, assistant_message
+from interplay.records import ModelCall
+
+needs_llama = pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None,
+                                 reason="llama_cpp is not installed (run: bash .ci/setup)")
+pytestmark = [pytest.mark.local_model, needs_llama]
+
+ASK = [{"role": "system", "content": "You are terse."},
+       {"role": "user", "content": "Name a colour."}]
+
+
+@pytest.fixture(scope="module")
+def local() -> AsyncIterator[LocalModel]:
+    with LocalModel() as model:
+        yield model
+
+
+async def test_models_pool_starts_and_stops_the_local_model(local: LocalModel) -> None:
+    models = Models()
+    client = models.client(Endpoint(base_url=None))
+    call = await client.chat(ASK, max_tokens=8, stream=True,
+                             tools=[{"type": "function", "function": {"name": "t",
+                                                                      "parameters": {}}}])
+    await models.aclose()
+    assert call.error_type is None, call.error
+    assert assistant_message(call).text
+    assert call.usage.completion_tokens > 0 and call.first_token_s is not None
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_chat_through_interception(local: LocalModel, stream: bool) -> None:
+    models = Models()
+    calls: list[ModelCall] = []
+    async with InterceptionServer() as srv:
+        route = srv.open_trace(client=models.client(local.endpoint), on_call=calls.append)
+        sdk = openai.AsyncOpenAI(base_url=route.base_url, api_key=route.secret, max_retries=0)
+        if stream:
+            text = ""
+            async for chunk in await sdk.chat.completions.create(
+                    model="any", messages=ASK, max_tokens=8, stream=True):
+                text += "".join(c.delta.content or "" for c in chunk.choices)
+        else:
+            r = await sdk.chat.completions.create(model="any", messages=ASK, max_tokens=8)
+            text = r.choices[0].message.content
+        out = await sdk.responses.create(model="any", input="Name a fruit.",
+                                         max_output_tokens=8)
+        await sdk.close()
+    await models.aclose()
+    assert text and out.output_text
+    assert len(calls) == 2 and all(c.error_type is None for c in calls)
+    assert calls[0].model == MODEL_NAME and calls[0].usage.completion_tokens > 0
+
+
+def test_template_messages_flatten_tools() -> None:
+    msgs = to_template_messages([
+        {"role": "developer", "content": "rules"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c", "content": [{"type": "text", "text": "ok"}]}])
+    assert [m["role"] for m in msgs] == ["system", "assistant", "user"]
+    assert msgs[2]["content"] == "Tool result: ok"

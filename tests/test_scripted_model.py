@@ -1,0 +1,91 @@
+"""The scripted model kit: scripts, handlers, faults, both APIs, sync and async use, and the
+pytest fixture."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import httpx
+import openai
+
+from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
+
+
+def test_script_in_order_and_requests_recorded() -> None:
+    with ScriptedModel(["one", ScriptedReply.text("two")]) as m:
+        sdk = openai.OpenAI(base_url=m.base_url, api_key="x", max_retries=0)
+        got = [sdk.chat.completions.create(model="m", messages=[
+            {"role": "user", "content": f"q{i}"}]).choices[0].message.content for i in range(2)]
+        r = httpx.post(m.base_url + "/chat/completions", json={"messages": []})
+        assert [x.id for x in sdk.models.list().data] == ["scripted"]
+    assert got == ["one", "two"]
+    assert r.status_code == 500 and "exhausted" in r.json()["error"]["message"]
+    assert [q.api for q in m.requests] == ["chat.completions"] * 3
+    assert m.requests[1].last_user_text() == "q1"
+    assert m.endpoint.base_url == m.base_url and m.endpoint.model == "scripted"
+
+
+def test_handler_tool_calls_and_usage() -> None:
+    def handler(req: ScriptedRequest) -> ScriptedReply:
+        return ScriptedReply.calls([("a", {"x": 1}), ("b", {"y": "two words"})], text="both")
+
+    with ScriptedModel(handler) as m:
+        sdk = openai.OpenAI(base_url=m.base_url, api_key="x", max_retries=0)
+        r = sdk.chat.completions.create(model="m", messages=[
+            {"role": "user", "content": "three words here"}])
+    msg = r.choices[0].message
+    assert msg.content == "both" and [c.function.name for c in msg.tool_calls] == ["a", "b"]
+    assert json.loads(msg.tool_calls[1].function.arguments) == {"y": "two words"}
+    assert r.usage.prompt_tokens == 3 and r.choices[0].finish_reason == "tool_calls"
+
+
+def test_responses_streamed_and_output_items() -> None:
+    item = {"type": "function_call", "id": "fc_1", "call_id": "c1", "name": "go",
+            "arguments": "{}", "status": "completed"}
+    with ScriptedModel([ScriptedReply.text("hi there"),
+                        ScriptedReply.output_items([item])]) as m:
+        sdk = openai.OpenAI(base_url=m.base_url, api_key="x", max_retries=0)
+        with sdk.responses.stream(model="m", input="x") as s:
+            final = s.get_final_response()
+        r = sdk.responses.create(model="m", input="y")
+    assert final.output_text == "hi there"
+    assert r.output[0].type == "function_call" and r.output[0].call_id == "c1"
+    assert m.requests[0].api == "responses" and m.requests[0].input == "x"
+
+
+def test_faults() -> None:
+    script = [ScriptedReply.fault(429, retry_after=7), ScriptedReply.malformed(),
+              ScriptedReply.drop(), ScriptedReply.hang()]
+    with ScriptedModel(script) as m:
+        url = m.base_url + "/chat/completions"
+        r = httpx.post(url, json={"messages": []})
+        assert r.status_code == 429 and r.headers["retry-after"] == "7"
+        assert httpx.post(url, json={"messages": []}).content == b"{this is not json"
+        try:
+            with httpx.stream("POST", url, json={"messages": [], "stream": True}) as s:
+                body = b"".join(s.iter_bytes())
+            raise AssertionError(f"stream was not dropped: {body!r}")
+        except httpx.HTTPError:
+            pass
+        try:
+            httpx.post(url, json={"messages": []}, timeout=0.3)
+            raise AssertionError("did not hang")
+        except httpx.TimeoutException:
+            pass
+
+
+async def test_async_use_and_latency() -> None:
+    async with ScriptedModel([ScriptedReply.text("late", latency_s=0.05)]) as m:
+        sdk = openai.AsyncOpenAI(base_url=m.base_url, api_key="x", max_retries=0)
+        r = await sdk.chat.completions.create(model="m", messages=[
+            {"role": "user", "content": "x"}], stream=False)
+        await sdk.close()
+    assert r.choices[0].message.content == "late"
+
+
+def test_fixture(scripted_model: Callable[..., ScriptedModel]) -> None:
+    m = scripted_model(["fixture reply"])
+    r = httpx.post(m.base_url + "/chat/completions",
+                   json={"messages": [{"role": "user", "content": "x"}]})
+    assert r.json()["choices"][0]["message"]["content"] == "fixture reply"
