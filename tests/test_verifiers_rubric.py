@@ -1,0 +1,264 @@
+"""The rubric verifier over real HTTP with a scripted judge: a good verdict, a malformed one
+then a good one, malformed twice (a recorded failure), a separate judge endpoint, the user's
+side of a relay; and subclasses recognized by name, also from stored configs."""
+
+from __future__ import annotations
+
+import json
+import re
+import types
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import interplay
+from interplay.builtin_envs.steps import OneShot
+from interplay.builtin_verifiers.rubric import (
+    JUDGE_SYSTEM,
+    Criterion,
+    Rubric,
+    RubricConfig,
+    VerdictError,
+    is_rubric,
+    parse_verdict,
+)
+from interplay.endpoint import Endpoint
+from interplay.env import Env, SeatSpec, env_from_toml
+from interplay.episode import RunResources, run_episode
+from interplay.errors import InterplayError
+from interplay.records import Episode, Task
+from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
+
+CRITERIA = [Criterion("correct", "The answer names the capital of France.", weight=3.0),
+            Criterion("concise", "The answer is one short sentence.", weight=1.0)]
+TASK = Task(idx=0, prompt="What is the capital of France?", answer="Paris")
+GOOD = json.dumps({"criteria": [{"name": "correct", "score": 1, "reason": "says Paris"},
+                                {"name": "concise", "score": 0.5, "reason": "a bit long"}]})
+
+
+def rubric_env(**settings: Any) -> Env:
+    config = RubricConfig(criteria=list(CRITERIA), **settings)
+
+    class Judged(Env):
+        name = "judged"
+        seats = {"assistant": SeatSpec(harness="null")}
+
+        def steps(self) -> list[Any]:
+            return [OneShot()]
+
+        def verifiers(self) -> list[Any]:
+            return [Rubric(config)]
+
+    env = Judged()
+    env.check()
+    return env
+
+
+def is_judge(req: ScriptedRequest) -> bool:
+    return bool(req.messages) and req.messages[0].get("content") == JUDGE_SYSTEM
+
+
+async def judged(judge_script: Sequence[str | ScriptedReply], **settings: Any
+                 ) -> tuple[Episode, list[ScriptedRequest]]:
+    replies = ["The capital of France is Paris, a lovely city.", *judge_script]
+    env = rubric_env(**settings)
+    async with ScriptedModel(replies) as model:
+        resources = RunResources(endpoint=model.endpoint)
+        try:
+            episode = await run_episode(env, TASK, resources=resources, seed=0)
+        finally:
+            await resources.aclose()
+        return episode, list(model.requests)
+
+
+async def test_good_verdict_gives_the_weighted_score_with_reasons() -> None:
+    episode, requests = await judged([f"```json\n{GOOD}\n```"])
+    assert episode.error is None
+    assert episode.reward == pytest.approx((3 * 1 + 1 * 0.5) / 4)
+    reward = episode.rewards[0]
+    assert reward.name == "rubric"
+    assert "correct 1.00: says Paris" in (reward.reason or "")
+    assert reward.info["criteria"]["concise"] == {"score": 0.5, "weight": 1.0,
+                                                  "reason": "a bit long"}
+    assert reward.info["attempts"] == 1
+    # The judge read the assistant's transcript, the criteria and the reference answer.
+    judge_prompt = requests[1].messages[1]["content"]
+    assert "lovely city" in judge_prompt and "Reference answer: Paris" in judge_prompt
+    assert "correct: The answer names the capital of France." in judge_prompt
+    assert requests[1].body.get("temperature") == 0.0
+    # Its call is on the episode, apart from the traces, and counts in the usage.
+    assert len(episode.judge_calls) == 1
+    assert episode.judge_calls[0].error is None
+    assert episode.usage.total_tokens > episode.trace("assistant").usage.total_tokens
+
+
+async def test_malformed_then_good_verdict_retries_once() -> None:
+    prose = f"Sure! Here is my verdict: {GOOD} Hope this helps."
+    episode, requests = await judged(["The answer is great, 10/10.", prose])
+    assert episode.error is None
+    assert episode.reward == pytest.approx(0.875)
+    assert episode.rewards[0].info["attempts"] == 2
+    assert len(episode.judge_calls) == 2
+    retry = requests[2].messages
+    assert retry[-2] == {"role": "assistant", "content": "The answer is great, 10/10."}
+    assert "could not be used" in retry[-1]["content"]
+
+
+async def test_malformed_twice_is_a_recorded_failure_not_a_score() -> None:
+    episode, _ = await judged(["no json here", '{"criteria": [{"name": "correct", "score": 7}]}'])
+    assert episode.reward is None
+    assert episode.rewards == []
+    assert episode.error_type == "verifier_error"
+    assert "no usable verdict in 2 attempt(s)" in (episode.error or "")
+    assert episode.metrics["rubric_error"] == 1.0
+    assert len(episode.judge_calls) == 2
+
+
+async def test_retries_are_configurable_and_a_failed_judge_call_is_recorded() -> None:
+    episode, _ = await judged([ScriptedReply.fault(400)], retries=0)
+    assert episode.error_type == "verifier_error"
+    assert "judge call failed (bad_request)" in (episode.error or "")
+    assert len(episode.judge_calls) == 1
+    assert episode.judge_calls[0].error_type == "bad_request"
+
+
+async def test_a_separate_judge_endpoint() -> None:
+    async with ScriptedModel([GOOD], model="judge-model") as judge:
+        episode, requests = await judged([], judge=judge.endpoint)
+        assert len(judge.requests) == 1 and is_judge(judge.requests[0])
+    assert [is_judge(r) for r in requests] == [False]
+    assert episode.reward == pytest.approx(0.875)
+    assert episode.judge_calls[0].model == "judge-model"
+    assert episode.rewards[0].info["judge_model"] == "judge-model"
+
+
+async def test_the_judge_can_read_the_users_side_of_a_relay() -> None:
+    def handler(req: ScriptedRequest) -> str:
+        if is_judge(req):
+            assert "role-playing a user" in req.messages[1]["content"]
+            return json.dumps({"criteria": [{"name": "polite", "score": 0.25, "reason": "curt"}]})
+        if "role-playing a user" in req.messages[0]["content"]:
+            return "###DONE###" if len(req.messages) > 3 else "When do you open?"
+        return "At 10."
+
+    class Relayed(Env):
+        name = "relayed"
+        seats = {"assistant": SeatSpec(harness="null"),
+                 "user": SeatSpec(harness="null", trainable=False)}
+
+        def steps(self) -> list[Any]:
+            from interplay.builtin_envs.steps import Relay
+
+            return [Relay()]
+
+        def verifiers(self) -> list[Any]:
+            return [Rubric(RubricConfig(criteria=[Criterion("polite", "The user is polite.")],
+                                        seat="user", include_answer=False))]
+
+    env = Relayed()
+    env.check()
+    async with ScriptedModel(handler) as model:
+        resources = RunResources(endpoint=model.endpoint)
+        try:
+            episode = await run_episode(env, Task(idx=0, prompt="Ask the opening hours."),
+                                        resources=resources)
+        finally:
+            await resources.aclose()
+    assert episode.error is None
+    assert episode.reward == 0.25
+
+
+def test_verdict_parsing_accepts_the_common_shapes() -> None:
+    names = ["correct", "concise"]
+    assert parse_verdict(GOOD, names) == {"correct": (1.0, "says Paris"),
+                                          "concise": (0.5, "a bit long")}
+    mapping = '{"Correct": {"score": "0.9", "reason": "ok"}, "concise": 1}'
+    assert parse_verdict(f"Verdict:\n```\n{mapping}\n```", names) == {
+        "correct": (0.9, "ok"), "concise": (1.0, "")}
+    assert parse_verdict('{"score": 0.3, "reason": "meh"}', ["only"]) == {"only": (0.3, "meh")}
+    for bad, why in [("", "empty"), ("{}", "missing"), ('{"correct": 1, "concise": 2}',
+                                                       "outside [0, 1]"),
+                     ('{"correct": true, "concise": 1}', "not a number"),
+                     ("no braces", "no JSON")]:
+        with pytest.raises(VerdictError, match=re.escape(why)):
+            parse_verdict(bad, names)
+
+
+@pytest.mark.parametrize(("config", "why"), [
+    (RubricConfig(criteria=[CRITERIA[0], CRITERIA[0]]), "criterion names must be unique"),
+    (RubricConfig(criteria=[Criterion("a", "x", weight=0.0)]), "positive sum"),
+    (RubricConfig(criteria=list(CRITERIA), retries=-1), "retries must be 0 or more"),
+    (RubricConfig(criteria=list(CRITERIA), seat="user"), "no step opens seat 'user'"),
+])
+def test_rubric_config_problems_are_refused_at_load(config: RubricConfig, why: str) -> None:
+    class Judged(Env):
+        name = "judged"
+
+        def steps(self) -> list[Any]:
+            return [OneShot()]
+
+        def verifiers(self) -> list[Any]:
+            return [Rubric(config)]
+
+    with pytest.raises(InterplayError, match=re.escape(why)):
+        Judged().check()
+
+
+# -- subclasses are recognized -------------------------------------------------------------
+
+
+class HouseJudge(Rubric):
+    """A rubric with a house style; registered under its own name."""
+
+    name = "house_judge"
+
+
+def test_subclass_registered_under_another_name_is_a_rubric(register_plugin: Any,
+                                                            tmp_path: Path) -> None:
+    module = types.ModuleType("house_judge_plugin")
+
+    @interplay.hookimpl
+    def register_verifiers(register: Any) -> None:
+        register(HouseJudge)
+
+    module.register_verifiers = register_verifiers  # type: ignore[attr-defined]
+    register_plugin(module)
+
+    assert is_rubric("house_judge") and is_rubric("rubric")
+    assert is_rubric(HouseJudge) and is_rubric(HouseJudge(RubricConfig()))
+    assert not is_rubric("exact") and not is_rubric("payoff")
+
+    # A stored config (a TOML env file, or a JSON record of one) names it only by kind.
+    (tmp_path / "t.jsonl").write_text('{"prompt": "hi"}\n')
+    (tmp_path / "env.toml").write_text(
+        'taskset = "t.jsonl"\n[[steps]]\nkind = "one_shot"\n'
+        '[[verifiers]]\nkind = "house_judge"\n'
+        '[[verifiers.criteria]]\nname = "kind"\ndescription = "The reply is kind."\n')
+    env = env_from_toml(tmp_path / "env.toml")()
+    env.check()
+    (verifier,) = env.verifiers()
+    assert isinstance(verifier, HouseJudge) and is_rubric(verifier)
+    stored = json.loads(json.dumps({"verifiers": [{"kind": "house_judge"},
+                                                  {"kind": "contains"}]}))
+    assert [is_rubric(v["kind"]) for v in stored["verifiers"]] == [True, False]
+
+
+def test_unknown_name_is_a_one_line_error() -> None:
+    with pytest.raises(InterplayError, match="unknown verifier 'nope'"):
+        is_rubric("nope")
+
+
+def test_endpoint_in_toml_config(tmp_path: Path) -> None:
+    (tmp_path / "t.jsonl").write_text('{"prompt": "hi"}\n')
+    (tmp_path / "env.toml").write_text(
+        'taskset = "t.jsonl"\n[[steps]]\nkind = "one_shot"\n'
+        '[[verifiers]]\nkind = "rubric"\nretries = 2\n'
+        '[verifiers.judge]\nbase_url = "http://127.0.0.1:9/v1"\nmodel = "judge"\n'
+        '[[verifiers.criteria]]\nname = "kind"\ndescription = "The reply is kind."\n'
+        'weight = 2\n')
+    (verifier,) = env_from_toml(tmp_path / "env.toml")().verifiers()
+    assert isinstance(verifier.config.judge, Endpoint)
+    assert verifier.config.judge.model == "judge" and verifier.config.retries == 2
+    assert verifier.config.criteria[0].weight == 2.0
