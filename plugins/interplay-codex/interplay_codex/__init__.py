@@ -1,0 +1,13 @@
+"""interplay-codex: the ``codex`` harness, which runs the OpenAI codex CLI as an agent.
+
+Registered through the ``interplay`` entry-point group (``interplay_codex.plugin``); the kernel
+never imports this package by name.
+"""
+
+from __future__ import annotations
+
+from interplay_codex.harness import CODEX_VERSION, CodexConfig, CodexHarness
+
+__version__ = "0.1.0"
+
+__all__ = ["CODEX_VERSION", "CodexConfig", "CodexHarness", "__version__"]

@@ -1,0 +1,287 @@
+"""The codex harness against the real codex CLI, the real interception server and the scripted
+model (which sees the Chat Completions requests the server translates codex's Responses
+requests into)."""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from interplay import plugins
+from interplay.agent import Agent
+from interplay.env import Env, SeatSpec
+from interplay.episode import RunResources, run_episode
+from interplay.errors import InterplayError
+from interplay.records import Task, Trace
+from interplay.step import Step
+from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
+from interplay.verifier import Verifier
+from interplay_codex.harness import CodexConfig, CodexHarness
+
+ECHO = "hello-from-codex"
+
+
+def shell_then_answer(request: ScriptedRequest) -> ScriptedReply:
+    """Run ``echo`` first; once its output is back, answer quoting it."""
+    last = request.messages[-1]
+    if last.get("role") == "tool":
+        return ScriptedReply.text(f"The command printed: {last.get('content')}")
+    return ScriptedReply.tool_call("exec_command", {"cmd": f"echo {ECHO}"})
+
+
+def codex_env(harness_config: dict[str, Any]) -> Env:
+    class CodexTaskEnv(Env):
+        name = "codex-test"
+        seats: ClassVar = {"assistant": SeatSpec(harness="codex", harness_config=harness_config)}
+
+        def tasks(self) -> Iterable[Task]:
+            return [Task(idx=0, prompt="Print the greeting with the shell.", answer=ECHO)]
+
+        def steps(self) -> list[Step]:
+            return [plugins.get("steps", "one_shot")()]
+
+        def verifiers(self) -> list[Verifier]:
+            contains = plugins.get("verifiers", "contains")
+            return [contains(contains.Config())]
+
+    return CodexTaskEnv()
+
+
+def leftovers(path: Path) -> list[Path]:
+    return sorted(path.iterdir())
+
+
+def live_processes(marker: str) -> list[int]:
+    """Live (non-zombie) processes whose command line or environment mentions ``marker``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                if f.read().rsplit(b")", 1)[1].split()[0] == b"Z":
+                    continue
+        except (OSError, IndexError):
+            continue
+        for name in ("cmdline", "environ"):
+            try:
+                with open(f"/proc/{entry}/{name}", "rb") as f:
+                    if marker.encode() in f.read():
+                        found.append(int(entry))
+                        break
+            except OSError:
+                continue
+    return found
+
+
+async def test_one_shot_runs_a_shell_command_and_answers(codex_bin: str, tmp_path: Path) -> None:
+    with ScriptedModel(shell_then_answer) as model:
+        env = codex_env({"state_dir": str(tmp_path)})
+        resources = RunResources(endpoint=model.endpoint)
+        try:
+            episode = await run_episode(env, next(iter(env.tasks())), resources=resources)
+        finally:
+            await resources.aclose()
+
+    assert episode.error is None, episode.error
+    assert episode.reward == 1.0
+    trace = episode.trace("assistant")
+    assert trace.harness == "codex"
+    assert trace.stop_condition == "agent_completed"
+    roles = [m.role for m in trace.messages]
+    assert roles == ["user", "assistant", "tool", "assistant"]
+    call = trace.messages[1].tool_calls[0]
+    assert call.name == "exec_command"
+    assert call.parsed_arguments() == {"cmd": f"echo {ECHO}"}
+    tool = trace.messages[2]
+    assert tool.tool_call_id == call.id
+    assert ECHO in tool.text
+    assert trace.messages[3].text.startswith("The command printed:")
+    assert ECHO in trace.messages[3].text
+
+    # Every request codex made is a recorded turn, in the Responses shape codex spoke.
+    assert len(trace.model_calls) == 2 == len(model.requests)
+    assert all(c.api == "responses" and c.error_type is None for c in trace.model_calls)
+    assert trace.usage.total_tokens > 0
+    # The scripted model saw codex's request translated to Chat Completions, tool output included.
+    second = model.requests[1]
+    assert second.api == "chat.completions"
+    assert any(m.get("role") == "tool" and ECHO in str(m.get("content"))
+               for m in second.messages)
+
+    assert [(r.call_id, r.name, r.error_type) for r in trace.tool_runs] == [
+        (call.id, "exec_command", None)]
+    info = trace.info["codex"]
+    assert [s["command"] for s in info["segments"]] == ["exec"]
+    assert info["segments"][0]["exit_code"] == 0
+    uuid.UUID(info["thread_id"])
+    # The per-trace CODEX_HOME and workdir are gone once the trace closed.
+    assert leftovers(tmp_path) == []
+
+
+async def test_chat_resumes_the_same_codex_session(codex_bin: str, tmp_path: Path) -> None:
+    def handler(request: ScriptedRequest) -> ScriptedReply:
+        users = [m for m in request.messages if m.get("role") == "user"]
+        if request.messages[-1].get("role") == "tool":
+            return ScriptedReply.text("first answer: " + ECHO)
+        if users[-1].get("content") == "What does the shell say?":
+            return ScriptedReply.tool_call("exec_command", {"cmd": f"echo {ECHO}"})
+        return ScriptedReply.text(f"second answer after {len(request.messages)} messages")
+
+    workdir = tmp_path / "work"
+    state = tmp_path / "state"
+    with ScriptedModel(handler) as model:
+        resources = RunResources(endpoint=model.endpoint)
+        harness = CodexHarness(CodexConfig(state_dir=str(state), workdir=str(workdir)))
+        agent = Agent(name="assistant", harness=harness, client=resources.client())
+        try:
+            # No prompt: the chat is opened by the user's message, which launches fresh.
+            async with agent.chat(Task(idx=0, prompt=None)) as session:
+                first = await session.turn("What does the shell say?")
+                homes = leftovers(state)
+                second = await session.turn("And now?")
+            trace: Trace = session.trace
+        finally:
+            await agent.aclose()
+            await resources.aclose()
+
+    assert not first.stopped and not second.stopped
+    assert first.text == "first answer: " + ECHO
+    assert second.text.startswith("second answer")
+    info = trace.info["codex"]
+    assert [s["command"] for s in info["segments"]] == ["exec", "resume"]
+    assert info["segments"][0]["thread_id"] == info["segments"][1]["thread_id"]
+    assert all(s["exit_code"] == 0 for s in info["segments"])
+    assert len(homes) == 1
+
+    # The second turn's request carries the whole first turn: codex resumed its own session.
+    assert len(model.requests) == 3
+    last = model.requests[-1].messages
+    texts = [str(m.get("content")) for m in last]
+    assert "What does the shell say?" in texts
+    assert any(m.get("role") == "tool" and ECHO in str(m.get("content")) for m in last)
+    assert "first answer: " + ECHO in texts
+    assert texts[-1] == "And now?"
+
+    assert [m.role for m in trace.messages] == ["user", "assistant", "tool", "assistant",
+                                                "user", "assistant"]
+    assert trace.messages[4].text == "And now?"
+    assert trace.messages[5].text == second.text
+    assert len(trace.model_calls) == 3
+    assert trace.stop_condition == "user_closed"
+    # The per-trace home is gone; a configured workdir is the user's and stays.
+    assert leftovers(state) == []
+    assert workdir.is_dir()
+
+
+@pytest.mark.parametrize("where", ["tool", "model"])
+async def test_timeout_kills_codex_and_removes_its_home(codex_bin: str, tmp_path: Path,
+                                                        where: str) -> None:
+    marker = f"interplay-codex-test-{uuid.uuid4().hex}"
+
+    def handler(request: ScriptedRequest) -> ScriptedReply:
+        if where == "model":
+            return ScriptedReply.hang()
+        # A command that outlives the timeout, waited on by codex.
+        return ScriptedReply.tool_call("exec_command", {
+            "cmd": f"sleep 600 # {marker}", "yield_time_ms": 600000})
+
+    state = tmp_path / "state"
+    with ScriptedModel(handler) as model:
+        resources = RunResources(endpoint=model.endpoint)
+        harness = CodexHarness(CodexConfig(state_dir=str(state), timeout_s=8.0))
+        # The model hang is cut by the seat's own timeout (the session cancels the segment);
+        # the tool hang by the harness's timeout.
+        spec = SeatSpec(harness="codex", timeout_s=6.0 if where == "model" else 600.0)
+        agent = Agent(name="assistant", harness=harness, client=resources.client(), spec=spec)
+        try:
+            trace = await agent.run(Task(idx=0, prompt=f"wait {marker}"))
+            assert leftovers(state) == []
+            assert live_processes(marker) == []
+            assert live_processes(str(state)) == []
+        finally:
+            await agent.aclose()
+            await resources.aclose()
+
+    assert trace.stop_condition == "timeout"
+    assert trace.error_type == "timeout"
+    if where == "model":
+        assert trace.error == "segment exceeded 6 s"  # the session cancelled the segment
+        assert len(model.requests) == 1
+    else:
+        assert trace.error == "codex exceeded 8 s"
+        # The model's call and the command codex was still running when it was killed.
+        call = trace.messages[-1].tool_calls[0]
+        assert call.name == "exec_command" and marker in call.arguments
+        assert [(r.call_id, r.name, r.error_type) for r in trace.tool_runs] == [
+            (call.id, "exec_command", "timeout")]
+        assert trace.info["codex"]["segments"][0]["timed_out"] is True
+
+
+async def test_failed_model_call_ends_the_segment_and_cleans_up(codex_bin: str,
+                                                                tmp_path: Path) -> None:
+    with ScriptedModel([ScriptedReply.fault(400)]) as model:
+        resources = RunResources(endpoint=model.endpoint)
+        harness = CodexHarness(CodexConfig(state_dir=str(tmp_path)))
+        agent = Agent(name="assistant", harness=harness, client=resources.client())
+        try:
+            trace = await agent.run(Task(idx=0, prompt="anything"))
+        finally:
+            await agent.aclose()
+            await resources.aclose()
+    assert trace.stop_condition == "error"
+    assert trace.error_type is not None and trace.error_type != "codex_failed"
+    assert trace.model_calls and trace.model_calls[-1].error_type == trace.error_type
+    assert trace.info["codex"]["segments"][0]["exit_code"] not in (0, None)
+    assert leftovers(tmp_path) == []
+
+
+async def test_missing_binary_says_how_to_install(tmp_path: Path) -> None:
+    harness = CodexHarness(CodexConfig(binary=str(tmp_path / "no-codex")))
+    with ScriptedModel() as model:
+        resources = RunResources(endpoint=model.endpoint)
+        agent = Agent(name="assistant", harness=harness, client=resources.client())
+        try:
+            with pytest.raises(InterplayError, match="npm install --prefix .venv/npm "
+                                                     r"@openai/codex@0\.169\.0"):
+                await agent.run(Task(idx=0, prompt="hi"))
+        finally:
+            await agent.aclose()
+            await resources.aclose()
+    assert model.requests == []
+
+
+def test_config_is_checked_when_the_seat_loads() -> None:
+    from interplay import config
+
+    cfg = config.structure({"sandbox": "read-only", "extra_args": ["-c", "x=1"]}, CodexConfig)
+    assert cfg.sandbox == "read-only"
+    with pytest.raises(InterplayError, match="sandbox"):
+        config.structure({"sandbox": "none"}, CodexConfig)
+    with pytest.raises(InterplayError, match="timeout_s"):
+        config.structure({"timeout_s": 0}, CodexConfig)
+
+
+def test_argv_keeps_the_sandbox_before_resume(tmp_path: Path) -> None:
+    harness = CodexHarness(CodexConfig(binary=__file__ if os.access(__file__, os.X_OK)
+                                       else None, sandbox="danger-full-access",
+                                       extra_args=["-c", "model_reasoning_effort=\"low\""]))
+    harness._binary = "codex"
+    from interplay_codex.harness import _TraceState
+
+    state = _TraceState(root=tmp_path, home=tmp_path, workdir=tmp_path,
+                        instructions='Be "brief".\nAlways.')
+    argv = harness.argv("http://127.0.0.1:1/v1", "m", state, ["resume", "abc"])
+    assert argv[-3:] == ["resume", "abc", "-"]
+    assert argv.index("-s") < argv.index("resume")
+    assert argv[argv.index("-s") + 1] == "danger-full-access"
+    assert argv[argv.index("-m") + 1] == "m"
+    dev = next(a for a in argv if a.startswith("developer_instructions="))
+    assert json.loads(dev.split("=", 1)[1]) == 'Be "brief".\nAlways.'
+    assert "model_reasoning_effort=\"low\"" in argv
