@@ -128,8 +128,10 @@ class UserSimToolsConfig:
 
 
 class UserSimToolsEnv(Env):
-    """A modeled user asks a shop's support assistant, which has order tools, to change an
-    order; scored on the final order database."""
+    """A modeled user asks a shop's tool-using support assistant to change an order.
+
+    Scored on the final order database (``state_match``), not on what was said.
+    """
 
     name = "user-sim-tools"
     Config: ClassVar[type] = UserSimToolsConfig
