@@ -416,10 +416,15 @@ JS = r"""
     document.getElementById(id).addEventListener('change', apply);
   });
   apply();
-  var m = /^#episode=(.+)$/.exec(location.hash);
-  if (m) {
+  function fromHash(){
+    var m = /^#episode=(.+)$/.exec(location.hash);
+    if (!m) return;
     var want = decodeURIComponent(m[1]);
-    rows.forEach(function(row){ if (row.dataset.episode === want) row.click(); });
+    rows.forEach(function(row){
+      if (row.dataset.episode === want && !row.classList.contains('open')) open(row);
+    });
   }
+  window.addEventListener('hashchange', fromHash);
+  fromHash();
 })();
 """

@@ -1,0 +1,251 @@
+"""`interplay report`: the page a person reads, checked in headless Chromium (over the DevTools
+protocol) and as text."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from interplay import cli, report
+from interplay.records import (
+    Episode,
+    EpisodeInfo,
+    Message,
+    ModelCall,
+    Reward,
+    Task,
+    ToolCall,
+    Trace,
+    Usage,
+    to_json,
+)
+from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
+
+EVIL = '<script>window.__xss = 1</script></script><!-- <img src=x onerror="window.__xss=2">'
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def relay_handler(req: ScriptedRequest) -> ScriptedReply:
+    msgs = req.messages
+    system = str(msgs[0].get("content")) if msgs and msgs[0].get("role") == "system" else ""
+    n_user = sum(1 for m in msgs if m.get("role") == "user")
+    if "role-playing a user" in system:
+        return ScriptedReply.text("###DONE###" if n_user > 1 else f"my question {EVIL}")
+    return ScriptedReply.text(f"the answer is yes {EVIL}")
+
+
+@pytest.fixture
+def results(tmp_path: Path, scripted_model: Callable[..., ScriptedModel]) -> Path:
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps({"prompt": f"scenario {i}", "answer": a}) + "\n"
+                             for i, a in enumerate(["yes", "no", "yes"])))
+    model = scripted_model(relay_handler)
+    out = tmp_path / "run"
+    assert cli.main(["eval", "user-sim", "-r", "2", "--base-url", model.base_url,
+                     "-o", str(out), "--quiet",
+                     "--set", f"env.taskset={json.dumps(str(tasks))}"]) == 0
+    return out
+
+
+def test_report_command_writes_a_self_contained_escaped_page(results: Path) -> None:
+    (results / "report.html").unlink()
+    proc = subprocess.run([sys.executable, "-m", "interplay.cli", "report", str(results)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    page = (results / "report.html").read_text()
+    assert proc.stdout.strip() == f"report: {results / 'report.html'}"
+    # Our two script elements only: the JSON data and the page's code.
+    assert page.count("<script") == 2 and page.count("</script>") == 2
+    assert "window.__xss" not in page.split("<script")[0] or "&lt;script&gt;" in page
+    assert "&lt;script&gt;window.__xss = 1&lt;/script&gt;" in page
+    assert "<img" not in page
+    # Self-contained: nothing fetched from anywhere.
+    for needle in ("src=\"http", "href=\"http", "<link", "@import", "url("):
+        assert needle not in page
+
+
+def test_report_refuses_a_folder_that_is_not_a_run(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "interplay.cli", "report", str(tmp_path)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "not a results folder" in proc.stderr
+
+
+def test_safe_json_cannot_close_its_script() -> None:
+    text = report.safe_json({"a": "</script><script>x()</script>", "b": "<!--", "c": "&"})
+    assert "<" not in text and ">" not in text and "&" not in text
+    assert json.loads(text) == {"a": "</script><script>x()</script>", "b": "<!--", "c": "&"}
+
+
+def test_tool_calls_rewards_and_reasons_render(tmp_path: Path) -> None:
+    info = EpisodeInfo(episode_id="ep1", env="shop", task_idx=0)
+    call = ToolCall(id="call_1", name="lookup", arguments=json.dumps({"q": "<b>x</b>"}))
+    trace = Trace(agent="assistant", episode=info, seat="assistant", harness="chat",
+                  stop_condition="agent_completed", messages=[
+                      Message("user", "find <it>"),
+                      Message("assistant", None, tool_calls=(call,)),
+                      Message("tool", "found <it>", tool_call_id="call_1"),
+                      Message("assistant", "here it is")],
+                  model_calls=[ModelCall(id="m1", usage=Usage(5, 2, 7))])
+    episode = Episode(info=info, task=Task(idx=0, prompt="find it", answer="it"),
+                      traces=[trace], reward=0.5,
+                      rewards=[Reward("rubric", 0.5, reason="half <right>")])
+    (tmp_path / "episodes.jsonl").write_text(to_json(episode) + "\n")
+    page = report.write_report(tmp_path).read_text()
+    assert "tool call lookup" in page and "call_1" in page
+    assert "&lt;b&gt;x&lt;/b&gt;" in page and "found &lt;it&gt;" in page
+    assert "half &lt;right&gt;" in page and "rubric" in page
+    assert "result of call_1" in page
+
+
+# -- what a person sees, in Chromium -----------------------------------------------------------
+
+
+class Browser:
+    """Headless Chromium driven over the DevTools protocol (aiohttp's websocket client)."""
+
+    def __init__(self, profile: str) -> None:
+        self.profile = profile
+        self.proc: asyncio.subprocess.Process | None = None
+        self.session: aiohttp.ClientSession | None = None
+        self.ws: Any = None
+        self._id = 0
+
+    async def __aenter__(self) -> Browser:
+        assert CHROMIUM is not None
+        self.proc = await asyncio.create_subprocess_exec(
+            CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             "--no-first-run", "--disable-dev-shm-usage", f"--user-data-dir={self.profile}",
+             "--remote-debugging-port=0", "about:blank",
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        port_file = Path(self.profile) / "DevToolsActivePort"
+        deadline = time.monotonic() + 60
+        while not port_file.exists() or not port_file.read_text().strip():
+            if time.monotonic() > deadline or self.proc.returncode is not None:
+                raise RuntimeError("chromium did not start its DevTools endpoint")
+            await asyncio.sleep(0.1)
+        port = int(port_file.read_text().split()[0])
+        self.session = aiohttp.ClientSession()
+        async with self.session.get(f"http://127.0.0.1:{port}/json/list") as resp:
+            targets = await resp.json(content_type=None)
+        page = next(t for t in targets if t.get("type") == "page")
+        self.ws = await self.session.ws_connect(page["webSocketDebuggerUrl"], max_msg_size=0)
+        await self.send("Page.enable")
+        await self.send("Runtime.enable")
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self.ws is not None:
+            await self.ws.close()
+        if self.session is not None:
+            await self.session.close()
+        if self.proc is not None:
+            self.proc.terminate()
+            try:
+                await asyncio.wait_for(self.proc.wait(), timeout=20)
+            except TimeoutError:
+                self.proc.kill()
+                await self.proc.wait()
+
+    async def send(self, method: str, **params: Any) -> dict[str, Any]:
+        self._id += 1
+        my_id = self._id
+        await self.ws.send_json({"id": my_id, "method": method, "params": params})
+        while True:
+            msg = await asyncio.wait_for(self.ws.receive_json(), timeout=60)
+            if msg.get("id") == my_id:
+                if "error" in msg:
+                    raise RuntimeError(f"{method}: {msg['error']}")
+                return msg.get("result", {})
+
+    async def open(self, url: str) -> None:
+        await self.send("Page.navigate", url=url)
+        # Poll for the new document: right after navigate, the old one may still answer.
+        for _ in range(600):
+            state = await self.eval("[location.href, document.readyState]")
+            if state == [url, "complete"]:
+                return
+            await asyncio.sleep(0.05)
+        raise RuntimeError("the page did not load")
+
+    async def eval(self, expression: str) -> Any:
+        result = await self.send("Runtime.evaluate", expression=expression, returnByValue=True)
+        if "exceptionDetails" in result:
+            raise RuntimeError(f"page error: {result['exceptionDetails']}")
+        return result["result"].get("value")
+
+    async def click(self, selector: str) -> None:
+        """A real mouse click at the element's centre, as a person makes it."""
+        box = await self.eval(
+            f"(function(){{var e=document.querySelector({json.dumps(selector)});"
+            f"e.scrollIntoView({{block:'center'}});var r=e.getBoundingClientRect();"
+            f"return [r.left + r.width / 2, r.top + r.height / 2];}})()")
+        for kind in ("mousePressed", "mouseReleased"):
+            await self.send("Input.dispatchMouseEvent", type=kind, x=box[0], y=box[1],
+                            button="left", clickCount=1)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install "
+                    "chromium; .ci/setup installs it)")
+def test_a_person_sees_the_summary_opens_an_episode_and_reads_escaped_text(
+        results: Path) -> None:
+    page_url = (results / "report.html").resolve().as_uri()
+    summary = json.loads((results / "summary.json").read_text())
+    records = [json.loads(x) for x in (results / "episodes.jsonl").read_text().splitlines()]
+    target = next(r for r in records if r["info"]["task_idx"] == 1 and r["info"]["rollout"] == 1)
+
+    async def drive() -> None:
+        with tempfile.TemporaryDirectory() as profile:
+            async with Browser(profile) as b:
+                await b.open(page_url)
+                body = await b.eval("document.body.innerText")
+                assert "6 / 6" in body and "episodes" in body
+                assert f"{summary['reward_mean']:.4g} ± {summary['reward_stderr']:.3g}" in body
+                assert "pass@2" in body and "pass^2" in body
+                # No transcript is shown before a click.
+                assert "the answer is yes" not in body
+                assert await b.eval("document.querySelectorAll('tr.ep-row').length") == 6
+
+                # Filter: only the failed episodes (task 1 expects "no"; the model says "yes").
+                await b.eval("var s=document.getElementById('f-reward');s.value='fail';"
+                             "s.dispatchEvent(new Event('change'))")
+                shown = await b.eval("Array.from(document.querySelectorAll('tr.ep-row'))"
+                                     ".filter(r => !r.hidden).length")
+                assert shown == sum(1 for r in records if (r["reward"] or 0) < 1.0) == 2
+                await b.eval("var s=document.getElementById('f-reward');s.value='';"
+                             "s.dispatchEvent(new Event('change'))")
+
+                eid = target["info"]["episode_id"]
+                await b.click(f'tr.ep-row[data-episode="{eid}"]')
+                body = await b.eval("document.body.innerText")
+                assert f"Episode {eid}: task 1, rollout 1" in body
+                # The transcript shows the markup as text, and none of it ran.
+                assert "the answer is yes <script>window.__xss = 1</script></script>" in body
+                assert f"my question {EVIL}" in body
+                assert await b.eval("typeof window.__xss") == "undefined"
+                assert await b.eval("document.querySelectorAll('img').length") == 0
+                assert "user_done" in body and "user_closed" in body
+                assert "contains" in body  # the verifier's reward row
+                # Exactly one episode is open, and the URL names it.
+                assert await b.eval("document.querySelectorAll('section.episode:not([hidden])')"
+                                    ".length") == 1
+                assert await b.eval("location.hash") == f"#episode={eid}"
+
+                # A link to an episode opens it on load.
+                await b.open("about:blank")
+                await b.open(f"{page_url}#episode={records[0]['info']['episode_id']}")
+                body = await b.eval("document.body.innerText")
+                assert f"Episode {records[0]['info']['episode_id']}" in body
+
+    asyncio.run(drive())
