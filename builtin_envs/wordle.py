@@ -46,10 +46,12 @@ SYSTEM = (
     "G = right letter, right place; Y = the letter is in the word but elsewhere; "
     "- = the letter is not in the word (or not that many times). "
     "Think briefly if you like, then end your reply with your guess in square brackets, "
-    "for example [crane]."
+    "for example [{example}]."
 )
 REASK = ("I could not read a guess in your reply. End your reply with one 5-letter word in "
-         "square brackets, for example [crane].")
+         "square brackets, for example [{example}].")
+#: Words shown as the bracket format's example; never the secret (a model may copy it).
+EXAMPLES = ("house", "plant")
 
 _BRACKETED = re.compile(r"\[\s*([A-Za-z]{5})\s*\]")
 _FIVE = re.compile(r"\b([A-Za-z]{5})\b")
@@ -128,7 +130,9 @@ class Wordle(Step):
     async def run(self, ctx: EpisodeContext) -> None:
         cfg: WordleConfig = self.config
         secret = self.secret(ctx)
-        system = SYSTEM.replace("{max_guesses}", str(cfg.max_guesses))
+        example = next(w for w in EXAMPLES if w != secret)
+        system = SYSTEM.replace("{max_guesses}", str(cfg.max_guesses)).replace("{example}",
+                                                                                example)
         task = attrs.evolve(ctx.task, prompt=None, system_prompt=ctx.task.system_prompt or system)
         result: dict[str, Any] = {"secret": secret, "guesses": [], "feedback": [],
                                   "solved": False, "reasks": 0, "ended_by": "out_of_guesses",
@@ -149,7 +153,7 @@ class Wordle(Step):
                             chat.stop("user_done")
                             break
                         result["reasks"] += 1
-                        message = REASK
+                        message = REASK.replace("{example}", example)
                         continue
                     marks = feedback(guess, secret)
                     result["guesses"].append(guess)

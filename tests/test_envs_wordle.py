@@ -10,16 +10,15 @@ import pytest
 from interplay import plugins
 from interplay.builtin_envs.wordle import WordleConfig, feedback, read_guess
 from interplay.episode import RunResources, run_episode
-from interplay.records import Episode
+from interplay.records import Episode, Task
 from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
 
 
-async def play(script: Sequence[str | ScriptedReply], *, task_idx: int = 0,
+async def play(script: Sequence[str | ScriptedReply], *, secret: str = "crane",
                config: Any = None) -> tuple[Episode, list[ScriptedRequest]]:
     env = plugins.get("envs", "wordle")(config)
     env.check()
-    task = list(env.tasks())[task_idx]
-    assert task.answer == "crane" or task_idx != 0
+    task = Task(idx=0, answer=secret)
     async with ScriptedModel(list(script)) as model:
         resources = RunResources(endpoint=model.endpoint)
         try:
@@ -104,6 +103,27 @@ async def test_unreadable_replies_past_the_budget_end_the_game_without_a_crash()
     assert episode.results["wordle"]["ended_by"] == "unreadable"
     assert episode.metrics["reasks"] == 2.0
     assert episode.metrics["guesses"] == 0.0
+
+
+async def test_the_format_example_never_gives_the_secret_away() -> None:
+    _, requests = await play(["[house]"], secret="house",
+                             config=plugins.get("envs", "wordle").Config(
+                                 game=WordleConfig(max_guesses=1)))
+    system = requests[0].messages[0]["content"]
+    assert "[plant]" in system and "house" not in system
+
+
+async def test_the_shipped_taskset_plays() -> None:
+    env = plugins.get("envs", "wordle")()
+    tasks = list(env.tasks())
+    assert tasks and all(len(t.answer) == 5 for t in tasks)
+    async with ScriptedModel([f"[{tasks[0].answer}]"]) as model:
+        resources = RunResources(endpoint=model.endpoint)
+        try:
+            episode = await run_episode(env, tasks[0], resources=resources, seed=0)
+        finally:
+            await resources.aclose()
+    assert episode.reward == 1.0
 
 
 async def test_a_failing_model_ends_the_game_and_is_recorded() -> None:
