@@ -110,7 +110,10 @@ class _Run:
     tool_items: list[tuple[str, str, float, str | None]] = attrs.Factory(list)
     #: Tools started and not finished: item id -> (tool name, start time).
     running: dict[str, tuple[str, float]] = attrs.Factory(dict)
+    #: Fatal errors codex reported (``error``/``turn.failed`` events).
     errors: list[str] = attrs.Factory(list)
+    #: Non-fatal error items (an unknown model's metadata, a skipped feature).
+    warnings: list[str] = attrs.Factory(list)
     stderr: bytes = b""
 
 
@@ -316,6 +319,7 @@ class CodexHarness(Harness):
             "command": "resume" if subcommand else "exec", "exit_code": run.exit_code,
             "timed_out": run.timed_out, "thread_id": run.thread_id, "model_calls": calls,
             "usage": run.usage, "wall_s": round(wall_s, 3), "errors": run.errors,
+            "warnings": run.warnings,
             "stderr": run.stderr[-KEEP_STDERR:].decode(errors="replace")})
         # codex ran these tools; pair them with the model's calls of the same kind, in order.
         ids = {name: [c.id for m in messages for c in m.tool_calls if c.name == name]
@@ -369,7 +373,7 @@ def read_event(line: bytes, run: _Run) -> None:
                                    0.0 if began is None else time.monotonic() - began[1],
                                    error_type))
         elif item.get("type") == "error":
-            run.errors.append(str(item.get("message")))
+            run.warnings.append(str(item.get("message")))
 
 
 def segment_messages(calls: Sequence[ModelCall], prompt: str) -> list[Message]:

@@ -41,7 +41,8 @@ def codex_env(harness_config: dict[str, Any]) -> Env:
         seats: ClassVar = {"assistant": SeatSpec(harness="codex", harness_config=harness_config)}
 
         def tasks(self) -> Iterable[Task]:
-            return [Task(idx=0, prompt="Print the greeting with the shell.", answer=ECHO)]
+            return [Task(idx=0, prompt="Print the greeting with the shell.", answer=ECHO,
+                         system_prompt="You are terse.")]
 
         def steps(self) -> list[Step]:
             return [plugins.get("steps", "one_shot")()]
@@ -95,15 +96,18 @@ async def test_one_shot_runs_a_shell_command_and_answers(codex_bin: str, tmp_pat
     assert trace.harness == "codex"
     assert trace.stop_condition == "agent_completed"
     roles = [m.role for m in trace.messages]
-    assert roles == ["user", "assistant", "tool", "assistant"]
-    call = trace.messages[1].tool_calls[0]
+    assert roles == ["system", "user", "assistant", "tool", "assistant"]
+    # The task's system prompt reached the model (as codex's developer instructions).
+    assert any(m["role"] == "system" and "You are terse." in m["content"]
+               for m in model.requests[0].messages)
+    call = trace.messages[2].tool_calls[0]
     assert call.name == "exec_command"
     assert call.parsed_arguments() == {"cmd": f"echo {ECHO}"}
-    tool = trace.messages[2]
+    tool = trace.messages[3]
     assert tool.tool_call_id == call.id
     assert ECHO in tool.text
-    assert trace.messages[3].text.startswith("The command printed:")
-    assert ECHO in trace.messages[3].text
+    assert trace.messages[4].text.startswith("The command printed:")
+    assert ECHO in trace.messages[4].text
 
     # Every request codex made is a recorded turn, in the Responses shape codex spoke.
     assert len(trace.model_calls) == 2 == len(model.requests)
@@ -145,7 +149,7 @@ async def test_chat_resumes_the_same_codex_session(codex_bin: str, tmp_path: Pat
             async with agent.chat(Task(idx=0, prompt=None)) as session:
                 first = await session.turn("What does the shell say?")
                 homes = leftovers(state)
-                second = await session.turn("And now?")
+                second = await session.turn("--version, and now?")
             trace: Trace = session.trace
         finally:
             await agent.aclose()
@@ -167,11 +171,11 @@ async def test_chat_resumes_the_same_codex_session(codex_bin: str, tmp_path: Pat
     assert "What does the shell say?" in texts
     assert any(m.get("role") == "tool" and ECHO in str(m.get("content")) for m in last)
     assert "first answer: " + ECHO in texts
-    assert texts[-1] == "And now?"
+    assert texts[-1] == "--version, and now?"
 
     assert [m.role for m in trace.messages] == ["user", "assistant", "tool", "assistant",
                                                 "user", "assistant"]
-    assert trace.messages[4].text == "And now?"
+    assert trace.messages[4].text == "--version, and now?"
     assert trace.messages[5].text == second.text
     assert len(trace.model_calls) == 3
     assert trace.stop_condition == "user_closed"
