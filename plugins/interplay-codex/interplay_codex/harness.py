@@ -138,6 +138,12 @@ class CodexHarness(Harness):
                                  "(or a chat opened by a user message)")
         state.instructions = instructions
         state.thread_id = None
+        if ctx.tools:
+            # codex brings its own tools (a shell, apply_patch); an env's in-process tools
+            # cannot reach it, and saying so beats a silent gap.
+            ctx.trace.info.setdefault("codex", {"segments": []})["env_tools_ignored"] = sorted(
+                t.name for t in ctx.tools)
+            log.warning("codex.env_tools_ignored", tools=len(ctx.tools))
         return await self._segment(ctx, state, [], prompt)
 
     async def resume(self, messages: Sequence[Message], ctx: SegmentContext) -> Segment:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import uuid
 from collections.abc import Iterable
 from pathlib import Path
@@ -16,13 +17,14 @@ import pytest
 from interplay import plugins
 from interplay.agent import Agent
 from interplay.env import Env, SeatSpec
-from interplay.episode import RunResources, run_episode
+from interplay.episode import EpisodeContext, RunResources, run_episode
 from interplay.errors import InterplayError
 from interplay.records import Task, Trace
 from interplay.step import Step
 from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
+from interplay.tools import Tool, tool
 from interplay.verifier import Verifier
-from interplay_codex.harness import CodexConfig, CodexHarness
+from interplay_codex.harness import CodexConfig, CodexHarness, find_codex
 
 ECHO = "hello-from-codex"
 
@@ -50,6 +52,13 @@ def codex_env(harness_config: dict[str, Any]) -> Env:
         def verifiers(self) -> list[Verifier]:
             contains = plugins.get("verifiers", "contains")
             return [contains(contains.Config())]
+
+        def tools(self, seat: str, ctx: EpisodeContext) -> list[Tool]:
+            def lookup(word: str) -> str:
+                """An in-process tool codex cannot call."""
+                return word
+
+            return [tool(lookup)]
 
     return CodexTaskEnv()
 
@@ -125,6 +134,7 @@ async def test_one_shot_runs_a_shell_command_and_answers(codex_bin: str, tmp_pat
     assert [s["command"] for s in info["segments"]] == ["exec"]
     assert info["segments"][0]["exit_code"] == 0
     uuid.UUID(info["thread_id"])
+    assert info["env_tools_ignored"] == ["lookup"]
     # The per-trace CODEX_HOME and workdir are gone once the trace closed.
     assert leftovers(tmp_path) == []
 
@@ -259,6 +269,14 @@ async def test_missing_binary_says_how_to_install(tmp_path: Path) -> None:
             await agent.aclose()
             await resources.aclose()
     assert model.requests == []
+
+
+def test_no_codex_anywhere_says_how_to_install(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(InterplayError, match=r"not installed; .*bash \.ci/setup --test"):
+        find_codex()
 
 
 def test_config_is_checked_when_the_seat_loads() -> None:
