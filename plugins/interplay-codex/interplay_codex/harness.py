@@ -103,6 +103,8 @@ class _Run:
 
     exit_code: int | None = None
     timed_out: bool = False
+    #: The segment was cancelled from outside (the session's timeout) and codex killed.
+    cancelled: bool = False
     thread_id: str | None = None
     usage: dict[str, Any] | None = None
     agent_texts: list[str] = attrs.Factory(list)
@@ -233,15 +235,16 @@ class CodexHarness(Harness):
         first_call = len(ctx.trace.model_calls)
         state.segments += 1
         t0 = time.monotonic()
-        run = await self._run(argv, env, state.workdir, prompt.encode())
-        if run.thread_id is not None:
-            state.thread_id = run.thread_id
+        run = _Run()
+        try:
+            await self._run(argv, env, state.workdir, prompt.encode(), run)
+        except asyncio.CancelledError:
+            # The session's own timeout (or the run's end): codex is dead; keep what it did.
+            run.cancelled = True
+            self._finish(ctx, state, run, subcommand, first_call, prompt, t0)
+            raise
+        messages = self._finish(ctx, state, run, subcommand, first_call, prompt, t0)
         calls = ctx.trace.model_calls[first_call:]
-        messages = segment_messages(calls, prompt)
-        self._record(ctx, state, run, subcommand, len(calls), time.monotonic() - t0, messages)
-        log.debug("codex.segment", trace_agent=ctx.trace.agent, segment=state.segments,
-                  resumed=bool(subcommand), exit_code=run.exit_code, calls=len(calls),
-                  added=len(messages), timed_out=run.timed_out)
         if run.timed_out:
             return Segment(messages, stop_condition="timeout", error_type="timeout",
                            error=f"codex exceeded {self.config.timeout_s:g} s")
@@ -259,8 +262,22 @@ class CodexHarness(Harness):
                            error="codex finished without a recorded model answer")
         return Segment(messages)
 
+    def _finish(self, ctx: SegmentContext, state: _TraceState, run: _Run,
+                subcommand: Sequence[str], first_call: int, prompt: str,
+                t0: float) -> list[Message]:
+        """Keep what one codex run did on the trace; return the messages it added."""
+        if run.thread_id is not None:
+            state.thread_id = run.thread_id
+        calls = ctx.trace.model_calls[first_call:]
+        messages = segment_messages(calls, prompt)
+        self._record(ctx, state, run, subcommand, len(calls), time.monotonic() - t0, messages)
+        log.debug("codex.segment", trace_agent=ctx.trace.agent, segment=state.segments,
+                  resumed=bool(subcommand), exit_code=run.exit_code, calls=len(calls),
+                  added=len(messages), timed_out=run.timed_out, cancelled=run.cancelled)
+        return messages
+
     async def _run(self, argv: list[str], env: Mapping[str, str], cwd: Path,
-                   stdin: bytes) -> _Run:
+                   stdin: bytes, run: _Run) -> None:
         try:
             proc = await asyncio.create_subprocess_exec(
                 *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
@@ -269,25 +286,24 @@ class CodexHarness(Harness):
         except FileNotFoundError:
             raise InterplayError(f"harness 'codex': {argv[0]!r} not found; "
                                  f"{INSTALL_HINT}") from None
-        run = _Run()
         try:
             await asyncio.wait_for(self._talk(proc, stdin, run), self.config.timeout_s)
         except TimeoutError:
             run.timed_out = True
         finally:
             # Also on cancellation (the session's own timeout): nothing of codex outlives it.
-            if proc.returncode is None:
+            killed = proc.returncode is None
+            if killed:
                 await asyncio.to_thread(kill_tree, proc.pid)
                 with contextlib.suppress(ProcessLookupError):
                     proc.kill()
             await asyncio.shield(proc.wait())
-        run.exit_code = proc.returncode
-        now = time.monotonic()
-        for item_id, (name, t) in run.running.items():
-            run.tool_items.append((item_id, name, now - t, "timeout" if run.timed_out
-                                   else "interrupted"))
-        run.running.clear()
-        return run
+            run.exit_code = proc.returncode
+            now = time.monotonic()
+            for item_id, (name, t) in run.running.items():
+                run.tool_items.append((item_id, name, now - t, "timeout" if killed
+                                       else "interrupted"))
+            run.running.clear()
 
     @staticmethod
     async def _talk(proc: asyncio.subprocess.Process, stdin: bytes, run: _Run) -> None:
@@ -323,9 +339,9 @@ class CodexHarness(Harness):
         info["thread_id"] = state.thread_id
         info["segments"].append({
             "command": "resume" if subcommand else "exec", "exit_code": run.exit_code,
-            "timed_out": run.timed_out, "thread_id": run.thread_id, "model_calls": calls,
-            "usage": run.usage, "wall_s": round(wall_s, 3), "errors": run.errors,
-            "warnings": run.warnings,
+            "timed_out": run.timed_out, "cancelled": run.cancelled, "thread_id": run.thread_id,
+            "model_calls": calls, "usage": run.usage, "wall_s": round(wall_s, 3),
+            "errors": run.errors, "warnings": run.warnings,
             "stderr": run.stderr[-KEEP_STDERR:].decode(errors="replace")})
         # codex ran these tools; pair them with the model's calls of the same kind, in order.
         ids = {name: [c.id for m in messages for c in m.tool_calls if c.name == name]

@@ -228,6 +228,8 @@ async def test_timeout_kills_codex_and_removes_its_home(codex_bin: str, tmp_path
     if where == "model":
         assert trace.error == "segment exceeded 6 s"  # the session cancelled the segment
         assert len(model.requests) == 1
+        segment = trace.info["codex"]["segments"][0]
+        assert segment["cancelled"] is True and segment["exit_code"] not in (0, None)
     else:
         assert trace.error == "codex exceeded 8 s"
         # The model's call and the command codex was still running when it was killed.
