@@ -215,3 +215,13 @@ async def test_responses_tool_call_round_trip(rig: Rig, stream: bool) -> None:
     assert sent["messages"][3] == {"role": "tool", "tool_call_id": "c9", "content": "hi\n"}
     assert [t["function"]["name"] for t in sent["tools"]] == ["exec_command"]
     assert len(rig.calls) == 2 and rig.calls[0].response["output"][1]["call_id"] == "c9"
+
+
+def test_sync_callers_serve_from_a_thread() -> None:
+    calls: list[ModelCall] = []
+    with ScriptedModel() as m, InterceptionServer() as srv:
+        route = srv.open_trace(client=ModelClient(m.endpoint), on_call=calls.append)
+        sdk = openai.OpenAI(base_url=route.path_base_url, api_key="unused", max_retries=0)
+        r = sdk.chat.completions.create(**CHAT)
+    assert r.choices[0].message.content == "echo: hello there"
+    assert len(calls) == 1 and calls[0].error_type is None

@@ -1,0 +1,61 @@
+"""The embedded model on this machine: time to first token and tokens per second.
+
+Run by hand: ``.venv/bin/python benchmarks/bench_local_model.py [--runs N]``. Starts
+``interplay serve-local`` through LocalModel and streams completions through the ModelClient.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import time
+
+from interplay.local_model import LocalModel
+from interplay.model import ModelClient, assistant_message
+
+PROMPTS = ["Write three sentences about the sea.",
+           "Explain what a hash table is, briefly.",
+           "List five fruits and one fact about each."]
+
+
+async def run(runs: int, max_tokens: int) -> None:
+    t0 = time.perf_counter()
+    async with LocalModel() as local:
+        print(f"server start (load + /v1/models answers): {time.perf_counter() - t0:.2f} s  "
+              f"[{os.cpu_count()} CPUs]")
+        client = ModelClient(local.endpoint)
+        await client.chat([{"role": "user", "content": "hi"}], max_tokens=4)  # warm up
+        ttft, tps, plain = [], [], []
+        for i in range(runs):
+            msgs = [{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}]
+            call = await client.chat(msgs, stream=True, max_tokens=max_tokens, temperature=0)
+            assert call.error_type is None, call.error
+            n = call.usage.completion_tokens
+            gen_s = call.latency_s - (call.first_token_s or 0)
+            ttft.append(call.first_token_s or 0)
+            tps.append((n - 1) / gen_s if gen_s > 0 and n > 1 else 0)
+            t1 = time.perf_counter()
+            call = await client.chat(msgs, max_tokens=max_tokens, temperature=0)
+            plain.append(call.usage.completion_tokens / (time.perf_counter() - t1))
+            assert assistant_message(call) is not None
+        await client.aclose()
+    print(f"streamed, {runs} runs, max_tokens={max_tokens}:")
+    print(f"  time to first token: p50 {statistics.median(ttft) * 1e3:.0f} ms, "
+          f"max {max(ttft) * 1e3:.0f} ms")
+    print(f"  decode speed: p50 {statistics.median(tps):.1f} tokens/s")
+    print(f"not streamed: p50 {statistics.median(plain):.1f} tokens/s end to end "
+          f"(prompt processing included)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=6)
+    parser.add_argument("--max-tokens", type=int, default=64)
+    args = parser.parse_args()
+    asyncio.run(run(args.runs, args.max_tokens))
+
+
+if __name__ == "__main__":
+    main()
