@@ -44,6 +44,7 @@ EPISODES_FILE = "episodes.jsonl"
 SUMMARY_FILE = "summary.json"
 #: Fields that may differ between a run and its resumption: where it writes and how fast.
 RESUME_IGNORED = frozenset({"output", "concurrency"})
+DEFAULT_CONCURRENCY = 8
 
 
 @attrs.define
@@ -59,7 +60,9 @@ class RunConfig:
     #: Tasks to run (the first n of the taskset); None runs them all.
     n: int | None = None
     rollouts: int = 1
-    concurrency: int = 8
+    #: Episodes at once; None: 8, or 1 on the embedded local model, which answers one
+    #: request at a time (more would only queue calls into their timeouts).
+    concurrency: int | None = None
     seed: int = 0
     model: Endpoint = attrs.Factory(Endpoint)
     seats: dict[str, dict[str, Any]] = attrs.Factory(dict)
@@ -108,6 +111,8 @@ def resolve(data: Mapping[str, Any]) -> tuple[RunConfig, Env, dict[str, Any]]:
         raise InterplayError(f"n: must be at least 1, got {cfg.n}")
     if cfg.rollouts < 1:
         raise InterplayError(f"rollouts: must be at least 1, got {cfg.rollouts}")
+    if cfg.concurrency is None:
+        cfg.concurrency = 1 if cfg.model.base_url is None else DEFAULT_CONCURRENCY
     if cfg.concurrency < 1:
         raise InterplayError(f"concurrency: must be at least 1, got {cfg.concurrency}")
     env = load_env(cfg.env_name, cfg.env_settings())
@@ -580,7 +585,8 @@ def add_eval(sub: Any) -> None:
                    help="TOML file with any of the run's settings (repeatable; later wins)")
     p.add_argument("-n", type=int, dest="n", help="tasks to run (default: all)")
     p.add_argument("-r", "--rollouts", type=int, help="rollouts per task (default 1)")
-    p.add_argument("-c", "--concurrency", type=int, help="episodes at once (default 8)")
+    p.add_argument("-c", "--concurrency", type=int,
+                   help="episodes at once (default 8; 1 on the embedded model)")
     p.add_argument("-s", "--seed", type=int, help="the run's seed (default 0)")
     p.add_argument("-m", "--model", help="model name sent to the endpoint")
     p.add_argument("--base-url", help="OpenAI-compatible base URL (default: the embedded "
