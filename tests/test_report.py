@@ -130,7 +130,7 @@ class Browser:
              "--remote-debugging-port=0", "about:blank",
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         port_file = Path(self.profile) / "DevToolsActivePort"
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 120
         while not port_file.exists() or not port_file.read_text().strip():
             if time.monotonic() > deadline or self.proc.returncode is not None:
                 raise RuntimeError("chromium did not start its DevTools endpoint")
@@ -163,7 +163,7 @@ class Browser:
         my_id = self._id
         await self.ws.send_json({"id": my_id, "method": method, "params": params})
         while True:
-            msg = await asyncio.wait_for(self.ws.receive_json(), timeout=60)
+            msg = await asyncio.wait_for(self.ws.receive_json(), timeout=120)
             if msg.get("id") == my_id:
                 if "error" in msg:
                     raise RuntimeError(f"{method}: {msg['error']}")
@@ -184,6 +184,15 @@ class Browser:
         if "exceptionDetails" in result:
             raise RuntimeError(f"page error: {result['exceptionDetails']}")
         return result["result"].get("value")
+
+    async def wait_for(self, expression: str) -> None:
+        """Poll until ``expression`` is truthy: input is handled after the protocol answers,
+        and a loaded machine may take a moment."""
+        for _ in range(1200):
+            if await self.eval(expression):
+                return
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"never true: {expression}")
 
     async def click(self, selector: str) -> None:
         """A real mouse click at the element's centre, as a person makes it."""
@@ -228,6 +237,7 @@ def test_a_person_sees_the_summary_opens_an_episode_and_reads_escaped_text(
 
                 eid = target["info"]["episode_id"]
                 await b.click(f'tr.ep-row[data-episode="{eid}"]')
+                await b.wait_for("document.querySelector('section.episode:not([hidden])')")
                 body = await b.eval("document.body.innerText")
                 assert f"Episode {eid}: task 1, rollout 1" in body
                 # The transcript shows the markup as text, and none of it ran.
@@ -245,6 +255,7 @@ def test_a_person_sees_the_summary_opens_an_episode_and_reads_escaped_text(
                 # A link to an episode opens it on load.
                 await b.open("about:blank")
                 await b.open(f"{page_url}#episode={records[0]['info']['episode_id']}")
+                await b.wait_for("document.querySelector('section.episode:not([hidden])')")
                 body = await b.eval("document.body.innerText")
                 assert f"Episode {records[0]['info']['episode_id']}" in body
 
