@@ -1,0 +1,186 @@
+"""What `interplay eval` costs around each model call: the runner's own overhead, measured.
+
+Runs the builtin ``user-sim`` env as a 10-turn relay (the user sim and the assistant are both
+answered by a scripted model, so each episode makes 21 model calls: 11 user turns, 10 assistant
+turns) through ``interplay.runner.run`` (episodes.jsonl fsync'd per episode, summary written),
+against the scripted model kit served from a separate process, so the figures are this
+process's CPU alone:
+
+* instant model at -c 1, 64, 256: episodes/s and CPU ms per model call (target <= 2 ms);
+* 200 ms model latency at -c 1000: model calls/s as a ratio of the ideal concurrency / latency
+  (target >= 0.9) and peak memory per live episode (target <= 100 KB).
+
+Run by hand (it prints figures; nothing is asserted):
+
+    .venv/bin/python benchmarks/bench_run.py
+    .venv/bin/python benchmarks/bench_run.py --only latency --latency-n 2000
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from interplay import log, plugins, runner
+
+ROUNDS = 10
+
+
+def serve(port: int, latency_ms: float) -> None:
+    """The model: the scripted kit answering every request with a short reply."""
+    from interplay.testing import ScriptedModel, ScriptedReply
+
+    latency = latency_ms / 1000
+
+    def handler(_: Any) -> ScriptedReply:
+        return ScriptedReply.text("ok, noted", latency_s=latency)
+
+    done = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    with ScriptedModel(handler, port=port):
+        print("ready", flush=True)
+        done.wait()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Server:
+    def __init__(self, latency_ms: float) -> None:
+        self.port = free_port()
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, "--serve", str(self.port), "--latency-ms",
+             str(latency_ms)], stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None
+        if self.proc.stdout.readline().strip() != "ready":
+            raise RuntimeError("the scripted model did not start")
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def cpu_seconds() -> float:
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+async def one_run(base_url: str, episodes: int, concurrency: int, work: Path,
+                  sample_memory: bool = False) -> dict[str, Any]:
+    tasks_file = work / "tasks.jsonl"
+    if not tasks_file.exists():
+        tasks_file.write_text("".join(
+            json.dumps({"prompt": f"You want to know thing {i}.", "answer": "never said"}) + "\n"
+            for i in range(episodes)))
+    out = Path(tempfile.mkdtemp(dir=work))
+    data = {"env": {"name": "user-sim", "taskset": str(tasks_file),
+                    "relay": {"max_turns": ROUNDS}},
+            "n": episodes, "concurrency": concurrency, "output": str(out),
+            "model": {"base_url": base_url, "model": "scripted"}}
+    cfg, env, resolved = runner.resolve(data)
+    peak = base = rss_bytes()
+    stop = asyncio.Event()
+
+    async def sampler() -> None:
+        nonlocal peak
+        while not stop.is_set():
+            peak = max(peak, rss_bytes())
+            await asyncio.sleep(0.05)
+
+    sampling = asyncio.ensure_future(sampler()) if sample_memory else None
+    cpu0, t0 = cpu_seconds(), time.perf_counter()
+    outcome = await runner.run(cfg, env, resolved, out)
+    wall, cpu = time.perf_counter() - t0, cpu_seconds() - cpu0
+    stop.set()
+    if sampling is not None:
+        await sampling
+    summary = outcome.summary
+    calls = int(summary["model_calls"])
+    return {"episodes": outcome.ran, "c": concurrency, "wall_s": round(wall, 3),
+            "episodes_per_s": round(outcome.ran / wall, 2), "model_calls": calls,
+            "model_calls_per_s": round(calls / wall, 1),
+            "cpu_ms_per_call": round(cpu * 1000 / max(calls, 1), 3),
+            "errors": summary["error_episodes"],
+            "mean_turns": summary["metrics"].get("turns"),
+            "peak_rss_delta_mb": round((peak - base) / 2**20, 1) if sample_memory else None}
+
+
+async def bench(args: argparse.Namespace) -> None:
+    work = Path(tempfile.mkdtemp(prefix="interplay-bench-run-"))
+    if args.only in (None, "instant"):
+        server = Server(0.0)
+        try:
+            await one_run(server.base_url, 4, 2, work)  # warm-up
+            for c in args.conc:
+                n = max(args.n, c)
+                row = await one_run(server.base_url, n, c, work)
+                row["target_cpu_ms_per_call"] = 2.0
+                print(json.dumps({"bench": "instant", **row}), flush=True)
+        finally:
+            server.stop()
+    if args.only in (None, "latency"):
+        server = Server(args.latency_ms)
+        try:
+            await one_run(server.base_url, 4, 4, work)  # warm-up
+            c = args.latency_c
+            row = await one_run(server.base_url, args.latency_n, c, work, sample_memory=True)
+            ideal = c / (args.latency_ms / 1000)
+            row["ideal_calls_per_s"] = ideal
+            row["ratio_of_ideal"] = round(row["model_calls_per_s"] / ideal, 3)
+            row["kb_per_live_episode"] = round(row["peak_rss_delta_mb"] * 1024 / c, 1)
+            row["targets"] = {"ratio_of_ideal": 0.9, "kb_per_live_episode": 100}
+            print(json.dumps({"bench": "latency", "latency_ms": args.latency_ms, **row}),
+                  flush=True)
+        finally:
+            server.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--only", choices=("instant", "latency"))
+    parser.add_argument("-n", type=int, default=200, help="episodes per instant run")
+    parser.add_argument("--conc", type=lambda s: [int(x) for x in s.split(",")],
+                        default=[1, 64, 256])
+    parser.add_argument("--latency-ms", type=float, default=200.0)
+    parser.add_argument("--latency-c", type=int, default=1000)
+    parser.add_argument("--latency-n", type=int, default=2000)
+    args = parser.parse_args()
+    if args.serve:
+        serve(args.serve, args.latency_ms)
+        return
+    log.configure(level="warning")
+    plugins.reset(load_entry_points=False)
+    asyncio.run(bench(args))
+
+
+if __name__ == "__main__":
+    main()
