@@ -32,6 +32,8 @@ log = structlog.get_logger("interplay.kuhn_poker")
 
 SEATS: tuple[str, str] = ("player0", "player1")
 OUTCOMES: tuple[str, ...] = ("showdown", "fold", "forfeit")
+#: Each seat's default reply cap, in tokens.
+DEFAULT_MAX_TOKENS = 64
 
 
 @attrs.define
@@ -238,7 +240,11 @@ class KuhnPokerEnv(Env):
 
     name = "kuhn-poker"
     Config: ClassVar[type] = KuhnPokerConfig
-    seats = {"player0": SeatSpec(harness="null"), "player1": SeatSpec(harness="null")}
+    # A decision is one bracketed word; the cap keeps a rambling model from stalling the
+    # match (a reply cut off before its action is invalid and asked again). Models that reason
+    # before answering need it raised: --set seats.player0.sampling.max_tokens=4096.
+    seats = {seat: SeatSpec(harness="null", sampling={"max_tokens": DEFAULT_MAX_TOKENS})
+             for seat in SEATS}
 
     def tasks(self) -> Iterator[Task]:
         cfg: KuhnPokerConfig = self.config

@@ -16,7 +16,13 @@ from interplay.errors import InterplayError
 from interplay.records import Episode, Trace, from_json, to_json
 from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
 from interplay_kuhn_poker import messages, rules, strategies
-from interplay_kuhn_poker.env import SEATS, KuhnPokerEnv, first_seat, hand_rng
+from interplay_kuhn_poker.env import (
+    DEFAULT_MAX_TOKENS,
+    SEATS,
+    KuhnPokerEnv,
+    first_seat,
+    hand_rng,
+)
 
 from kuhn_players import Situation, handler, playing
 
@@ -242,6 +248,10 @@ async def test_each_seat_can_be_filled_by_its_own_model(model: Any) -> None:
     assert {Situation(r).seat for r in m0.requests} == {"player0"}
     assert {Situation(r).seat for r in m1.requests} == {"player1"}
     assert all(r.body.get("temperature") == 0.5 for r in m1.requests)
+    # A seat's overrides merge over the env's defaults: the reply cap stays on both seats.
+    assert all(r.body.get("max_tokens") == DEFAULT_MAX_TOKENS
+               for r in [*m0.requests, *m1.requests])
+    assert all("temperature" not in r.body for r in m0.requests)
     assert trace_of(episode, "player0").model == "model-a"
     assert trace_of(episode, "player1").model == "model-b"
     # Both always bet and call: every hand is a showdown for 2 chips.
