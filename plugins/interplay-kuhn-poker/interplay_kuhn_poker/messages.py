@@ -127,6 +127,6 @@ def hand_summary(result: HandResult, order: Sequence[str], seat: str, hand: int,
     else:
         assert result.forfeited is not None
         forfeiter = order[result.forfeited]
-        how = ("you forfeited (no valid action)" if forfeiter == seat
-               else f"{forfeiter} forfeited (no valid action)")
+        how = ("you gave no valid action and forfeited" if forfeiter == seat
+               else f"{forfeiter} gave no valid action and forfeited")
     return f"Hand {hand + 1} is over ({how}); {verdict}. Your match total: {total:+d} chips."

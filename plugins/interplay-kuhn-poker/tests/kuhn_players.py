@@ -33,9 +33,6 @@ class Situation:
         self.card = NAMES[card.group(1)]
         self.position = 0 if position.group(1) == "first" else 1
         self.legal = tuple(re.findall(r"\[(\w+)\]", legal.group(1)))
-        # How many times this decision was asked already (0 on the first ask).
-        self.reasks = len(msgs) - 1 - max(i for i, m in enumerate(msgs)
-                                          if "Your card:" in m["content"])
         self.text = decision
 
     @property

@@ -209,7 +209,7 @@ async def test_a_seat_still_invalid_after_its_retries_forfeits_the_hand(model: A
     assert seats.count("player1") == 4 and seats.count("player0") == 1
     p1 = trace_of(episode, "player1")
     told = [x.text for x in p1.messages if x.role == "user"]
-    assert "Hand 1 is over (you forfeited (no valid action)); you lost 1 chip." in told[2]
+    assert "Hand 1 is over (you gave no valid action and forfeited); you lost 1 chip." in told[2]
 
 
 async def test_zero_retries_asks_once(model: Any) -> None:

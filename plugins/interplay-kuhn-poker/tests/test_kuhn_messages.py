@@ -70,8 +70,10 @@ def test_hand_summary_from_each_side() -> None:
     assert "(you folded); you lost 1 chip." in messages.hand_summary(folded, order, "player1",
                                                                       0, -1)
     forfeit = rules.forfeit(("J", "K"), ("check",))
-    assert "player1 forfeited" in messages.hand_summary(forfeit, order, "player0", 0, 1)
-    assert "you forfeited" in messages.hand_summary(forfeit, order, "player1", 0, -1)
+    seen_by_winner = messages.hand_summary(forfeit, order, "player0", 0, 1)
+    assert "(player1 gave no valid action and forfeited); you won 1 chip." in seen_by_winner
+    seen_by_loser = messages.hand_summary(forfeit, order, "player1", 0, -1)
+    assert "(you gave no valid action and forfeited); you lost 1 chip." in seen_by_loser
 
 
 def test_reask_counts_down_to_the_last_chance() -> None:
