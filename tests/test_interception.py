@@ -225,3 +225,22 @@ def test_sync_callers_serve_from_a_thread() -> None:
         r = sdk.chat.completions.create(**CHAT)
     assert r.choices[0].message.content == "echo: hello there"
     assert len(calls) == 1 and calls[0].error_type is None
+
+
+async def test_responses_content_parts_stay_apart(rig: Rig) -> None:
+    # codex sends its instructions and each skill as parts of one developer message
+    developer = [{"type": "input_text", "text": "You are terse."},
+                 {"type": "input_text", "text": "<skills_instructions>use them"},
+                 {"type": "input_text", "text": ""}]
+    user = [{"type": "input_text", "text": "first part"},
+            {"type": "input_text", "text": "second part"}]
+    sdk = rig.sdk()
+    r = await sdk.responses.create(model="m", input=[
+        {"type": "message", "role": "developer", "content": developer},
+        {"type": "message", "role": "user", "content": user}])
+    await sdk.close()
+    sent = rig.model.requests[0].body["messages"]
+    assert sent[0] == {"role": "system",
+                       "content": "You are terse.\n\n<skills_instructions>use them"}
+    assert sent[1] == {"role": "user", "content": "first part\n\nsecond part"}
+    assert r.output_text == "echo: first part\n\nsecond part"

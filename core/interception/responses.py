@@ -55,7 +55,10 @@ def _text_of(content: Any, where: str) -> str | list[dict[str, Any]]:
             if isinstance(url, str):
                 parts.append({"type": "image_url", "image_url": {"url": url}})
     if all(p["type"] == "text" for p in parts):
-        return "".join(p["text"] for p in parts)
+        # Parts are separate blocks (codex sends its instructions and each skill as parts of
+        # one developer message): a blank line keeps them apart. A plain string, since every
+        # Chat Completions upstream takes one and not all take a list of parts.
+        return "\n\n".join(p["text"] for p in parts if p["text"])
     return parts
 
 
