@@ -4,6 +4,8 @@ pytest fixture."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Callable
 
 import httpx
@@ -89,3 +91,19 @@ def test_fixture(scripted_model: Callable[..., ScriptedModel]) -> None:
     r = httpx.post(m.base_url + "/chat/completions",
                    json={"messages": [{"role": "user", "content": "x"}]})
     assert r.json()["choices"][0]["message"]["content"] == "fixture reply"
+
+
+def test_runs_as_a_module_without_warnings() -> None:
+    # -W error: the runpy warning (module imported by its package before running) would fail it
+    proc = subprocess.Popen([sys.executable, "-W", "error", "-m", "interplay.testing.scripted"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        url = (proc.stdout.readline() if proc.stdout else "").strip()
+        assert url.startswith("http://127.0.0.1:"), url
+        r = httpx.post(url + "/chat/completions",
+                       json={"messages": [{"role": "user", "content": "as a process"}]})
+        assert r.json()["choices"][0]["message"]["content"] == "echo: as a process"
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    assert "Warning" not in err, err
