@@ -16,8 +16,7 @@ import pytest
 
 from interplay.testing import ScriptedModel
 from interplay_kuhn_poker import strategies
-
-from kuhn_players import Situation, handler, playing
+from interplay_kuhn_poker.scripted import Situation, handler, playing
 
 Run = Callable[..., subprocess.CompletedProcess[str]]
 

@@ -23,8 +23,7 @@ from interplay_kuhn_poker.env import (
     first_seat,
     hand_rng,
 )
-
-from kuhn_players import Situation, handler, playing
+from interplay_kuhn_poker.scripted import Situation, handler, playing
 
 ALWAYS_BET = playing(strategies.always_bet)
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from interplay_kuhn_poker import messages, rules
+from interplay.testing import ScriptedRequest
+from interplay_kuhn_poker import messages, rules, strategies
+from interplay_kuhn_poker.scripted import Situation, handler, playing
 
 OPEN = ("check", "bet")
 FACING = ("call", "fold")
@@ -79,3 +81,24 @@ def test_hand_summary_from_each_side() -> None:
 def test_reask_counts_down_to_the_last_chance() -> None:
     assert "2 tries left" in messages.reask_message("it has no action", 2)
     assert "last chance" in messages.reask_message("it has no action", 1)
+
+
+def _request(*user_texts: str) -> ScriptedRequest:
+    msgs = [{"role": "system", "content": messages.RULES},
+            *({"role": "user", "content": t} for t in user_texts)]
+    return ScriptedRequest(api="chat.completions", body={"messages": msgs}, headers={},
+                           path="/v1/chat/completions")
+
+
+def test_scripted_players_read_the_decision_as_a_model_would() -> None:
+    text = messages.decision_message(seat="player1", order=("player0", "player1"), card="K",
+                                     history=["bet"], legal=FACING, hand=0, hands=1)
+    s = Situation(_request(text, "That reply is not valid: ..."))
+    assert (s.seat, s.card, s.position, s.legal, s.history) == (
+        "player1", "K", 1, FACING, ("bet",))
+    reply = handler({"player1": playing(strategies.always_bet)})(_request(text))
+    assert reply.content == "I hold the King. [call]"
+    # A seat the handler has no player for gets a refusal, not a made-up move.
+    assert handler({})(_request(text)).status == 400
+    with pytest.raises(ValueError, match="no decision message"):
+        Situation(_request("hello"))
