@@ -95,7 +95,7 @@ def rss_bytes() -> int:
 
 async def one_run(base_url: str, episodes: int, concurrency: int, work: Path,
                   sample_memory: bool = False) -> dict[str, Any]:
-    tasks_file = work / "tasks.jsonl"
+    tasks_file = work / f"tasks-{episodes}.jsonl"
     if not tasks_file.exists():
         tasks_file.write_text("".join(
             json.dumps({"prompt": f"You want to know thing {i}.", "answer": "never said"}) + "\n"

@@ -191,38 +191,71 @@ def _episode_json(episode: Episode) -> str:
                           separators=(",", ":"), default=repr)
 
 
-def read_episodes(path: Path, *, repair: bool = False) -> list[dict[str, Any]]:
-    """The episodes in a results file, as dicts. A torn last line (a write cut by a kill) is
-    skipped, and with ``repair`` cut off the file so appends start on a clean line."""
+def read_episodes(path: Path, *, repair: bool = False,
+                  slim: bool = False) -> list[dict[str, Any]]:
+    """The episodes in a results file, as dicts (``slim``: only what the summary needs, so a
+    large file never sits in memory whole). Read line by line. A torn last line (a write cut by
+    a kill) is skipped, and with ``repair`` cut off the file so appends start on a clean
+    line; a broken line before the last is an error."""
     if not path.exists():
         return []
-    data = path.read_bytes()
     out: list[dict[str, Any]] = []
     pos = 0
-    lines = data.split(b"\n")
-    for i, raw in enumerate(lines):
-        last = i == len(lines) - 1
-        if raw.strip():
-            try:
-                record = json.loads(raw)
-                if not isinstance(record, dict) or "info" not in record:
-                    raise ValueError("not an episode")
-            except ValueError:
-                if last or (i == len(lines) - 2 and not lines[-1].strip()):
-                    if repair:
-                        with path.open("r+b") as fh:
-                            fh.truncate(pos)
-                    log.warning("runner.torn_line_skipped", output_path=str(path))
-                    break
-                raise InterplayError(f"{path}: line {i + 1} is not an episode record; "
-                                     f"remove it, then resume") from None
-            if last and repair:
-                # A complete record without its newline: end the line before appending.
-                with path.open("ab") as fh:
-                    fh.write(b"\n")
-            out.append(record)
-        pos += len(raw) + 1
+    bad: tuple[int, int] | None = None  # (line number, offset) of an unparsable line
+    with path.open("rb") as fh:
+        for number, raw in enumerate(fh, start=1):
+            if bad is not None:
+                if raw.strip():
+                    raise InterplayError(f"{path}: line {bad[0]} is not an episode record; "
+                                         f"remove it, then resume")
+                continue
+            if raw.strip():
+                try:
+                    record = json.loads(raw)
+                    if not isinstance(record, dict) or "info" not in record:
+                        raise ValueError("not an episode")
+                except ValueError:
+                    bad = (number, pos)
+                    continue
+                out.append(slim_record(record) if slim else record)
+                if repair and not raw.endswith(b"\n"):
+                    # A complete record without its newline: end the line before appending.
+                    with path.open("ab") as tail:
+                        tail.write(b"\n")
+            pos += len(raw)
+    if bad is not None:
+        log.warning("runner.torn_line_skipped", output_path=str(path))
+        if repair:
+            with path.open("r+b") as fh:
+                fh.truncate(bad[1])
     return out
+
+
+def slim_record(record: Mapping[str, Any]) -> dict[str, Any]:
+    """What :func:`summarize` reads of an episode record."""
+    return {"info": record["info"], "reward": record.get("reward"),
+            "error_type": record.get("error_type"), "metrics": record.get("metrics") or {},
+            "wall_s": record.get("wall_s"),
+            "traces": [{"seat": t.get("seat"), "agent": t.get("agent"),
+                        "stop_condition": t.get("stop_condition")}
+                       for t in record.get("traces") or ()],
+            "usage": dict(_usage(record))}
+
+
+def slim_episode(episode: Episode) -> dict[str, Any]:
+    """:func:`slim_record` of an episode that has just finished."""
+    usage = episode.usage
+    calls = sum(len(t.model_calls) for t in episode.traces) + len(episode.judge_calls)
+    info = episode.info
+    return {"info": {"task_idx": info.task_idx, "rollout": info.rollout,
+                     "episode_id": info.episode_id},
+            "reward": episode.reward, "error_type": episode.error_type,
+            "metrics": dict(episode.metrics), "wall_s": episode.wall_s,
+            "traces": [{"seat": t.seat, "agent": t.agent, "stop_condition": t.stop_condition}
+                       for t in episode.traces],
+            "usage": {"prompt_tokens": usage.prompt_tokens,
+                      "completion_tokens": usage.completion_tokens,
+                      "total_tokens": usage.total_tokens, "model_calls": calls}}
 
 
 def default_output(env_name: str) -> str:
@@ -304,7 +337,7 @@ def summarize(records: Sequence[Mapping[str, Any]], *, pass_threshold: float = 1
     errors = Counter(str(r["error_type"]) for r in records if r.get("error_type"))
     tokens: Counter[str] = Counter()
     for r in records:
-        tokens.update(_usage(r))
+        tokens.update(r["usage"] if "usage" in r else _usage(r))
     done = len(records)
     out: dict[str, Any] = {
         "episodes": done,
@@ -518,8 +551,9 @@ async def run(cfg: RunConfig, env: Env, resolved: Mapping[str, Any], output: Pat
     if not tasks:
         raise InterplayError(f"env {env.name!r} has no tasks")
     episodes_path = output / EPISODES_FILE
-    have = {(int(r["info"]["task_idx"]), int(r["info"]["rollout"]))
-            for r in read_episodes(episodes_path, repair=True)}
+    # Slim records only: the summary never needs the transcripts in memory.
+    records = read_episodes(episodes_path, repair=True, slim=True)
+    have = {(int(r["info"]["task_idx"]), int(r["info"]["rollout"])) for r in records}
     wanted = [(t, r) for r in range(cfg.rollouts) for t in tasks]
     pairs = [(t, r) for t, r in wanted if (t.idx, r) not in have]
     total = len(wanted)
@@ -540,6 +574,7 @@ async def run(cfg: RunConfig, env: Env, resolved: Mapping[str, Any], output: Pat
     def on_episode(episode: Episode) -> None:
         nonlocal ran
         writer.append(episode)
+        records.append(slim_episode(episode))
         ran += 1
         assert progress is not None
         progress.add(episode)
@@ -558,7 +593,6 @@ async def run(cfg: RunConfig, env: Env, resolved: Mapping[str, Any], output: Pat
         if own_resources:
             await asyncio.shield(resources.aclose())
         wall = time.monotonic() - t0
-        records = read_episodes(episodes_path)
         summary = summarize(records, pass_threshold=cfg.pass_threshold, expected=total,
                             wall_s=wall, episodes_this_session=ran)
         summary["interrupted"] = interrupted
@@ -699,7 +733,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     n_tasks = min(cfg.n, tasks_total) if cfg.n is not None else tasks_total
     total = n_tasks * cfg.rollouts
     done_before = len({(int(r["info"]["task_idx"]), int(r["info"]["rollout"]))
-                       for r in read_episodes(output / EPISODES_FILE)})
+                       for r in read_episodes(output / EPISODES_FILE, slim=True)})
     progress = Progress(total, done=min(done_before, total), enabled=not args.quiet)
     where = "the embedded local model" if cfg.model.base_url is None else cfg.model.base_url
     print(f"interplay eval {env.name}: {total - progress.done} episodes to run "
