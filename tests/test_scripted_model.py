@@ -4,12 +4,14 @@ pytest fixture."""
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 from collections.abc import Callable
 
 import httpx
 import openai
+import pytest
 
 from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
 
@@ -75,6 +77,31 @@ def test_faults() -> None:
             raise AssertionError("did not hang")
         except httpx.TimeoutException:
             pass
+
+
+@pytest.mark.parametrize("path", ["/chat/completions", "/responses"])
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_dropped_reply_cuts_the_connection_quietly(caplog: pytest.LogCaptureFixture,
+                                                     path: str, stream: bool) -> None:
+    caplog.set_level(logging.INFO)
+    with ScriptedModel([ScriptedReply.drop("a reply cut halfway through"),
+                        ScriptedReply.text("next")]) as m:
+        url = m.base_url + path
+        body = {"messages": [], "input": "x", "stream": stream}
+        got = b""
+        try:
+            with httpx.stream("POST", url, json=body) as s:
+                for piece in s.iter_bytes():
+                    got += piece
+            raise AssertionError(f"reply was not cut: {got!r}")
+        except httpx.HTTPError:
+            pass
+        # what came before the cut arrived; the server goes on serving
+        assert got.startswith(b"data: " if stream and path == "/chat/completions" else
+                              b"event: " if stream else b'{"id": "x", '), got
+        assert httpx.post(url, json={**body, "stream": False}).status_code == 200
+    # no "Exception in ASGI application" from uvicorn
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("uvicorn")] == []
 
 
 async def test_async_use_and_latency() -> None:

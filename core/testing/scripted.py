@@ -143,7 +143,24 @@ Script = Iterable["ScriptedReply | str"] | Handler
 
 
 class _Dropped(Exception):
-    """Raised inside the app to make the server cut the connection mid-response."""
+    """Raised inside the app to make a server other than uvicorn cut the connection."""
+
+
+async def _cut(send: asgi.Send, receive: asgi.Receive) -> None:
+    """Cut the connection mid-response, as a crashed or unplugged model server would.
+
+    Raising through uvicorn would do it too, with an "Exception in ASGI application"
+    traceback on stderr; closing the connection ourselves is quiet. The client sees the same:
+    what was sent so far, then the connection closing.
+    """
+    transport = getattr(getattr(send, "__self__", None), "transport", None)
+    if transport is None:
+        raise _Dropped
+    transport.close()
+    # Return once the connection is gone: uvicorn then takes the unfinished response for the
+    # client's doing and logs nothing.
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 def _words(value: Any) -> int:
@@ -284,9 +301,9 @@ class ScriptedModel:
         prompt_tokens = _words(body.get("messages") if api == "chat.completions"
                                else body.get("input"))
         if api == "chat.completions":
-            await self._chat(send, body, reply, stream, prompt_tokens)
+            await self._chat(send, receive, body, reply, stream, prompt_tokens)
         else:
-            await self._responses(send, body, reply, stream, prompt_tokens)
+            await self._responses(send, receive, body, reply, stream, prompt_tokens)
 
     def _completion(self, body: Mapping[str, Any], reply: ScriptedReply,
                     prompt_tokens: int) -> dict[str, Any]:
@@ -310,8 +327,8 @@ class ScriptedModel:
                 "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                           "total_tokens": prompt_tokens + completion_tokens}}
 
-    async def _chat(self, send: asgi.Send, body: Mapping[str, Any], reply: ScriptedReply,
-                    stream: bool, prompt_tokens: int) -> None:
+    async def _chat(self, send: asgi.Send, receive: asgi.Receive, body: Mapping[str, Any],
+                    reply: ScriptedReply, stream: bool, prompt_tokens: int) -> None:
         completion = self._completion(body, reply, prompt_tokens)
         if not stream:
             if reply.drops:
@@ -319,7 +336,8 @@ class ScriptedModel:
                             "headers": [*asgi.JSON_HEADERS, (b"content-length", b"100000")]})
                 await send({"type": "http.response.body", "body": b'{"id": "x", ',
                             "more_body": True})
-                raise _Dropped
+                await _cut(send, receive)
+                return
             await asgi.send_json(send, 200, completion)
             return
         base = {"id": completion["id"], "object": "chat.completion.chunk",
@@ -353,13 +371,15 @@ class ScriptedModel:
             cut = max(1, len(chunks) // 2)
             payload = b"".join(b"data: " + asgi.dumps(c) + b"\n\n" for c in chunks[:cut])
             await send({"type": "http.response.body", "body": payload, "more_body": True})
-            raise _Dropped
+            await _cut(send, receive)
+            return
         payload = b"".join(b"data: " + asgi.dumps(c) + b"\n\n" for c in chunks)
         await send({"type": "http.response.body", "body": payload + b"data: [DONE]\n\n",
                     "more_body": False})
 
-    async def _responses(self, send: asgi.Send, body: Mapping[str, Any], reply: ScriptedReply,
-                         stream: bool, prompt_tokens: int) -> None:
+    async def _responses(self, send: asgi.Send, receive: asgi.Receive,
+                         body: Mapping[str, Any], reply: ScriptedReply, stream: bool,
+                         prompt_tokens: int) -> None:
         completion = self._completion(body, reply, prompt_tokens)
         response = rs.chat_to_response(completion, body)
         if reply.output is not None:
@@ -370,7 +390,8 @@ class ScriptedModel:
                             "headers": [*asgi.JSON_HEADERS, (b"content-length", b"100000")]})
                 await send({"type": "http.response.body", "body": b'{"id": "x", ',
                             "more_body": True})
-                raise _Dropped
+                await _cut(send, receive)
+                return
             await asgi.send_json(send, 200, response)
             return
         events = rs.events_for_response(response, body)
@@ -378,7 +399,8 @@ class ScriptedModel:
         if reply.drops:
             await send({"type": "http.response.body", "body": b"".join(events[:3]),
                         "more_body": True})
-            raise _Dropped
+            await _cut(send, receive)
+            return
         await send({"type": "http.response.body", "body": b"".join(events),
                     "more_body": False})
 
