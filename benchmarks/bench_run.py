@@ -23,6 +23,7 @@ import asyncio
 import json
 import os
 import resource
+import shutil
 import signal
 import socket
 import subprocess
@@ -135,6 +136,13 @@ async def one_run(base_url: str, episodes: int, concurrency: int, work: Path,
 
 async def bench(args: argparse.Namespace) -> None:
     work = Path(tempfile.mkdtemp(prefix="interplay-bench-run-"))
+    try:
+        await run_benches(args, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+async def run_benches(args: argparse.Namespace, work: Path) -> None:
     if args.only in (None, "instant"):
         server = Server(0.0)
         try:
