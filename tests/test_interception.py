@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+import sys
+import threading
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import attrs
@@ -16,7 +18,7 @@ import pytest
 from interplay.interception import InterceptionServer
 from interplay.model import ModelClient
 from interplay.records import ModelCall
-from interplay.testing import ScriptedModel, ScriptedReply
+from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
 
 CHAT = {"model": "whatever", "messages": [{"role": "user", "content": "hello there"}]}
 
@@ -244,3 +246,108 @@ async def test_responses_content_parts_stay_apart(rig: Rig) -> None:
                        "content": "You are terse.\n\n<skills_instructions>use them"}
     assert sent[1] == {"role": "user", "content": "first part\n\nsecond part"}
     assert r.output_text == "echo: first part\n\nsecond part"
+
+
+async def until(condition: Callable[[], bool], what: str) -> None:
+    """Wait for something another process or thread does (bounded only to fail, not to time)."""
+    for _ in range(3000):
+        if condition():
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"never happened: {what}")
+
+
+# A harness program: asks the model and waits for the answer as long as it takes.
+PROGRAM = """
+import sys, httpx
+body = {"model": "m", "messages": [{"role": "user", "content": "wait"}],
+        "stream": sys.argv[3] == "stream"}
+httpx.post(sys.argv[1] + "/chat/completions", json=body, timeout=None,
+           headers={"authorization": "Bearer " + sys.argv[2]})
+"""
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_killed_program_cancels_its_upstream_call(stream: bool) -> None:
+    async with ScriptedModel(lambda req: ScriptedReply.hang()) as m:
+        # a long timeout: only the cancellation can end the hung upstream call
+        client = ModelClient(attrs.evolve(m.endpoint, max_retries=0, timeout_s=600))
+        calls: list[ModelCall] = []
+        async with InterceptionServer() as srv:
+            route = srv.open_trace(client=client, on_call=calls.append)
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-c", PROGRAM, route.base_url, route.secret,
+                "stream" if stream else "whole")
+            await until(lambda: len(m.requests) == 1, "the request reached the model")
+            assert srv.inflight == 1 and srv.waiting == 1
+            proc.kill()
+            await proc.wait()
+            # the model sees its connection dropped; the server holds nothing
+            await until(lambda: m.abandoned == 1, "the upstream connection closed")
+            await until(lambda: srv.inflight == 0 and srv.waiting == 0, "the call ended")
+            srv.close_trace(route.secret)
+            await asyncio.sleep(0)
+        await client.aclose()
+    # the program never got an answer: no turn to record
+    assert calls == [] and route.calls == 0 and route.closed
+
+
+@pytest.mark.parametrize("rig", [lambda req: ScriptedReply.hang()], indirect=True)
+@pytest.mark.parametrize("api", ["chat", "responses"])
+async def test_closing_a_trace_cancels_its_calls_and_records_nothing_after(
+        rig: Rig, api: str) -> None:
+    # a long timeout: only the close can end the hung call
+    client = ModelClient(attrs.evolve(rig.model.endpoint, max_retries=0, timeout_s=600))
+    calls: list[ModelCall] = []
+    secret = rig.server.open_trace(client=client, on_call=calls.append).secret
+    path, body = ("/v1/chat/completions", CHAT) if api == "chat" else \
+        ("/v1/responses", {"model": "m", "input": "hi"})
+    raw = json.dumps(body)
+    waiting = [asyncio.create_task(rig.post(path, raw, secret=secret)) for _ in range(2)]
+    await until(lambda: rig.server.waiting == 2 and len(rig.model.requests) == 1,
+                "both requests wait on one call")
+    assert rig.server.inflight == 1
+    rig.server.close_trace(secret)
+    answers = await asyncio.gather(*waiting)
+    assert [(r.status_code, r.json()["error"]["code"]) for r in answers] == [
+        (410, "trace_closed")] * 2
+    await until(lambda: rig.model.abandoned == 1, "the upstream connection closed")
+    await until(lambda: rig.server.inflight == 0, "the call ended")
+    await client.aclose()
+    assert calls == [] and len(rig.model.requests) == 1
+    assert (await rig.post(path, raw, secret=secret)).status_code == 401
+
+
+async def test_a_call_goes_on_while_a_coalesced_request_still_waits() -> None:
+    release = threading.Event()
+
+    def held(request: ScriptedRequest) -> ScriptedReply:
+        release.wait(60)  # holds the model until the test lets it answer
+        return ScriptedReply.text("worth the wait")
+
+    async with ScriptedModel(held) as m:
+        client = ModelClient(attrs.evolve(m.endpoint, max_retries=0, timeout_s=600))
+        calls: list[ModelCall] = []
+        try:
+            async with InterceptionServer() as srv, httpx.AsyncClient(timeout=None) as http:
+                route = srv.open_trace(client=client, on_call=calls.append)
+
+                async def ask() -> httpx.Response:
+                    return await http.post(route.base_url + "/chat/completions", json=CHAT,
+                                           headers={"authorization": f"Bearer {route.secret}"})
+
+                first = asyncio.create_task(ask())
+                await until(lambda: len(m.requests) == 1, "the request reached the model")
+                second = asyncio.create_task(ask())
+                await until(lambda: srv.waiting == 2, "the second request joined the call")
+                first.cancel()  # its client goes away
+                await until(lambda: srv.waiting == 1, "the first request left")
+                assert srv.inflight == 1
+                release.set()
+                answer = await second
+        finally:
+            release.set()
+        await client.aclose()
+    assert answer.status_code == 200
+    assert answer.json()["choices"][0]["message"]["content"] == "worth the wait"
+    assert len(m.requests) == 1 and len(calls) == 1 and calls[0].error_type is None

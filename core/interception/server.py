@@ -9,14 +9,20 @@ translated to Chat Completions and back) and recorded as one ModelCall through t
 ``on_call``. An identical request (same secret, same body bytes) arriving while the first is
 still in flight is coalesced onto it: same answer, one upstream call, one record.
 
+An upstream call lives only as long as someone waits for it: when every program request
+waiting on it has gone (the program was killed) or its trace is closed, it is cancelled and
+not recorded; requests still waiting get an error. Nothing is recorded on a closed trace.
+
 It holds no user logic and logs no bodies, message text or secrets.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import secrets
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -46,19 +52,34 @@ class TraceRoute:
     on_call: Callable[[ModelCall], None]
     model: str | None = None
     calls: int = 0
+    #: Set by ``close_trace``; from then on nothing is recorded through ``on_call``.
+    closed: bool = False
+    _flights: set[_Flight] = attrs.field(factory=set, init=False, repr=False)
+    # close_trace may come from another thread than the server's loop (thread mode): the
+    # closed check and the recording happen under this lock, so none slips in after closing.
+    _lock: threading.RLock = attrs.field(factory=threading.RLock, init=False, repr=False)
 
 
 class _Flight:
     """One upstream call and the bytes it answered, replayable to every coalesced request."""
 
-    __slots__ = ("chunks", "done", "headers", "status", "wake")
+    __slots__ = ("abort", "cancel_reason", "chunks", "done", "headers", "key", "status",
+                 "task", "waiters", "wake")
 
-    def __init__(self) -> None:
+    def __init__(self, key: tuple[str, str, bytes]) -> None:
+        self.key = key
         self.status = 0
         self.headers: list[tuple[bytes, bytes]] = []
         self.chunks: list[bytes] = []
         self.done = False
         self.wake = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+        #: Program requests waiting for this answer.
+        self.waiters = 0
+        #: Why the upstream call was cancelled: "client_disconnected" or "trace_closed".
+        self.cancel_reason: str | None = None
+        #: Once a stream has begun: the bytes that end it with an error (its API's form).
+        self.abort: Callable[[str, str], bytes] | None = None
 
     def _notify(self) -> None:
         ev, self.wake = self.wake, asyncio.Event()
@@ -94,6 +115,11 @@ class _Flight:
                 break
             await wake.wait()
         await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def _chat_stream_error(message: str, code: str) -> bytes:
+    return b"data: " + asgi.dumps(asgi.error_body(message, type_="server_error",
+                                                  code=code)) + b"\n\n"
 
 
 def _error_json(call: ModelCall) -> tuple[int, bytes]:
@@ -135,6 +161,16 @@ class InterceptionServer:
         for task in list(self._tasks):
             task.cancel()
 
+    @property
+    def inflight(self) -> int:
+        """Upstream calls in flight now (coalesced requests share one)."""
+        return len(self._tasks)
+
+    @property
+    def waiting(self) -> int:
+        """Program requests waiting for an upstream answer now."""
+        return sum(f.waiters for f in list(self._flights.values()))
+
     async def __aenter__(self) -> InterceptionServer:
         await self.start()
         return self
@@ -169,7 +205,23 @@ class InterceptionServer:
         return route
 
     def close_trace(self, secret: str) -> None:
-        self._routes.pop(secret, None)
+        """Refuse the trace's secret from now on, record nothing more on it, and cancel its
+        upstream calls still in flight (their waiting requests get a 410 ``trace_closed``).
+        Safe to call from another thread than the server's (thread mode)."""
+        route = self._routes.pop(secret, None)
+        if route is None:
+            return
+        with route._lock:
+            route.closed = True
+        self._server.call_soon(lambda: self._cancel_flights(route))
+
+    def _cancel_flights(self, route: TraceRoute) -> None:
+        for flight in list(route._flights):
+            if not flight.done and flight.task is not None:
+                flight.cancel_reason = flight.cancel_reason or "trace_closed"
+                if self._flights.get(flight.key) is flight:
+                    del self._flights[flight.key]
+                flight.task.cancel()
 
     # -- the app ---------------------------------------------------------------------------------
 
@@ -235,23 +287,58 @@ class InterceptionServer:
         flight = self._flights.get(key)
         if flight is not None:
             log.info("interception.coalesced", api=api)
+        else:
+            try:
+                body = json.loads(raw)
+            except ValueError:
+                await asgi.send_error(send, 400, "the request body is not valid JSON")
+                return
+            try:
+                upstream = self._upstream_body(route, api, body)
+            except rs.BadRequest as exc:
+                await asgi.send_error(send, 400, exc.message, param=exc.param)
+                return
+            flight = self._flights[key] = _Flight(key)
+            task = asyncio.create_task(self._produce(route, api, body, upstream, flight))
+            flight.task = task
+            route._flights.add(flight)
+            self._tasks.add(task)
+            task.add_done_callback(functools.partial(self._produced, route, api, flight))
+        await self._deliver(flight, receive, send)
+
+    async def _deliver(self, flight: _Flight, receive: asgi.Receive, send: asgi.Send) -> None:
+        """Replay the flight to this request while watching for the program to go away."""
+        flight.waiters += 1
+        left = False
+
+        async def watch() -> None:
+            nonlocal left
+            try:
+                while (await receive())["type"] != "http.disconnect":
+                    pass
+            except Exception:  # a broken connection is a gone client too
+                pass
+            left = True
+            self._leave(flight)
+
+        watcher = asyncio.create_task(watch())
+        try:
             await flight.replay(send)
+        finally:
+            if not left:
+                watcher.cancel()
+                self._leave(flight)
+
+    def _leave(self, flight: _Flight) -> None:
+        flight.waiters -= 1
+        if flight.waiters > 0 or flight.done or flight.task is None:
             return
-        try:
-            body = json.loads(raw)
-        except ValueError:
-            await asgi.send_error(send, 400, "the request body is not valid JSON")
-            return
-        try:
-            upstream = self._upstream_body(route, api, body)
-        except rs.BadRequest as exc:
-            await asgi.send_error(send, 400, exc.message, param=exc.param)
-            return
-        flight = self._flights[key] = _Flight()
-        task = asyncio.create_task(self._produce(route, api, body, upstream, flight, key))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        await flight.replay(send)
+        # Nobody waits for this answer any more (the program was killed): stop asking for it,
+        # and let an identical request arriving now start afresh rather than join a dying call.
+        flight.cancel_reason = flight.cancel_reason or "client_disconnected"
+        if self._flights.get(flight.key) is flight:
+            del self._flights[flight.key]
+        flight.task.cancel()
 
     def _upstream_body(self, route: TraceRoute, api: str, body: Any) -> dict[str, Any]:
         if api == "responses":
@@ -278,84 +365,31 @@ class InterceptionServer:
         return upstream
 
     async def _produce(self, route: TraceRoute, api: str, body: dict[str, Any],
-                       upstream: dict[str, Any], flight: _Flight,
-                       key: tuple[str, str, bytes]) -> None:
+                       upstream: dict[str, Any], flight: _Flight) -> None:
         t0 = time.monotonic()
         stream = bool(upstream.get("stream"))
         call: ModelCall | None = None
         response: dict[str, Any] | None = None
         try:
             if api == "chat.completions":
-                want_usage = bool((body.get("stream_options") or {}).get("include_usage")) \
-                    if isinstance(body.get("stream_options"), dict) else False
-
-                def on_chunk(data: bytes, chunk: dict[str, Any]) -> None:
-                    if not want_usage and not chunk.get("choices") and chunk.get("usage"):
-                        return  # asked for by us, for the record; the program did not ask
-                    flight.push(b"data: " + data + b"\n\n")
-
-                call = await route.client.chat_raw(
-                    upstream, on_chunk=on_chunk if stream else None,
-                    on_start=lambda: flight.start(200, asgi.SSE_HEADERS))
-                if call.error_type is None:
-                    response = call.response
-                    if stream:
-                        flight.push(b"data: [DONE]\n\n")
-                    else:
-                        flight.start(200, asgi.JSON_HEADERS)
-                        flight.push(asgi.dumps(response))
-                elif flight.status:  # the stream had begun: end it with an error chunk
-                    flight.push(b"data: " + _error_json(call)[1] + b"\n\n")
-                else:
-                    status, err = _error_json(call)
-                    flight.start(status, asgi.JSON_HEADERS)
-                    flight.push(err)
+                call, response = await self._forward_chat(route, body, upstream, flight, stream)
             else:
-                model = upstream["model"]
-                streamer = rs.ChatToResponsesStream(body, model)
-
-                def on_start() -> None:
-                    flight.start(200, asgi.SSE_HEADERS)
-                    for ev in streamer.start():
-                        flight.push(ev)
-
-                def on_rchunk(data: bytes, chunk: dict[str, Any]) -> None:
-                    for ev in streamer.chunk(chunk):
-                        flight.push(ev)
-
-                call = await route.client.chat_raw(
-                    upstream, on_chunk=on_rchunk if stream else None, on_start=on_start)
-                if call.error_type is None and call.response is not None:
-                    if stream:
-                        if not flight.status:
-                            on_start()
-                        events, response = streamer.finish(call.response)
-                        for ev in events:
-                            flight.push(ev)
-                    else:
-                        response = rs.chat_to_response(call.response, body)
-                        flight.start(200, asgi.JSON_HEADERS)
-                        flight.push(asgi.dumps(response))
-                elif flight.status:
-                    flight.push(streamer.events.failed(call.error or "upstream failed",
-                                                       call.error_type or "server_error"))
-                else:
-                    status, err = _error_json(call)
-                    flight.start(status, asgi.JSON_HEADERS)
-                    flight.push(err)
+                call, response = await self._forward_translated(route, body, upstream, flight,
+                                                                stream)
+        except asyncio.CancelledError:
+            # Nobody waits for the answer any more, or the trace was closed: the program never
+            # got an answer, so there is no turn to record.
+            self._cancelled(flight, api, time.monotonic() - t0)
+            return
         except Exception as exc:
             log.exception("interception.forward_failed", api=api)
-            if not flight.status:
-                flight.start(500, asgi.JSON_HEADERS)
-                flight.push(asgi.dumps(asgi.error_body("internal error while forwarding",
-                                                       type_="server_error")))
+            self._fail(flight, 500, "internal error while forwarding", "server_error")
             if call is None:
                 call = ModelCall(id=f"mc_{secrets.token_hex(10)}", api=api,
                                  started_at=time.time() - (time.monotonic() - t0),
                                  error=f"{type(exc).__name__}", error_type="server_error")
         finally:
-            flight.finish()
-            self._flights.pop(key, None)
+            self._land(route, flight)
         # One request is one recorded turn: the request as the program sent it, the answer
         # as the program got it.
         record = attrs.evolve(call, api=api, request=body,
@@ -365,11 +399,126 @@ class InterceptionServer:
             u = response["usage"]
             record.usage = Usage(u.get("input_tokens", 0), u.get("output_tokens", 0),
                                  u.get("total_tokens", 0))
-        route.calls += 1
-        log.info("interception.call", api=api, call_id=record.id, streamed=stream,
-                 status=record.status, error_type=record.error_type,
-                 latency_s=round(record.latency_s, 4))
-        try:
-            route.on_call(record)
-        except Exception:
-            log.exception("interception.on_call_failed", call_id=record.id)
+        self._record(route, record)
+
+    def _land(self, route: TraceRoute, flight: _Flight) -> None:
+        flight.finish()
+        if self._flights.get(flight.key) is flight:
+            del self._flights[flight.key]
+        route._flights.discard(flight)
+
+    def _produced(self, route: TraceRoute, api: str, flight: _Flight,
+                  task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not flight.done:  # cancelled before it began: its own handlers never ran
+            self._cancelled(flight, api, 0.0)
+            self._land(route, flight)
+
+    def _cancelled(self, flight: _Flight, api: str, elapsed_s: float) -> None:
+        reason = flight.cancel_reason or "server_stopping"
+        log.info("interception.cancelled", api=api, reason=reason, waiters=flight.waiters,
+                 elapsed_s=round(elapsed_s, 4))
+        message = {"trace_closed": "the trace was closed; this request was cancelled",
+                   "client_disconnected": "the request was cancelled"}.get(
+            reason, "the interception server is stopping")
+        self._fail(flight, 410 if reason == "trace_closed" else 503, message, reason)
+
+    def _record(self, route: TraceRoute, record: ModelCall) -> None:
+        with route._lock:
+            if route.closed:
+                # The answer came after close_trace (its cancellation arrived too late):
+                # the trace is finished and stays as it was closed.
+                log.info("interception.late_call_dropped", api=record.api, call_id=record.id,
+                         error_type=record.error_type)
+                return
+            route.calls += 1
+            log.info("interception.call", api=record.api, call_id=record.id,
+                     streamed=record.streamed, status=record.status,
+                     error_type=record.error_type, latency_s=round(record.latency_s, 4))
+            try:
+                route.on_call(record)
+            except Exception:
+                log.exception("interception.on_call_failed", call_id=record.id)
+
+    @staticmethod
+    def _fail(flight: _Flight, status: int, message: str, code: str) -> None:
+        """End the flight's answer with an error, in whatever form it has taken so far."""
+        if not flight.status:
+            flight.start(status, asgi.JSON_HEADERS)
+            flight.push(asgi.dumps(asgi.error_body(
+                message, type_="invalid_request_error" if status < 500 else "server_error",
+                code=code)))
+        elif flight.abort is not None:
+            flight.push(flight.abort(message, code))
+
+    async def _forward_chat(self, route: TraceRoute, body: dict[str, Any],
+                            upstream: dict[str, Any], flight: _Flight,
+                            stream: bool) -> tuple[ModelCall, dict[str, Any] | None]:
+        opts = body.get("stream_options")
+        want_usage = bool(opts.get("include_usage")) if isinstance(opts, dict) else False
+
+        def on_start() -> None:
+            flight.start(200, asgi.SSE_HEADERS)
+            flight.abort = _chat_stream_error
+
+        def on_chunk(data: bytes, chunk: dict[str, Any]) -> None:
+            if not want_usage and not chunk.get("choices") and chunk.get("usage"):
+                return  # asked for by us, for the record; the program did not ask
+            flight.push(b"data: " + data + b"\n\n")
+
+        call = await route.client.chat_raw(upstream, on_chunk=on_chunk if stream else None,
+                                           on_start=on_start)
+        response = None
+        if call.error_type is None:
+            response = call.response
+            if stream:
+                flight.push(b"data: [DONE]\n\n")
+            else:
+                flight.start(200, asgi.JSON_HEADERS)
+                flight.push(asgi.dumps(response))
+        elif flight.status:  # the stream had begun: end it with an error chunk
+            flight.push(b"data: " + _error_json(call)[1] + b"\n\n")
+        else:
+            status, err = _error_json(call)
+            flight.start(status, asgi.JSON_HEADERS)
+            flight.push(err)
+        return call, response
+
+    async def _forward_translated(self, route: TraceRoute, body: dict[str, Any],
+                                  upstream: dict[str, Any], flight: _Flight, stream: bool,
+                                  ) -> tuple[ModelCall, dict[str, Any] | None]:
+        """A Responses request sent upstream as Chat Completions, answered as Responses."""
+        streamer = rs.ChatToResponsesStream(body, upstream["model"])
+
+        def on_start() -> None:
+            flight.start(200, asgi.SSE_HEADERS)
+            flight.abort = streamer.events.failed
+            for ev in streamer.start():
+                flight.push(ev)
+
+        def on_chunk(data: bytes, chunk: dict[str, Any]) -> None:
+            for ev in streamer.chunk(chunk):
+                flight.push(ev)
+
+        call = await route.client.chat_raw(upstream, on_chunk=on_chunk if stream else None,
+                                           on_start=on_start)
+        response = None
+        if call.error_type is None and call.response is not None:
+            if stream:
+                if not flight.status:
+                    on_start()
+                events, response = streamer.finish(call.response)
+                for ev in events:
+                    flight.push(ev)
+            else:
+                response = rs.chat_to_response(call.response, body)
+                flight.start(200, asgi.JSON_HEADERS)
+                flight.push(asgi.dumps(response))
+        elif flight.status:
+            flight.push(streamer.events.failed(call.error or "upstream failed",
+                                               call.error_type or "server_error"))
+        else:
+            status, err = _error_json(call)
+            flight.start(status, asgi.JSON_HEADERS)
+            flight.push(err)
+        return call, response

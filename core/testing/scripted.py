@@ -4,7 +4,8 @@ It answers Chat Completions and Responses requests (streamed and not) and ``GET 
 from a script: a list of :class:`ScriptedReply` consumed in order, or a handler called with each
 :class:`ScriptedRequest`. Replies can carry text, tool calls, Responses output items, latency and
 injected faults (an HTTP status with Retry-After, a hang, a dropped stream, malformed output).
-Every request received is kept in ``requests``. Usage figures count words.
+Every request received is kept in ``requests``; ``abandoned`` counts hung requests whose client
+gave up (closed the connection). Usage figures count words.
 
 Run it in-process (``with ScriptedModel(script) as m:`` / ``async with``; the server lives in a
 background thread with its own loop) or as a process:
@@ -194,6 +195,8 @@ class ScriptedModel:
         else:
             self._handler, self._queue = None, list(script)
         self.requests: list[ScriptedRequest] = []
+        #: Requests held by a ``hang()`` reply until their client closed the connection.
+        self.abandoned = 0
         self._server = asgi.AsgiServer(self.app, port=port, graceful_s=0.5)
         self._counter = 0
 
@@ -279,6 +282,8 @@ class ScriptedModel:
         if reply.hangs:
             while (await receive())["type"] != "http.disconnect":
                 pass
+            with self._lock:
+                self.abandoned += 1
             return
         if reply.status is not None:
             extra = [] if reply.retry_after is None else [
