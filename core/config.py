@@ -61,9 +61,21 @@ class _TypeMismatch(ValueError):
         self.value = value
 
 
+_converter: cattrs.Converter | None = None
+
+
+def _config_converter() -> cattrs.Converter:
+    # Building a converter costs about a millisecond, and every agent of every episode
+    # structures its harness settings: build it once.
+    global _converter
+    if _converter is None:
+        _converter = make_config_converter()
+    return _converter
+
+
 def structure(data: Mapping[str, Any], cls: type[T], *, path: str = "") -> T:
     """Structure ``data`` into ``cls``; a bad key or value raises a one-line InterplayError."""
-    conv = make_config_converter()
+    conv = _config_converter()
     try:
         return conv.structure(dict(data), cls)
     except (ClassValidationError, IterableValidationError, ForbiddenExtraKeysError) as exc:
