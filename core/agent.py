@@ -84,7 +84,8 @@ class SegmentContext:
         if self._route is None:
             server = await self.agent.interception_server()
             self._route = server.open_trace(client=self.client, on_call=self.record_call,
-                                            model=self.client.endpoint.model)
+                                            model=self.client.endpoint.model,
+                                            sampling=self.sampling)
         return self._route
 
     async def _release(self) -> None:

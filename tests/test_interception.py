@@ -8,16 +8,19 @@ import json
 import sys
 import threading
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 import httpx
 import openai
 import pytest
 
+from interplay.env import Env, SeatSpec
+from interplay.episode import EpisodeContext, RunResources, run_episode
 from interplay.interception import InterceptionServer
 from interplay.model import ModelClient
-from interplay.records import ModelCall
+from interplay.records import ModelCall, Task
+from interplay.step import Step
 from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
 
 CHAT = {"model": "whatever", "messages": [{"role": "user", "content": "hello there"}]}
@@ -351,3 +354,77 @@ async def test_a_call_goes_on_while_a_coalesced_request_still_waits() -> None:
     assert answer.status_code == 200
     assert answer.json()["choices"][0]["message"]["content"] == "worth the wait"
     assert len(m.requests) == 1 and len(calls) == 1 and calls[0].error_type is None
+
+
+async def test_seat_sampling_wins_over_the_program(rig: Rig) -> None:
+    endpoint = attrs.evolve(rig.model.endpoint, max_retries=0, sampling={
+        "top_p": 0.1, "temperature": 1.0, "max_completion_tokens": 50, "presence_penalty": 0.5})
+    client = ModelClient(endpoint)
+    calls: list[ModelCall] = []
+    route = rig.server.open_trace(client=client, on_call=calls.append, sampling={
+        "temperature": 0.0, "max_tokens": 7, "seed": 3, "model": "not-a-sampling-key"})
+    sdk = openai.AsyncOpenAI(base_url=route.base_url, api_key=route.secret, max_retries=0)
+    await sdk.chat.completions.create(**CHAT, temperature=0.9, top_p=0.5,
+                                      max_completion_tokens=100)
+    await sdk.responses.create(model="m", input="hi", temperature=0.9, max_output_tokens=100)
+    await sdk.close()
+    await client.aclose()
+    chat, responses = (r.body for r in rig.model.requests)
+    # the seat's values over the program's, the program's over the endpoint's
+    assert {k: chat.get(k) for k in ("temperature", "top_p", "max_tokens",
+                                      "max_completion_tokens", "seed", "presence_penalty",
+                                      "model")} == {
+        "temperature": 0.0, "top_p": 0.5, "max_tokens": 7, "max_completion_tokens": None,
+        "seed": 3, "presence_penalty": 0.5, "model": "scripted"}
+    assert {k: responses.get(k) for k in ("temperature", "top_p", "max_tokens",
+                                           "max_completion_tokens", "seed")} == {
+        "temperature": 0.0, "top_p": 0.1, "max_tokens": 7, "max_completion_tokens": None,
+        "seed": 3}
+    # the record keeps the request as the program sent it
+    assert calls[0].request["temperature"] == 0.9 and "seed" not in calls[0].request
+    assert calls[1].request["max_output_tokens"] == 100
+
+
+SAMPLING_PROGRAM = """
+import os, sys
+from openai import OpenAI
+reply = OpenAI().chat.completions.create(model=os.environ["OPENAI_MODEL"], temperature=1.5,
+    messages=[{"role": "user", "content": sys.stdin.read()}])
+print(reply.choices[0].message.content)
+"""
+
+
+class OneSeat(Env):
+    """An env whose one step runs the assistant seat once on the task."""
+
+    name = "one-seat"
+    seats: ClassVar[dict[str, SeatSpec]] = {"assistant": SeatSpec(harness="command")}
+
+    def tasks(self) -> list[Task]:
+        return []
+
+    def steps(self) -> list[Step]:
+        class Run(Step):
+            name = "run"
+
+            async def run(self, ctx: EpisodeContext) -> None:
+                await ctx.agent("assistant").run(ctx.task)
+
+        return [Run()]
+
+
+async def test_an_out_of_process_harness_gets_its_seats_sampling() -> None:
+    async with ScriptedModel() as m:
+        resources = RunResources(endpoint=m.endpoint, seats={"assistant": {
+            "sampling": {"temperature": 0.2, "seed": 11},
+            "harness_config": {"argv": [sys.executable, "-c", SAMPLING_PROGRAM]}}})
+        try:
+            ep = await run_episode(OneSeat(), Task(0, prompt="sample me"),
+                                   resources=resources)
+        finally:
+            await resources.aclose()
+    trace = ep.trace("assistant")
+    assert trace.messages[-1].text == "echo: sample me", (ep.error, trace.error)
+    sent = m.requests[0].body
+    assert (sent["temperature"], sent["seed"]) == (0.2, 11)
+    assert trace.model_calls[0].request["temperature"] == 1.5

@@ -24,7 +24,7 @@ import json
 import secrets
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
@@ -51,6 +51,8 @@ class TraceRoute:
     client: ModelClient
     on_call: Callable[[ModelCall], None]
     model: str | None = None
+    #: The seat's sampling, applied over what the program sends (see ``open_trace``).
+    sampling: dict[str, Any] = attrs.Factory(dict)
     calls: int = 0
     #: Set by ``close_trace``; from then on nothing is recorded through ``on_call``.
     closed: bool = False
@@ -115,6 +117,30 @@ class _Flight:
                 break
             await wake.wait()
         await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+# Keys that shape a request rather than how the model samples: never taken from sampling.
+_NOT_SAMPLING = frozenset({"model", "messages", "input", "instructions", "tools", "stream",
+                           "stream_options", "previous_response_id"})
+_CHAT_TOKEN_LIMITS = ("max_tokens", "max_completion_tokens")
+
+
+def _sampled(body: Mapping[str, Any], under: Mapping[str, Any], over: Mapping[str, Any],
+             limits: tuple[str, ...] = _CHAT_TOKEN_LIMITS) -> dict[str, Any]:
+    """``body`` with ``under`` (the endpoint's sampling) as defaults and ``over`` (the
+    seat's) taking precedence."""
+    if not under and not over:
+        return dict(body)
+    program_limit = any(k in body for k in limits)
+    out = {k: v for k, v in under.items()
+           if k not in _NOT_SAMPLING and not (program_limit and k in limits)}
+    out.update(body)
+    forced = {k: v for k, v in over.items() if k not in _NOT_SAMPLING}
+    if any(k in forced for k in limits):
+        for k in limits:  # one limit, under whichever name the seat gave it
+            out.pop(k, None)
+    out.update(forced)
+    return out
 
 
 def _chat_stream_error(message: str, code: str) -> bytes:
@@ -196,11 +222,21 @@ class InterceptionServer:
     # -- traces ----------------------------------------------------------------------------------
 
     def open_trace(self, *, client: ModelClient, on_call: Callable[[ModelCall], None],
-                   model: str | None = None) -> TraceRoute:
+                   model: str | None = None,
+                   sampling: Mapping[str, Any] | None = None) -> TraceRoute:
+        """A new trace's route: its requests go upstream through ``client`` (as ``model``, or
+        the endpoint's model) and each is recorded through ``on_call``.
+
+        Sampling, from weakest to strongest: the endpoint's ``sampling``, then what the
+        program sends, then ``sampling`` (the seat's). The seat's values win over the
+        program's: the researcher who configured the seat decides its temperature, top_p,
+        max_tokens or seed, not the program under test. A seat's token limit replaces the
+        program's under either name (``max_tokens``, ``max_completion_tokens``).
+        """
         secret = secrets.token_urlsafe(24)
         route = TraceRoute(secret=secret, base_url=self.base_url,
                            path_base_url=f"{self._server.url}/t/{secret}/v1", client=client,
-                           on_call=on_call, model=model)
+                           on_call=on_call, model=model, sampling=dict(sampling or {}))
         self._routes[secret] = route
         return route
 
@@ -358,9 +394,7 @@ class InterceptionServer:
                 opts = upstream.get("stream_options")
                 upstream["stream_options"] = dict(opts or {}, include_usage=True) \
                     if isinstance(opts, dict) or opts is None else opts
-        sampling = route.client.endpoint.sampling
-        if sampling:
-            upstream = {**sampling, **upstream}
+        upstream = _sampled(upstream, route.client.endpoint.sampling, route.sampling)
         upstream["model"] = route.model or route.client.endpoint.model
         return upstream
 
