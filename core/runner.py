@@ -161,25 +161,43 @@ def config_differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[s
 
 
 class EpisodeLog:
-    """``episodes.jsonl``: one JSON line per finished episode, flushed and fsync'd at once so
-    a crash or a kill loses no finished episode."""
+    """``episodes.jsonl``: one JSON line per finished episode.
+
+    Each line is written unbuffered the moment its episode finishes, so it is in the kernel
+    at once and a crash, Ctrl-C or SIGKILL of the process loses no finished episode. fsync (for
+    an OS crash or power loss) runs in a thread, coalescing lines that finish meanwhile, so
+    the event loop never waits for the disk; closing waits for the last one.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._fh: Any = None
+        self._dirty = False
+        self._syncing: asyncio.Task[None] | None = None
 
     def open(self) -> None:
         self._fh = self.path.open("ab", buffering=0)
 
     def append(self, episode: Episode) -> None:
-        line = _episode_json(episode).encode() + b"\n"
-        self._fh.write(line)
-        os.fsync(self._fh.fileno())
+        self._fh.write(_episode_json(episode).encode() + b"\n")
+        self._dirty = True
+        if self._syncing is None or self._syncing.done():
+            self._syncing = asyncio.get_running_loop().create_task(self._sync())
 
-    def close(self) -> None:
-        if self._fh is not None:
-            self._fh.close()
-            self._fh = None
+    async def _sync(self) -> None:
+        while self._dirty:
+            self._dirty = False
+            await asyncio.to_thread(os.fsync, self._fh.fileno())
+
+    async def aclose(self) -> None:
+        if self._fh is None:
+            return
+        if self._syncing is not None:
+            # Shielded: a Ctrl-C must not close the file under a running fsync.
+            await asyncio.shield(asyncio.gather(self._syncing, return_exceptions=True))
+        os.fsync(self._fh.fileno())
+        self._fh.close()
+        self._fh = None
 
 
 def _episode_json(episode: Episode) -> str:
@@ -588,7 +606,7 @@ async def run(cfg: RunConfig, env: Env, resolved: Mapping[str, Any], output: Pat
         interrupted = True
         raise
     finally:
-        writer.close()
+        await writer.aclose()
         progress.finish()
         if own_resources:
             await asyncio.shield(resources.aclose())
