@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 
@@ -16,6 +16,11 @@ class Endpoint:
 
     ``base_url`` None means the embedded local model (started on demand). The API key is read
     from the environment variable named by ``api_key_var``, never stored in config.
+
+    ``api`` is what the endpoint serves to programs that speak Responses (the codex CLI):
+    "chat" (Chat Completions only, like vLLM and llama.cpp: their Responses requests are
+    translated) or "responses" (the Responses API too, like OpenAI: their requests are
+    forwarded as they are). interplay's own calls use Chat Completions either way.
     """
 
     base_url: str | None = None
@@ -25,6 +30,7 @@ class Endpoint:
     timeout_s: float = 120.0
     max_retries: int = 4
     retry_max_s: float = 60.0
+    api: Literal["chat", "responses"] = "chat"
 
     def api_key(self) -> str:
         if not self.api_key_var:

@@ -519,7 +519,7 @@ class Models:
     def client(self, endpoint: Endpoint) -> ModelClient:
         key = (endpoint.base_url, endpoint.model, endpoint.api_key_var,
                json.dumps(endpoint.sampling, sort_keys=True, default=str),
-               endpoint.timeout_s, endpoint.max_retries, endpoint.retry_max_s)
+               endpoint.timeout_s, endpoint.max_retries, endpoint.retry_max_s, endpoint.api)
         found = self._clients.get(key)
         if found is None:
             resolve = self._local_endpoint if endpoint.base_url is None else None

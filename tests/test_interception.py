@@ -15,10 +15,13 @@ import httpx
 import openai
 import pytest
 
+from interplay import config
+from interplay.endpoint import Endpoint
 from interplay.env import Env, SeatSpec
 from interplay.episode import EpisodeContext, RunResources, run_episode
+from interplay.errors import InterplayError
 from interplay.interception import InterceptionServer
-from interplay.model import ModelClient
+from interplay.model import ModelClient, Models
 from interplay.records import ModelCall, Task
 from interplay.step import Step
 from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
@@ -428,3 +431,120 @@ async def test_an_out_of_process_harness_gets_its_seats_sampling() -> None:
     sent = m.requests[0].body
     assert (sent["temperature"], sent["seed"]) == (0.2, 11)
     assert trace.model_calls[0].request["temperature"] == 1.5
+
+
+@attrs.define
+class Passthrough:
+    model: ScriptedModel
+    server: InterceptionServer
+    calls: list[ModelCall]
+    secret: str
+    base_url: str
+
+    def sdk(self) -> openai.AsyncOpenAI:
+        return openai.AsyncOpenAI(base_url=self.base_url, api_key=self.secret, max_retries=0)
+
+
+@pytest.fixture
+async def passthrough(request: pytest.FixtureRequest) -> AsyncIterator[Passthrough]:
+    """A trace whose endpoint serves the Responses API itself."""
+    async with ScriptedModel(getattr(request, "param", None)) as m:
+        client = ModelClient(attrs.evolve(m.endpoint, api="responses", max_retries=0,
+                                          sampling={"temperature": 0.7, "stop": ["x"]}))
+        calls: list[ModelCall] = []
+        async with InterceptionServer() as srv:
+            route = srv.open_trace(client=client, on_call=calls.append,
+                                   sampling={"max_tokens": 5, "seed": 1, "top_p": 0.3})
+            yield Passthrough(m, srv, calls, route.secret, route.base_url)
+        await client.aclose()
+
+
+async def test_responses_are_forwarded_as_they_are(passthrough: Passthrough) -> None:
+    p = passthrough
+    sdk = p.sdk()
+    whole = await sdk.responses.create(model="m", input="hello there", top_p=0.9,
+                                       max_output_tokens=100, store=False)
+    types = []
+    async with sdk.responses.stream(model="m", input="hello again") as s:
+        async for ev in s:
+            types.append(ev.type)
+        streamed = await s.get_final_response()
+    await sdk.close()
+    assert whole.output_text == "echo: hello there" and streamed.output_text == "echo: hello again"
+    # the upstream got the Responses request itself, not a Chat Completions translation
+    assert [r.api for r in p.model.requests] == ["responses", "responses"]
+    sent = p.model.requests[0].body
+    assert sent["input"] == "hello there" and "messages" not in sent and sent["store"] is False
+    # the endpoint's sampling under the program's, the seat's over it, in Responses names;
+    # seed and stop have no Responses form and are not sent
+    assert {k: sent.get(k) for k in ("model", "temperature", "top_p", "max_output_tokens",
+                                      "seed", "stop", "max_tokens")} == {
+        "model": "scripted", "temperature": 0.7, "top_p": 0.3, "max_output_tokens": 5,
+        "seed": None, "stop": None, "max_tokens": None}
+    # the events are the upstream's own
+    assert types[0] == "response.created" and types[-1] == "response.completed"
+    assert [(c.api, c.streamed, c.error_type, c.finish_reason) for c in p.calls] == [
+        ("responses", False, None, "stop"), ("responses", True, None, "stop")]
+    assert p.calls[0].request["max_output_tokens"] == 100  # as the program sent it
+    assert p.calls[0].response["id"] == whole.id and p.calls[1].response["id"] == streamed.id
+    assert p.calls[1].response["output"][0]["content"][0]["text"] == "echo: hello again"
+    assert p.calls[1].usage.completion_tokens == 3 and p.calls[1].first_token_s is not None
+
+
+# an item translation to Chat Completions could not carry
+CUSTOM = {"type": "custom_tool_call", "id": "ctc_1", "call_id": "c1", "name": "apply_patch",
+          "input": "*** Begin Patch", "status": "completed"}
+
+
+@pytest.mark.parametrize("passthrough", [[ScriptedReply.output_items([CUSTOM]),
+                                          ScriptedReply.output_items([CUSTOM])]],
+                         indirect=True)
+async def test_passthrough_keeps_items_translation_would_lose(passthrough: Passthrough) -> None:
+    tools = [{"type": "custom", "name": "apply_patch"}]
+    body = {"model": "m", "input": [{"type": "message", "role": "user", "content": [
+        {"type": "input_text", "text": "patch it"}]}], "tools": tools}
+    async with httpx.AsyncClient(timeout=30) as http:
+        headers = {"authorization": f"Bearer {passthrough.secret}"}
+        whole = await http.post(passthrough.base_url + "/responses", json=body,
+                                headers=headers)
+        streamed = await http.post(passthrough.base_url + "/responses",
+                                   json={**body, "stream": True}, headers=headers)
+    assert whole.json()["output"] == [CUSTOM]
+    assert b'"custom_tool_call"' in streamed.content
+    assert passthrough.model.requests[0].body["tools"] == tools
+    assert [c.response["output"] for c in passthrough.calls] == [[CUSTOM], [CUSTOM]]
+
+
+@pytest.mark.parametrize("passthrough", [[ScriptedReply.fault(429, retry_after=9),
+                                          ScriptedReply.drop()]], indirect=True)
+async def test_passthrough_failures(passthrough: Passthrough) -> None:
+    async with httpx.AsyncClient(timeout=30) as http:
+        headers = {"authorization": f"Bearer {passthrough.secret}"}
+        limited = await http.post(passthrough.base_url + "/responses",
+                                  json={"input": "x"}, headers=headers)
+        dropped = await http.post(passthrough.base_url + "/responses",
+                                  json={"input": "x", "stream": True}, headers=headers)
+    # the upstream's own error, as it was
+    assert limited.status_code == 429 and limited.headers["retry-after"] == "9"
+    assert limited.json()["error"]["message"] == "scripted fault 429"
+    # a stream cut midway ends with a failure event the program can read
+    events = [json.loads(line[5:]) for line in dropped.text.splitlines()
+              if line.startswith("data:")]
+    assert events[0]["type"] == "response.created" and events[-1]["type"] == "response.failed"
+    assert events[-1]["sequence_number"] == events[-2]["sequence_number"] + 1
+    assert events[-1]["response"]["id"] == events[0]["response"]["id"]
+    assert [(c.api, c.status, c.error_type) for c in passthrough.calls] == [
+        ("responses", 429, "rate_limited"), ("responses", None, "connection_error")]
+
+
+async def test_passthrough_needs_a_remote_endpoint() -> None:
+    assert config.structure({"base_url": "http://127.0.0.1:1/v1", "api": "responses"},
+                            Endpoint, path="model").api == "responses"
+    with pytest.raises(InterplayError, match=r"model\.api: expected one of 'chat', 'responses'"):
+        config.structure({"api": "response"}, Endpoint, path="model")
+    # distinct clients for endpoints that differ only in their api
+    models = Models()
+    assert models.client(Endpoint(api="responses")) is not models.client(Endpoint())
+    async with InterceptionServer() as srv:
+        with pytest.raises(InterplayError, match=r"api = 'responses' needs a model\.base_url"):
+            srv.open_trace(client=ModelClient(Endpoint(api="responses")), on_call=print)

@@ -167,6 +167,34 @@ def _add_item(messages: list[dict[str, Any]], item: Any, where: str) -> None:
     # reasoning and other item types have no Chat Completions form: dropped
 
 
+# Sampling keys as a seat or an endpoint configures them (Chat Completions names) and their
+# Responses names, for a Responses request forwarded as it is. The Responses API has no seed,
+# stop or penalties: those cannot be forwarded and are reported back to the caller.
+_RESPONSES_NAMES = {"temperature": "temperature", "top_p": "top_p",
+                    "max_tokens": "max_output_tokens",
+                    "max_completion_tokens": "max_output_tokens",
+                    "max_output_tokens": "max_output_tokens", "top_logprobs": "top_logprobs",
+                    "parallel_tool_calls": "parallel_tool_calls", "reasoning": "reasoning",
+                    "service_tier": "service_tier", "truncation": "truncation", "user": "user",
+                    "store": "store", "metadata": "metadata"}
+
+
+def sampling_for_responses(sampling: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """``sampling`` in Responses names, and the keys that have no Responses form."""
+    out: dict[str, Any] = {}
+    dropped: list[str] = []
+    for key, value in sampling.items():
+        if key == "reasoning_effort":
+            reasoning = out.get("reasoning")
+            out["reasoning"] = {**(reasoning if isinstance(reasoning, Mapping) else {}),
+                                "effort": value}
+        elif key in _RESPONSES_NAMES:
+            out[_RESPONSES_NAMES[key]] = value
+        else:
+            dropped.append(key)
+    return out, dropped
+
+
 # -- chat.completion -> Response --------------------------------------------------------------
 
 

@@ -6,8 +6,11 @@ An OpenAI-compatible HTTP server on 127.0.0.1 (a hand-written ASGI app on uvicor
 ``/t/<secret>/v1`` path); a request without a known secret is refused and never recorded.
 Each request is forwarded through the trace's :class:`~interplay.model.ModelClient` (Responses
 translated to Chat Completions and back) and recorded as one ModelCall through the trace's
-``on_call``. An identical request (same secret, same body bytes) arriving while the first is
-still in flight is coalesced onto it: same answer, one upstream call, one record.
+``on_call``. When the endpoint serves the Responses API itself (``Endpoint.api =
+"responses"``), ``/v1/responses`` requests are forwarded as they are instead
+(:mod:`~interplay.interception.passthrough`). An identical request (same secret, same body
+bytes) arriving while the first is still in flight is coalesced onto it: same answer, one
+upstream call, one record.
 
 An upstream call lives only as long as someone waits for it: when every program request
 waiting on it has gone (the program was killed) or its trace is closed, it is cancelled and
@@ -28,9 +31,12 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
+import httpx
 import structlog
 
 from interplay import asgi
+from interplay.errors import InterplayError
+from interplay.interception import passthrough
 from interplay.interception import responses as rs
 from interplay.model import ModelClient
 from interplay.records import ModelCall, Usage
@@ -56,6 +62,8 @@ class TraceRoute:
     calls: int = 0
     #: Set by ``close_trace``; from then on nothing is recorded through ``on_call``.
     closed: bool = False
+    #: Sampling keys the Responses API cannot take, already reported for this trace.
+    _unforwarded: set[str] = attrs.field(factory=set, init=False, repr=False)
     _flights: set[_Flight] = attrs.field(factory=set, init=False, repr=False)
     # close_trace may come from another thread than the server's loop (thread mode): the
     # closed check and the recording happen under this lock, so none slips in after closing.
@@ -166,6 +174,8 @@ class InterceptionServer:
         self._routes: dict[str, TraceRoute] = {}
         self._flights: dict[tuple[str, str, bytes], _Flight] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        # One pool for Responses passthrough, shared by every trace; made in the serving loop.
+        self._passthrough_http: httpx.AsyncClient | None = None
         self._server = asgi.AsgiServer(self.app, host=host, port=port, graceful_s=2.0)
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -186,6 +196,9 @@ class InterceptionServer:
         await self._server.stop()
         for task in list(self._tasks):
             task.cancel()
+        http, self._passthrough_http = self._passthrough_http, None
+        if http is not None:
+            await http.aclose()
 
     @property
     def inflight(self) -> int:
@@ -233,6 +246,9 @@ class InterceptionServer:
         max_tokens or seed, not the program under test. A seat's token limit replaces the
         program's under either name (``max_tokens``, ``max_completion_tokens``).
         """
+        if client.endpoint.api == "responses" and client.endpoint.is_local:
+            raise InterplayError("model.api = 'responses' needs a model.base_url: the embedded "
+                                 "model serves Chat Completions only; set api = 'chat'")
         secret = secrets.token_urlsafe(24)
         route = TraceRoute(secret=secret, base_url=self.base_url,
                            path_base_url=f"{self._server.url}/t/{secret}/v1", client=client,
@@ -377,6 +393,20 @@ class InterceptionServer:
         flight.task.cancel()
 
     def _upstream_body(self, route: TraceRoute, api: str, body: Any) -> dict[str, Any]:
+        endpoint = route.client.endpoint
+        if api == "responses" and endpoint.api == "responses":
+            if not isinstance(body, dict):
+                raise rs.BadRequest("the request body must be a JSON object")
+            under, dropped = rs.sampling_for_responses(endpoint.sampling)
+            over, dropped_seat = rs.sampling_for_responses(route.sampling)
+            new = set(dropped + dropped_seat) - route._unforwarded
+            if new:
+                route._unforwarded |= new
+                log.warning("interception.sampling_not_forwarded", keys=sorted(new),
+                            reason="the Responses API has no such parameter")
+            upstream = _sampled(body, under, over, limits=("max_output_tokens",))
+            upstream["model"] = route.model or endpoint.model
+            return upstream
         if api == "responses":
             upstream = rs.responses_to_chat(body)
         else:
@@ -407,6 +437,8 @@ class InterceptionServer:
         try:
             if api == "chat.completions":
                 call, response = await self._forward_chat(route, body, upstream, flight, stream)
+            elif route.client.endpoint.api == "responses":
+                call = await self._forward_responses(route, upstream, flight, stream)
             else:
                 call, response = await self._forward_translated(route, body, upstream, flight,
                                                                 stream)
@@ -517,6 +549,22 @@ class InterceptionServer:
             flight.start(status, asgi.JSON_HEADERS)
             flight.push(err)
         return call, response
+
+    async def _forward_responses(self, route: TraceRoute, upstream: dict[str, Any],
+                                 flight: _Flight, stream: bool) -> ModelCall:
+        """A Responses request forwarded as it is to an upstream that serves Responses."""
+        if self._passthrough_http is None:
+            self._passthrough_http = httpx.AsyncClient(
+                timeout=None, limits=httpx.Limits(max_connections=256,
+                                                  max_keepalive_connections=64))
+        forward = passthrough.Forward(self._passthrough_http, route.client.endpoint, upstream)
+
+        def on_start(status: int, headers: list[tuple[bytes, bytes]]) -> None:
+            flight.start(status, headers)
+            if stream and status < 400:
+                flight.abort = forward.failed_event
+
+        return await forward.run(on_start, flight.push)
 
     async def _forward_translated(self, route: TraceRoute, body: dict[str, Any],
                                   upstream: dict[str, Any], flight: _Flight, stream: bool,
