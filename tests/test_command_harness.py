@@ -21,7 +21,6 @@ from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
 
 AGENT = textwrap.dedent("""
     import json, os, sys, time
-    from openai import OpenAI
     mode = sys.argv[1]
     if mode == "sleep":
         open(sys.argv[2], "w").write(str(os.getpid()))
@@ -30,6 +29,7 @@ AGENT = textwrap.dedent("""
         print("partial answer")
         print("something broke", file=sys.stderr)
         sys.exit(3)
+    from openai import OpenAI  # after the quick modes: importing it takes a while under load
     data = sys.stdin.read()
     messages = json.loads(data) if mode == "messages" else [{"role": "user", "content": data}]
     client = OpenAI()  # OPENAI_BASE_URL and OPENAI_API_KEY come from the harness
@@ -155,7 +155,7 @@ async def test_a_program_past_its_timeout_is_killed(
         scripted: ScriptedModel, agent_script: Path, tmp_path: Path) -> None:
     pid_file = tmp_path / "pid"
     resources = resources_for(scripted, [sys.executable, str(agent_script), "sleep",
-                                         str(pid_file)], timeout_s=1.0)
+                                         str(pid_file)], timeout_s=3.0)
 
     async def program(ctx: EpisodeContext) -> None:
         await ctx.agent("assistant").run(ctx.task)
