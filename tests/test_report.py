@@ -195,14 +195,41 @@ class Browser:
         raise AssertionError(f"never true: {expression}")
 
     async def click(self, selector: str) -> None:
-        """A real mouse click at the element's centre, as a person makes it."""
-        box = await self.eval(
-            f"(function(){{var e=document.querySelector({json.dumps(selector)});"
-            f"e.scrollIntoView({{block:'center'}});var r=e.getBoundingClientRect();"
-            f"return [r.left + r.width / 2, r.top + r.height / 2];}})()")
+        """A real mouse click at the element's centre, as a person makes it (scrolled into
+        view first; the scroll may land a frame later, so the position is read after it)."""
+        sel = json.dumps(selector)
+        box: list[float] = []
+        for _ in range(100):
+            box = await self.eval(
+                f"(function(){{var e=document.querySelector({sel});"
+                f"var r=e.getBoundingClientRect();var x=r.left+r.width/2,y=r.top+r.height/2;"
+                f"if (y < 0 || y > innerHeight) {{e.scrollIntoView({{block:'center'}});"
+                f"return null;}} return [x, y];}})()")
+            if box:
+                break
+            await asyncio.sleep(0.05)
+        assert box, f"{selector} never came into view"
+        await self.send("Input.dispatchMouseEvent", type="mouseMoved", x=box[0], y=box[1])
         for kind in ("mousePressed", "mouseReleased"):
             await self.send("Input.dispatchMouseEvent", type=kind, x=box[0], y=box[1],
                             button="left", clickCount=1)
+
+    async def click_until(self, selector: str, expression: str) -> None:
+        """Click like a person, again if nothing happened: a heavily loaded machine can drop
+        synthesized input before the page is ready for it."""
+        for _ in range(5):
+            await self.click(selector)
+            for _ in range(40):
+                if await self.eval(expression):
+                    return
+                await asyncio.sleep(0.05)
+        hit = await self.eval(
+            f"(function(){{var e=document.querySelector({json.dumps(selector)});"
+            f"var r=e.getBoundingClientRect();var h=document.elementFromPoint("
+            f"r.left + r.width / 2, r.top + r.height / 2);"
+            f"return [r.left, r.top, r.width, r.height, innerWidth, innerHeight,"
+            f" h && h.outerHTML.slice(0, 80)];}})()")
+        raise AssertionError(f"clicking {selector} never made this true: {expression}; {hit}")
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install "
@@ -236,8 +263,8 @@ def test_a_person_sees_the_summary_opens_an_episode_and_reads_escaped_text(
                              "s.dispatchEvent(new Event('change'))")
 
                 eid = target["info"]["episode_id"]
-                await b.click(f'tr.ep-row[data-episode="{eid}"]')
-                await b.wait_for("document.querySelector('section.episode:not([hidden])')")
+                await b.click_until(f'tr.ep-row[data-episode="{eid}"]',
+                                    "!!document.querySelector('section.episode:not([hidden])')")
                 body = await b.eval("document.body.innerText")
                 assert f"Episode {eid}: task 1, rollout 1" in body
                 # The transcript shows the markup as text, and none of it ran.
@@ -255,7 +282,7 @@ def test_a_person_sees_the_summary_opens_an_episode_and_reads_escaped_text(
                 # A link to an episode opens it on load.
                 await b.open("about:blank")
                 await b.open(f"{page_url}#episode={records[0]['info']['episode_id']}")
-                await b.wait_for("document.querySelector('section.episode:not([hidden])')")
+                await b.wait_for("!!document.querySelector('section.episode:not([hidden])')")
                 body = await b.eval("document.body.innerText")
                 assert f"Episode {records[0]['info']['episode_id']}" in body
 
