@@ -92,7 +92,7 @@ def cmd_plugins(args: argparse.Namespace) -> int:
             print(f"  {kind}: {', '.join(names)}")
     clashes = plugins.registry().clashes()
     for (kind, name), packages in sorted(clashes.items()):
-        print(f"CLASH: {kind[:-1]} {name!r} registered by {' and '.join(packages)}")
+        print(f"CLASH: {plugins.SINGULAR[kind]} {name!r} registered by {' and '.join(packages)}")
     return 0
 
 

@@ -46,6 +46,9 @@ KIND_BASES: dict[str, tuple[str, str]] = {
     "envs": ("interplay.env", "Env"),
 }
 KINDS: tuple[str, ...] = tuple(KIND_BASES)
+#: One of each kind, for messages ("unknown harness 'x'").
+SINGULAR: dict[str, str] = {"harnesses": "harness", "user-sims": "user sim", "steps": "step",
+                            "verifiers": "verifier", "envs": "env"}
 BUILTIN_PACKAGE = "interplay"
 
 
@@ -98,7 +101,7 @@ class Registry:
         clash = self._clashes.get((kind, name))
         if clash:
             raise InterplayError(
-                f"{kind[:-1]} {name!r} is registered by both {clash[0]!r} and {clash[1]!r}; "
+                f"{SINGULAR[kind]} {name!r} is registered by both {clash[0]!r} and {clash[1]!r}; "
                 f"uninstall one or block it with INTERPLAY_BLOCK_PLUGINS"
             )
         try:
@@ -106,7 +109,7 @@ class Registry:
         except KeyError:
             known = ", ".join(sorted(self._entries[kind])) or "none"
             raise InterplayError(
-                f"unknown {kind[:-1]} {name!r}; known: {known} (`interplay list {kind}`)"
+                f"unknown {SINGULAR[kind]} {name!r}; known: {known} (`interplay list {kind}`)"
             ) from None
 
     def names(self, kind: str) -> list[str]:

@@ -425,6 +425,8 @@ JS = r"""
     });
   }
   window.addEventListener('hashchange', fromHash);
+  // A page restored from the back/forward cache runs no script again: read the hash then too.
+  window.addEventListener('pageshow', fromHash);
   fromHash();
 })();
 """

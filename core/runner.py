@@ -255,7 +255,7 @@ def slim_record(record: Mapping[str, Any]) -> dict[str, Any]:
             "error_type": record.get("error_type"), "metrics": record.get("metrics") or {},
             "wall_s": record.get("wall_s"),
             "traces": [{"seat": t.get("seat"), "agent": t.get("agent"),
-                        "stop_condition": t.get("stop_condition")}
+                        "stop_condition": t.get("stop_condition"), "reward": t.get("reward")}
                        for t in record.get("traces") or ()],
             "usage": dict(_usage(record))}
 
@@ -269,7 +269,8 @@ def slim_episode(episode: Episode) -> dict[str, Any]:
                      "episode_id": info.episode_id},
             "reward": episode.reward, "error_type": episode.error_type,
             "metrics": dict(episode.metrics), "wall_s": episode.wall_s,
-            "traces": [{"seat": t.seat, "agent": t.agent, "stop_condition": t.stop_condition}
+            "traces": [{"seat": t.seat, "agent": t.agent, "stop_condition": t.stop_condition,
+                        "reward": t.reward}
                        for t in episode.traces],
             "usage": {"prompt_tokens": usage.prompt_tokens,
                       "completion_tokens": usage.completion_tokens,
@@ -325,10 +326,7 @@ def summarize(records: Sequence[Mapping[str, Any]], *, pass_threshold: float = 1
     """The run's figures from its episode records (dicts as read from episodes.jsonl)."""
     rewards = [float(r["reward"]) for r in records if r.get("reward") is not None]
     mean = sum(rewards) / len(rewards) if rewards else None
-    stderr = None
-    if len(rewards) > 1 and mean is not None:
-        var = sum((x - mean) ** 2 for x in rewards) / (len(rewards) - 1)
-        stderr = math.sqrt(var / len(rewards))
+    stderr = _stderr(rewards)
 
     by_task: dict[int, list[bool]] = {}
     for r in records:
@@ -336,7 +334,8 @@ def summarize(records: Sequence[Mapping[str, Any]], *, pass_threshold: float = 1
         by_task.setdefault(int(r["info"]["task_idx"]), []).append(passed)
     pass_k: dict[str, float] = {}
     pass_hat: dict[str, float] = {}
-    if by_task:
+    # An env that scores only seats (a zero-sum game) has no episode reward to pass.
+    if by_task and rewards:
         # Over the rollouts every task has: a task with fewer would bias the larger k.
         n_min = min(len(v) for v in by_task.values())
         for k in _ks(n_min):
@@ -348,6 +347,12 @@ def summarize(records: Sequence[Mapping[str, Any]], *, pass_threshold: float = 1
         for key, value in (r.get("metrics") or {}).items():
             if isinstance(value, int | float) and not isinstance(value, bool):
                 metric_values.setdefault(key, []).append(float(value))
+    seat_rewards: dict[str, list[float]] = {}
+    for r in records:
+        for t in r.get("traces") or ():
+            if t.get("reward") is not None:
+                seat_rewards.setdefault(str(t.get("seat") or t.get("agent")), []).append(
+                    float(t["reward"]))
     stops: Counter[str] = Counter()
     for r in records:
         for t in r.get("traces") or ():
@@ -368,6 +373,8 @@ def summarize(records: Sequence[Mapping[str, Any]], *, pass_threshold: float = 1
         "pass_threshold": pass_threshold,
         "pass_at_k": pass_k,
         "pass_hat_k": pass_hat,
+        "seat_rewards": {seat: {"mean": _mean(v), "stderr": _stderr(v), "n": len(v)}
+                         for seat, v in sorted(seat_rewards.items())},
         "metrics": {k: _mean(v) for k, v in sorted(metric_values.items())},
         "stop_conditions": dict(sorted(stops.items())),
         "errors": dict(sorted(errors.items())),
@@ -388,6 +395,15 @@ def summarize(records: Sequence[Mapping[str, Any]], *, pass_threshold: float = 1
 
 def _mean(values: Sequence[float]) -> float:
     return sum(values) / len(values) if values else 0.0
+
+
+def _stderr(values: Sequence[float]) -> float | None:
+    """The standard error of the mean (None for fewer than two values)."""
+    if len(values) < 2:
+        return None
+    mean = _mean(values)
+    var = sum((x - mean) ** 2 for x in values) / (len(values) - 1)
+    return math.sqrt(var / len(values))
 
 
 def _fmt(value: Any) -> str:
@@ -412,6 +428,11 @@ def format_summary(summary: Mapping[str, Any], *, title: str = "") -> str:
         rows.append((f"pass@{k}", _fmt(v)))
     for k, v in summary.get("pass_hat_k", {}).items():
         rows.append((f"pass^{k}", _fmt(v)))
+    for seat, figures in summary.get("seat_rewards", {}).items():
+        text = _fmt(figures["mean"])
+        if figures.get("stderr") is not None:
+            text += f" ± {figures['stderr']:.3g}"
+        rows.append((f"reward {seat}", text))
     for k, v in summary.get("metrics", {}).items():
         rows.append((f"metric {k}", _fmt(v)))
     for k, v in summary.get("stop_conditions", {}).items():

@@ -468,5 +468,5 @@ async def test_a_third_party_user_sim_replaces_the_default(
 
 
 async def test_unknown_user_sim_is_refused_at_load() -> None:
-    with pytest.raises(InterplayError, match="unknown user-sim 'nobody'"):
+    with pytest.raises(InterplayError, match="unknown user sim 'nobody'"):
         relay_env(user_sim="nobody").check()

@@ -242,7 +242,8 @@ def test_a_person_sees_the_summary_opens_an_episode_and_reads_escaped_text(
     target = next(r for r in records if r["info"]["task_idx"] == 1 and r["info"]["rollout"] == 1)
 
     async def drive() -> None:
-        with tempfile.TemporaryDirectory() as profile:
+        # Chromium's helper processes may still be writing the profile as the browser exits.
+        with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as profile:
             async with Browser(profile) as b:
                 await b.open(page_url)
                 body = await b.eval("document.body.innerText")
