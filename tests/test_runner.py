@@ -552,6 +552,24 @@ def test_summarize_threshold_metrics_stops_and_tokens() -> None:
     assert "pass^2" in text and "error env_error" in text
 
 
+def test_summarize_a_game_scored_by_seat() -> None:
+    def rec(task: int, p0: float) -> dict:
+        return {"info": {"task_idx": task, "rollout": 0}, "reward": None, "metrics": {},
+                "traces": [{"seat": "player0", "stop_condition": "game_over", "reward": p0},
+                           {"seat": "player1", "stop_condition": "game_over", "reward": -p0}]}
+
+    s = runner.summarize([rec(0, 1.0), rec(1, -2.0), rec(2, 2.0)])
+    assert s["reward_mean"] is None and s["scored"] == 0
+    # Nothing passes or fails without an episode reward: no pass@k to report.
+    assert s["pass_at_k"] == {} and s["pass_hat_k"] == {}
+    assert s["seat_rewards"]["player0"]["mean"] == pytest.approx(1 / 3)
+    assert s["seat_rewards"]["player1"]["mean"] == pytest.approx(-1 / 3)
+    assert s["seat_rewards"]["player0"]["n"] == 3
+    assert s["seat_rewards"]["player0"]["stderr"] == pytest.approx(
+        (((2 / 3) ** 2 + (7 / 3) ** 2 + (5 / 3) ** 2) / 2 / 3) ** 0.5)
+    assert "reward player1" in runner.format_summary(s)
+
+
 class _Tty(io.StringIO):
     def isatty(self) -> bool:
         return True
