@@ -58,8 +58,10 @@ class UserSimEnv(Env):
 
     name = "user-sim"
     Config: ClassVar[type] = UserSimConfig
-    seats = {"assistant": SeatSpec(harness="chat"),
-             "user": SeatSpec(harness="null", trainable=False)}
+    # Caps that fit the task (a user line is a sentence or two; answers are brief), so a model
+    # that rambles cannot fill its context; raise them with --set seats.<seat>.sampling.max_tokens.
+    seats = {"assistant": SeatSpec(harness="chat", sampling={"max_tokens": 256}),
+             "user": SeatSpec(harness="null", trainable=False, sampling={"max_tokens": 96})}
 
     def tasks(self) -> Iterable[Task]:
         return taskset.load_jsonl(self.config.taskset or data_file("user_sim.jsonl"))

@@ -86,6 +86,10 @@ class Relay(Step):
             answer = await sim.answer(Read(text=None, turn=0))
             async with ctx.agent(cfg.seat).chat(ctx.task, mask_prompt=cfg.mask_prompt) as chat:
                 while True:
+                    if answer.error is not None:
+                        ended_by = "user_error"
+                        chat.stop("user_error")
+                        break
                     if answer.done or answer.text.strip() == cfg.done_marker:
                         ended_by = "user_done"
                         chat.stop("user_done")

@@ -69,8 +69,9 @@ class LlmUserSim(UserSim):
         assert self._session is not None, "setup() first"
         reply = await self._session.turn(read.text)  # None: the opening
         text = reply.text.strip()
-        done = bool(self._done_marker) and text == self._done_marker
-        return Answer(text=text, done=done or reply.stopped)
+        if reply.stopped:
+            return Answer(text=text, error=reply.stop_condition or "stopped")
+        return Answer(text=text, done=bool(self._done_marker) and text == self._done_marker)
 
     async def close(self) -> None:
         if self._session is not None:

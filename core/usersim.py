@@ -45,11 +45,14 @@ class Read:
 
 @attrs.define
 class Answer:
-    """The user's reply. ``done`` ends the exchange; ``delay_s`` is how long they took."""
+    """The user's reply. ``done`` ends the exchange; ``delay_s`` is how long they took.
+    ``error`` says the simulator could not answer at all (its model failed): the exchange
+    ends, and not because the user was done."""
 
     text: str
     done: bool = False
     delay_s: float = 0.0
+    error: str | None = None
 
 
 class UserSim:

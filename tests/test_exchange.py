@@ -423,6 +423,25 @@ async def test_relay_does_not_end_on_a_line_merely_containing_the_marker(
     assert ep.trace("assistant").stop_condition == "max_turns"
 
 
+async def test_relay_ends_with_user_error_when_the_user_model_fails(
+        model_and_resources: Any) -> None:
+    def handler(request: ScriptedRequest) -> ScriptedReply:
+        msgs = request.messages
+        n = sum(1 for m in msgs if m["role"] == "user")
+        if USER_MARK in json.dumps(msgs[:1]):
+            return ScriptedReply.fault(400) if n > 2 else ScriptedReply.text(f"user says {n}")
+        return ScriptedReply.text(f"assistant says {n}")
+
+    _, resources = model_and_resources(handler)
+    ep = await run_episode(relay_env(), Task(0, prompt="s"), resources=resources)
+    assert ep.results["relay"] == {"turns": 2, "ended_by": "user_error"}
+    # The user did not say they were done: the assistant's trace says so, and the episode
+    # carries the user's error.
+    assert ep.trace("assistant").stop_condition == "user_error"
+    assert ep.trace("user").error_type == "bad_request"
+    assert ep.error_type == "bad_request"
+
+
 async def test_relay_refuses_an_empty_done_marker() -> None:
     env = relay_env(done_marker="  ")
     with pytest.raises(InterplayError, match="done_marker is empty"):
