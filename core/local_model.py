@@ -38,6 +38,7 @@ GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 INSTALL_HINT = "the embedded model is not installed; run: bash .ci/setup"
 N_CTX = 8192  # SmolLM2's trained context
 N_THREADS = 2
+STATE_CACHE_BYTES = 512 << 20
 DEFAULT_MAX_TOKENS = 512
 START_TIMEOUT_S = 120.0
 _PASSTHROUGH = ("temperature", "top_p", "stop", "seed", "presence_penalty",
@@ -97,10 +98,15 @@ class LocalServer:
     """The ASGI app of ``interplay serve-local``."""
 
     def __init__(self, path: Path) -> None:
-        from llama_cpp import Llama
+        from llama_cpp import Llama, LlamaRAMCache
 
         self.llm = Llama(model_path=str(path), n_ctx=N_CTX, n_threads=N_THREADS,
                          n_threads_batch=N_THREADS, verbose=False)
+        # Seats take turns (a user and an assistant, two players), so consecutive requests
+        # rarely share a prefix; keeping each conversation's evaluated state lets the next
+        # request of that conversation skip re-reading it (measured: 24 s -> 13 s for a
+        # 10-call relay).
+        self.llm.set_cache(LlamaRAMCache(capacity_bytes=STATE_CACHE_BYTES))
         self.lock = asyncio.Lock()
 
     def _kwargs(self, body: dict[str, Any]) -> dict[str, Any]:
