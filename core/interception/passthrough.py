@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import httpx
+import httpx2
 import structlog
 
 from interplay import asgi
@@ -89,7 +89,7 @@ def finish_reason_of(response: Mapping[str, Any]) -> str | None:
 class Forward:
     """One program request forwarded to a Responses upstream (with retries)."""
 
-    def __init__(self, http: httpx.AsyncClient, endpoint: Endpoint,
+    def __init__(self, http: httpx2.AsyncClient, endpoint: Endpoint,
                  body: dict[str, Any]) -> None:
         self.http = http
         self.endpoint = endpoint
@@ -164,13 +164,13 @@ class Forward:
         headers = {"Authorization": f"Bearer {ep.api_key()}",
                    "Content-Type": "application/json",
                    "Accept": "text/event-stream" if self.stream else "application/json"}
-        timeout = httpx.Timeout(ep.timeout_s, connect=min(10.0, ep.timeout_s))
+        timeout = httpx2.Timeout(ep.timeout_s, connect=min(10.0, ep.timeout_s))
         try:
             resp = await self.http.send(self.http.build_request(
                 "POST", url, content=payload, headers=headers, timeout=timeout), stream=True)
-        except httpx.TimeoutException:
+        except httpx2.TimeoutException:
             raise _Failure("timeout", "request timed out") from None
-        except (httpx.TransportError, OSError) as exc:
+        except (httpx2.TransportError, OSError) as exc:
             raise _Failure("connection_error", f"connection error: {type(exc).__name__}") \
                 from None
         try:
@@ -201,15 +201,15 @@ class Forward:
                 on_start(resp.status_code, asgi.JSON_HEADERS)
                 on_data(data)
                 self._finish(call, parsed)
-        except httpx.TimeoutException:
+        except httpx2.TimeoutException:
             raise _Failure("timeout", "timed out reading the response") from None
-        except (httpx.TransportError, httpx.StreamError) as exc:
+        except (httpx2.TransportError, httpx2.StreamError) as exc:
             raise _Failure("connection_error", f"connection error: {type(exc).__name__}") \
                 from None
         finally:
             await resp.aclose()
 
-    async def _read_stream(self, call: ModelCall, resp: httpx.Response, t0: float,
+    async def _read_stream(self, call: ModelCall, resp: httpx2.Response, t0: float,
                            on_start: OnStart, on_data: OnData) -> None:
         buf = b""
         final: dict[str, Any] | None = None

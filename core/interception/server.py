@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
-import httpx
+import httpx2
 import structlog
 
 from interplay import asgi
@@ -175,7 +175,7 @@ class InterceptionServer:
         self._flights: dict[tuple[str, str, bytes], _Flight] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         # One pool for Responses passthrough, shared by every trace; made in the serving loop.
-        self._passthrough_http: httpx.AsyncClient | None = None
+        self._passthrough_http: httpx2.AsyncClient | None = None
         self._server = asgi.AsgiServer(self.app, host=host, port=port, graceful_s=2.0)
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -554,8 +554,8 @@ class InterceptionServer:
                                  flight: _Flight, stream: bool) -> ModelCall:
         """A Responses request forwarded as it is to an upstream that serves Responses."""
         if self._passthrough_http is None:
-            self._passthrough_http = httpx.AsyncClient(
-                timeout=None, limits=httpx.Limits(max_connections=256,
+            self._passthrough_http = httpx2.AsyncClient(
+                timeout=None, limits=httpx2.Limits(max_connections=256,
                                                   max_keepalive_connections=64))
         forward = passthrough.Forward(self._passthrough_http, route.client.endpoint, upstream)
 
