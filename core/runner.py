@@ -43,7 +43,7 @@ CONFIG_FILE = "config.json"
 EPISODES_FILE = "episodes.jsonl"
 SUMMARY_FILE = "summary.json"
 #: Fields that may differ between a run and its resumption: where it writes and how fast.
-RESUME_IGNORED = frozenset({"output", "concurrency"})
+RESUME_IGNORED = frozenset({"output", "concurrency", "retry_errors"})
 DEFAULT_CONCURRENCY = 8
 
 
@@ -69,6 +69,9 @@ class RunConfig:
     #: An episode passes (for pass@k and pass^k) when its reward is at least this.
     pass_threshold: float = 1.0
     output: str | None = None
+    #: On resume, run again the episodes that ended in an error (their new record supersedes
+    #: the old one; the old line stays in episodes.jsonl).
+    retry_errors: bool = False
 
     @property
     def env_name(self) -> str:
@@ -212,12 +215,13 @@ def _episode_json(episode: Episode) -> str:
 def read_episodes(path: Path, *, repair: bool = False,
                   slim: bool = False) -> list[dict[str, Any]]:
     """The episodes in a results file, as dicts (``slim``: only what the summary needs, so a
-    large file never sits in memory whole). Read line by line. A torn last line (a write cut by
-    a kill) is skipped, and with ``repair`` cut off the file so appends start on a clean
-    line; a broken line before the last is an error."""
+    large file never sits in memory whole), one per (task, rollout): a later line supersedes
+    an earlier one (an episode run again with ``--retry-errors``). Read line by line. A torn
+    last line (a write cut by a kill) is skipped, and with ``repair`` cut off the file so
+    appends start on a clean line; a broken line before the last is an error."""
     if not path.exists():
         return []
-    out: list[dict[str, Any]] = []
+    out: dict[tuple[int, int], dict[str, Any]] = {}
     pos = 0
     bad: tuple[int, int] | None = None  # (line number, offset) of an unparsable line
     with path.open("rb") as fh:
@@ -235,7 +239,7 @@ def read_episodes(path: Path, *, repair: bool = False,
                 except ValueError:
                     bad = (number, pos)
                     continue
-                out.append(slim_record(record) if slim else record)
+                out[pair_of(record)] = slim_record(record) if slim else record
                 if repair and not raw.endswith(b"\n"):
                     # A complete record without its newline: end the line before appending.
                     with path.open("ab") as tail:
@@ -246,7 +250,13 @@ def read_episodes(path: Path, *, repair: bool = False,
         if repair:
             with path.open("r+b") as fh:
                 fh.truncate(bad[1])
-    return out
+    return list(out.values())
+
+
+def pair_of(record: Mapping[str, Any]) -> tuple[int, int]:
+    """The (task idx, rollout) an episode record is for."""
+    info = record["info"]
+    return int(info["task_idx"]), int(info.get("rollout") or 0)
 
 
 def slim_record(record: Mapping[str, Any]) -> dict[str, Any]:
@@ -591,8 +601,8 @@ async def run(cfg: RunConfig, env: Env, resolved: Mapping[str, Any], output: Pat
         raise InterplayError(f"env {env.name!r} has no tasks")
     episodes_path = output / EPISODES_FILE
     # Slim records only: the summary never needs the transcripts in memory.
-    records = read_episodes(episodes_path, repair=True, slim=True)
-    have = {(int(r["info"]["task_idx"]), int(r["info"]["rollout"])) for r in records}
+    records = {pair_of(r): r for r in read_episodes(episodes_path, repair=True, slim=True)}
+    have = {p for p, r in records.items() if not (cfg.retry_errors and r.get("error_type"))}
     wanted = [(t, r) for r in range(cfg.rollouts) for t in tasks]
     pairs = [(t, r) for t, r in wanted if (t.idx, r) not in have]
     total = len(wanted)
@@ -613,7 +623,7 @@ async def run(cfg: RunConfig, env: Env, resolved: Mapping[str, Any], output: Pat
     def on_episode(episode: Episode) -> None:
         nonlocal ran
         writer.append(episode)
-        records.append(slim_episode(episode))
+        records[(episode.info.task_idx, episode.info.rollout)] = slim_episode(episode)
         ran += 1
         assert progress is not None
         progress.add(episode)
@@ -632,7 +642,8 @@ async def run(cfg: RunConfig, env: Env, resolved: Mapping[str, Any], output: Pat
         if own_resources:
             await asyncio.shield(resources.aclose())
         wall = time.monotonic() - t0
-        summary = summarize(records, pass_threshold=cfg.pass_threshold, expected=total,
+        summary = summarize(list(records.values()), pass_threshold=cfg.pass_threshold,
+                            expected=total,
                             wall_s=wall, episodes_this_session=ran)
         summary["interrupted"] = interrupted
         _write_json(output / SUMMARY_FILE, summary)
@@ -673,6 +684,8 @@ def add_eval(sub: Any) -> None:
     p.add_argument("--set", action="append", default=[], dest="overrides", metavar="KEY=VALUE",
                    help="set any config field, e.g. --set env.relay.max_turns=4 or "
                    "--set seats.assistant.harness=null (repeatable)")
+    p.add_argument("--retry-errors", action="store_true", help="with --resume: also run "
+                   "again the episodes that ended in an error")
     p.add_argument("--no-report", action="store_true", help="do not write report.html")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress display")
     p.set_defaults(func=cmd_eval)
@@ -689,6 +702,10 @@ def _cli_data(args: argparse.Namespace) -> dict[str, Any]:
         value = getattr(args, key)
         if value is not None:
             flags[key] = value
+    if args.retry_errors:
+        if not args.resume:
+            raise InterplayError("--retry-errors goes with --resume DIR")
+        flags["retry_errors"] = True
     model = {k: v for k, v in (("model", args.model), ("base_url", args.base_url),
                                ("api_key_var", args.api_key_var)) if v is not None}
     if model:
@@ -771,8 +788,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     tasks_total = len(list(env.tasks()))
     n_tasks = min(cfg.n, tasks_total) if cfg.n is not None else tasks_total
     total = n_tasks * cfg.rollouts
-    done_before = len({(int(r["info"]["task_idx"]), int(r["info"]["rollout"]))
-                       for r in read_episodes(output / EPISODES_FILE, slim=True)})
+    done_before = sum(1 for r in read_episodes(output / EPISODES_FILE, slim=True)
+                      if not (cfg.retry_errors and r.get("error_type")))
     progress = Progress(total, done=min(done_before, total), enabled=not args.quiet)
     where = "the embedded local model" if cfg.model.base_url is None else cfg.model.base_url
     print(f"interplay eval {env.name}: {total - progress.done} episodes to run "

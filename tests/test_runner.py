@@ -219,6 +219,45 @@ def test_resume_runs_only_the_missing_pairs_and_tolerates_a_torn_line(
     assert proc.returncode == 0 and len(episodes(out)) == 6
 
 
+def test_resume_with_retry_errors_runs_failed_episodes_again(
+        tmp_path: Path, scripted_model: ScriptedFactory) -> None:
+    failing = {"on": True}
+
+    def handler(req: ScriptedRequest) -> ScriptedReply:
+        if failing["on"] and "whether the library is open on Sunday" in json.dumps(req.messages):
+            return ScriptedReply.fault(400)
+        return relay_handler(user_turns=1)(req)
+
+    model = scripted_model(handler)
+    out = tmp_path / "run"
+    assert cli.main(["eval", "user-sim", "-n", "3", "--base-url", model.base_url,
+                     "-o", str(out), "--quiet", "--no-report"]) == 0
+    first = episodes(out)
+    assert [r["error_type"] for r in sorted(first, key=lambda r: r["info"]["task_idx"])] == [
+        None, "bad_request", None]
+
+    # A plain resume counts the failed episode as done.
+    calls = len(model.requests)
+    assert cli.main(["eval", "--resume", str(out), "--quiet", "--no-report"]) == 0
+    assert len(model.requests) == calls
+
+    failing["on"] = False
+    assert cli.main(["eval", "--resume", str(out), "--retry-errors", "--quiet",
+                     "--no-report"]) == 0
+    lines = episodes(out)
+    assert len(lines) == 4  # the failed line stays; the new one supersedes it
+    latest = {(r["info"]["task_idx"], r["info"]["rollout"]): r
+              for r in runner.read_episodes(out / "episodes.jsonl")}
+    assert sorted(latest) == [(0, 0), (1, 0), (2, 0)]
+    assert all(r["error_type"] is None for r in latest.values())
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["episodes"] == 3 and summary["error_episodes"] == 0
+    assert summary["episodes_this_session"] == 1
+    # --retry-errors alone is refused: it only means something when resuming.
+    proc = run_cli("eval", "user-sim", "--retry-errors", "-o", str(tmp_path / "other"))
+    assert proc.returncode == 2 and "--retry-errors goes with --resume" in proc.stderr
+
+
 def test_resume_refuses_a_changed_config_naming_the_keys(
         tmp_path: Path, scripted_model: ScriptedFactory) -> None:
     model = scripted_model(relay_handler(user_turns=1))
