@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from interplay import log, plugins, runner
+from interplay import aio, log, plugins, runner
 
 ROUNDS = 10
 
@@ -187,7 +187,7 @@ def main() -> None:
         return
     log.configure(level="warning")
     plugins.reset(load_entry_points=False)
-    asyncio.run(bench(args))
+    aio.run(bench(args))
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 
 T_START = time.perf_counter()
 import interplay  # noqa: E402 - the framework imports are timed as import_s
-from interplay import log, plugins, runner  # noqa: E402
+from interplay import aio, log, plugins, runner  # noqa: E402
 from interplay.env import Env, SeatSpec  # noqa: E402
 from interplay.episode import EpisodeContext  # noqa: E402
 from interplay.records import Episode, Reward, Task  # noqa: E402
@@ -169,7 +169,7 @@ def main() -> None:
     log.configure(level="warning")
     plugins.reset(load_entry_points=False)
     plugins.host().register_module(_Plugin(), "bench-rounds")
-    result = asyncio.run(measure(args))
+    result = aio.run(measure(args))
     print(json.dumps(result), flush=True)
     correct = result["episodes_ok"] == args.n and result["model_calls"] == ROUNDS * args.n
     sys.exit(0 if correct else 1)

@@ -159,12 +159,9 @@ class AsgiServer:
         errors: list[BaseException] = []
 
         def run() -> None:
-            try:
-                import uvloop
+            from interplay import aio
 
-                loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
-            except ImportError:
-                loop = asyncio.new_event_loop()
+            loop = aio.new_event_loop()
             self._thread_loop = loop
             asyncio.set_event_loop(loop)
             try:

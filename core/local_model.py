@@ -27,7 +27,7 @@ from typing import Any
 
 import structlog
 
-from interplay import asgi
+from interplay import aio, asgi
 from interplay.endpoint import Endpoint
 from interplay.errors import InterplayError
 
@@ -221,12 +221,7 @@ def serve(host: str, port: int) -> None:
         assert http._task is not None
         await http._task
 
-    try:
-        import uvloop
-
-        uvloop.run(run())
-    except ImportError:
-        asyncio.run(run())
+    aio.run(run())
 
 
 def add_serve_local(sub: Any) -> None:

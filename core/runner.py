@@ -30,8 +30,8 @@ import attrs
 import cattrs
 import structlog
 
+from interplay import aio, plugins
 from interplay import config as config_mod
-from interplay import plugins
 from interplay.endpoint import Endpoint
 from interplay.env import Env
 from interplay.errors import InterplayError
@@ -796,7 +796,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
           f"({n_tasks} tasks x {cfg.rollouts} rollouts, -c {cfg.concurrency}) on {where}; "
           f"results in {output}", file=sys.stderr)
     try:
-        outcome = asyncio.run(_run_cli(cfg, env, resolved, output, progress))
+        outcome = aio.run(_run_cli(cfg, env, resolved, output, progress))
     except (KeyboardInterrupt, asyncio.CancelledError):
         print(f"interplay: interrupted; finished episodes are in {output / EPISODES_FILE}; "
               f"continue with: interplay eval --resume {output}", file=sys.stderr)

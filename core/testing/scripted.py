@@ -24,7 +24,7 @@ from typing import Any
 
 import attrs
 
-from interplay import asgi
+from interplay import aio, asgi
 from interplay.endpoint import Endpoint
 from interplay.interception import responses as rs
 
@@ -426,11 +426,7 @@ def main(argv: list[str] | None = None) -> int:
         await server._task
 
     try:
-        import uvloop
-
-        uvloop.run(run())
-    except ImportError:
-        asyncio.run(run())
+        aio.run(run())
     except KeyboardInterrupt:
         pass
     return 0
