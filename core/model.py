@@ -1,7 +1,8 @@
 """The model client: every Chat Completions call interplay makes crosses this module.
 
-It owns one pooled HTTP client per endpoint (the openai SDK over aiohttp's transport, with the
-SDK's own retries off), our retry policy (exponential backoff with full jitter, Retry-After
+It owns one pooled HTTP client per endpoint (an aiohttp session; the openai SDK resolves the
+endpoint's auth headers, and ``transport="httpx"`` sends through the SDK's httpx2 client instead,
+for comparison), our retry policy (exponential backoff with full jitter, Retry-After
 honoured within the budget), reassembly of streamed completions into the non-streamed shape, and
 the :class:`~interplay.records.ModelCall` that records each call. Model and transport failures
 never raise: they end up on ``ModelCall.error`` / ``error_type``.
@@ -233,6 +234,26 @@ def _transport_error_type(exc: BaseException) -> str:
     return "timeout" if isinstance(exc, openai.APITimeoutError) else "connection_error"
 
 
+class _AioResponse:
+    """An aiohttp response seen through the few httpx-style names the client reads."""
+
+    __slots__ = ("_resp", "headers", "status_code")
+
+    def __init__(self, resp: Any) -> None:
+        self._resp = resp
+        self.status_code: int = resp.status
+        self.headers = resp.headers
+
+    async def aread(self) -> bytes:
+        return bytes(await self._resp.read())
+
+    def aiter_bytes(self) -> AsyncIterator[bytes]:
+        return self._resp.content.iter_any()
+
+    async def aclose(self) -> None:
+        self._resp.release()
+
+
 def _new_call_id() -> str:
     return f"mc_{uuid.uuid4().hex[:20]}"
 
@@ -256,6 +277,8 @@ class ModelClient:
         self._resolve = _resolve
         self._sdk: Any = None
         self._http: Any = None
+        self._session: Any = None
+        self._timeout_s = endpoint.timeout_s
         self._url: str = ""
         self._headers: dict[str, str] = {}
         self._init_lock: asyncio.Lock | None = None
@@ -265,22 +288,45 @@ class ModelClient:
     # -- setup ---------------------------------------------------------------------------------
 
     def _open(self, endpoint: Endpoint) -> None:
-        import httpx2
         import openai
 
-        # aiohttp's transport: 0.14-0.27 ms client CPU per request against 1-2.2 ms for httpx's
-        # default one (benchmarks/bench_interception.py prints the figures).
-        limits = httpx2.Limits(max_connections=self._max_connections,
-                               max_keepalive_connections=self._max_connections)
-        timeout = httpx2.Timeout(endpoint.timeout_s, connect=min(10.0, endpoint.timeout_s))
-        make = openai.DefaultAioHttpClient if self.transport == "aiohttp" \
-            else openai.DefaultAsyncHttpx2Client
-        self._http = make(limits=limits, timeout=timeout)
+        # The SDK resolves the endpoint's auth headers; requests do not go through its
+        # per-request machinery, which costs more CPU than the HTTP exchange itself.
         self._sdk = openai.AsyncOpenAI(base_url=endpoint.base_url, api_key=endpoint.api_key(),
-                                       max_retries=0, timeout=timeout, http_client=self._http)
+                                       max_retries=0, http_client=self._make_httpx(endpoint)
+                                       if self.transport == "httpx" else None)
         self._headers = {**self._sdk.auth_headers, "Content-Type": "application/json",
                          "Accept": "application/json"}
         self._url = str(endpoint.base_url).rstrip("/") + "/chat/completions"
+        self._timeout_s = endpoint.timeout_s
+
+    def _make_httpx(self, endpoint: Endpoint) -> Any:
+        import httpx2
+        import openai
+
+        limits = httpx2.Limits(max_connections=self._max_connections,
+                               max_keepalive_connections=self._max_connections)
+        timeout = httpx2.Timeout(endpoint.timeout_s, connect=min(10.0, endpoint.timeout_s))
+        self._http = openai.DefaultAsyncHttpx2Client(limits=limits, timeout=timeout)
+        return self._http
+
+    def _session_for_loop(self) -> Any:
+        """The pooled aiohttp session (made on first use, inside the running loop).
+
+        aiohttp straight, not through httpx2's client over aiohttp's transport: building and
+        dispatching an httpx2 request cost nearly half of the runner's CPU per model call
+        (benchmarks/bench_run.py at -c 64: 0.56 ms per call through httpx2, 0.39 ms direct)."""
+        if self._session is None:
+            import aiohttp
+
+            connector = aiohttp.TCPConnector(limit=self._max_connections, limit_per_host=0,
+                                             ttl_dns_cache=300)
+            timeout = aiohttp.ClientTimeout(total=None, connect=min(10.0, self._timeout_s),
+                                            sock_read=self._timeout_s)
+            self._session = aiohttp.ClientSession(connector=connector, timeout=timeout,
+                                                  auto_decompress=True,
+                                                  skip_auto_headers=("User-Agent",))
+        return self._session
 
     async def _ready(self) -> None:
         if self._sdk is not None:
@@ -303,6 +349,12 @@ class ModelClient:
 
     async def aclose(self) -> None:
         sdk, self._sdk = self._sdk, None
+        session, self._session = self._session, None
+        http, self._http = self._http, None
+        if session is not None:
+            await session.close()
+        if http is not None:
+            await http.aclose()
         if sdk is not None:
             await sdk.close()
 
@@ -396,23 +448,25 @@ class ModelClient:
     async def _attempt(self, call: ModelCall, payload: bytes, t0: float,
                        on_chunk: ChunkSink | None, on_start: Callable[[], None] | None,
                        delivered: list[bool]) -> None:
+        import aiohttp
         import httpx2
 
-        # The SDK built the pooled client and its auth headers; the request itself goes straight
-        # to that client, since the SDK's per-request option and model plumbing cost more CPU
-        # than the HTTP exchange (benchmarks/bench_interception.py).
         try:
-            resp = await self._http.send(
-                self._http.build_request("POST", self._url, content=payload,
-                                         headers=self._headers), stream=True)
-        except (httpx2.TransportError, TimeoutError, OSError) as exc:
+            if self.transport == "aiohttp":
+                resp: Any = _AioResponse(await self._session_for_loop().post(
+                    self._url, data=payload, headers=self._headers))
+            else:
+                resp = await self._http.send(
+                    self._http.build_request("POST", self._url, content=payload,
+                                             headers=self._headers), stream=True)
+        except (httpx2.TransportError, aiohttp.ClientError, TimeoutError, OSError) as exc:
             kind = _transport_error_type(exc)
             raise _Failure(kind, "request timed out" if kind == "timeout" else
                            f"connection error: {_root(exc)}") from None
         if resp.status_code >= 400:
             try:
                 content = await resp.aread()
-            except (httpx2.TransportError, OSError):
+            except (httpx2.TransportError, aiohttp.ClientError, TimeoutError, OSError):
                 content = b""
             finally:
                 await resp.aclose()
@@ -437,7 +491,7 @@ class ModelClient:
                 self._finish(call, parsed)
         except (httpx2.TimeoutException, TimeoutError):
             raise _Failure("timeout", "timed out reading the response") from None
-        except (httpx2.TransportError, httpx2.StreamError) as exc:
+        except (httpx2.TransportError, httpx2.StreamError, aiohttp.ClientError) as exc:
             raise _Failure("connection_error", f"connection error: {type(exc).__name__}") \
                 from None
         finally:
