@@ -363,8 +363,11 @@ class ModelClient:
     def build_body(self, messages: Sequence[Message | Mapping[str, Any]], *,
                    tools: list[dict[str, Any]] | None = None, stream: bool = False,
                    **params: Any) -> dict[str, Any]:
-        """The JSON body :meth:`chat` sends."""
-        wire = [m.to_openai() if isinstance(m, Message) else dict(m) for m in messages]
+        """The JSON body :meth:`chat` sends. Message dicts are shared, not copied: a harness
+        that resends a growing conversation would otherwise hold every message once per call
+        (the recorded request of each call keeps its own list, never a dict that changes)."""
+        wire = [m.to_openai() if isinstance(m, Message) else m if isinstance(m, dict)
+                else dict(m) for m in messages]
         body: dict[str, Any] = {"model": self.endpoint.model, "messages": wire}
         body.update(self.endpoint.sampling)
         body.update(params)
