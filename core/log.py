@@ -6,9 +6,11 @@ else. Whatever a caller passes, :func:`redact` lets through only values that can
 message text, tool arguments or user data: numbers, booleans, strings under keys known to hold
 names and identifiers, and an event that is a namespaced name (``"interception.request"``; an
 event with spaces or %-formatted text is user text as far as the guard knows). Any other string
-becomes ``<redacted len=N>``. Tracebacks are dropped (their type is kept) unless the level is
-debug. Records from the standard library's ``logging`` (httpx, uvicorn, ...) go through the same
-guard, so no log line on the process's stream bypasses it.
+becomes ``<redacted len=N>``. URLs and paths are kept without their credentials: userinfo, query
+string and fragment are dropped and a trace's secret segment (``/t/<secret>/``) is masked.
+Tracebacks are dropped (their type is kept) unless the level is debug. Records from the
+standard library's ``logging`` (httpx, uvicorn, ...) go through the same guard, so no log line
+on the process's stream bypasses it.
 """
 
 from __future__ import annotations
@@ -26,25 +28,57 @@ SAFE_KEYS = frozenset({
     "event", "level", "logger", "timestamp", "log_level",
     "agent", "seat", "env", "harness", "model", "plugin", "package", "version", "hook",
     "kind", "name", "step", "verifier", "user_sim", "tool", "api", "route", "method",
-    "stop_condition", "error_type", "finish_reason", "status", "phase", "state",
-    "url", "base_url", "host", "path", "config", "format", "reason_code",
+    "stop_condition", "error_type", "finish_reason", "phase",
+    "host", "format", "reason_code",
 })
+#: Keys whose string values are URLs or paths: kept, but scrubbed by :func:`scrub_location`.
+LOCATION_KEYS = frozenset({"url", "base_url", "path"})
 #: Key suffixes that mark ids and enumerations.
-SAFE_SUFFIXES = ("_id", "_ids", "_name", "_type", "_kind", "_path", "_url")
+SAFE_SUFFIXES = ("_id", "_ids", "_name", "_type", "_kind")
+#: Key suffixes that mark URLs and paths.
+LOCATION_SUFFIXES = ("_path", "_url")
+
+#: A trace route's secret path segment.
+_TRACE_SECRET = re.compile(r"/t/[^/?#]+")
 
 
 def _safe_key(key: str) -> bool:
     return key in SAFE_KEYS or key.endswith(SAFE_SUFFIXES)
 
 
+def _location_key(key: str) -> bool:
+    return key in LOCATION_KEYS or key.endswith(LOCATION_SUFFIXES)
+
+
+def scrub_location(value: str) -> str:
+    """A URL or path without what can carry a credential: userinfo (``user:pw@``), query string,
+    fragment, and a trace route's secret segment (``/t/<secret>/`` becomes ``/t/<redacted>/``)."""
+    text = value.split("#", 1)[0].split("?", 1)[0]
+    scheme, sep, rest = text.partition("://")
+    if sep:
+        authority, slash, tail = rest.partition("/")
+        authority = authority.rpartition("@")[2]
+        text = f"{scheme}://{authority}{slash}{tail}"
+    return _TRACE_SECRET.sub("/t/<redacted>", text)
+
+
+def _scrub_str(key: str, value: str) -> str:
+    if _safe_key(key):
+        return value
+    if _location_key(key):
+        return scrub_location(value)
+    return f"<redacted len={len(value)}>"
+
+
 def _scrub(key: str, value: Any) -> Any:
     if value is None or isinstance(value, bool | int | float):
         return value
     if isinstance(value, str):
-        return value if _safe_key(key) else f"<redacted len={len(value)}>"
+        return _scrub_str(key, value)
     if isinstance(value, list | tuple | set | frozenset):
-        if _safe_key(key) and all(isinstance(v, str | int | float | bool) for v in value):
-            return list(value)
+        if ((_safe_key(key) or _location_key(key))
+                and all(isinstance(v, str | int | float | bool) for v in value)):
+            return [_scrub_str(key, v) if isinstance(v, str) else v for v in value]
         return f"<redacted items={len(value)}>"
     if isinstance(value, dict):
         return f"<redacted keys={len(value)}>"

@@ -88,3 +88,23 @@ async def test_no_user_data_reaches_the_log(log_buffer: io.StringIO) -> None:
     assert '"agent.turn"' in text
     for where, sentinel in SENTINELS.items():
         assert sentinel not in text, f"{where} leaked into the log"
+
+
+def test_urls_and_paths_lose_their_credentials(log_buffer: io.StringIO) -> None:
+    """URLs and paths are logged without userinfo, query string or a trace's secret segment;
+    keys that can carry user text (config, state, status as text) are redacted."""
+    logger = structlog.get_logger("interplay.test")
+    logger.warning("test.locations",
+                   url="https://SENTINEL-USER:SENTINEL-PW@api.example.com/v1?key=SENTINEL-KEY#f",
+                   base_url="http://127.0.0.1:8000/t/SENTINEL-TRACE/v1",
+                   path="/t/SENTINEL-PATH/v1/chat/completions?token=SENTINEL-TOKEN",
+                   tasks_path="/data/tasks.jsonl",
+                   config="SENTINEL-CONFIG", state="SENTINEL-STATE", status="SENTINEL-STATUS",
+                   code_status=404)
+    text = log_buffer.getvalue()
+    assert "SENTINEL" not in text
+    assert "https://api.example.com/v1" in text
+    assert "http://127.0.0.1:8000/t/<redacted>/v1" in text
+    assert "/t/<redacted>/v1/chat/completions" in text
+    assert "/data/tasks.jsonl" in text
+    assert "404" in text
