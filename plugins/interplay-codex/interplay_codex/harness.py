@@ -187,17 +187,23 @@ class CodexHarness(Harness):
         cfg: CodexConfig = self.config
         parent = None
         if cfg.state_dir is not None:
-            parent = Path(cfg.state_dir).expanduser()
-            parent.mkdir(parents=True, exist_ok=True)
-        root = Path(tempfile.mkdtemp(prefix="interplay-codex-", dir=parent))
-        home = root / "home"
-        home.mkdir()  # codex refuses a CODEX_HOME that does not exist
-        if cfg.workdir is None:
-            workdir = root / "work"
-            workdir.mkdir()
-        else:
-            workdir = Path(cfg.workdir).expanduser().resolve()
-            workdir.mkdir(parents=True, exist_ok=True)
+            parent = _make_dir(Path(cfg.state_dir).expanduser(), "state_dir", cfg.state_dir)
+        try:
+            root = Path(tempfile.mkdtemp(prefix="interplay-codex-", dir=parent))
+        except OSError as e:
+            raise _dir_error("state_dir", cfg.state_dir or tempfile.gettempdir(), e) from None
+        # The root is not in ctx.state until the end, so close() could not remove it: any
+        # failure before that removes it here.
+        try:
+            home = _make_dir(root / "home", "state_dir", str(root))  # codex needs it to exist
+            if cfg.workdir is None:
+                workdir = _make_dir(root / "work", "state_dir", str(root))
+            else:
+                workdir = _make_dir(Path(cfg.workdir).expanduser().resolve(), "workdir",
+                                    cfg.workdir)
+        except BaseException:
+            shutil.rmtree(root, ignore_errors=True)
+            raise
         state = _TraceState(root=root, home=home, workdir=workdir)
         ctx.state[STATE_KEY] = state
         return state
@@ -502,6 +508,22 @@ def render_task(task: Task) -> tuple[str | None, str]:
             parts.append(f"[{m.role}]\n{body}")
         prompt = "\n\n".join(parts)
     return ("\n\n".join(system) or None), prompt
+
+
+def _dir_error(setting: str, value: str, error: OSError) -> InterplayError:
+    return InterplayError(f"harness 'codex': cannot use {setting} {value!r} "
+                          f"({error.strerror or error}); set harness_config.{setting} to a "
+                          f"writable directory")
+
+
+def _make_dir(path: Path, setting: str, value: str) -> Path:
+    """``path`` made (with parents) if missing; InterplayError naming ``setting`` if it cannot
+    be (a file in the way, no permission)."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise _dir_error(setting, value, e) from None
+    return path
 
 
 def toml_string(value: str) -> str:

@@ -273,6 +273,36 @@ async def test_missing_binary_says_how_to_install(tmp_path: Path) -> None:
     assert model.requests == []
 
 
+@pytest.mark.parametrize("setting", ["workdir", "state_dir"])
+async def test_unusable_directory_names_the_setting_and_leaves_nothing(tmp_path: Path,
+                                                                      setting: str) -> None:
+    state = tmp_path / "state"
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    settings = {"state_dir": str(state), "workdir": str(blocker)}
+    if setting == "state_dir":
+        settings = {"state_dir": str(blocker / "sub")}
+    harness = CodexHarness(CodexConfig(**settings))
+    with ScriptedModel() as model:
+        resources = RunResources(endpoint=model.endpoint)
+        agent = Agent(name="assistant", harness=harness, client=resources.client())
+        try:
+            with pytest.raises(InterplayError, match=f"cannot use {setting} .*"
+                                                     f"set harness_config.{setting}") as err:
+                await agent.run(Task(idx=0, prompt="hi"))
+        finally:
+            await agent.aclose()
+            await resources.aclose()
+    assert "\n" not in str(err.value)
+    assert model.requests == []
+    # The per-trace root made before the failure is gone.
+    if setting == "workdir":
+        assert leftovers(state) == []
+    else:
+        assert leftovers(tmp_path) == [blocker]
+    assert blocker.read_text() == "not a directory"
+
+
 def test_no_codex_anywhere_says_how_to_install(tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))
