@@ -170,7 +170,7 @@ class CodexHarness(Harness):
             return
         # The root holds CODEX_HOME and the trace's own workdir; a configured workdir is kept.
         await asyncio.to_thread(shutil.rmtree, state.root, True)
-        log.debug("codex.closed", trace_agent=ctx.trace.agent, segments=state.segments)
+        log.debug("codex.closed", agent=ctx.trace.agent, segments=state.segments)
 
     # -- running codex ---------------------------------------------------------------------------
 
@@ -277,7 +277,7 @@ class CodexHarness(Harness):
         calls = ctx.trace.model_calls[first_call:]
         messages = segment_messages(calls, prompt)
         self._record(ctx, state, run, subcommand, len(calls), time.monotonic() - t0, messages)
-        log.debug("codex.segment", trace_agent=ctx.trace.agent, segment=state.segments,
+        log.debug("codex.segment", agent=ctx.trace.agent, segment=state.segments,
                   resumed=bool(subcommand), exit_code=run.exit_code, calls=len(calls),
                   added=len(messages), timed_out=run.timed_out, cancelled=run.cancelled)
         return messages
