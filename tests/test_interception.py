@@ -548,3 +548,25 @@ async def test_passthrough_needs_a_remote_endpoint() -> None:
     async with InterceptionServer() as srv:
         with pytest.raises(InterplayError, match=r"api = 'responses' needs a model\.base_url"):
             srv.open_trace(client=ModelClient(Endpoint(api="responses")), on_call=print)
+
+
+@pytest.mark.parametrize("rig", [[ScriptedReply.text("plain answer").unstreamed(),
+                                  ScriptedReply.tool_call("look", {"q": 1}).unstreamed()]],
+                         indirect=True)
+async def test_a_streamed_request_answered_with_json_still_streams(rig: Rig) -> None:
+    sdk = rig.sdk()
+    parts: list[str] = []
+    usage = None
+    async for chunk in await sdk.chat.completions.create(
+            **CHAT, stream=True, stream_options={"include_usage": True}):
+        parts += [c.delta.content or "" for c in chunk.choices]
+        usage = chunk.usage or usage
+    async with sdk.chat.completions.stream(**CHAT) as stream:
+        final = await stream.get_final_completion()
+    await sdk.close()
+    assert "".join(parts) == "plain answer" and usage is not None
+    call = final.choices[0].message.tool_calls[0]
+    assert call.function.name == "look" and json.loads(call.function.arguments) == {"q": 1}
+    assert len(rig.model.requests) == 2 and all(r.stream for r in rig.model.requests)
+    assert [c.error_type for c in rig.calls] == [None, None]
+    assert rig.calls[0].response["choices"][0]["message"]["content"] == "plain answer"

@@ -110,6 +110,10 @@ class _Flight:
 
     async def replay(self, send: asgi.Send) -> None:
         while not self.status:
+            if self.done:  # ended without an answer: never leave the program waiting
+                await asgi.send_error(send, 502, "the upstream call ended without an answer",
+                                      type_="server_error", code="bad_response")
+                return
             await self.wake.wait()
         await send({"type": "http.response.start", "status": self.status,
                     "headers": self.headers})
@@ -154,6 +158,26 @@ def _sampled(body: Mapping[str, Any], under: Mapping[str, Any], over: Mapping[st
 def _chat_stream_error(message: str, code: str) -> bytes:
     return b"data: " + asgi.dumps(asgi.error_body(message, type_="server_error",
                                                   code=code)) + b"\n\n"
+
+
+def _as_chunks(response: Mapping[str, Any], with_usage: bool) -> list[dict[str, Any]]:
+    """A whole chat.completion as the chunks of a stream: every choice's message as one
+    delta, then the usage chunk if the program asked for it."""
+    base = {"id": response.get("id"), "object": "chat.completion.chunk",
+            "created": response.get("created"), "model": response.get("model")}
+    choices = []
+    for i, ch in enumerate(response.get("choices") or ()):
+        if not isinstance(ch, Mapping):
+            continue
+        delta = dict(ch.get("message") or {})
+        if delta.get("tool_calls"):  # a stream's tool calls carry their index
+            delta["tool_calls"] = [dict(tc, index=j) for j, tc in enumerate(delta["tool_calls"])]
+        choices.append({"index": ch.get("index", i), "delta": delta,
+                        "finish_reason": ch.get("finish_reason"), "logprobs": ch.get("logprobs")})
+    chunks = [dict(base, choices=choices)]
+    if with_usage and response.get("usage"):
+        chunks.append(dict(base, choices=[], usage=response["usage"]))
+    return chunks
 
 
 def _error_json(call: ModelCall) -> tuple[int, bytes]:
@@ -538,12 +562,17 @@ class InterceptionServer:
         if call.error_type is None:
             response = call.response
             if stream:
+                if not flight.status:  # the upstream answered JSON to a streamed request
+                    on_start()
+                    for chunk in _as_chunks(response, want_usage):
+                        flight.push(b"data: " + asgi.dumps(chunk) + b"\n\n")
                 flight.push(b"data: [DONE]\n\n")
             else:
                 flight.start(200, asgi.JSON_HEADERS)
                 flight.push(asgi.dumps(response))
         elif flight.status:  # the stream had begun: end it with an error chunk
-            flight.push(b"data: " + _error_json(call)[1] + b"\n\n")
+            flight.push(_chat_stream_error(call.error or "upstream model call failed",
+                                           call.error_type or "server_error"))
         else:
             status, err = _error_json(call)
             flight.start(status, asgi.JSON_HEADERS)

@@ -53,6 +53,8 @@ class ScriptedReply:
     drops: bool = False
     is_malformed: bool = False
     finish_reason: str | None = None
+    #: Answer plain JSON even to a streamed request, as some OpenAI-compatible servers do.
+    ignores_stream: bool = False
 
     @classmethod
     def text(cls, s: str, *, latency_s: float = 0.0) -> ScriptedReply:
@@ -100,6 +102,10 @@ class ScriptedReply:
     @classmethod
     def malformed(cls) -> ScriptedReply:
         return cls(is_malformed=True)
+
+    def unstreamed(self) -> ScriptedReply:
+        """This reply, answered as one JSON body even when the request asks to stream."""
+        return attrs.evolve(self, ignores_stream=True)
 
 
 @attrs.frozen
@@ -293,7 +299,7 @@ class ScriptedModel:
                                   if reply.status >= 500 else "invalid_request_error",
                                   extra=extra)
             return
-        stream = bool(body.get("stream"))
+        stream = bool(body.get("stream")) and not reply.ignores_stream
         if reply.is_malformed:
             if stream:
                 await asgi.start_sse(send)
