@@ -1,11 +1,14 @@
 """Tools an in-process harness can call: a name, a JSON schema, and a function.
 
 A tool function takes its arguments as keywords and returns text (or anything JSON-able),
-sync or async. Errors it raises go back to the model as the tool's output, never crash a run.
+sync or async. A sync function runs in a worker thread, so it neither blocks the event loop (the
+other tool calls, the model calls of concurrent episodes) nor escapes its timeout. Errors it
+raises go back to the model as the tool's output, never crash a run.
 """
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 import typing
@@ -32,7 +35,10 @@ class Tool:
             "name": self.name, "description": self.description, "parameters": self.parameters}}
 
     async def call(self, arguments: dict[str, Any]) -> str:
-        result = self.fn(**arguments)
+        if inspect.iscoroutinefunction(self.fn):
+            result = await self.fn(**arguments)
+        else:
+            result = await asyncio.to_thread(self.fn, **arguments)
         if inspect.isawaitable(result):
             result = await typing.cast(Awaitable[Any], result)
         return result if isinstance(result, str) else json.dumps(result)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any, ClassVar
 
@@ -371,6 +372,45 @@ async def test_tool_loop_stops_at_max_turns(model_and_resources: Any) -> None:
 
     ep = await run_steps(resources, program, Task(0, prompt="loop"), tools=shop_tools)
     assert len(ep.trace("assistant").model_calls) == 3
+
+
+async def test_a_slow_sync_tool_times_out_without_blocking_the_others(
+        model_and_resources: Any) -> None:
+    release = threading.Event()
+
+    def blocking() -> str:
+        release.wait(30)
+        return "late"
+
+    async def quick() -> str:
+        await asyncio.sleep(0)
+        return "quick done"
+
+    def tools(ctx: EpisodeContext) -> list[Tool]:
+        empty = {"type": "object", "properties": {}}
+        return [Tool("blocking", "sync and slow", empty, blocking, timeout_s=0.05),
+                Tool("quick", "async and fast", empty, quick)]
+
+    _, resources = model_and_resources([
+        ScriptedReply.calls([("blocking", {}), ("quick", {})]),
+        ScriptedReply.text("done"),
+    ])
+
+    async def program(ctx: EpisodeContext) -> None:
+        async with ctx.agent("assistant").chat(ctx.task) as chat:
+            await chat.turn()
+
+    try:
+        ep = await run_steps(resources, program, Task(0, prompt="go"), tools=tools)
+    finally:
+        release.set()
+    trace = ep.trace("assistant")
+    # The quick tool finished while the blocking one was still running.
+    assert [(r.name, r.error_type) for r in trace.tool_runs] == [("quick", None),
+                                                                  ("blocking", "timeout")]
+    outputs = [m.text for m in trace.messages if m.role == "tool"]
+    assert outputs[0].startswith("error: the tool did not finish")
+    assert outputs[1] == "quick done"
 
 
 # -- the user-sim relay ------------------------------------------------------------------------
