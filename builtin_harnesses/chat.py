@@ -10,6 +10,7 @@ error message back to the model, never a crash.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
 from typing import Any, ClassVar
 
@@ -70,34 +71,51 @@ class ChatHarness(Harness):
     async def _run_tool(self, call: ToolCall, tools: dict[str, Tool],
                         ctx: SegmentContext) -> Message:
         t0 = time.monotonic()
-        error_type: str | None = None
-        tool = tools.get(call.name)
-        if tool is None:
-            error_type = "unknown_tool"
-            known = ", ".join(sorted(tools)) or "none"
-            output = f"error: there is no tool named {call.name!r}; available tools: {known}"
-        else:
-            try:
-                args = call.parsed_arguments()
-            except ValueError as exc:
-                error_type = "bad_arguments"
-                output = f"error: the arguments are not a JSON object ({exc}); call it again"
-            else:
-                timeout = min(tool.timeout_s, self.config.tool_timeout_s)
-                try:
-                    output = await asyncio.wait_for(tool.call(args), timeout)
-                except TimeoutError:
-                    error_type = "timeout"
-                    output = f"error: the tool did not finish within {timeout:g} s"
-                except TypeError as exc:
-                    error_type = "bad_arguments"
-                    output = f"error: {exc}"
-                except Exception as exc:
-                    error_type = "tool_error"
-                    output = f"error: {type(exc).__name__}: {exc}"
+        error_type, output = await self._tool_output(call, tools)
         ctx.record_tool(ToolRun(call_id=call.id, name=call.name,
                                 duration_s=time.monotonic() - t0, error_type=error_type))
         return Message("tool", output, tool_call_id=call.id)
+
+    async def _tool_output(self, call: ToolCall,
+                           tools: dict[str, Tool]) -> tuple[str | None, str]:
+        """The error type (None on success) and the text the model gets back."""
+        tool = tools.get(call.name)
+        if tool is None:
+            known = ", ".join(sorted(tools)) or "none"
+            return "unknown_tool", (f"error: there is no tool named {call.name!r}; "
+                                    f"available tools: {known}")
+        try:
+            args = call.parsed_arguments()
+        except ValueError as exc:
+            return "bad_arguments", (f"error: the arguments are not a JSON object ({exc}); "
+                                     "call it again")
+        problem = _binding_problem(tool, args)
+        if problem is not None:
+            return "bad_arguments", (f"error: {problem}; "
+                                     "call it again with the tool's parameters")
+        timeout = min(tool.timeout_s, self.config.tool_timeout_s)
+        try:
+            return None, await asyncio.wait_for(tool.call(args), timeout)
+        except TimeoutError:
+            return "timeout", f"error: the tool did not finish within {timeout:g} s"
+        except Exception as exc:
+            return "tool_error", f"error: {type(exc).__name__}: {exc}"
+
+
+def _binding_problem(tool: Tool, args: dict[str, Any]) -> str | None:
+    """Why the arguments do not fit the tool function's signature, or None if they do.
+
+    Binding first keeps a TypeError raised inside the tool (or by serializing its result) from
+    passing for the model's mistake."""
+    try:
+        signature = inspect.signature(tool.fn)
+    except (TypeError, ValueError):
+        return None
+    try:
+        signature.bind(**args)
+    except TypeError as exc:
+        return str(exc)
+    return None
 
 
 class NullHarness(ChatHarness):

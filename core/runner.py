@@ -133,11 +133,22 @@ def resolve(data: Mapping[str, Any]) -> tuple[RunConfig, Env, dict[str, Any]]:
     return cfg, env, resolved
 
 
+#: Request fields the harness and the model client set; sampling settings cannot override them.
+RESERVED_SAMPLING = ("messages", "model", "stream", "tools")
+
+
 def check_seats(env: Env, resources: Any) -> None:
-    """Resolve every seat now (harness names, harness settings) so a typo fails before any
-    model is called."""
+    """Resolve every seat now (harness names, harness settings, sampling) so a typo fails
+    before any model is called."""
     for seat in env.seats:
         spec = resources.seat(env, seat)
+        endpoint = spec.model or resources.endpoint
+        for where, sampling in ((f"seats.{seat}.sampling", spec.sampling),
+                                ("model.sampling", endpoint.sampling if endpoint else {})):
+            for key in RESERVED_SAMPLING:
+                if key in sampling:
+                    raise InterplayError(f"{where}.{key}: the harness sets {key!r} itself; "
+                                         "remove it from the sampling settings")
         harness_cls = plugins.get("harnesses", spec.harness)
         config_mod.structure(spec.harness_config, harness_cls.Config,
                              path=f"seats.{seat}.harness_config")

@@ -15,10 +15,12 @@ import pytest
 from interplay import hookimpl
 from interplay.builtin_envs.steps import Relay, RelayConfig
 from interplay.builtin_verifiers.match import Contains, MatchConfig
+from interplay.endpoint import Endpoint
 from interplay.env import Env, SeatSpec
 from interplay.episode import EpisodeContext, RunResources, run_episode
 from interplay.errors import InterplayError
 from interplay.records import Message, Task
+from interplay.runner import check_seats
 from interplay.step import Step
 from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
 from interplay.tools import Tool, tool
@@ -411,6 +413,60 @@ async def test_a_slow_sync_tool_times_out_without_blocking_the_others(
     outputs = [m.text for m in trace.messages if m.role == "tool"]
     assert outputs[0].startswith("error: the tool did not finish")
     assert outputs[1] == "quick done"
+
+
+async def test_only_a_binding_failure_is_bad_arguments(model_and_resources: Any) -> None:
+    """A TypeError raised inside a tool, or by serializing its result, is the tool's error,
+    not the model's."""
+
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
+
+    @tool
+    def broken(x: str) -> str:
+        """Fails inside."""
+        return x + 1  # type: ignore[operator]
+
+    @tool
+    def unserializable() -> object:
+        """Returns what JSON cannot hold."""
+        return {1, 2}
+
+    _, resources = model_and_resources([
+        ScriptedReply.tool_call("add", {"a": 1, "b": 2}),
+        ScriptedReply.tool_call("add", {"a": 1}),
+        ScriptedReply.tool_call("add", {"a": 1, "b": 2, "c": 3}),
+        ScriptedReply.tool_call("broken", {"x": "s"}),
+        ScriptedReply.tool_call("unserializable", {}),
+        ScriptedReply.text("done"),
+    ])
+
+    async def program(ctx: EpisodeContext) -> None:
+        async with ctx.agent("assistant").chat(ctx.task) as chat:
+            await chat.turn()
+
+    ep = await run_steps(resources, program, Task(0, prompt="go"),
+                         tools=lambda ctx: [add, broken, unserializable])
+    trace = ep.trace("assistant")
+    assert [r.error_type for r in trace.tool_runs] == [
+        None, "bad_arguments", "bad_arguments", "tool_error", "tool_error"]
+    outputs = [m.text for m in trace.messages if m.role == "tool"]
+    assert outputs[0] == "3"
+    assert "'b'" in outputs[1] and "'c'" in outputs[2]
+    assert outputs[3].startswith("error: TypeError")
+
+
+async def test_reserved_sampling_keys_are_refused_at_load() -> None:
+    env = StepsEnv([FnStep(lambda ctx: asyncio.sleep(0))])
+    for key in ("stream", "tools", "messages", "model"):
+        resources = RunResources(endpoint=Endpoint(),
+                                 seats={"assistant": {"sampling": {key: 1}}})
+        with pytest.raises(InterplayError, match=f"seats.assistant.sampling.{key}"):
+            check_seats(env, resources)
+    check_seats(env, RunResources(endpoint=Endpoint(),
+                                  seats={"assistant": {"sampling": {"temperature": 0.2}}}))
 
 
 # -- the user-sim relay ------------------------------------------------------------------------
