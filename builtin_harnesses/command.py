@@ -47,6 +47,9 @@ class CommandHarness(Harness):
         if config is None:
             raise InterplayError("harness 'command' needs harness_config.argv, "
                                  "e.g. argv = [\"python\", \"my_agent.py\"]")
+        if config.cwd is not None and not os.path.isdir(config.cwd):
+            raise InterplayError(f"harness 'command': cwd {config.cwd!r} is not a directory; "
+                                 "fix harness_config.cwd")
         super().__init__(config)
         # Derived from what the program reads: a message list can carry a whole conversation.
         self.accepts_messages = config.prompt_format == "messages"
@@ -65,6 +68,10 @@ class CommandHarness(Harness):
         except FileNotFoundError:
             raise InterplayError(f"harness 'command': program {argv[0]!r} not found; "
                                  f"fix harness_config.argv") from None
+        except OSError as exc:
+            reason = exc.strerror or type(exc).__name__
+            raise InterplayError(f"harness 'command': cannot run program {argv[0]!r} "
+                                 f"({reason}); fix harness_config.argv") from None
         stdin = prompt.encode() if cfg.prompt_via == "stdin" else b""
         try:
             out, err = await asyncio.wait_for(proc.communicate(stdin), cfg.timeout_s)

@@ -205,6 +205,35 @@ async def test_a_missing_program_is_a_clear_error(scripted: ScriptedModel) -> No
     assert "not found; fix harness_config.argv" in (ep.error or "")
 
 
+async def run_one(resources: RunResources) -> Any:
+    async def program(ctx: EpisodeContext) -> None:
+        await ctx.agent("assistant").run(ctx.task)
+
+    try:
+        return await run_episode(CommandEnv(program), Task(0, prompt="x"), resources=resources)
+    finally:
+        await resources.aclose()
+
+
+async def test_a_missing_cwd_is_named_not_taken_for_a_missing_program(
+        scripted: ScriptedModel, tmp_path: Path) -> None:
+    missing = str(tmp_path / "no-such-dir")
+    ep = await run_one(resources_for(scripted, [sys.executable, "-c", "pass"], cwd=missing))
+    assert ep.error_type == "config_error"
+    assert f"cwd {missing!r} is not a directory" in (ep.error or "")
+
+
+async def test_a_non_executable_program_is_a_clear_error(
+        scripted: ScriptedModel, tmp_path: Path) -> None:
+    script = tmp_path / "agent.sh"
+    script.write_text("#!/bin/sh\necho hi\n")
+    script.chmod(0o644)
+    ep = await run_one(resources_for(scripted, [str(script)]))
+    assert ep.error_type == "config_error"
+    assert f"cannot run program {str(script)!r}" in (ep.error or "")
+    assert "fix harness_config.argv" in (ep.error or "")
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
