@@ -93,6 +93,22 @@ def build(kind: str, name: str, settings: Mapping[str, Any], path: str) -> Any:
     return cls(cfg)
 
 
+def _entries(p: Path, data: dict[str, Any], key: str) -> list[dict[str, Any]]:
+    """The ``[[key]]`` array of tables, each with a ``kind``; one-line errors otherwise."""
+    rows = data.get(key, [])
+    if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
+        raise InterplayError(f"{p}: {key} must be an array of tables, written [[{key}]] "
+                             f"(not [{key}]); got {type(rows).__name__}")
+    for i, row in enumerate(rows):
+        if "kind" not in row:
+            raise InterplayError(f"{p}: every [[{key}]] entry needs a kind "
+                                 f"(entry {i + 1} has none)")
+        if not isinstance(row["kind"], str):
+            raise InterplayError(f"{p}: {key}[{i}].kind must be a string, "
+                                 f"got {row['kind']!r}")
+    return rows
+
+
 def env_from_toml(path: str | Path) -> type[Env]:
     """An Env class from a TOML file of steps::
 
@@ -114,20 +130,24 @@ def env_from_toml(path: str | Path) -> type[Env]:
     if extra:
         raise InterplayError(f"{p}: unknown key {', '.join(sorted(extra))}; "
                              f"allowed: {', '.join(sorted(allowed))}")
+    for key in ("name", "description", "taskset"):
+        if key in data and not isinstance(data[key], str):
+            raise InterplayError(f"{p}: {key} must be a string, got "
+                                 f"{type(data[key]).__name__} {data[key]!r}")
     env_name = data.get("name") or p.stem
     if "taskset" not in data:
         raise InterplayError(f"{p}: missing value taskset; expected a JSONL path")
     tasks_path = (p.parent / data["taskset"]).resolve()
+    seat_table = data.get("seats", {})
+    if not isinstance(seat_table, dict):
+        raise InterplayError(f"{p}: seats must be a table of seats, e.g. [seats.assistant]; "
+                             f"got {type(seat_table).__name__} {seat_table!r}")
     seats = {
         seat: config.structure(spec, SeatSpec, path=f"seats.{seat}")
-        for seat, spec in (data.get("seats") or {"assistant": {}}).items()
+        for seat, spec in (seat_table or {"assistant": {}}).items()
     }
-    step_rows: list[dict[str, Any]] = list(data.get("steps") or [])
-    verifier_rows: list[dict[str, Any]] = list(data.get("verifiers") or [])
-    for i, row in enumerate(step_rows + verifier_rows):
-        if "kind" not in row:
-            raise InterplayError(f"{p}: every [[steps]] and [[verifiers]] entry needs a kind "
-                                 f"(entry {i + 1} has none)")
+    step_rows = _entries(p, data, "steps")
+    verifier_rows = _entries(p, data, "verifiers")
 
     def _build_all(kind: str, rows: Sequence[dict[str, Any]], label: str) -> list[Any]:
         out = []

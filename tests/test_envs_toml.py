@@ -89,6 +89,22 @@ def test_unknown_step_kind_and_bad_step_setting_are_one_line(tmp_path: Path) -> 
     assert "max_guesses" in one_line_error(path, at_check=True)
 
 
+@pytest.mark.parametrize(("body", "why"), [
+    ('taskset = "tasks.jsonl"\n[steps]\nkind = "one_shot"\n', "written [[steps]] (not [steps])"),
+    ('taskset = "tasks.jsonl"\n[verifiers]\nkind = "exact"\n', "written [[verifiers]]"),
+    ('taskset = "tasks.jsonl"\nsteps = [1]\n', "steps must be an array of tables"),
+    ('taskset = "tasks.jsonl"\n[[steps]]\nkind = 3\n', "steps[0].kind must be a string"),
+    ("taskset = 5\n", "taskset must be a string, got int 5"),
+    ('taskset = "tasks.jsonl"\nname = 5\n', "name must be a string, got int 5"),
+    ('taskset = "tasks.jsonl"\ndescription = []\n', "description must be a string"),
+    ('taskset = "tasks.jsonl"\nseats = 3\n', "seats must be a table of seats"),
+    ('taskset = "tasks.jsonl"\n[seats]\nassistant = 3\n', "seats.assistant"),
+])
+def test_top_level_keys_of_the_wrong_type_are_one_line(tmp_path: Path, body: str,
+                                                       why: str) -> None:
+    assert why in one_line_error(write(tmp_path, body))
+
+
 def test_bad_toml_syntax_is_one_line(tmp_path: Path) -> None:
     path = write(tmp_path, 'taskset = "tasks.jsonl"\n[[steps]\nkind = "one_shot"\n')
     one_line_error(path)
