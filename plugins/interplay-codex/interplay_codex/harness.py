@@ -7,8 +7,9 @@ trace's own session, so codex keeps its history, tool state and rollout file acr
 codex talks to the interception server through the Responses API with the trace's secret, so
 every model request it makes is a recorded call on the trace. A segment's messages are read
 back from the last call recorded during it: the model's own view of its function calls, their
-outputs and the final answer. Timeouts and cancellation kill codex's whole process tree;
-``close`` removes the per-trace directories.
+outputs and the final answer. Timeouts and cancellation kill codex's whole process tree, and
+when a segment ends, however it ends, every process codex started is killed (Linux), so no
+command the model ran outlives its segment; ``close`` removes the per-trace directories.
 
 This module owns launching codex and reading what it did; it must not reach into the
 interception server or the trace beyond what ``SegmentContext`` offers.
@@ -25,6 +26,7 @@ import signal
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -49,6 +51,10 @@ INSTALL_HINT = (f"install the codex CLI into the venv with "
                 f"--test`), or set harness_config.binary to its path")
 #: The environment variable that carries the trace's secret to codex (its provider's env_key).
 KEY_VAR = "INTERPLAY_CODEX_KEY"
+#: The environment variable that tags every process of one codex run (codex passes it to the
+#: commands it runs, which pass it on), so the ones that left codex's process tree (``setsid``,
+#: double forks; codex itself only ends their process group) are found and killed at the end.
+RUN_VAR = "INTERPLAY_CODEX_RUN"
 PROVIDER = "interplay"
 #: Where the per-trace state lives in ``ctx.state``.
 STATE_KEY = "codex"
@@ -116,6 +122,8 @@ class _Run:
     errors: list[str] = attrs.Factory(list)
     #: Non-fatal error items (an unknown model's metadata, a skipped feature).
     warnings: list[str] = attrs.Factory(list)
+    #: Processes codex started that were still alive after it exited, killed then.
+    strays: int = 0
     stderr: bytes = b""
 
 
@@ -209,8 +217,9 @@ class CodexHarness(Harness):
         return state
 
     def argv(self, base_url: str, model: str, state: _TraceState,
-             subcommand: Sequence[str]) -> list[str]:
-        """The codex command line of one segment (the prompt comes on stdin: ``-``)."""
+             subcommand: Sequence[str], run_tag: str | None = None) -> list[str]:
+        """The codex command line of one segment (the prompt comes on stdin: ``-``);
+        ``run_tag`` is set as ``RUN_VAR`` in the commands' environment."""
         cfg: CodexConfig = self.config
         p = f"model_providers.{PROVIDER}"
         argv = [self.binary(), "exec", "--skip-git-repo-check", "--json",
@@ -229,6 +238,10 @@ class CodexHarness(Harness):
                 "-m", model]
         if state.instructions:
             argv += ["-c", f"developer_instructions={toml_string(state.instructions)}"]
+        if run_tag is not None:
+            # Set by codex itself too, so a shell_environment_policy that inherits nothing
+            # still tags the commands.
+            argv += ["-c", f"shell_environment_policy.set.{RUN_VAR}={toml_string(run_tag)}"]
         argv += list(cfg.extra_args)
         # The prompt goes on stdin: no argv length limit, and text starting with "-" stays text.
         return [*argv, *subcommand, "-"]
@@ -236,8 +249,10 @@ class CodexHarness(Harness):
     async def _segment(self, ctx: SegmentContext, state: _TraceState,
                        subcommand: Sequence[str], prompt: str) -> Segment:
         route = await ctx.route()
-        argv = self.argv(route.base_url, ctx.client.endpoint.model, state, subcommand)
-        env = {**os.environ, "CODEX_HOME": str(state.home), KEY_VAR: route.secret}
+        tag = uuid.uuid4().hex
+        argv = self.argv(route.base_url, ctx.client.endpoint.model, state, subcommand, tag)
+        env = {**os.environ, "CODEX_HOME": str(state.home), KEY_VAR: route.secret,
+               RUN_VAR: tag}
         first_call = len(ctx.trace.model_calls)
         state.segments += 1
         t0 = time.monotonic()
@@ -279,7 +294,8 @@ class CodexHarness(Harness):
         self._record(ctx, state, run, subcommand, len(calls), time.monotonic() - t0, messages)
         log.debug("codex.segment", agent=ctx.trace.agent, segment=state.segments,
                   resumed=bool(subcommand), exit_code=run.exit_code, calls=len(calls),
-                  added=len(messages), timed_out=run.timed_out, cancelled=run.cancelled)
+                  added=len(messages), timed_out=run.timed_out, cancelled=run.cancelled,
+                  strays=run.strays)
         return messages
 
     async def _run(self, argv: list[str], env: Mapping[str, str], cwd: Path,
@@ -305,6 +321,11 @@ class CodexHarness(Harness):
                     proc.kill()
             await asyncio.shield(proc.wait())
             run.exit_code = proc.returncode
+            # Commands codex started in sessions of their own survive its exit (and its
+            # process group's end); they carry the run's tag.
+            tag = env.get(RUN_VAR)
+            if tag:
+                run.strays = await asyncio.shield(asyncio.to_thread(kill_tagged, RUN_VAR, tag))
             now = time.monotonic()
             for item_id, (name, t) in run.running.items():
                 run.tool_items.append((item_id, name, now - t, "timeout" if killed
@@ -347,7 +368,7 @@ class CodexHarness(Harness):
             "command": "resume" if subcommand else "exec", "exit_code": run.exit_code,
             "timed_out": run.timed_out, "cancelled": run.cancelled, "thread_id": run.thread_id,
             "model_calls": calls, "usage": run.usage, "wall_s": round(wall_s, 3),
-            "errors": run.errors, "warnings": run.warnings,
+            "errors": run.errors, "warnings": run.warnings, "strays_killed": run.strays,
             "stderr": run.stderr[-KEEP_STDERR:].decode(errors="replace")})
         # codex ran these tools; pair them with the model's calls of the same kind, in order.
         ids = {name: [c.id for m in messages for c in m.tool_calls if c.name == name]
@@ -587,3 +608,58 @@ def kill_tree(pid: int) -> None:
     for p in frozen:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(p, signal.SIGKILL)
+
+
+def tagged(var: str, tag: str) -> list[int]:
+    """Live processes whose environment holds ``var=tag`` (Linux /proc; empty elsewhere)."""
+    if not os.path.isdir("/proc"):
+        return []
+    entry_bytes = f"{var}={tag}".encode()
+    me = os.getpid()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                environ = f.read()
+        except OSError:
+            continue
+        if entry_bytes in environ.split(b"\0"):
+            found.append(int(entry))
+    return found
+
+
+def _gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return True
+    fields = stat[stat.rfind(b")") + 2:].split()
+    return not fields or fields[0] in (b"Z", b"X")
+
+
+def kill_tagged(var: str, tag: str, wait_s: float = 10.0) -> int:
+    """Kill every process tagged ``var=tag`` and wait (up to ``wait_s``) until they are dead;
+    the number killed. Frozen first, so nothing forks between the scan and the kill."""
+    frozen: set[int] = set()
+    for _ in range(20):
+        found = [p for p in tagged(var, tag) if p not in frozen]
+        if not found:
+            break
+        for p in found:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(p, signal.SIGSTOP)
+            frozen.add(p)
+    for p in frozen:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(p, signal.SIGKILL)
+    # SIGKILL is delivered asynchronously: wait, so the segment ends with the processes gone.
+    deadline = time.monotonic() + wait_s
+    alive = set(frozen)
+    while alive and time.monotonic() < deadline:
+        alive = {p for p in alive if not _gone(p)}
+        if alive:
+            time.sleep(0.01)
+    return len(frozen)

@@ -240,6 +240,45 @@ async def test_timeout_kills_codex_and_removes_its_home(codex_bin: str, tmp_path
         assert trace.info["codex"]["segments"][0]["timed_out"] is True
 
 
+@pytest.mark.parametrize("sandbox", ["danger-full-access", "workspace-write"])
+async def test_no_command_outlives_its_segment(codex_bin: str, tmp_path: Path,
+                                               sandbox: str) -> None:
+    marker = f"interplay-codex-test-{uuid.uuid4().hex}"
+    # Background commands that outlive the command codex ran: one in a session of its own (which
+    # codex leaves running without a sandbox), and a double fork.
+    cmd = (f"MARK={marker} setsid sleep 600 >/dev/null 2>&1 & "
+           f"(MARK={marker} nohup sleep 600 >/dev/null 2>&1 &); echo started")
+
+    def handler(request: ScriptedRequest) -> ScriptedReply:
+        if request.messages[-1].get("role") == "tool":
+            return ScriptedReply.text("left them running")
+        return ScriptedReply.tool_call("exec_command", {"cmd": cmd})
+
+    with ScriptedModel(handler) as model:
+        resources = RunResources(endpoint=model.endpoint)
+        harness = CodexHarness(CodexConfig(state_dir=str(tmp_path), sandbox=sandbox))
+        agent = Agent(name="assistant", harness=harness, client=resources.client())
+        try:
+            async with agent.chat(Task(idx=0, prompt="start it")) as session:
+                reply = await session.turn()
+                # Gone when the segment ends, not only when the trace closes.
+                survivors = live_processes(marker)
+            trace = session.trace
+        finally:
+            await agent.aclose()
+            await resources.aclose()
+
+    assert reply.text == "left them running"
+    assert any(m.role == "tool" and "started" in m.text for m in trace.messages)
+    assert survivors == []
+    assert live_processes(marker) == []
+    segment = trace.info["codex"]["segments"][0]
+    assert segment["exit_code"] == 0
+    if sandbox == "danger-full-access":
+        # Unsandboxed, codex leaves the new session's sleep running; the harness killed it.
+        assert segment["strays_killed"] >= 1
+
+
 async def test_failed_model_call_ends_the_segment_and_cleans_up(codex_bin: str,
                                                                 tmp_path: Path) -> None:
     with ScriptedModel([ScriptedReply.fault(400)]) as model:
