@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import html
 import json
+import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -29,10 +30,25 @@ def esc(value: Any) -> str:
 
 def safe_json(data: Any) -> str:
     """JSON for inside a ``<script>`` element: no ``<``, ``>`` or ``&`` survives, so neither
-    ``</script>`` nor ``<!--`` can end the element early."""
-    text = json.dumps(data, ensure_ascii=False, default=repr)
+    ``</script>`` nor ``<!--`` can end the element early. NaN and infinities (which
+    ``JSON.parse`` rejects) become null."""
+    try:
+        text = json.dumps(data, ensure_ascii=False, default=repr, allow_nan=False)
+    except ValueError:
+        text = json.dumps(_finite(data), ensure_ascii=False, default=repr, allow_nan=False)
     return (text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
             .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+
+
+def _finite(data: Any) -> Any:
+    """``data`` with every non-finite float replaced by None."""
+    if isinstance(data, float):
+        return data if math.isfinite(data) else None
+    if isinstance(data, dict):
+        return {key: _finite(value) for key, value in data.items()}
+    if isinstance(data, list | tuple):
+        return [_finite(value) for value in data]
+    return data
 
 
 def _fmt(value: Any, digits: int = 4) -> str:

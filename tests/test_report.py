@@ -67,7 +67,9 @@ def test_report_command_writes_a_self_contained_escaped_page(results: Path) -> N
     assert proc.stdout.strip() == f"report: {results / 'report.html'}"
     # Our two script elements only: the JSON data and the page's code.
     assert page.count("<script") == 2 and page.count("</script>") == 2
-    assert "window.__xss" not in page.split("<script")[0] or "&lt;script&gt;" in page
+    # The payload never appears unescaped: not as markup, not inside the JSON data.
+    assert "<script>window.__xss" not in page
+    assert "</script></script>" not in page
     assert "&lt;script&gt;window.__xss = 1&lt;/script&gt;" in page
     assert "<img" not in page
     # Self-contained: nothing fetched from anywhere.
@@ -79,6 +81,18 @@ def test_report_refuses_a_folder_that_is_not_a_run(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "interplay.cli", "report", str(tmp_path)],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "not a results folder" in proc.stderr
+
+
+def test_safe_json_turns_non_finite_numbers_into_null() -> None:
+    data = {"reward": float("nan"), "metrics": {"a": float("inf"), "b": [1.5, float("-inf")]},
+            "rows": ({"x": float("nan")},)}
+
+    def refuse(constant: str) -> None:
+        raise AssertionError(f"{constant} is not JSON; JSON.parse rejects it")
+
+    parsed = json.loads(report.safe_json(data), parse_constant=refuse)
+    assert parsed == {"reward": None, "metrics": {"a": None, "b": [1.5, None]},
+                      "rows": [{"x": None}]}
 
 
 def test_safe_json_cannot_close_its_script() -> None:
