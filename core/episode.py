@@ -8,6 +8,7 @@ and scoring. Every trace of every session opened is collected, also when a step 
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 import time
 import uuid
@@ -142,9 +143,8 @@ async def run_episode(env: Env, task: Task, *, resources: RunResources, rollout:
     t0 = time.monotonic()
     log.debug("episode.start", episode_id=info.episode_id, env=env.name, task_idx=task.idx,
               rollout=rollout)
-    steps = env.steps()
     try:
-        for step in steps:
+        for step in env.steps():
             await step.run(ctx)
     except asyncio.CancelledError:
         _mark_open_traces(ctx, "cancelled")
@@ -184,15 +184,20 @@ async def score(episode: Episode, env: Env, ctx: EpisodeContext) -> None:
     for verifier in env.verifiers():
         try:
             out = await verifier.score(episode, ctx)
+            problem = _bad_rewards(out)
         except Exception as exc:
-            log.warning("episode.verifier_failed", verifier=verifier.name,
-                        episode_id=episode.info.episode_id, error_type=type(exc).__name__)
-            episode.metrics[f"{verifier.name}_error"] = 1.0
-            if episode.error is None:
-                episode.error = f"verifier {verifier.name}: {type(exc).__name__}: {exc}"
-                episode.error_type = "verifier_error"
-            continue
-        rewards.extend([out] if isinstance(out, Reward) else out)
+            problem, error_type = f"{type(exc).__name__}: {exc}", type(exc).__name__
+        else:
+            if problem is None:
+                rewards.extend([out] if isinstance(out, Reward) else out)
+                continue
+            error_type = "bad_reward"
+        log.warning("episode.verifier_failed", verifier=verifier.name,
+                    episode_id=episode.info.episode_id, error_type=error_type)
+        episode.metrics[f"{verifier.name}_error"] = 1.0
+        if episode.error is None:
+            episode.error = f"verifier {verifier.name}: {problem}"
+            episode.error_type = "verifier_error"
     episode.rewards = rewards
     shared = [r for r in rewards if r.seat is None]
     episode.reward = _weighted(shared)
@@ -205,6 +210,21 @@ async def score(episode: Episode, env: Env, ctx: EpisodeContext) -> None:
             own = [r for r in own if r.seat is not None]
         trace.rewards = own
         trace.reward = _weighted(own)
+
+
+def _bad_rewards(out: Any) -> str | None:
+    """What is wrong with a verifier's output (a Reward or a list of them with finite values
+    and weights), or None."""
+    items = [out] if isinstance(out, Reward) else out
+    if not isinstance(items, list | tuple) or not all(isinstance(r, Reward) for r in items):
+        return (f"score() returned {type(out).__name__}; "
+                "expected a Reward or a list of Rewards")
+    for r in items:
+        for field in ("value", "weight"):
+            number = getattr(r, field)
+            if not isinstance(number, int | float) or not math.isfinite(number):
+                return f"reward {r.name!r} has {field} {number!r}; expected a finite number"
+    return None
 
 
 def _weighted(rewards: list[Reward]) -> float | None:

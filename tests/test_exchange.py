@@ -19,7 +19,7 @@ from interplay.endpoint import Endpoint
 from interplay.env import Env, SeatSpec
 from interplay.episode import EpisodeContext, RunResources, run_episode
 from interplay.errors import InterplayError
-from interplay.records import Message, Task
+from interplay.records import Message, Reward, Task
 from interplay.runner import check_seats
 from interplay.step import Step
 from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
@@ -307,6 +307,54 @@ async def test_traces_are_stamped(model_and_resources: Any) -> None:
     assert by_seat["user"].harness == "null"
     assert ep.info.task_idx == 3 and ep.info.seed == 7
     assert {t.episode.episode_id for t in ep.traces} == {ep.info.episode_id}
+
+
+class FixedVerifier(Verifier):
+    """Returns what a test gives it."""
+
+    def __init__(self, name: str, out: Any) -> None:
+        super().__init__()
+        self.name = name  # type: ignore[misc]
+        self.out = out
+
+    async def score(self, episode: Any, ctx: EpisodeContext) -> Any:
+        return self.out
+
+
+@pytest.mark.parametrize(("out", "why"), [
+    (None, "score() returned NoneType; expected a Reward or a list of Rewards"),
+    (0.5, "score() returned float"),
+    ([Reward("x", 1.0), "y"], "score() returned list"),
+    (Reward("nan", float("nan")), "reward 'nan' has value nan; expected a finite number"),
+    ([Reward("inf", 1.0, weight=float("inf"))], "reward 'inf' has weight inf"),
+])
+async def test_a_verifier_returning_no_rewards_or_non_finite_ones_is_a_verifier_error(
+        model_and_resources: Any, out: Any, why: str) -> None:
+    _, resources = model_and_resources(counting)
+
+    async def program(ctx: EpisodeContext) -> None:
+        await ctx.agent("assistant").run(ctx.task)
+
+    ep = await run_steps(resources, program, Task(0, prompt="hi"),
+                         verifiers=[FixedVerifier("good", Reward("good", 1.0)),
+                                    FixedVerifier("odd", out)])
+    assert ep.error_type == "verifier_error"
+    assert ep.error is not None and ep.error.startswith("verifier odd: ")
+    assert why in ep.error
+    assert [r.name for r in ep.rewards] == ["good"] and ep.reward == 1.0
+    assert ep.metrics["odd_error"] == 1.0
+
+
+async def test_an_env_whose_steps_cannot_be_built_is_an_episode_error(
+        model_and_resources: Any) -> None:
+    _, resources = model_and_resources(counting)
+
+    class Broken(StepsEnv):
+        def steps(self) -> list[Step]:
+            raise RuntimeError("cannot build")
+
+    ep = await run_episode(Broken([]), Task(0, prompt="hi"), resources=resources)
+    assert ep.error_type == "env_error" and "cannot build" in (ep.error or "")
 
 
 # -- the chat harness's tool loop --------------------------------------------------------------
