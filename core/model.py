@@ -13,16 +13,20 @@ It must not hold user logic or log message text, tool arguments or bodies.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import inspect
 import json
 import random
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+import aiohttp
 import attrs
+import httpx2
 import structlog
 
 from interplay.endpoint import Endpoint
@@ -50,6 +54,29 @@ class _Failure(Exception):
         self.status = status
         self.retry_after = retry_after
         self.body = body
+
+
+def retry_delay(failure: _Failure, attempt: int, t0: float, endpoint: Endpoint) -> float | None:
+    """Seconds to wait before retrying after ``failure`` on attempt number ``attempt`` (the
+    call began at monotonic ``t0``), or None when the call must stop here: a failure that is
+    not transient, the endpoint's retries spent, or a wait that would end past its
+    ``retry_max_s`` budget. Exponential backoff with full jitter; Retry-After wins."""
+    if failure.error_type not in _RETRYABLE or attempt > endpoint.max_retries:
+        return None
+    remaining = endpoint.retry_max_s - (time.monotonic() - t0)
+    if failure.retry_after is not None:
+        delay = failure.retry_after
+    else:
+        delay = random.uniform(0, min(_BACKOFF_CAP_S, _BACKOFF_BASE_S * 2 ** attempt))
+    return None if delay >= remaining else delay
+
+
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]+@")
+
+
+def redact_url(text: str) -> str:
+    """``text`` with the credentials of any URL in it masked (``https://***@host``)."""
+    return _USERINFO.sub(r"\1***@", text)
 
 
 def _status_error_type(status: int) -> str:
@@ -217,21 +244,13 @@ def _root(exc: BaseException) -> BaseException:
 
 
 def _transport_error_type(exc: BaseException) -> str:
-    """timeout or connection_error, from the root cause.
-
-    The aiohttp transport maps a refused connection to ConnectTimeout, so the SDK's own
-    exception class cannot be trusted to tell the two apart.
-    """
-    import aiohttp
-
+    """timeout or connection_error, classified by the root cause of ``exc`` (an aiohttp or
+    httpx2 transport error): a wrapper's own class can say "timeout" for a refused
+    connection, the root cause cannot."""
     root = _root(exc)
-    if isinstance(root, aiohttp.ServerTimeoutError | TimeoutError):
+    if isinstance(root, aiohttp.ServerTimeoutError | TimeoutError | httpx2.TimeoutException):
         return "timeout"
-    if isinstance(root, aiohttp.ClientError | OSError):
-        return "connection_error"
-    import openai
-
-    return "timeout" if isinstance(exc, openai.APITimeoutError) else "connection_error"
+    return "connection_error"
 
 
 class _AioResponse:
@@ -278,6 +297,7 @@ class ModelClient:
         self._sdk: Any = None
         self._http: Any = None
         self._session: Any = None
+        self._session_loop: asyncio.AbstractEventLoop | None = None
         self._timeout_s = endpoint.timeout_s
         self._url: str = ""
         self._headers: dict[str, str] = {}
@@ -315,10 +335,20 @@ class ModelClient:
 
         aiohttp straight, not through httpx2's client over aiohttp's transport: building and
         dispatching an httpx2 request cost nearly half of the runner's CPU per model call
-        (benchmarks/bench_run.py at -c 64: 0.56 ms per call through httpx2, 0.39 ms direct)."""
-        if self._session is None:
-            import aiohttp
+        (benchmarks/bench_run.py at -c 64: 0.56 ms per call through httpx2, 0.39 ms direct).
 
+        The session belongs to the loop that made it. Once that loop is closed (a script
+        calling ``asyncio.run`` twice) a new one is made; using the client from a second
+        loop while the first still runs is an error."""
+        loop = asyncio.get_running_loop()
+        if self._session is not None and self._session_loop is not loop:
+            if self._session_loop is not None and not self._session_loop.is_closed():
+                raise InterplayError("this ModelClient is in use from another event loop; "
+                                     "make one client (or Models pool) per event loop")
+            # Its loop is gone with its connections: nothing left to close.
+            self._session.detach()
+            self._session = None
+        if self._session is None:
             connector = aiohttp.TCPConnector(limit=self._max_connections, limit_per_host=0,
                                              ttl_dns_cache=300)
             timeout = aiohttp.ClientTimeout(total=None, connect=min(10.0, self._timeout_s),
@@ -326,10 +356,15 @@ class ModelClient:
             self._session = aiohttp.ClientSession(connector=connector, timeout=timeout,
                                                   auto_decompress=True,
                                                   skip_auto_headers=("User-Agent",))
+            self._session_loop = loop
         return self._session
 
     async def _ready(self) -> None:
         if self._sdk is not None:
+            return
+        if self.endpoint.base_url is not None:
+            # A remote client after aclose(): it reopens, with a fresh pool, on its next call.
+            self._open(self.endpoint)
             return
         if self._init_lock is None:
             self._init_lock = asyncio.Lock()
@@ -342,14 +377,16 @@ class ModelClient:
                 resolved = await shared_local_endpoint()
             else:
                 resolved = await self._resolve()
-            merged = attrs.evolve(self.endpoint, base_url=resolved.base_url,
-                                  model=self.endpoint.model if self.endpoint.model != "default"
-                                  else resolved.model)
-            self._open(merged)
+            if self.endpoint.model == "default":
+                # Requests and records name the model that answers; base_url stays None, so
+                # the client still reads as the embedded model and re-resolves after aclose().
+                self.endpoint = attrs.evolve(self.endpoint, model=resolved.model)
+            self._open(attrs.evolve(self.endpoint, base_url=resolved.base_url))
 
     async def aclose(self) -> None:
         sdk, self._sdk = self._sdk, None
         session, self._session = self._session, None
+        self._session_loop = None
         http, self._http = self._http, None
         if session is not None:
             await session.close()
@@ -408,6 +445,10 @@ class ModelClient:
             call.error, call.error_type = f"{type(exc).__name__}: {exc}", "connection_error"
             call.latency_s = time.monotonic() - t0
             return call
+        if body.get("model") == "default" and self.endpoint.model != "default":
+            # Built before the embedded model was resolved: send the name it resolved to.
+            body = {**body, "model": self.endpoint.model}
+            call.model, call.request = self.endpoint.model, body
         ep = self.endpoint
         payload = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
         delivered = [False]
@@ -428,15 +469,8 @@ class ModelClient:
                             call.response = parsed
                     except ValueError:
                         pass
-                if f.error_type not in _RETRYABLE or delivered[0] or attempt > ep.max_retries:
-                    break
-                elapsed = time.monotonic() - t0
-                remaining = ep.retry_max_s - elapsed
-                if f.retry_after is not None:
-                    delay = f.retry_after
-                else:
-                    delay = random.uniform(0, min(_BACKOFF_CAP_S, _BACKOFF_BASE_S * 2 ** attempt))
-                if delay >= remaining:
+                delay = None if delivered[0] else retry_delay(f, attempt, t0, ep)
+                if delay is None:
                     break
                 log.info("model.retry", attempt=attempt, error_type=f.error_type,
                          status=f.status, delay_s=round(delay, 3))
@@ -451,9 +485,6 @@ class ModelClient:
     async def _attempt(self, call: ModelCall, payload: bytes, t0: float,
                        on_chunk: ChunkSink | None, on_start: Callable[[], None] | None,
                        delivered: list[bool]) -> None:
-        import aiohttp
-        import httpx2
-
         try:
             if self.transport == "aiohttp":
                 resp: Any = _AioResponse(await self._session_for_loop().post(
@@ -465,7 +496,7 @@ class ModelClient:
         except (httpx2.TransportError, aiohttp.ClientError, TimeoutError, OSError) as exc:
             kind = _transport_error_type(exc)
             raise _Failure(kind, "request timed out" if kind == "timeout" else
-                           f"connection error: {_root(exc)}") from None
+                           redact_url(f"connection error: {_root(exc)}")) from None
         if resp.status_code >= 400:
             try:
                 content = await resp.aread()
@@ -505,17 +536,8 @@ class ModelClient:
                            delivered: list[bool]) -> None:
         asm = _StreamAssembler()
         done = False
-        buf = b""
-        async for piece in resp.aiter_bytes():
-            buf += piece
-            while True:
-                nl = buf.find(b"\n")
-                if nl < 0:
-                    break
-                line, buf = buf[:nl].rstrip(b"\r"), buf[nl + 1:]
-                if not line.startswith(b"data:"):
-                    continue
-                data = line[5:].strip()
+        async with contextlib.aclosing(aiter_sse_data(resp.aiter_bytes())) as lines:
+            async for data in lines:
                 if data == b"[DONE]":
                     done = True
                     break
@@ -542,8 +564,6 @@ class ModelClient:
                     out = on_chunk(data, chunk)
                     if inspect.isawaitable(out):
                         await out
-            if done:
-                break
         if not done and not asm.finished:
             raise _Failure("connection_error", "stream ended before it finished",
                            resp.status_code)

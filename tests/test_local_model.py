@@ -37,6 +37,9 @@ async def test_models_pool_starts_and_stops_the_local_model(local: LocalModel) -
                                                                       "parameters": {}}}])
     await models.aclose()
     assert call.error_type is None, call.error
+    # The resolved model's name, not "default", in the client, the request and the record.
+    assert client.endpoint.model == MODEL_NAME and client.endpoint.base_url is None
+    assert call.request["model"] == MODEL_NAME and call.model == MODEL_NAME
     assert assistant_message(call).text
     assert call.usage.completion_tokens > 0 and call.first_token_s is not None
 

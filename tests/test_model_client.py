@@ -3,13 +3,24 @@ and the retry policy for every fault class."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import time
 
 import attrs
 import pytest
 
 from interplay.endpoint import Endpoint
-from interplay.model import ModelClient, Models, assistant_message, parse_retry_after
+from interplay.errors import InterplayError
+from interplay.model import (
+    ModelClient,
+    Models,
+    _Failure,
+    assistant_message,
+    parse_retry_after,
+    redact_url,
+    retry_delay,
+)
 from interplay.records import Message
 from interplay.testing import ScriptedModel, ScriptedReply
 
@@ -142,3 +153,64 @@ async def test_models_pool_shares_clients() -> None:
         call = await a.chat(HI)
         await models.aclose()
     assert assistant_message(call).text == "echo: hi there"
+
+
+async def test_a_closed_remote_client_reopens_on_its_next_call() -> None:
+    async with ScriptedModel() as m:
+        client = ModelClient(fast(m.endpoint))
+        first = await client.chat(HI)
+        await client.aclose()
+        again = await client.chat(HI, stream=True)
+        await client.aclose()
+    assert first.error_type is None and again.error_type is None, again.error
+    assert assistant_message(again).text == "echo: hi there"
+    assert len(m.requests) == 2  # both went to the scripted model, none elsewhere
+    assert client.endpoint.base_url == m.base_url
+
+
+def test_a_client_follows_a_new_loop_and_refuses_a_second_running_one() -> None:
+    with ScriptedModel() as m:
+        client = ModelClient(fast(m.endpoint))
+        # A script calling asyncio.run twice: the first loop is closed, the client goes on.
+        assert asyncio.run(client.chat(HI)).error_type is None
+        assert asyncio.run(client.chat(HI)).error_type is None
+
+        async def elsewhere() -> None:
+            await client.chat(HI)
+
+        async def main() -> None:
+            await client.chat(HI)
+            errors: list[BaseException] = []
+
+            def other_thread() -> None:
+                try:
+                    asyncio.run(elsewhere())
+                except BaseException as exc:
+                    errors.append(exc)
+
+            t = threading.Thread(target=other_thread)
+            t.start()
+            await asyncio.to_thread(t.join)
+            await client.aclose()
+            assert len(errors) == 1 and isinstance(errors[0], InterplayError)
+            assert "another event loop" in str(errors[0])
+
+        asyncio.run(main())
+    assert len(m.requests) == 3
+
+
+def test_redact_url_masks_credentials() -> None:
+    text = "connection error: cannot reach https://user:sk-secret@api.example.com/v1 (x)"
+    assert redact_url(text) == "connection error: cannot reach https://***@api.example.com/v1 (x)"
+    assert redact_url("http://127.0.0.1:9/v1") == "http://127.0.0.1:9/v1"
+
+
+def test_retry_delay_policy() -> None:
+    ep = Endpoint(base_url="http://127.0.0.1:9/v1", max_retries=2, retry_max_s=5.0)
+    t0 = time.monotonic()
+    assert retry_delay(_Failure("bad_request", "no", 400), 1, t0, ep) is None
+    assert retry_delay(_Failure("server_error", "x", 500, retry_after=1.5), 1, t0, ep) == 1.5
+    assert retry_delay(_Failure("server_error", "x", 500, retry_after=9), 1, t0, ep) is None
+    assert retry_delay(_Failure("timeout", "x"), 3, t0, ep) is None
+    delay = retry_delay(_Failure("timeout", "x"), 2, t0, ep)
+    assert delay is not None and 0 <= delay <= 1.0

@@ -12,11 +12,11 @@ No translation, no user logic; logs carry no bodies or message text.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-import random
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import httpx2
@@ -28,13 +28,13 @@ from interplay.interception import responses as rs
 
 # The same classification and retry policy as the Chat Completions client.
 from interplay.model import (
-    _BACKOFF_BASE_S,
-    _BACKOFF_CAP_S,
-    _RETRYABLE,
     _error_message,
     _status_error_type,
+    aiter_sse_data,
     parse_retry_after,
+    retry_delay,
 )
+from interplay.model import _Failure as _ModelFailure
 from interplay.records import ModelCall, Usage
 
 log = structlog.get_logger("interplay.interception")
@@ -47,16 +47,13 @@ OnStart = Callable[[int, list[tuple[bytes, bytes]]], None]
 OnData = Callable[[bytes], None]
 
 
-class _Failure(Exception):
+class _Failure(_ModelFailure):
+    """A failed attempt, with the headers of the upstream's own error answer."""
+
     def __init__(self, error_type: str, message: str, status: int | None = None,
                  retry_after: float | None = None, body: bytes | None = None,
                  headers: list[tuple[bytes, bytes]] | None = None) -> None:
-        super().__init__(message)
-        self.error_type = error_type
-        self.message = message
-        self.status = status
-        self.retry_after = retry_after
-        self.body = body
+        super().__init__(error_type, message, status, retry_after, body)
         self.headers = headers or []
 
 
@@ -100,6 +97,12 @@ class Forward:
         self.ended = False
         self.resp_id: str | None = None
         self.seq = -1
+        # One request's URL, headers and timeout serve all its attempts.
+        self.url = str(endpoint.base_url).rstrip("/") + "/responses"
+        self.headers = {"Authorization": f"Bearer {endpoint.api_key()}",
+                        "Content-Type": "application/json",
+                        "Accept": "text/event-stream" if self.stream else "application/json"}
+        self.timeout = httpx2.Timeout(endpoint.timeout_s, connect=min(10.0, endpoint.timeout_s))
 
     def failed_event(self, message: str, code: str = "server_error") -> bytes:
         """A ``response.failed`` event that ends a stream already begun."""
@@ -129,13 +132,8 @@ class Forward:
                 break
             except _Failure as f:
                 call.status, call.error, call.error_type = f.status, f.message, f.error_type
-                if f.error_type not in _RETRYABLE or self.started or attempt > ep.max_retries:
-                    self._deliver_failure(f, on_start, on_data)
-                    break
-                remaining = ep.retry_max_s - (time.monotonic() - t0)
-                delay = f.retry_after if f.retry_after is not None else random.uniform(
-                    0, min(_BACKOFF_CAP_S, _BACKOFF_BASE_S * 2 ** attempt))
-                if delay >= remaining:
+                delay = None if self.started else retry_delay(f, attempt, t0, ep)
+                if delay is None:
                     self._deliver_failure(f, on_start, on_data)
                     break
                 log.info("interception.passthrough_retry", attempt=attempt,
@@ -159,15 +157,10 @@ class Forward:
 
     async def _attempt(self, call: ModelCall, payload: bytes, t0: float, on_start: OnStart,
                        on_data: OnData) -> None:
-        ep = self.endpoint
-        url = str(ep.base_url).rstrip("/") + "/responses"
-        headers = {"Authorization": f"Bearer {ep.api_key()}",
-                   "Content-Type": "application/json",
-                   "Accept": "text/event-stream" if self.stream else "application/json"}
-        timeout = httpx2.Timeout(ep.timeout_s, connect=min(10.0, ep.timeout_s))
         try:
             resp = await self.http.send(self.http.build_request(
-                "POST", url, content=payload, headers=headers, timeout=timeout), stream=True)
+                "POST", self.url, content=payload, headers=self.headers, timeout=self.timeout),
+                stream=True)
         except httpx2.TimeoutException:
             raise _Failure("timeout", "request timed out") from None
         except (httpx2.TransportError, OSError) as exc:
@@ -211,23 +204,23 @@ class Forward:
 
     async def _read_stream(self, call: ModelCall, resp: httpx2.Response, t0: float,
                            on_start: OnStart, on_data: OnData) -> None:
-        buf = b""
         final: dict[str, Any] | None = None
         failure: str | None = None
-        async for piece in resp.aiter_bytes():
-            if not piece:
-                continue
-            if not self.started:
-                self.started = True
-                on_start(resp.status_code, asgi.SSE_HEADERS)
-            on_data(piece)  # the upstream's bytes, unchanged
-            buf += piece
-            while (nl := buf.find(b"\n")) >= 0:
-                line, buf = buf[:nl].rstrip(b"\r"), buf[nl + 1:]
-                if not line.startswith(b"data:"):
+
+        async def forwarded() -> AsyncIterator[bytes]:
+            async for piece in resp.aiter_bytes():
+                if not piece:
                     continue
+                if not self.started:
+                    self.started = True
+                    on_start(resp.status_code, asgi.SSE_HEADERS)
+                on_data(piece)  # the upstream's bytes, unchanged
+                yield piece
+
+        async with contextlib.aclosing(aiter_sse_data(forwarded())) as lines:
+            async for line in lines:
                 try:
-                    event = json.loads(line[5:])
+                    event = json.loads(line)
                 except ValueError:
                     continue  # not ours to judge: the program reads the same bytes
                 if not isinstance(event, dict):
