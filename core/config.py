@@ -75,6 +75,8 @@ def _config_converter() -> cattrs.Converter:
 
 def structure(data: Mapping[str, Any], cls: type[T], *, path: str = "") -> T:
     """Structure ``data`` into ``cls``; a bad key or value raises a one-line InterplayError."""
+    if not isinstance(data, Mapping):
+        raise InterplayError(f"{path or 'config'}: expected a table, got {data!r}")
     conv = _config_converter()
     try:
         return conv.structure(dict(data), cls)
@@ -122,7 +124,6 @@ def _first_problem(exc: BaseException, path: str, cls: Any) -> str:
         return f"{where}: unknown key {keys}{hint}"
     if isinstance(exc, ClassValidationError | IterableValidationError):
         for sub in exc.exceptions:
-            note = next(iter(getattr(sub, "__notes__", []) or []), None)
             sub_path, sub_type = path, None
             for n in getattr(sub, "__notes__", None) or []:
                 if hasattr(n, "name"):
@@ -131,7 +132,6 @@ def _first_problem(exc: BaseException, path: str, cls: Any) -> str:
                 if hasattr(n, "index"):
                     sub_path, sub_type = _join(path, n.index), getattr(n, "type", None)
                     break
-            del note
             return _first_problem(sub, sub_path, sub_type)
         return f"{path or 'config'}: invalid"
     if isinstance(exc, KeyError):
@@ -191,6 +191,16 @@ def read_toml(path: str | Path) -> dict[str, Any]:
             return tomllib.load(fh)
     except FileNotFoundError:
         raise InterplayError(f"config file {str(p)!r} does not exist") from None
+    except IsADirectoryError:
+        raise InterplayError(f"config file {str(p)!r} is a directory; "
+                             "expected a TOML file") from None
+    except PermissionError:
+        raise InterplayError(f"config file {str(p)!r} cannot be read (permission denied)") from None
+    except OSError as exc:
+        raise InterplayError(f"config file {str(p)!r} cannot be read: "
+                             f"{exc.strerror or type(exc).__name__}") from None
+    except UnicodeDecodeError:
+        raise InterplayError(f"{p}: not valid TOML: the file is not UTF-8 text") from None
     except tomllib.TOMLDecodeError as exc:
         raise InterplayError(f"{p}: not valid TOML: {exc}") from None
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -125,6 +127,27 @@ def test_missing_and_invalid_files_are_one_line(tmp_path: Path) -> None:
     bad = write(tmp_path, "bad.toml", "a = [\n")
     with pytest.raises(InterplayError, match="not valid TOML"):
         config.read_toml(bad)
+
+
+def test_unreadable_config_files_are_one_line(tmp_path: Path) -> None:
+    with pytest.raises(InterplayError, match="is a directory; expected a TOML file"):
+        config.read_toml(tmp_path)
+    binary = tmp_path / "binary.toml"
+    binary.write_bytes(b"a = \"\xff\xfe\"\n")
+    with pytest.raises(InterplayError, match="not valid TOML: the file is not UTF-8 text"):
+        config.read_toml(binary)
+    if os.geteuid() != 0:  # root reads any file
+        locked = write(tmp_path, "locked.toml", "a = 1\n")
+        locked.chmod(0)
+        with pytest.raises(InterplayError, match="cannot be read"):
+            config.read_toml(locked)
+
+
+@pytest.mark.parametrize("value", [3, "text", ["a"], None])
+def test_structuring_a_value_that_is_not_a_table_is_one_line(value: object) -> None:
+    expected = f"seats.assistant: expected a table, got {value!r}"
+    with pytest.raises(InterplayError, match=f"^{re.escape(expected)}$"):
+        config.structure(value, UserConfig, path="seats.assistant")  # type: ignore[arg-type]
 
 
 def test_merge_is_deep_and_leaves_its_inputs_alone() -> None:
