@@ -89,15 +89,28 @@ def message_from_openai(data: Mapping[str, Any]) -> Message:
     role = data.get("role")
     if role not in _ROLES:
         raise InterplayError(f"message role must be one of {', '.join(_ROLES)}; got {role!r}")
+    raw_calls = data.get("tool_calls") or ()
+    if not isinstance(raw_calls, list | tuple):
+        raise InterplayError(f"message tool_calls must be a list, got {type(raw_calls).__name__}")
     calls = []
-    for raw in data.get("tool_calls") or ():
+    for i, raw in enumerate(raw_calls):
+        if not isinstance(raw, Mapping):
+            raise InterplayError(f"message tool_calls[{i}] must be an object, "
+                                 f"got {type(raw).__name__}")
         fn = raw.get("function") or {}
+        if not isinstance(fn, Mapping):
+            raise InterplayError(f"message tool_calls[{i}].function must be an object, "
+                                 f"got {type(fn).__name__}")
         args = fn.get("arguments", "{}")
         calls.append(ToolCall(id=str(raw.get("id", "")), name=str(fn.get("name", "")),
                               arguments=args if isinstance(args, str) else json.dumps(args)))
     content = data.get("content")
     if content is not None and not isinstance(content, str | list):
         raise InterplayError("message content must be a string, a list of parts, or null")
+    for key in ("name", "tool_call_id"):
+        value = data.get(key)
+        if value is not None and not isinstance(value, str):
+            raise InterplayError(f"message {key} must be a string, got {type(value).__name__}")
     return Message(role=role, content=content, name=data.get("name"),
                    tool_calls=tuple(calls), tool_call_id=data.get("tool_call_id"))
 

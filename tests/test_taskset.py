@@ -34,6 +34,16 @@ def test_jsonl_rows_become_tasks(tmp_path: Path) -> None:
     ("[1, 2]", "must be a JSON object"),
     ('{"prompt": [{"role": "wizard", "content": "x"}]}', "role must be one of"),
     ('{"prompt": 5}', "prompt must be text"),
+    ('{"prompt": [{"role": "assistant", "tool_calls": ["call"]}]}',
+     "tool_calls[0] must be an object, got str"),
+    ('{"prompt": [{"role": "assistant", "tool_calls": [{"id": "c", "function": "f"}]}]}',
+     "tool_calls[0].function must be an object, got str"),
+    ('{"prompt": [{"role": "assistant", "tool_calls": {"id": "c"}}]}',
+     "tool_calls must be a list, got dict"),
+    ('{"prompt": [{"role": "user", "content": "x", "name": 3}]}',
+     "message name must be a string, got int"),
+    ('{"prompt": [{"role": "tool", "content": "x", "tool_call_id": ["c"]}]}',
+     "message tool_call_id must be a string, got list"),
 ])
 def test_a_bad_row_names_file_and_line(tmp_path: Path, line: str, says: str) -> None:
     path = tmp_path / "t.jsonl"
