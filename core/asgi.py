@@ -8,11 +8,12 @@ Kept minimal on purpose: no routing framework, so per-request CPU stays low. No 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import json
 import socket
 import threading
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from typing import Any
 
 Scope = dict[str, Any]
@@ -189,7 +190,25 @@ class AsgiServer:
             self._server.should_exit = True
         self._thread.join(timeout=10)
         self._thread = None
+        self._thread_loop = None
         self._server = self._task = None
+
+    def run_in_thread(self, coro: Coroutine[Any, Any, Any],
+                      timeout_s: float = 10.0) -> bool | None:
+        """Run ``coro`` to its end in the server's loop (thread mode) and wait for it: True
+        once done, False if it did not end within ``timeout_s``, None when no thread serves
+        (the coroutine is then closed unrun)."""
+        loop = self._thread_loop
+        if loop is None or self._thread is None or loop.is_closed():
+            coro.close()
+            return None
+        future = asyncio.run_coroutine_threadsafe(coro, loop)
+        try:
+            future.result(timeout_s)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            return False
+        return True
 
     def call_soon(self, fn: Callable[[], Any]) -> None:
         """Run ``fn`` in the server's loop (thread mode) or now (loop mode)."""

@@ -570,3 +570,51 @@ async def test_a_streamed_request_answered_with_json_still_streams(rig: Rig) -> 
     assert len(rig.model.requests) == 2 and all(r.stream for r in rig.model.requests)
     assert [c.error_type for c in rig.calls] == [None, None]
     assert rig.calls[0].response["choices"][0]["message"]["content"] == "plain answer"
+
+
+def test_stopping_a_threaded_server_ends_its_calls_in_flight() -> None:
+    calls: list[ModelCall] = []
+    with ScriptedModel(lambda req: ScriptedReply.hang()) as m:
+        srv = InterceptionServer()
+        srv.start_in_thread()
+        client = ModelClient(attrs.evolve(m.endpoint, max_retries=0, timeout_s=600))
+        route = srv.open_trace(client=client, on_call=calls.append)
+        answers: list[httpx.Response] = []
+        program = threading.Thread(target=lambda: answers.append(httpx.post(
+            route.base_url + "/chat/completions", json=CHAT, timeout=None,
+            headers={"authorization": f"Bearer {route.secret}"})))
+        program.start()
+        for _ in range(3000):
+            if srv.inflight == 1 and len(m.requests) == 1:
+                break
+            threading.Event().wait(0.02)
+        assert srv.inflight == 1
+        srv.stop_thread()
+        program.join()
+        assert srv.inflight == 0 and srv._server._thread_loop is None
+        for _ in range(3000):  # the hung upstream connection was closed by the cancel
+            if m.abandoned == 1:
+                break
+            threading.Event().wait(0.02)
+        assert m.abandoned == 1
+    assert [(r.status_code, r.json()["error"]["code"]) for r in answers] == [
+        (503, "server_stopping")]
+    assert calls == []
+
+
+@pytest.mark.parametrize("rig", [lambda req: ScriptedReply.hang()], indirect=True)
+async def test_stopping_the_server_ends_its_calls_in_flight(rig: Rig) -> None:
+    waiting = asyncio.create_task(rig.post("/v1/chat/completions", json.dumps(CHAT)))
+    await until(lambda: rig.server.inflight == 1, "the call is in flight")
+    await rig.server.stop()
+    answer = await waiting
+    assert (answer.status_code, answer.json()["error"]["code"]) == (503, "server_stopping")
+    assert rig.server.inflight == 0 and rig.calls == []
+
+
+def test_logged_paths_mask_the_trace_secret() -> None:
+    from interplay.interception.server import _masked
+
+    assert _masked("/t/s3cret/v1/chat/completions") == "/t/***/v1/chat/completions"
+    assert _masked("/t/s3cret") == "/t/***"
+    assert _masked("/v1/responses") == "/v1/responses"

@@ -39,7 +39,7 @@ from interplay.errors import InterplayError
 from interplay.interception import passthrough
 from interplay.interception import responses as rs
 from interplay.model import ModelClient
-from interplay.records import ModelCall, Usage
+from interplay.records import ModelCall
 
 log = structlog.get_logger("interplay.interception")
 
@@ -160,6 +160,14 @@ def _chat_stream_error(message: str, code: str) -> bytes:
                                                   code=code)) + b"\n\n"
 
 
+def _masked(path: str | None) -> str | None:
+    """A request path fit for the log: a ``/t/<secret>`` prefix has its secret masked."""
+    if path and path.startswith("/t/"):
+        end = path.find("/", 3)
+        return "/t/***" + (path[end:] if end >= 0 else "")
+    return path
+
+
 def _as_chunks(response: Mapping[str, Any], with_usage: bool) -> list[dict[str, Any]]:
     """A whole chat.completion as the chunks of a stream: every choice's message as one
     delta, then the usage chunk if the program asked for it."""
@@ -217,9 +225,17 @@ class InterceptionServer:
         log.info("interception.started", port=self._server.port)
 
     async def stop(self) -> None:
+        await self._shutdown()
         await self._server.stop()
-        for task in list(self._tasks):
+
+    async def _shutdown(self) -> None:
+        """End the upstream calls in flight (their programs get a 503 ``server_stopping``
+        while the server still serves them) and close the passthrough pool, in the serving
+        loop."""
+        tasks = list(self._tasks)
+        for task in tasks:
             task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
         http, self._passthrough_http = self._passthrough_http, None
         if http is not None:
             await http.aclose()
@@ -247,6 +263,8 @@ class InterceptionServer:
         self._server.start_in_thread()
 
     def stop_thread(self) -> None:
+        if self._server.run_in_thread(self._shutdown()) is False:
+            log.warning("interception.shutdown_timed_out")
         self._server.stop_thread()
 
     def __enter__(self) -> InterceptionServer:
@@ -311,7 +329,7 @@ class InterceptionServer:
                                   code="request_too_large")
         except Exception:
             # Never let bad input take the server down; the traceback goes to the log only.
-            log.exception("interception.internal_error", path=scope.get("path"))
+            log.exception("interception.internal_error", path=_masked(scope.get("path")))
             try:
                 await asgi.send_error(send, 500, "internal error in the interception server",
                                       type_="server_error")
@@ -485,10 +503,8 @@ class InterceptionServer:
         record = attrs.evolve(call, api=api, request=body,
                               response=response if response is not None else call.response,
                               streamed=stream)
-        if api == "responses" and record.usage is None and response and response.get("usage"):
-            u = response["usage"]
-            record.usage = Usage(u.get("input_tokens", 0), u.get("output_tokens", 0),
-                                 u.get("total_tokens", 0))
+        if api == "responses" and record.usage is None:
+            record.usage = passthrough.usage_of(response)
         self._record(route, record)
 
     def _land(self, route: TraceRoute, flight: _Flight) -> None:
