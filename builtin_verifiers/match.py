@@ -44,6 +44,8 @@ def last_reply(episode: Episode, seat: str) -> str:
 
 class _Match(Verifier):
     Config: ClassVar[type] = MatchConfig
+    #: Compare casefolded text unless ``case_sensitive``; a pattern matcher folds by flag instead.
+    folds_case: ClassVar[bool] = True
 
     def check(self, steps: Sequence[Step]) -> list[str]:
         seat = self.config.seat
@@ -64,7 +66,7 @@ class _Match(Verifier):
         candidates = ([last_reply(episode, cfg.seat)] if cfg.scope == "last"
                       else replies(episode, cfg.seat))
         expected = self.expected(episode)
-        fold = not cfg.case_sensitive and self.name != "regex"
+        fold = not cfg.case_sensitive and self.folds_case
         if fold:
             expected = expected.casefold()
         ok = bool(expected) and any(
@@ -96,6 +98,25 @@ class Regex(_Match):
     """Reward 1 when the answer, a regular expression, matches the reply."""
 
     name = "regex"
+    folds_case = False
+
+    def check(self, steps: Sequence[Step]) -> list[str]:
+        problems = super().check(steps)
+        if self.config.expected:
+            try:
+                re.compile(self.config.expected)
+            except re.error as exc:
+                problems.append(f"expected is not a valid regular expression: {exc}")
+        return problems
+
+    async def score(self, episode: Episode, ctx: EpisodeContext) -> Reward:
+        try:
+            re.compile(self.expected(episode))
+        except re.error as exc:
+            return Reward(self.name, 0.0, weight=self.config.weight,
+                          reason=f"{self.name}: the expected answer is not a valid regular "
+                                 f"expression ({exc})")
+        return await super().score(episode, ctx)
 
     def matches(self, got: str, expected: str) -> bool:
         flags = 0 if self.config.case_sensitive else re.IGNORECASE
