@@ -202,6 +202,10 @@ class Rubric(Verifier):
             problems.append("criterion weights must be >= 0 with a positive sum")
         if cfg.retries < 0:
             problems.append(f"retries must be 0 or more, got {cfg.retries}")
+        if cfg.max_transcript_chars < 2:
+            # Shortening keeps half from each end: below 2 there is nothing to keep.
+            problems.append(f"max_transcript_chars must be 2 or more, "
+                            f"got {cfg.max_transcript_chars}")
         opened = set().union(*(s.seats() for s in steps)) if steps else set()
         if cfg.seat not in opened:
             problems.append(f"no step opens seat {cfg.seat!r}, whose transcript the judge reads; "

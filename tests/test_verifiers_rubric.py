@@ -191,6 +191,8 @@ def test_verdict_parsing_accepts_the_common_shapes() -> None:
     (RubricConfig(criteria=[Criterion("a", "x", weight=0.0)]), "positive sum"),
     (RubricConfig(criteria=list(CRITERIA), retries=-1), "retries must be 0 or more"),
     (RubricConfig(criteria=list(CRITERIA), seat="user"), "no step opens seat 'user'"),
+    (RubricConfig(criteria=list(CRITERIA), max_transcript_chars=1),
+     "max_transcript_chars must be 2 or more, got 1"),
 ])
 def test_rubric_config_problems_are_refused_at_load(config: RubricConfig, why: str) -> None:
     class Judged(Env):
