@@ -14,6 +14,7 @@ from typing import ClassVar
 
 import attrs
 
+from interplay.builtin_verifiers.state import writers_problem
 from interplay.episode import EpisodeContext
 from interplay.records import Episode, Reward
 from interplay.step import Step
@@ -36,12 +37,7 @@ class Payoff(Verifier):
     Config: ClassVar[type] = PayoffConfig
 
     def check(self, steps: Sequence[Step]) -> list[str]:
-        key = self.config.key
-        if any(key in step.writes for step in steps):
-            return []
-        names = ", ".join(s.name for s in steps) or "none"
-        return [f"no step writes {key} (steps: {names}); payoff reads ctx.results[{key!r}], "
-                f"so the env needs a step that declares writes = {{{key!r}}} and sets it"]
+        return writers_problem(self.config.key, steps, self.name)
 
     async def score(self, episode: Episode, ctx: EpisodeContext) -> list[Reward]:
         cfg: PayoffConfig = self.config

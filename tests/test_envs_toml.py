@@ -111,7 +111,7 @@ def test_bad_toml_syntax_is_one_line(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("verifier", "why"), [
-    ('kind = "payoff"', "no step writes payoffs"),
+    ('kind = "payoff"', "reads ctx.results['payoffs'] but no step writes it"),
     ('kind = "step_score"\nkey = "wordle"', "no step writes it"),
     ('kind = "exact"\nseat = "user"', "no step opens seat 'user'"),
     ('kind = "rubric"\nseat = "assistant"', "no criteria"),

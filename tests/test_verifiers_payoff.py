@@ -114,5 +114,6 @@ def test_payoff_is_refused_on_an_env_whose_steps_write_no_payoffs() -> None:
     with pytest.raises(InterplayError) as err:
         OneShotWithPayoff().check()
     message = str(err.value)
-    assert "verifier 'payoff': no step writes payoffs (steps: one_shot)" in message
+    assert ("verifier 'payoff': reads ctx.results['payoffs'] but no step writes it "
+            "(steps: one_shot)") in message
     assert "\n" not in message
