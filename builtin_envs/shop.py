@@ -152,5 +152,7 @@ class UserSimToolsEnv(Env):
         if seat != "assistant":
             return []
         if "world" not in ctx.results:
-            ctx.results["world"] = copy.deepcopy(ctx.task.info.get("world") or {})
+            raise InterplayError(f"env {self.name!r}: the assistant's tools need "
+                                 "ctx.results['world']; run the init_state step before any step "
+                                 "that opens the assistant seat")
         return shop_tools(ctx.results["world"])

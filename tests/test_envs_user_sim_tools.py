@@ -172,3 +172,22 @@ def test_differences_name_the_paths() -> None:
     assert differences({"a": {"b": 2}}, {"a": {"b": 1, "x": 0}}, path="s") == [
         "s.a.b", "s.a.x (missing)"]
     assert differences({"l": [1]}, {"l": [1, 2]}) == [".l (length 1, expected 2)"]
+
+
+async def test_tools_without_the_world_step_are_a_clear_error() -> None:
+    from interplay.builtin_envs.shop import UserSimToolsEnv
+
+    class NoInit(UserSimToolsEnv):
+        def steps(self) -> list[Any]:
+            return super().steps()[1:]  # the relay alone
+
+    env = NoInit()
+    task = next(iter(env.tasks()))
+    async with ScriptedModel(lambda req: "Hi, cancel #1042 please.") as model:
+        resources = RunResources(endpoint=model.endpoint)
+        try:
+            episode = await run_episode(env, task, resources=resources, seed=1)
+        finally:
+            await resources.aclose()
+    assert episode.error_type == "config_error"
+    assert "run the init_state step before" in (episode.error or "")
