@@ -62,6 +62,8 @@ class SegmentContext:
         #: Per-trace state a harness keeps between segments (a session id, a home dir).
         self.state: dict[str, Any] = {}
         self._route: TraceRoute | None = None
+        # Two segments' callers awaiting the server at once must share one route.
+        self._route_lock = asyncio.Lock()
 
     @property
     def clock(self) -> Clock | None:
@@ -81,11 +83,12 @@ class SegmentContext:
         ``route.base_url`` with ``route.secret`` as their API key; every request they make is
         a recorded model call on this trace.
         """
-        if self._route is None:
-            server = await self.agent.interception_server()
-            self._route = server.open_trace(client=self.client, on_call=self.record_call,
-                                            model=self.client.endpoint.model,
-                                            sampling=self.sampling)
+        async with self._route_lock:
+            if self._route is None:
+                server = await self.agent.interception_server()
+                self._route = server.open_trace(client=self.client, on_call=self.record_call,
+                                                model=self.client.endpoint.model,
+                                                sampling=self.sampling)
         return self._route
 
     async def _release(self) -> None:
@@ -127,6 +130,10 @@ class ChatSession:
         return self
 
     async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        if isinstance(exc, asyncio.CancelledError):
+            # Cancellation is the caller's decision, not a failure of the env.
+            await self.close("cancelled")
+            return
         if exc is not None and not isinstance(exc, InterplayError):
             self._fail(exc)
         await self.close()
@@ -236,8 +243,7 @@ class Agent:
 
     def __init__(self, *, name: str, harness: Harness, client: ModelClient,
                  spec: SeatSpec | None = None, seat: str | None = None,
-                 episode: EpisodeContext | None = None, tools: Sequence[Tool] = (),
-                 episode_info: EpisodeInfo | None = None) -> None:
+                 episode: EpisodeContext | None = None, tools: Sequence[Tool] = ()) -> None:
         self.name = name
         self.seat = seat or name
         self.harness = harness
@@ -245,9 +251,8 @@ class Agent:
         self.spec = spec or SeatSpec()
         self.episode = episode
         self.tools = list(tools)
-        self._episode_info = episode_info or (
-            episode.info if episode is not None else EpisodeInfo(episode_id="-", env="-",
-                                                                 task_idx=-1))
+        self._episode_info = (episode.info if episode is not None
+                              else EpisodeInfo(episode_id="-", env="-", task_idx=-1))
         self._interception: Any = None
 
     @property

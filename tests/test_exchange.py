@@ -357,6 +357,41 @@ async def test_an_env_whose_steps_cannot_be_built_is_an_episode_error(
     assert ep.error_type == "env_error" and "cannot build" in (ep.error or "")
 
 
+async def test_concurrent_route_callers_share_one_route(model_and_resources: Any) -> None:
+    _, resources = model_and_resources(counting)
+
+    async def program(ctx: EpisodeContext) -> None:
+        async with ctx.agent("assistant").chat(ctx.task) as chat:
+            first, second = await asyncio.gather(chat.ctx.route(), chat.ctx.route())
+            assert first is second
+            assert await chat.ctx.route() is first
+
+    ep = await run_steps(resources, program, Task(0, prompt="hi"))
+    assert ep.error is None, ep.error
+
+
+async def test_a_cancelled_chat_is_not_an_env_error(model_and_resources: Any) -> None:
+    _, resources = model_and_resources(counting)
+    seen: list[EpisodeContext] = []
+    entered = asyncio.Event()
+
+    async def program(ctx: EpisodeContext) -> None:
+        seen.append(ctx)
+        async with ctx.agent("assistant").chat(ctx.task) as chat:
+            await chat.turn()
+            entered.set()
+            await asyncio.Event().wait()
+
+    running = asyncio.ensure_future(run_steps(resources, program, Task(0, prompt="hi")))
+    await entered.wait()
+    running.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await running
+    (trace,) = seen[0].traces
+    assert trace.error_type is None and trace.error is None
+    assert trace.stop_condition == "cancelled"
+
+
 # -- the chat harness's tool loop --------------------------------------------------------------
 
 
