@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import atexit
+import ctypes
 import importlib.util
 import json
 import os
@@ -43,6 +44,10 @@ DEFAULT_MAX_TOKENS = 512
 START_TIMEOUT_S = 120.0
 _PASSTHROUGH = ("temperature", "top_p", "stop", "seed", "presence_penalty",
                 "frequency_penalty", "top_k", "min_p", "repeat_penalty")
+_INTEGER = ("seed", "top_k")
+# What llama.cpp raises for a request it cannot take (a wrong sampling type reaches ctypes):
+# the client's fault, answered 400 so it is not retried as a server error.
+_BAD_REQUEST = (ValueError, TypeError, ctypes.ArgumentError)
 
 
 def model_path() -> Path:
@@ -115,8 +120,19 @@ class LocalServer:
             raise ValueError("'messages' must be a non-empty list of objects")
         kw: dict[str, Any] = {"messages": to_template_messages(msgs)}
         for key in _PASSTHROUGH:
-            if body.get(key) is not None:
-                kw[key] = body[key]
+            value = body.get(key)
+            if value is None:
+                continue
+            if key == "stop":
+                if isinstance(value, str):
+                    value = [value]
+                if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                    raise ValueError("'stop' must be a string or a list of strings")
+            elif isinstance(value, bool) or not isinstance(
+                    value, int if key in _INTEGER else int | float):
+                kind = "an integer" if key in _INTEGER else "a number"
+                raise ValueError(f"{key!r} must be {kind}")
+            kw[key] = value
         max_tokens = body.get("max_completion_tokens") or body.get("max_tokens")
         kw["max_tokens"] = int(max_tokens) if max_tokens else DEFAULT_MAX_TOKENS
         return kw
@@ -147,66 +163,104 @@ class LocalServer:
             if body.get("stream"):
                 usage = bool((body.get("stream_options") or {}).get("include_usage")) \
                     if isinstance(body.get("stream_options"), dict) else False
-                await self._stream(send, kw, usage)
+                await self._stream(send, receive, kw, usage)
             else:
                 async with self.lock:
                     result = await asyncio.to_thread(self.llm.create_chat_completion, **kw)
                 result["model"] = MODEL_NAME
                 await asgi.send_json(send, 200, result)
-        except ValueError as exc:  # e.g. the prompt does not fit the context
-            await asgi.send_error(send, 400, str(exc))
+        except _BAD_REQUEST as exc:  # e.g. the prompt does not fit the context
+            await asgi.send_error(send, 400, str(exc) or type(exc).__name__)
+        except Exception as exc:
+            log.exception("local_model.generation_failed")
+            await asgi.send_error(send, 500, f"generation failed: {type(exc).__name__}",
+                                  type_="server_error")
 
-    async def _stream(self, send: asgi.Send, kw: dict[str, Any], include_usage: bool) -> None:
+    async def _stream(self, send: asgi.Send, receive: asgi.Receive, kw: dict[str, Any],
+                      include_usage: bool) -> None:
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[Any] = asyncio.Queue()
         done = object()
+        # Set when the client goes away: one generation at a time, so a request nobody
+        # waits for must not hold the model until max_tokens.
+        stop = threading.Event()
 
         def generate() -> None:
+            chunks: Any = None
             try:
-                for chunk in self.llm.create_chat_completion(stream=True, **kw):
+                chunks = self.llm.create_chat_completion(stream=True, **kw)
+                for chunk in chunks:
+                    if stop.is_set():
+                        break
                     loop.call_soon_threadsafe(queue.put_nowait, chunk)
             except BaseException as exc:
                 loop.call_soon_threadsafe(queue.put_nowait, exc)
             finally:
+                if hasattr(chunks, "close"):
+                    chunks.close()  # ends llama.cpp's generation where it stands
                 loop.call_soon_threadsafe(queue.put_nowait, done)
 
+        async def watch() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            stop.set()
+
         async with self.lock:
+            watcher = asyncio.create_task(watch())
             worker = loop.run_in_executor(None, generate)
-            started = False
-            completion = 0
-            last: dict[str, Any] = {}
-            while True:
-                item = await queue.get()
-                if item is done:
-                    break
-                if isinstance(item, BaseException):
-                    if not started:
-                        await worker
-                        raise item if isinstance(item, ValueError) else ValueError(str(item))
-                    break
+            try:
+                await self._relay(send, queue, done, worker, include_usage)
+            finally:
+                stop.set()  # the worker ends at its next token if it has not already
+                watcher.cancel()
+                await worker
+
+    async def _relay(self, send: asgi.Send, queue: asyncio.Queue[Any], done: object,
+                     worker: asyncio.Future[None], include_usage: bool) -> None:
+        """Send the generated chunks as SSE; a failure after the first one ends the stream
+        with an error chunk and no ``[DONE]``, so the client cannot take it for a whole
+        answer."""
+        started = False
+        completion = 0
+        last: dict[str, Any] = {}
+        while True:
+            item = await queue.get()
+            if item is done:
+                break
+            if isinstance(item, BaseException):
+                await worker
                 if not started:
-                    started = True
-                    await asgi.start_sse(send)
-                item["model"] = MODEL_NAME
-                last = item
-                if any((c.get("delta") or {}).get("content") for c in item.get("choices", ())):
-                    completion += 1
-                await send({"type": "http.response.body",
-                            "body": b"data: " + asgi.dumps(item) + b"\n\n", "more_body": True})
-            await worker
+                    raise item
+                log.error("local_model.stream_failed", error=type(item).__name__,
+                          chunks=completion)
+                await send({"type": "http.response.body", "body": b"data: " + asgi.dumps(
+                    asgi.error_body(f"generation failed: {type(item).__name__}",
+                                    type_="server_error", code="server_error")) + b"\n\n",
+                    "more_body": False})
+                return
             if not started:
+                started = True
                 await asgi.start_sse(send)
-            tail = b""
-            if include_usage:
-                prompt = max(0, int(self.llm.n_tokens) - completion)
-                tail = b"data: " + asgi.dumps({
-                    "id": last.get("id", f"chatcmpl-{uuid.uuid4().hex}"),
-                    "object": "chat.completion.chunk", "created": last.get("created", 0),
-                    "model": MODEL_NAME, "choices": [],
-                    "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
-                              "total_tokens": prompt + completion}}) + b"\n\n"
-            await send({"type": "http.response.body", "body": tail + b"data: [DONE]\n\n",
-                        "more_body": False})
+            item["model"] = MODEL_NAME
+            last = item
+            if any((c.get("delta") or {}).get("content") for c in item.get("choices", ())):
+                completion += 1
+            await send({"type": "http.response.body",
+                        "body": b"data: " + asgi.dumps(item) + b"\n\n", "more_body": True})
+        await worker
+        if not started:
+            await asgi.start_sse(send)
+        tail = b""
+        if include_usage:
+            prompt = max(0, int(self.llm.n_tokens) - completion)
+            tail = b"data: " + asgi.dumps({
+                "id": last.get("id", f"chatcmpl-{uuid.uuid4().hex}"),
+                "object": "chat.completion.chunk", "created": last.get("created", 0),
+                "model": MODEL_NAME, "choices": [],
+                "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                          "total_tokens": prompt + completion}}) + b"\n\n"
+        await send({"type": "http.response.body", "body": tail + b"data: [DONE]\n\n",
+                    "more_body": False})
 
 
 def serve(host: str, port: int) -> None:
@@ -322,48 +376,57 @@ class LocalModel:
 
 _shared: LocalModel | None = None
 _shared_refs = 0
+# A ModelClient used outside a Models pool has no moment to let go of the model: once one
+# has used it, it stays up until the process exits.
+_shared_pinned = False
 _shared_lock = threading.Lock()
 
 
-def _start_shared() -> LocalModel:
-    global _shared
+def _start_shared(*, ref: bool = False, pin: bool = False) -> LocalModel:
+    """The shared model, started if needed; the reference (or pin) is taken under the same
+    lock, so a concurrent last release cannot stop it between the start and the taking."""
+    global _shared, _shared_refs, _shared_pinned
     with _shared_lock:
         if _shared is None:
             model = LocalModel()
             model.start()
             _shared = model
             atexit.register(_stop_shared)
+        _shared_refs += ref
+        _shared_pinned = _shared_pinned or pin
         return _shared
 
 
-def _stop_shared() -> None:
-    global _shared, _shared_refs
+def _stop_shared(*, if_unused: bool = False) -> None:
+    """Stop the shared model; with ``if_unused``, only if nothing holds it any more (checked
+    under the lock: an acquire may have come in since the release that asked)."""
+    global _shared, _shared_refs, _shared_pinned
     with _shared_lock:
-        model, _shared, _shared_refs = _shared, None, 0
+        if if_unused and (_shared_refs > 0 or _shared_pinned):
+            return
+        model, _shared, _shared_refs, _shared_pinned = _shared, None, 0, False
     if model is not None:
         model.stop()
 
 
 async def acquire_shared() -> LocalModel:
     """The process's shared LocalModel, started on first use; pair with release_shared()."""
-    global _shared_refs
-    model = await asyncio.to_thread(_start_shared)
-    with _shared_lock:
-        _shared_refs += 1
-    return model
+    return await asyncio.to_thread(_start_shared, ref=True)
 
 
 async def release_shared() -> None:
-    """Drop one reference; the last one stops the shared model."""
+    """Drop one reference; the last one stops the shared model (unless a ModelClient outside
+    a pool uses it too: see shared_local_endpoint)."""
     global _shared_refs
     with _shared_lock:
         _shared_refs = max(0, _shared_refs - 1)
-        last = _shared_refs == 0
+        last = _shared_refs == 0 and not _shared_pinned
     if last:
-        await asyncio.to_thread(_stop_shared)
+        await asyncio.to_thread(_stop_shared, if_unused=True)
 
 
 async def shared_local_endpoint() -> Endpoint:
-    """The shared model's endpoint for a ModelClient used outside a Models pool (stopped at
-    process exit)."""
-    return (await asyncio.to_thread(_start_shared)).endpoint
+    """The shared model's endpoint for a ModelClient used outside a Models pool. Such a
+    client is never told when it is done with the model, so it pins it: the model stays up
+    until the process exits, whatever the pools that share it release."""
+    return (await asyncio.to_thread(_start_shared, pin=True)).endpoint

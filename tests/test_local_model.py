@@ -3,16 +3,19 @@ interception server. Skipped only when llama_cpp is not installed."""
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 from collections.abc import AsyncIterator
 
+import attrs
 import openai
 import pytest
 
+from interplay import local_model
 from interplay.endpoint import Endpoint
 from interplay.interception import InterceptionServer
 from interplay.local_model import MODEL_NAME, LocalModel, to_template_messages
-from interplay.model import Models, assistant_message
+from interplay.model import ModelClient, Models, assistant_message
 from interplay.records import ModelCall
 
 needs_llama = pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None,
@@ -76,3 +79,34 @@ def test_template_messages_flatten_tools() -> None:
         {"role": "tool", "tool_call_id": "c", "content": [{"type": "text", "text": "ok"}]}])
     assert [m["role"] for m in msgs] == ["system", "assistant", "user"]
     assert msgs[2]["content"] == "Tool result: ok"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_bad_sampling_type_is_a_bad_request_not_retried(local: LocalModel,
+                                                                stream: bool) -> None:
+    client = ModelClient(attrs.evolve(local.endpoint, max_retries=3))
+    hot = await client.chat(ASK, max_tokens=4, stream=stream, temperature="hot")
+    stop = await client.chat(ASK, max_tokens=4, stream=stream, stop=5)
+    ok = await client.chat(ASK, max_tokens=4, stream=stream, stop="\n", seed=3)
+    await client.aclose()
+    assert (hot.status, hot.error_type, hot.attempts) == (400, "bad_request", 1)
+    assert "temperature" in hot.error
+    assert (stop.status, stop.error_type, stop.attempts) == (400, "bad_request", 1)
+    assert ok.error_type is None, ok.error
+
+
+async def test_a_pool_release_leaves_the_shared_model_to_a_client_outside_pools() -> None:
+    held = await local_model.acquire_shared()
+    try:
+        endpoint = await local_model.shared_local_endpoint()  # a client outside any pool
+        assert endpoint.base_url == held.base_url
+        await local_model.release_shared()  # the pool's last reference goes
+        client = ModelClient(endpoint)
+        call = await client.chat(ASK, max_tokens=4)
+        await client.aclose()
+        assert call.error_type is None, call.error  # still up: pinned by the outside client
+    finally:
+        await asyncio.to_thread(local_model._stop_shared)
+    again = await local_model.acquire_shared()  # a fresh one after a full stop
+    await local_model.release_shared()
+    assert again is not held and again.proc is None  # the last release stopped it
