@@ -22,7 +22,7 @@ import signal
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -193,7 +193,10 @@ class EpisodeLog:
         self._fh = self.path.open("ab", buffering=0)
 
     def append(self, episode: Episode) -> None:
-        self._fh.write(_episode_json(episode).encode() + b"\n")
+        line = memoryview(_episode_json(episode).encode() + b"\n")
+        while line:
+            # A raw file may take fewer bytes than given (a full disk, a signal).
+            line = line[self._fh.write(line) or 0:]
         self._dirty = True
         if self._syncing is None or self._syncing.done():
             self._syncing = asyncio.get_running_loop().create_task(self._sync())
@@ -250,7 +253,14 @@ def read_episodes(path: Path, *, repair: bool = False,
                 except ValueError:
                     bad = (number, pos)
                     continue
-                out[pair_of(record)] = slim_record(record) if slim else record
+                try:
+                    pair = pair_of(record)
+                except (KeyError, TypeError, ValueError):
+                    # A whole JSON line, so not torn by a kill: something else wrote it.
+                    raise InterplayError(f"{path}: line {number} is not an episode record "
+                                         "(its info has no task_idx); remove it, then "
+                                         "resume") from None
+                out[pair] = slim_record(record) if slim else record
                 if repair and not raw.endswith(b"\n"):
                     # A complete record without its newline: end the line before appending.
                     with path.open("ab") as tail:
@@ -551,8 +561,10 @@ class Progress:
 
 def _failed_episode(env: Env, task: Task, rollout: int, seed: int, exc: BaseException,
                     started_at: float) -> Episode:
-    info = EpisodeInfo(episode_id=hashlib.sha256(os.urandom(16)).hexdigest()[:16],
-                       env=env.name, task_idx=task.idx, rollout=rollout, seed=seed)
+    from interplay.episode import new_episode_id
+
+    info = EpisodeInfo(episode_id=new_episode_id(), env=env.name, task_idx=task.idx,
+                       rollout=rollout, seed=seed)
     return Episode(info=info, task=task, started_at=started_at,
                    error=f"{type(exc).__name__}: {exc}",
                    error_type="config_error" if isinstance(exc, InterplayError)
@@ -600,9 +612,12 @@ class RunOutcome:
 
 
 async def run(cfg: RunConfig, env: Env, resolved: Mapping[str, Any], output: Path, *,
-              progress: Progress | None = None, resources: Any = None) -> RunOutcome:
+              show_progress: bool = False,
+              announce: Callable[[int, int], None] | None = None,
+              resources: Any = None) -> RunOutcome:
     """Run what ``output`` is missing of ``cfg``'s (task, rollout) pairs and write the
-    results folder. The caller has written ``config.json`` and checked it."""
+    results folder. The caller has written ``config.json`` and checked it. ``announce`` is
+    told the number of tasks and of episodes to run once they are known."""
     from interplay.episode import RunResources
 
     tasks = list(env.tasks())
@@ -618,8 +633,9 @@ async def run(cfg: RunConfig, env: Env, resolved: Mapping[str, Any], output: Pat
     pairs = [(t, r) for t, r in wanted if (t.idx, r) not in have]
     total = len(wanted)
     done_before = total - len(pairs)
-    if progress is None:
-        progress = Progress(total, done=done_before, enabled=False)
+    progress = Progress(total, done=done_before, enabled=show_progress)
+    if announce is not None:
+        announce(len(tasks), len(pairs))
     own_resources = resources is None
     if resources is None:
         resources = RunResources(
@@ -636,7 +652,6 @@ async def run(cfg: RunConfig, env: Env, resolved: Mapping[str, Any], output: Pat
         writer.append(episode)
         records[(episode.info.task_idx, episode.info.rollout)] = slim_episode(episode)
         ran += 1
-        assert progress is not None
         progress.add(episode)
 
     t0 = time.monotonic()
@@ -775,7 +790,7 @@ def _version() -> str:
 
 
 async def _run_cli(cfg: RunConfig, env: Env, resolved: Mapping[str, Any], output: Path,
-                   progress: Progress) -> RunOutcome:
+                   **options: Any) -> RunOutcome:
     # A kill (SIGTERM) stops the run like Ctrl-C: running episodes are cancelled, finished
     # ones are already on disk, and the summary is written.
     loop = asyncio.get_running_loop()
@@ -788,7 +803,7 @@ async def _run_cli(cfg: RunConfig, env: Env, resolved: Mapping[str, Any], output
         except (NotImplementedError, RuntimeError):
             pass
     try:
-        return await run(cfg, env, resolved, output, progress=progress)
+        return await run(cfg, env, resolved, output, **options)
     finally:
         if installed:
             loop.remove_signal_handler(signal.SIGTERM)
@@ -796,18 +811,16 @@ async def _run_cli(cfg: RunConfig, env: Env, resolved: Mapping[str, Any], output
 
 def cmd_eval(args: argparse.Namespace) -> int:
     cfg, env, resolved, output = prepare(args)
-    tasks_total = len(list(env.tasks()))
-    n_tasks = min(cfg.n, tasks_total) if cfg.n is not None else tasks_total
-    total = n_tasks * cfg.rollouts
-    done_before = sum(1 for r in read_episodes(output / EPISODES_FILE, slim=True)
-                      if not (cfg.retry_errors and r.get("error_type")))
-    progress = Progress(total, done=min(done_before, total), enabled=not args.quiet)
     where = "the embedded local model" if cfg.model.base_url is None else cfg.model.base_url
-    print(f"interplay eval {env.name}: {total - progress.done} episodes to run "
-          f"({n_tasks} tasks x {cfg.rollouts} rollouts, -c {cfg.concurrency}) on {where}; "
-          f"results in {output}", file=sys.stderr)
+
+    def announce(n_tasks: int, to_run: int) -> None:
+        print(f"interplay eval {env.name}: {to_run} episodes to run "
+              f"({n_tasks} tasks x {cfg.rollouts} rollouts, -c {cfg.concurrency}) on {where}; "
+              f"results in {output}", file=sys.stderr)
+
     try:
-        outcome = aio.run(_run_cli(cfg, env, resolved, output, progress))
+        outcome = aio.run(_run_cli(cfg, env, resolved, output, show_progress=not args.quiet,
+                                   announce=announce))
     except (KeyboardInterrupt, asyncio.CancelledError):
         print(f"interplay: interrupted; finished episodes are in {output / EPISODES_FILE}; "
               f"continue with: interplay eval --resume {output}", file=sys.stderr)

@@ -286,6 +286,38 @@ def test_read_episodes_refuses_a_broken_middle_line(tmp_path: Path) -> None:
     assert path.read_text() == '{"info": {"task_idx": 0, "rollout": 0}}\n'
 
 
+@pytest.mark.parametrize("line", [
+    '{"info": {"rollout": 0}}', '{"info": {"task_idx": "first"}}', '{"info": 3}'])
+def test_read_episodes_refuses_a_record_without_a_task_idx(tmp_path: Path, line: str) -> None:
+    path = tmp_path / "episodes.jsonl"
+    for body in (f'{{"info": {{"task_idx": 0}}}}\n{line}\n', f"{line}\n"):
+        path.write_text(body)
+        with pytest.raises(interplay.InterplayError, match=r"line \d+ is not an episode record"):
+            runner.read_episodes(path, repair=True)
+        assert path.read_text() == body, "a whole line is never cut off"
+
+
+class TrickleFile(io.FileIO):
+    """A raw file that takes at most 7 bytes per write, as a raw write may."""
+
+    def write(self, data: Any) -> int:
+        return super().write(bytes(data[:7]))
+
+
+async def test_episode_log_writes_every_byte_of_a_short_written_line(tmp_path: Path) -> None:
+    from interplay.records import Episode, EpisodeInfo
+
+    path = tmp_path / "episodes.jsonl"
+    writer = runner.EpisodeLog(path)
+    writer._fh = TrickleFile(path, "ab")
+    episode = Episode(info=EpisodeInfo(episode_id="e1", env="x", task_idx=4),
+                      task=Task(4, prompt="p" * 50))
+    writer.append(episode)
+    await writer.aclose()
+    (record,) = runner.read_episodes(path)
+    assert record["info"]["task_idx"] == 4 and record["task"]["prompt"] == "p" * 50
+
+
 # -- kills -------------------------------------------------------------------------------------
 
 
@@ -419,7 +451,7 @@ class FailingEnv(Env):
 
 
 class BrokenEnv(Env):
-    """steps() works for the load check, then raises: run_episode itself raises."""
+    """verifiers() works for the load check, then raises: run_episode itself raises."""
 
     name = "test-broken"
     seats: ClassVar = {"assistant": SeatSpec(harness="null")}
@@ -429,10 +461,13 @@ class BrokenEnv(Env):
         return _tasks(2)
 
     def steps(self) -> list[Step]:
+        return [PickStep()]
+
+    def verifiers(self) -> list[Any]:
         type(self).calls += 1
         if type(self).calls > 1:
-            raise RuntimeError("no steps today")
-        return [PickStep()]
+            raise RuntimeError("no verifiers today")
+        return []
 
 
 class TwoSeatEnv(Env):
@@ -523,7 +558,7 @@ def test_an_episode_the_runner_cannot_start_is_recorded(
     records = episodes(out)
     assert pairs(records) == [(0, 0), (1, 0)]
     assert {r["error_type"] for r in records} == {"runner_error"}
-    assert all("no steps today" in r["error"] for r in records)
+    assert all("no verifiers today" in r["error"] for r in records)
 
 
 @pytest.mark.parametrize("concurrency", [1, 2])
