@@ -1,7 +1,7 @@
 """Config: TOML files plus ``--set a.b.c=value`` overrides, structured into attrs classes.
 
 Owns reading, merging and structuring config, and turning cattrs' validation errors into one
-line that names the path and what is allowed (``env.user.max_turns: expected int, got 'x'``).
+line that names the path and what is allowed (``env.relay.max_turns: expected int, got 'x'``).
 It knows nothing about what any section means.
 """
 

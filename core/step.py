@@ -1,8 +1,9 @@
 """The Step contract: one piece of an env's program.
 
 An env's program is an ordered list of steps; each ``run(ctx)`` drives agents through the
-episode context (opening chat sessions, writing results). ``check(steps)`` runs when a task
-loads, so a step that does not fit the others is refused before any model is called.
+episode context (opening chat sessions, writing results). ``check(steps)`` runs when the env
+loads (``Env.check``, before any model call), so a step that does not fit the others is
+refused before any model is called.
 """
 
 from __future__ import annotations
