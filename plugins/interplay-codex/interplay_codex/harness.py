@@ -640,9 +640,21 @@ def _gone(pid: int) -> bool:
     return not fields or fields[0] in (b"Z", b"X")
 
 
-def kill_tagged(var: str, tag: str, wait_s: float = 10.0) -> int:
+def kill_tagged(var: str, tag: str, wait_s: float = 10.0, grace_s: float = 1.0) -> int:
     """Kill every process tagged ``var=tag`` and wait (up to ``wait_s``) until they are dead;
-    the number killed. Frozen first, so nothing forks between the scan and the kill."""
+    the number killed. They get SIGTERM and ``grace_s`` first, so a process that holds a lock
+    (a login shell's ``pyenv rehash``, say) can release it; what is left is frozen, so nothing
+    forks between the scan and the kill, then killed."""
+    signalled = tagged(var, tag)
+    termed = list(signalled)
+    for p in termed:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(p, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while termed and time.monotonic() < deadline:
+        termed = [p for p in termed if not _gone(p)]
+        if termed:
+            time.sleep(0.01)
     frozen: set[int] = set()
     for _ in range(20):
         found = [p for p in tagged(var, tag) if p not in frozen]
@@ -662,4 +674,4 @@ def kill_tagged(var: str, tag: str, wait_s: float = 10.0) -> int:
         alive = {p for p in alive if not _gone(p)}
         if alive:
             time.sleep(0.01)
-    return len(frozen)
+    return len(frozen | set(signalled))

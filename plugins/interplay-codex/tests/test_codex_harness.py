@@ -252,7 +252,8 @@ async def test_no_command_outlives_its_segment(codex_bin: str, tmp_path: Path,
     def handler(request: ScriptedRequest) -> ScriptedReply:
         if request.messages[-1].get("role") == "tool":
             return ScriptedReply.text("left them running")
-        return ScriptedReply.tool_call("exec_command", {"cmd": cmd})
+        # No login shell: its profile (pyenv's rehash, say) is the machine's, not the test's.
+        return ScriptedReply.tool_call("exec_command", {"cmd": cmd, "login": False})
 
     with ScriptedModel(handler) as model:
         resources = RunResources(endpoint=model.endpoint)
