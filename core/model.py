@@ -273,6 +273,18 @@ class _AioResponse:
         self._resp.release()
 
 
+def parse_body(data: bytes, status: int, list_key: str, what: str) -> dict[str, Any]:
+    """A whole (non-streamed) response body: a JSON object with a list under ``list_key``
+    (``choices`` for Chat Completions, ``output`` for Responses); else a ``bad_response``."""
+    try:
+        parsed = json.loads(data)
+    except ValueError:
+        raise _Failure("bad_response", "response body is not JSON", status) from None
+    if not isinstance(parsed, dict) or not isinstance(parsed.get(list_key), list):
+        raise _Failure("bad_response", f"response is not {what}", status)
+    return parsed
+
+
 def _new_call_id() -> str:
     return f"mc_{uuid.uuid4().hex[:20]}"
 
@@ -513,15 +525,8 @@ class ModelClient:
             if call.streamed and "text/event-stream" in ctype:
                 await self._read_stream(call, resp, t0, on_chunk, on_start, delivered)
             else:
-                data = await resp.aread()
-                try:
-                    parsed = json.loads(data)
-                except ValueError:
-                    raise _Failure("bad_response", "response body is not JSON",
-                                   resp.status_code) from None
-                if not isinstance(parsed, dict) or not isinstance(parsed.get("choices"), list):
-                    raise _Failure("bad_response", "response is not a chat.completion",
-                                   resp.status_code)
+                parsed = parse_body(await resp.aread(), resp.status_code, "choices",
+                                    "a chat.completion")
                 self._finish(call, parsed)
         except (httpx2.TimeoutException, TimeoutError):
             raise _Failure("timeout", "timed out reading the response") from None

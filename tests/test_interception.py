@@ -516,7 +516,8 @@ async def test_passthrough_keeps_items_translation_would_lose(passthrough: Passt
 
 
 @pytest.mark.parametrize("passthrough", [[ScriptedReply.fault(429, retry_after=9),
-                                          ScriptedReply.drop()]], indirect=True)
+                                          ScriptedReply.drop(), ScriptedReply.malformed()]],
+                         indirect=True)
 async def test_passthrough_failures(passthrough: Passthrough) -> None:
     async with httpx.AsyncClient(timeout=30) as http:
         headers = {"authorization": f"Bearer {passthrough.secret}"}
@@ -524,6 +525,8 @@ async def test_passthrough_failures(passthrough: Passthrough) -> None:
                                   json={"input": "x"}, headers=headers)
         dropped = await http.post(passthrough.base_url + "/responses",
                                   json={"input": "x", "stream": True}, headers=headers)
+        garbled = await http.post(passthrough.base_url + "/responses",
+                                  json={"input": "x"}, headers=headers)
     # the upstream's own error, as it was
     assert limited.status_code == 429 and limited.headers["retry-after"] == "9"
     assert limited.json()["error"]["message"] == "scripted fault 429"
@@ -533,8 +536,12 @@ async def test_passthrough_failures(passthrough: Passthrough) -> None:
     assert events[0]["type"] == "response.created" and events[-1]["type"] == "response.failed"
     assert events[-1]["sequence_number"] == events[-2]["sequence_number"] + 1
     assert events[-1]["response"]["id"] == events[0]["response"]["id"]
+    # a body that is not a Response is the upstream's fault: 502, recorded as bad_response
+    assert garbled.status_code == 502
+    assert garbled.json()["error"]["code"] == "bad_response"
     assert [(c.api, c.status, c.error_type) for c in passthrough.calls] == [
-        ("responses", 429, "rate_limited"), ("responses", None, "connection_error")]
+        ("responses", 429, "rate_limited"), ("responses", None, "connection_error"),
+        ("responses", 200, "bad_response")]
 
 
 async def test_passthrough_needs_a_remote_endpoint() -> None:

@@ -31,6 +31,7 @@ from interplay.model import (
     _error_message,
     _status_error_type,
     aiter_sse_data,
+    parse_body,
     parse_retry_after,
     retry_delay,
 )
@@ -183,13 +184,9 @@ class Forward:
             else:
                 data = await resp.aread()
                 try:
-                    parsed = json.loads(data)
-                except ValueError:
-                    raise _Failure("bad_response", "response body is not JSON",
-                                   resp.status_code) from None
-                if not isinstance(parsed, dict) or not isinstance(parsed.get("output"), list):
-                    raise _Failure("bad_response", "response is not a Response object",
-                                   resp.status_code)
+                    parsed = parse_body(data, resp.status_code, "output", "a Response object")
+                except _ModelFailure as f:
+                    raise _Failure(f.error_type, f.message, f.status) from None
                 self.started = True
                 on_start(resp.status_code, asgi.JSON_HEADERS)
                 on_data(data)
