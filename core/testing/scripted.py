@@ -153,6 +153,19 @@ class _Dropped(Exception):
     """Raised inside the app to make a server other than uvicorn cut the connection."""
 
 
+async def _whole(send: asgi.Send, receive: asgi.Receive, reply: ScriptedReply,
+                 data: Mapping[str, Any]) -> None:
+    """A non-streamed answer: the JSON body, or (a dropping reply) its first bytes and then a
+    cut connection."""
+    if reply.drops:
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [*asgi.JSON_HEADERS, (b"content-length", b"100000")]})
+        await send({"type": "http.response.body", "body": b'{"id": "x", ', "more_body": True})
+        await _cut(send, receive)
+        return
+    await asgi.send_json(send, 200, data)
+
+
 async def _cut(send: asgi.Send, receive: asgi.Receive) -> None:
     """Cut the connection mid-response, as a crashed or unplugged model server would.
 
@@ -342,14 +355,7 @@ class ScriptedModel:
                     reply: ScriptedReply, stream: bool, prompt_tokens: int) -> None:
         completion = self._completion(body, reply, prompt_tokens)
         if not stream:
-            if reply.drops:
-                await send({"type": "http.response.start", "status": 200,
-                            "headers": [*asgi.JSON_HEADERS, (b"content-length", b"100000")]})
-                await send({"type": "http.response.body", "body": b'{"id": "x", ',
-                            "more_body": True})
-                await _cut(send, receive)
-                return
-            await asgi.send_json(send, 200, completion)
+            await _whole(send, receive, reply, completion)
             return
         base = {"id": completion["id"], "object": "chat.completion.chunk",
                 "created": completion["created"], "model": completion["model"]}
@@ -396,14 +402,7 @@ class ScriptedModel:
         if reply.output is not None:
             response["output"] = [dict(i) for i in reply.output]
         if not stream:
-            if reply.drops:
-                await send({"type": "http.response.start", "status": 200,
-                            "headers": [*asgi.JSON_HEADERS, (b"content-length", b"100000")]})
-                await send({"type": "http.response.body", "body": b'{"id": "x", ',
-                            "more_body": True})
-                await _cut(send, receive)
-                return
-            await asgi.send_json(send, 200, response)
+            await _whole(send, receive, reply, response)
             return
         events = rs.events_for_response(response, body)
         await asgi.start_sse(send)
