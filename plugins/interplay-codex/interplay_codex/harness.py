@@ -27,7 +27,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -590,19 +590,26 @@ def descendants(pid: int) -> list[int]:
     return out
 
 
-def kill_tree(pid: int) -> None:
-    """Kill ``pid``, its process group and every descendant, even ones that left the group
-    (codex runs commands in sessions of their own). The tree is frozen first so nothing forks
-    between the scan and the kill."""
+def freeze(scan: Callable[[], list[int]]) -> set[int]:
+    """SIGSTOP what ``scan`` finds, scanning again until nothing new turns up (a process may
+    fork between a scan and its stop); the stopped pids."""
     frozen: set[int] = set()
     for _ in range(20):
-        found = [p for p in [pid, *descendants(pid)] if p not in frozen]
+        found = [p for p in scan() if p not in frozen]
         if not found:
             break
         for p in found:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(p, signal.SIGSTOP)
             frozen.add(p)
+    return frozen
+
+
+def kill_tree(pid: int) -> None:
+    """Kill ``pid``, its process group and every descendant, even ones that left the group
+    (codex runs commands in sessions of their own). The tree is frozen first so nothing forks
+    between the scan and the kill."""
+    frozen = freeze(lambda: [pid, *descendants(pid)])
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
     for p in frozen:
@@ -655,15 +662,7 @@ def kill_tagged(var: str, tag: str, wait_s: float = 10.0, grace_s: float = 1.0) 
         termed = [p for p in termed if not _gone(p)]
         if termed:
             time.sleep(0.01)
-    frozen: set[int] = set()
-    for _ in range(20):
-        found = [p for p in tagged(var, tag) if p not in frozen]
-        if not found:
-            break
-        for p in found:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(p, signal.SIGSTOP)
-            frozen.add(p)
+    frozen = freeze(lambda: tagged(var, tag))
     for p in frozen:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(p, signal.SIGKILL)
