@@ -16,10 +16,9 @@ import pytest
 from interplay import plugins
 from interplay.builtin_envs.puzzles import parse_name_list
 from interplay.env import Env
-from interplay.episode import RunResources, run_episode
 from interplay.errors import InterplayError
 from interplay.records import Episode
-from interplay.testing import ScriptedModel, ScriptedRequest
+from interplay.testing import ScriptedRequest, run_scripted
 
 NAME = re.compile(r"^([A-Z][a-z]+) ([A-Z][a-z]+)$")
 
@@ -30,14 +29,8 @@ async def run(env_name: str, handler: Callable[[ScriptedRequest], str], *, task_
     env: Env = plugins.get("envs", env_name)(config)
     env.check()
     task = list(env.tasks())[task_idx]
-    async with ScriptedModel(handler) as model:
-        resources = RunResources(endpoint=model.endpoint)
-        try:
-            episode = await run_episode(env, task, resources=resources, seed=seed,
-                                        rollout=rollout)
-        finally:
-            await resources.aclose()
-        return episode, list(model.requests)
+    run = await run_scripted(env, task, handler, seed=seed, rollout=rollout)
+    return run.episode, run.requests
 
 
 def user_texts(req: ScriptedRequest) -> list[str]:

@@ -10,22 +10,16 @@ import pytest
 from interplay import plugins
 from interplay.builtin_envs.envs import data_file
 from interplay.env import env_from_toml
-from interplay.episode import RunResources, run_episode
 from interplay.errors import InterplayError
 from interplay.records import Episode
-from interplay.testing import ScriptedModel
+from interplay.testing import run_scripted
 
 
 async def run_echo_toml(reply: str) -> Episode:
     env = plugins.get("envs", "echo-toml")()
     env.check()
     task = next(iter(env.tasks()))
-    async with ScriptedModel([reply]) as model:
-        resources = RunResources(endpoint=model.endpoint)
-        try:
-            return await run_episode(env, task, resources=resources, seed=0)
-        finally:
-            await resources.aclose()
+    return (await run_scripted(env, task, [reply])).episode
 
 
 def test_echo_toml_is_registered_from_its_path() -> None:

@@ -16,7 +16,7 @@ from interplay.env import Env
 from interplay.episode import RunResources, run_episode
 from interplay.errors import InterplayError
 from interplay.records import Episode
-from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
+from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest, run_scripted
 
 Script = Sequence[str | ScriptedReply]
 
@@ -35,14 +35,9 @@ async def converse(user: Script, assistant: Script, *, task_idx: int = 0
     env: Env = plugins.get("envs", "user-sim-tools")()
     env.check()
     task = list(env.tasks())[task_idx]
-    async with ScriptedModel(handler) as model:
-        resources = RunResources(endpoint=model.endpoint)
-        try:
-            episode = await run_episode(env, task, resources=resources, seed=1)
-        finally:
-            await resources.aclose()
-        assert queues == {"user": [], "assistant": []}, "every scripted line was used"
-        return episode, list(model.requests)
+    run = await run_scripted(env, task, handler, seed=1)
+    assert queues == {"user": [], "assistant": []}, "every scripted line was used"
+    return run.episode, run.requests
 
 
 WIN_USER = ["Hi, please cancel my order #1042, I ordered it by mistake.", "Yes, go ahead.",

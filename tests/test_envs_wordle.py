@@ -11,7 +11,7 @@ from interplay import plugins
 from interplay.builtin_envs.wordle import WordleConfig, feedback, read_guess
 from interplay.episode import RunResources, run_episode
 from interplay.records import Episode, Task
-from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
+from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest, run_scripted
 
 
 async def play(script: Sequence[str | ScriptedReply], *, secret: str = "crane",
@@ -19,13 +19,8 @@ async def play(script: Sequence[str | ScriptedReply], *, secret: str = "crane",
     env = plugins.get("envs", "wordle")(config)
     env.check()
     task = Task(idx=0, answer=secret)
-    async with ScriptedModel(list(script)) as model:
-        resources = RunResources(endpoint=model.endpoint)
-        try:
-            episode = await run_episode(env, task, resources=resources, seed=3)
-        finally:
-            await resources.aclose()
-        return episode, list(model.requests)
+    run = await run_scripted(env, task, list(script), seed=3)
+    return run.episode, run.requests
 
 
 def last_user(req: ScriptedRequest) -> str:

@@ -10,10 +10,9 @@ import pytest
 from interplay.builtin_envs.steps import OneShot
 from interplay.builtin_verifiers.match import Exact, MatchConfig, Regex
 from interplay.env import Env, SeatSpec
-from interplay.episode import RunResources, run_episode
 from interplay.errors import InterplayError
 from interplay.records import Episode, Task
-from interplay.testing import ScriptedModel
+from interplay.testing import run_scripted
 from interplay.verifier import Verifier
 
 
@@ -40,12 +39,7 @@ def env_with(*verifiers: Verifier) -> Env:
 async def episode(reply: str, task: Task, *verifiers: Verifier) -> Episode:
     env = env_with(*verifiers)
     env.check()
-    async with ScriptedModel([reply]) as model:
-        resources = RunResources(endpoint=model.endpoint)
-        try:
-            return await run_episode(env, task, resources=resources)
-        finally:
-            await resources.aclose()
+    return (await run_scripted(env, task, [reply], seed=None)).episode
 
 
 async def test_a_regex_subclass_does_not_casefold_its_pattern() -> None:

@@ -14,11 +14,11 @@ from interplay.builtin_envs.steps import OneShot
 from interplay.builtin_verifiers.match import Exact, MatchConfig
 from interplay.builtin_verifiers.payoff import Payoff, PayoffConfig
 from interplay.env import Env, SeatSpec
-from interplay.episode import EpisodeContext, RunResources, run_episode
+from interplay.episode import EpisodeContext
 from interplay.errors import InterplayError
 from interplay.records import Episode, Task
 from interplay.step import Step
-from interplay.testing import ScriptedModel
+from interplay.testing import run_scripted
 
 
 @attrs.define
@@ -67,13 +67,8 @@ def game(*, corrupt: bool = False, **payoff: Any) -> Env:
 
 
 async def play(env: Env, replies: Sequence[str]) -> Episode:
-    async with ScriptedModel(list(replies)) as model:
-        resources = RunResources(endpoint=model.endpoint)
-        try:
-            return await run_episode(env, Task(idx=0, prompt="Name a number."),
-                                     resources=resources, seed=0)
-        finally:
-            await resources.aclose()
+    run = await run_scripted(env, Task(idx=0, prompt="Name a number."), list(replies))
+    return run.episode
 
 
 async def test_one_reward_per_seat_from_the_payoffs() -> None:

@@ -29,7 +29,7 @@ from interplay.env import Env, SeatSpec, env_from_toml
 from interplay.episode import RunResources, run_episode
 from interplay.errors import InterplayError
 from interplay.records import Episode, Task
-from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
+from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest, run_scripted
 
 CRITERIA = [Criterion("correct", "The answer names the capital of France.", weight=3.0),
             Criterion("concise", "The answer is one short sentence.", weight=1.0)]
@@ -64,13 +64,8 @@ async def judged(judge_script: Sequence[str | ScriptedReply], **settings: Any
                  ) -> tuple[Episode, list[ScriptedRequest]]:
     replies = ["The capital of France is Paris, a lovely city.", *judge_script]
     env = rubric_env(**settings)
-    async with ScriptedModel(replies) as model:
-        resources = RunResources(endpoint=model.endpoint)
-        try:
-            episode = await run_episode(env, TASK, resources=resources, seed=0)
-        finally:
-            await resources.aclose()
-        return episode, list(model.requests)
+    run = await run_scripted(env, TASK, replies)
+    return run.episode, run.requests
 
 
 async def test_good_verdict_gives_the_weighted_score_with_reasons() -> None:

@@ -1,5 +1,6 @@
 """Test doubles shipped for plugin authors: a scripted OpenAI-compatible model over real HTTP
-(:class:`ScriptedModel`) and a pytest plugin with fixtures (``interplay.testing.pytest_plugin``).
+(:class:`ScriptedModel`), :func:`run_scripted` (one episode of an env against it) and a pytest
+plugin with fixtures (``interplay.testing.pytest_plugin``).
 
 The names are imported on first use, so that ``python -m interplay.testing.scripted`` runs the
 module once, as ``__main__``, rather than after this package has already imported it.
@@ -11,6 +12,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from interplay.testing.episodes import ScriptedRun, run_scripted
     from interplay.testing.scripted import (
         ScriptedModel,
         ScriptedReply,
@@ -18,12 +20,16 @@ if TYPE_CHECKING:
         ScriptedToolCall,
     )
 
-__all__ = ["ScriptedModel", "ScriptedReply", "ScriptedRequest", "ScriptedToolCall"]
+_MODULES = {"ScriptedModel": "scripted", "ScriptedReply": "scripted",
+            "ScriptedRequest": "scripted", "ScriptedToolCall": "scripted",
+            "ScriptedRun": "episodes", "run_scripted": "episodes"}
+__all__ = ["ScriptedModel", "ScriptedReply", "ScriptedRequest", "ScriptedRun",
+           "ScriptedToolCall", "run_scripted"]
 
 
 def __getattr__(name: str) -> Any:
-    if name in __all__:
-        value = getattr(importlib.import_module("interplay.testing.scripted"), name)
+    if name in _MODULES:
+        value = getattr(importlib.import_module(f"interplay.testing.{_MODULES[name]}"), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
