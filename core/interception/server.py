@@ -104,6 +104,11 @@ class _Flight:
         self.chunks.append(data)
         self._notify()
 
+    def answer(self, status: int, body: bytes) -> None:
+        """A whole JSON answer: its status, then its body."""
+        self.start(status, asgi.JSON_HEADERS)
+        self.push(body)
+
     def finish(self) -> None:
         self.done = True
         self._notify()
@@ -550,8 +555,7 @@ class InterceptionServer:
     def _fail(flight: _Flight, status: int, message: str, code: str) -> None:
         """End the flight's answer with an error, in whatever form it has taken so far."""
         if not flight.status:
-            flight.start(status, asgi.JSON_HEADERS)
-            flight.push(asgi.dumps(asgi.error_body(
+            flight.answer(status, asgi.dumps(asgi.error_body(
                 message, type_="invalid_request_error" if status < 500 else "server_error",
                 code=code)))
         elif flight.abort is not None:
@@ -584,15 +588,12 @@ class InterceptionServer:
                         flight.push(b"data: " + asgi.dumps(chunk) + b"\n\n")
                 flight.push(b"data: [DONE]\n\n")
             else:
-                flight.start(200, asgi.JSON_HEADERS)
-                flight.push(asgi.dumps(response))
+                flight.answer(200, asgi.dumps(response))
         elif flight.status:  # the stream had begun: end it with an error chunk
             flight.push(_chat_stream_error(call.error or "upstream model call failed",
                                            call.error_type or "server_error"))
         else:
-            status, err = _error_json(call)
-            flight.start(status, asgi.JSON_HEADERS)
-            flight.push(err)
+            flight.answer(*_error_json(call))
         return call, response
 
     async def _forward_responses(self, route: TraceRoute, upstream: dict[str, Any],
@@ -639,13 +640,10 @@ class InterceptionServer:
                     flight.push(ev)
             else:
                 response = rs.chat_to_response(call.response, body)
-                flight.start(200, asgi.JSON_HEADERS)
-                flight.push(asgi.dumps(response))
+                flight.answer(200, asgi.dumps(response))
         elif flight.status:
             flight.push(streamer.events.failed(call.error or "upstream failed",
                                                call.error_type or "server_error"))
         else:
-            status, err = _error_json(call)
-            flight.start(status, asgi.JSON_HEADERS)
-            flight.push(err)
+            flight.answer(*_error_json(call))
         return call, response
