@@ -6,18 +6,18 @@ from __future__ import annotations
 import os
 import sys
 import textwrap
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
 
 from interplay.env import Env, SeatSpec
-from interplay.episode import EpisodeContext, RunResources, run_episode
+from interplay.episode import EpisodeContext
 from interplay.errors import InterplayError
 from interplay.records import Task
 from interplay.step import Step
-from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
+from interplay.testing import ScriptedReply, ScriptedRequest, ScriptedRun, run_scripted
 
 AGENT = textwrap.dedent("""
     import json, os, sys, time
@@ -73,29 +73,21 @@ def agent_script(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.fixture
-async def scripted() -> AsyncIterator[ScriptedModel]:
-    async with ScriptedModel(count_users) as model:
-        yield model
+async def one_call(ctx: EpisodeContext) -> None:
+    await ctx.agent("assistant").run(ctx.task)
 
 
-def resources_for(model: ScriptedModel, argv: list[str], **cfg: Any) -> RunResources:
-    return RunResources(endpoint=model.endpoint, seats={"assistant": {
-        "harness": "command", "harness_config": {"argv": argv, **cfg}}})
+async def run_program(program: Any, task: Task, argv: list[str], **cfg: Any) -> ScriptedRun:
+    """``program`` (an episode's steps) with the assistant seat filled by the command harness
+    running ``argv``, against the scripted model."""
+    return await run_scripted(CommandEnv(program), task, count_users, seed=None, seats={
+        "assistant": {"harness": "command", "harness_config": {"argv": argv, **cfg}}})
 
 
 async def test_a_program_answers_and_its_model_calls_are_recorded(
-        scripted: ScriptedModel, agent_script: Path) -> None:
-    resources = resources_for(scripted, [sys.executable, str(agent_script), "text"])
-
-    async def program(ctx: EpisodeContext) -> None:
-        await ctx.agent("assistant").run(ctx.task)
-
-    try:
-        ep = await run_episode(CommandEnv(program), Task(0, prompt="hello program"),
-                               resources=resources)
-    finally:
-        await resources.aclose()
+        agent_script: Path) -> None:
+    ep = (await run_program(one_call, Task(0, prompt="hello program"),
+                            [sys.executable, str(agent_script), "text"])).episode
     trace = ep.trace("assistant")
     assert ep.error is None, ep.error
     assert trace.messages[-1].text == "program heard 1: hello program"
@@ -109,9 +101,7 @@ async def test_a_program_answers_and_its_model_calls_are_recorded(
 
 
 async def test_a_program_reading_messages_takes_part_in_a_chat(
-        scripted: ScriptedModel, agent_script: Path) -> None:
-    resources = resources_for(scripted, [sys.executable, str(agent_script), "messages"],
-                              prompt_format="messages")
+        agent_script: Path) -> None:
     replies: list[str] = []
 
     async def program(ctx: EpisodeContext) -> None:
@@ -121,21 +111,18 @@ async def test_a_program_reading_messages_takes_part_in_a_chat(
             replies.append((await chat.turn()).text)
             replies.append((await chat.turn("second")).text)
 
-    try:
-        ep = await run_episode(CommandEnv(program), Task(0, prompt="first", system_prompt="sys"),
-                               resources=resources)
-    finally:
-        await resources.aclose()
+    run = await run_program(program, Task(0, prompt="first", system_prompt="sys"),
+                            [sys.executable, str(agent_script), "messages"],
+                            prompt_format="messages")
+    ep = run.episode
     assert replies == ["program heard 1: first", "program heard 2: second"]
-    last = scripted.requests[-1].messages
+    last = run.requests[-1].messages
     assert [m["role"] for m in last] == ["system", "user", "assistant", "user"]
     assert len(ep.trace("assistant").model_calls) == 2
 
 
 async def test_a_text_only_program_cannot_continue_a_chat(
-        scripted: ScriptedModel, agent_script: Path) -> None:
-    resources = resources_for(scripted, [sys.executable, str(agent_script), "text"])
-
+        agent_script: Path) -> None:
     async def program(ctx: EpisodeContext) -> None:
         agent = ctx.agent("assistant")
         assert not agent.harness.can_resume()
@@ -144,26 +131,17 @@ async def test_a_text_only_program_cannot_continue_a_chat(
             with pytest.raises(InterplayError, match="cannot continue a chat"):
                 await chat.turn("second")
 
-    try:
-        ep = await run_episode(CommandEnv(program), Task(0, prompt="first"), resources=resources)
-    finally:
-        await resources.aclose()
+    ep = (await run_program(program, Task(0, prompt="first"),
+                            [sys.executable, str(agent_script), "text"])).episode
     assert ep.error is None
 
 
 async def test_a_program_past_its_timeout_is_killed(
-        scripted: ScriptedModel, agent_script: Path, tmp_path: Path) -> None:
+        agent_script: Path, tmp_path: Path) -> None:
     pid_file = tmp_path / "pid"
-    resources = resources_for(scripted, [sys.executable, str(agent_script), "sleep",
-                                         str(pid_file)], timeout_s=3.0)
-
-    async def program(ctx: EpisodeContext) -> None:
-        await ctx.agent("assistant").run(ctx.task)
-
-    try:
-        ep = await run_episode(CommandEnv(program), Task(0, prompt="x"), resources=resources)
-    finally:
-        await resources.aclose()
+    ep = (await run_program(one_call, Task(0, prompt="x"),
+                            [sys.executable, str(agent_script), "sleep", str(pid_file)],
+                            timeout_s=3.0)).episode
     trace = ep.trace("assistant")
     assert trace.stop_condition == "timeout"
     assert trace.error_type == "timeout"
@@ -173,16 +151,9 @@ async def test_a_program_past_its_timeout_is_killed(
 
 
 async def test_a_failing_program_records_exit_and_stderr(
-        scripted: ScriptedModel, agent_script: Path) -> None:
-    resources = resources_for(scripted, [sys.executable, str(agent_script), "fail"])
-
-    async def program(ctx: EpisodeContext) -> None:
-        await ctx.agent("assistant").run(ctx.task)
-
-    try:
-        ep = await run_episode(CommandEnv(program), Task(0, prompt="x"), resources=resources)
-    finally:
-        await resources.aclose()
+        agent_script: Path) -> None:
+    ep = (await run_program(one_call, Task(0, prompt="x"),
+                            [sys.executable, str(agent_script), "fail"])).episode
     trace = ep.trace("assistant")
     assert trace.error_type == "command_failed"
     run = trace.info["command_runs"][0]
@@ -191,44 +162,27 @@ async def test_a_failing_program_records_exit_and_stderr(
     assert trace.messages[-1].text == "partial answer"
 
 
-async def test_a_missing_program_is_a_clear_error(scripted: ScriptedModel) -> None:
-    resources = resources_for(scripted, ["/nonexistent/agent-binary"])
-
-    async def program(ctx: EpisodeContext) -> None:
-        await ctx.agent("assistant").run(ctx.task)
-
-    try:
-        ep = await run_episode(CommandEnv(program), Task(0, prompt="x"), resources=resources)
-    finally:
-        await resources.aclose()
+async def test_a_missing_program_is_a_clear_error() -> None:
+    ep = (await run_program(one_call, Task(0, prompt="x"), ["/nonexistent/agent-binary"])).episode
     assert ep.error_type == "config_error"
     assert "not found; fix harness_config.argv" in (ep.error or "")
 
 
-async def run_one(resources: RunResources) -> Any:
-    async def program(ctx: EpisodeContext) -> None:
-        await ctx.agent("assistant").run(ctx.task)
-
-    try:
-        return await run_episode(CommandEnv(program), Task(0, prompt="x"), resources=resources)
-    finally:
-        await resources.aclose()
-
-
 async def test_a_missing_cwd_is_named_not_taken_for_a_missing_program(
-        scripted: ScriptedModel, tmp_path: Path) -> None:
+        tmp_path: Path) -> None:
     missing = str(tmp_path / "no-such-dir")
-    ep = await run_one(resources_for(scripted, [sys.executable, "-c", "pass"], cwd=missing))
+    ep = (await run_program(one_call, Task(0, prompt="x"), [sys.executable, "-c", "pass"],
+                            cwd=missing)).episode
     assert ep.error_type == "config_error"
     assert f"cwd {missing!r} is not a directory" in (ep.error or "")
 
 
 async def test_a_non_executable_program_is_a_clear_error(
-        scripted: ScriptedModel, tmp_path: Path) -> None:
+        tmp_path: Path) -> None:
     script = tmp_path / "agent.sh"
     script.write_text("#!/bin/sh\necho hi\n")
     script.chmod(0o644)
-    ep = await run_one(resources_for(scripted, [str(script)]))
+    ep = (await run_program(one_call, Task(0, prompt="x"), [str(script)])).episode
     assert ep.error_type == "config_error"
     assert f"cannot run program {str(script)!r}" in (ep.error or "")
     assert "fix harness_config.argv" in (ep.error or "")
