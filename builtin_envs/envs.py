@@ -13,6 +13,7 @@ import attrs
 from interplay import taskset
 from interplay.builtin_envs.steps import OneShot, Relay, RelayConfig
 from interplay.builtin_verifiers.match import Contains, MatchConfig
+from interplay.builtin_verifiers.state import StepScore, StepScoreConfig
 from interplay.env import Env, SeatSpec
 from interplay.records import Task
 from interplay.step import Step
@@ -71,3 +72,23 @@ class UserSimEnv(Env):
 
     def verifiers(self) -> list[Verifier]:
         return [Contains(self.config.verifier)]
+
+
+class ScoredStepEnv(Env):
+    """An env of one step that scores itself (read by ``step_score``), on a builtin taskset
+    unless the config names one. Subclasses say which step, which taskset file, and which
+    config field holds the step's settings."""
+
+    seats = {"assistant": SeatSpec(harness="null")}
+    step_cls: ClassVar[type[Step]]
+    data: ClassVar[str]
+    step_field: ClassVar[str] = "puzzle"
+
+    def tasks(self) -> Iterable[Task]:
+        return taskset.load_jsonl(self.config.taskset or data_file(self.data))
+
+    def steps(self) -> list[Step]:
+        return [self.step_cls(getattr(self.config, self.step_field))]
+
+    def verifiers(self) -> list[Verifier]:
+        return [StepScore(StepScoreConfig(key=self.step_cls.name))]

@@ -14,20 +14,17 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any, ClassVar, Literal
 
 import attrs
 
-from interplay import config, taskset
-from interplay.builtin_envs.envs import data_file
-from interplay.builtin_verifiers.state import StepScore, StepScoreConfig
-from interplay.env import Env, SeatSpec
+from interplay import config
+from interplay.builtin_envs.envs import ScoredStepEnv
 from interplay.episode import EpisodeContext
 from interplay.errors import InterplayError
 from interplay.records import Task
 from interplay.step import Step
-from interplay.verifier import Verifier
 
 
 @attrs.frozen
@@ -322,21 +319,13 @@ class AlphabetSortEnvConfig:
     puzzle: AlphabetSortConfig = attrs.Factory(AlphabetSortConfig)
 
 
-class AlphabetSortEnv(Env):
+class AlphabetSortEnv(ScoredStepEnv):
     """Sort names over several turns, each adding names; reward = fraction of turns right."""
 
     name = "alphabet-sort"
     Config: ClassVar[type] = AlphabetSortEnvConfig
-    seats = {"assistant": SeatSpec(harness="null")}
-
-    def tasks(self) -> Iterable[Task]:
-        return taskset.load_jsonl(self.config.taskset or data_file("alphabet_sort.jsonl"))
-
-    def steps(self) -> list[Step]:
-        return [AlphabetSort(self.config.puzzle)]
-
-    def verifiers(self) -> list[Verifier]:
-        return [StepScore(StepScoreConfig(key=AlphabetSort.name))]
+    step_cls = AlphabetSort
+    data = "alphabet_sort.jsonl"
 
 
 @attrs.define
@@ -345,18 +334,10 @@ class ColorCodewordEnvConfig:
     puzzle: ColorCodewordConfig = attrs.Factory(ColorCodewordConfig)
 
 
-class ColorCodewordEnv(Env):
+class ColorCodewordEnv(ScoredStepEnv):
     """Translate color sequences with a changing code book; reward = fraction of turns right."""
 
     name = "color-codeword"
     Config: ClassVar[type] = ColorCodewordEnvConfig
-    seats = {"assistant": SeatSpec(harness="null")}
-
-    def tasks(self) -> Iterable[Task]:
-        return taskset.load_jsonl(self.config.taskset or data_file("color_codeword.jsonl"))
-
-    def steps(self) -> list[Step]:
-        return [ColorCodeword(self.config.puzzle)]
-
-    def verifiers(self) -> list[Verifier]:
-        return [StepScore(StepScoreConfig(key=ColorCodeword.name))]
+    step_cls = ColorCodeword
+    data = "color_codeword.jsonl"

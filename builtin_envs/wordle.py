@@ -21,20 +21,15 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import attrs
 
-from interplay import taskset
-from interplay.builtin_envs.envs import data_file
-from interplay.builtin_verifiers.state import StepScore, StepScoreConfig
-from interplay.env import Env, SeatSpec
+from interplay.builtin_envs.envs import ScoredStepEnv
 from interplay.episode import EpisodeContext
 from interplay.errors import InterplayError
-from interplay.records import Task
 from interplay.step import Step
-from interplay.verifier import Verifier
 
 #: Secrets drawn (from ``ctx.rng``) for a task that gives no answer.
 WORDS = ("crane", "slate", "pious", "light", "brick", "flame", "ghost", "mango", "quilt",
@@ -183,18 +178,11 @@ class WordleEnvConfig:
     game: WordleConfig = attrs.Factory(WordleConfig)
 
 
-class WordleEnv(Env):
+class WordleEnv(ScoredStepEnv):
     """Wordle with the env as the user; reward 1 when solved (see the module doc)."""
 
     name = "wordle"
     Config: ClassVar[type] = WordleEnvConfig
-    seats = {"assistant": SeatSpec(harness="null")}
-
-    def tasks(self) -> Iterable[Task]:
-        return taskset.load_jsonl(self.config.taskset or data_file("wordle.jsonl"))
-
-    def steps(self) -> list[Step]:
-        return [Wordle(self.config.game)]
-
-    def verifiers(self) -> list[Verifier]:
-        return [StepScore(StepScoreConfig(key=Wordle.name))]
+    step_cls = Wordle
+    data = "wordle.jsonl"
+    step_field = "game"
