@@ -41,7 +41,7 @@ class ChatHarness(Harness):
     use_tools: ClassVar[bool] = True
 
     async def launch(self, task: Task, ctx: SegmentContext) -> Segment:
-        conv: list[dict[str, Any]] = [m.to_openai() for m in task.messages()]
+        conv: list[Message] = task.messages()
         tools = ctx.tools if self.use_tools else []
         specs = [t.spec() for t in tools] or None
         by_name = {t.name: t for t in tools}
@@ -60,12 +60,12 @@ class ChatHarness(Harness):
             added.append(msg)
             if not msg.tool_calls:
                 return Segment(added)
-            conv.append(msg.to_openai())
+            conv.append(msg)
             results = await asyncio.gather(
                 *(self._run_tool(c, by_name, ctx) for c in msg.tool_calls))
             for result in results:
                 added.append(result)
-                conv.append(result.to_openai())
+                conv.append(result)
         return Segment(added, stop_condition="max_turns")
 
     async def _run_tool(self, call: ToolCall, tools: dict[str, Tool],

@@ -285,6 +285,20 @@ def parse_body(data: bytes, status: int, list_key: str, what: str) -> dict[str, 
     return parsed
 
 
+def _dumps(data: Any) -> bytes:
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def encode_body(body: Mapping[str, Any],
+                messages: Sequence[Message | Mapping[str, Any]]) -> bytes:
+    """``body`` (as :meth:`ModelClient.build_body` made it from ``messages``) as JSON, with
+    each Message's JSON encoded once per message rather than once per call: a chat resends
+    its whole conversation on every call."""
+    rest = _dumps({k: v for k, v in body.items() if k != "messages"})
+    parts = b",".join(m.wire_json() if isinstance(m, Message) else _dumps(m) for m in messages)
+    return b'{"messages":[' + parts + (b"]," + rest[1:] if len(rest) > 2 else b"]}")
+
+
 def _new_call_id() -> str:
     return f"mc_{uuid.uuid4().hex[:20]}"
 
@@ -306,7 +320,7 @@ class ModelClient:
         self.transport = transport
         self._max_connections = max(1, int(max_connections))
         self._resolve = _resolve
-        self._sdk: Any = None
+        self._opened = False
         self._http: Any = None
         self._session: Any = None
         self._session_loop: asyncio.AbstractEventLoop | None = None
@@ -320,17 +334,14 @@ class ModelClient:
     # -- setup ---------------------------------------------------------------------------------
 
     def _open(self, endpoint: Endpoint) -> None:
-        import openai
-
-        # The SDK resolves the endpoint's auth headers; requests do not go through its
-        # per-request machinery, which costs more CPU than the HTTP exchange itself.
-        self._sdk = openai.AsyncOpenAI(base_url=endpoint.base_url, api_key=endpoint.api_key(),
-                                       max_retries=0, http_client=self._make_httpx(endpoint)
-                                       if self.transport == "httpx" else None)
-        self._headers = {**self._sdk.auth_headers, "Content-Type": "application/json",
-                         "Accept": "application/json"}
+        if self.transport == "httpx":
+            self._make_httpx(endpoint)
+        # The bearer header, spelt here: importing the SDK to spell it costs ~25 MB and a second.
+        self._headers = {"Authorization": f"Bearer {endpoint.api_key()}",
+                         "Content-Type": "application/json", "Accept": "application/json"}
         self._url = str(endpoint.base_url).rstrip("/") + "/chat/completions"
         self._timeout_s = endpoint.timeout_s
+        self._opened = True
 
     def _make_httpx(self, endpoint: Endpoint) -> Any:
         import httpx2
@@ -372,7 +383,7 @@ class ModelClient:
         return self._session
 
     async def _ready(self) -> None:
-        if self._sdk is not None:
+        if self._opened:
             return
         if self.endpoint.base_url is not None:
             # A remote client after aclose(): it reopens, with a fresh pool, on its next call.
@@ -381,7 +392,7 @@ class ModelClient:
         if self._init_lock is None:
             self._init_lock = asyncio.Lock()
         async with self._init_lock:
-            if self._sdk is not None:
+            if self._opened:
                 return
             if self._resolve is None:
                 from interplay.local_model import shared_local_endpoint
@@ -396,7 +407,7 @@ class ModelClient:
             self._open(attrs.evolve(self.endpoint, base_url=resolved.base_url))
 
     async def aclose(self) -> None:
-        sdk, self._sdk = self._sdk, None
+        self._opened = False
         session, self._session = self._session, None
         self._session_loop = None
         http, self._http = self._http, None
@@ -404,8 +415,6 @@ class ModelClient:
             await session.close()
         if http is not None:
             await http.aclose()
-        if sdk is not None:
-            await sdk.close()
 
     # -- calls ---------------------------------------------------------------------------------
 
@@ -415,7 +424,7 @@ class ModelClient:
         """The JSON body :meth:`chat` sends. Message dicts are shared, not copied: a harness
         that resends a growing conversation would otherwise hold every message once per call
         (the recorded request of each call keeps its own list, never a dict that changes)."""
-        wire = [m.to_openai() if isinstance(m, Message) else m if isinstance(m, dict)
+        wire = [m.wire() if isinstance(m, Message) else m if isinstance(m, dict)
                 else dict(m) for m in messages]
         body: dict[str, Any] = {"model": self.endpoint.model, "messages": wire}
         body.update(self.endpoint.sampling)
@@ -434,16 +443,18 @@ class ModelClient:
                    **params: Any) -> ModelCall:
         """One Chat Completions call with retries; failures are recorded, never raised."""
         body = self.build_body(messages, tools=tools, stream=stream, **params)
-        return await self.chat_raw(body)
+        return await self.chat_raw(body, payload=encode_body(body, messages))
 
     async def chat_raw(self, body: dict[str, Any], *, on_chunk: ChunkSink | None = None,
-                       on_start: Callable[[], None] | None = None) -> ModelCall:
+                       on_start: Callable[[], None] | None = None,
+                       payload: bytes | None = None) -> ModelCall:
         """Send ``body`` as it is (a Chat Completions request) with retries; return the call.
 
         With ``"stream": true`` each SSE chunk is handed to ``on_chunk`` (raw data line, parsed
         chunk) as it arrives; ``on_start`` fires once, just before the first chunk. A failure
         before the first chunk is retried; once a chunk has been handed on, it is final. The
-        interception server forwards programs' requests through here.
+        interception server forwards programs' requests through here. ``payload`` is
+        ``body`` already encoded (:func:`encode_body`), when the caller has it.
         """
         call = ModelCall(id=_new_call_id(), model=str(body.get("model") or self.endpoint.model),
                          request=body, started_at=time.time(),
@@ -461,8 +472,10 @@ class ModelClient:
             # Built before the embedded model was resolved: send the name it resolved to.
             body = {**body, "model": self.endpoint.model}
             call.model, call.request = self.endpoint.model, body
+            payload = None
         ep = self.endpoint
-        payload = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+        if payload is None:
+            payload = _dumps(body)
         delivered = [False]
         attempt = 0
         while True:

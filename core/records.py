@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 import attrs
 import cattrs
+from cattrs.gen import make_dict_unstructure_fn, override
 
 from interplay.errors import InterplayError
 
@@ -49,6 +50,30 @@ class Message:
     name: str | None = None
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None
+    # The wire form, made on first use and shared by every request that carries this message:
+    # a conversation resent on every call would otherwise be converted and encoded again each
+    # time (and held once per recorded request).
+    _wire: dict[str, Any] | None = attrs.field(default=None, init=False, eq=False, hash=False,
+                                               repr=False)
+    _wire_json: bytes | None = attrs.field(default=None, init=False, eq=False, hash=False,
+                                           repr=False)
+
+    def wire(self) -> dict[str, Any]:
+        """The OpenAI dict of this message, made once and shared: read it, never change it
+        (:meth:`to_openai` gives a fresh one to change)."""
+        wire = self._wire
+        if wire is None:
+            wire = message_to_openai(self)
+            object.__setattr__(self, "_wire", wire)
+        return wire
+
+    def wire_json(self) -> bytes:
+        """:meth:`wire` as compact UTF-8 JSON, encoded once."""
+        data = self._wire_json
+        if data is None:
+            data = json.dumps(self.wire(), ensure_ascii=False, separators=(",", ":")).encode()
+            object.__setattr__(self, "_wire_json", data)
+        return data
 
     @property
     def text(self) -> str:
@@ -128,12 +153,19 @@ class Task:
     system_prompt: str | None = None
     answer: Any = None
     info: dict[str, Any] = attrs.Factory(dict)
+    # The system message synthesized from system_prompt, made once (so its wire form is too).
+    _system: Message | None = attrs.field(default=None, init=False, eq=False, hash=False,
+                                          repr=False)
 
     def messages(self) -> list[Message]:
         """The opening messages: the system prompt, then the prompt."""
         out: list[Message] = []
         if self.system_prompt:
-            out.append(Message("system", self.system_prompt))
+            system = self._system
+            if system is None or system.content != self.system_prompt:
+                system = Message("system", self.system_prompt)
+                object.__setattr__(self, "_system", system)
+            out.append(system)
         if isinstance(self.prompt, str):
             out.append(Message("user", self.prompt))
         elif self.prompt:
@@ -283,6 +315,10 @@ def _structure_prompt(value: Any, _: Any) -> str | tuple[Message, ...] | None:
     raise ValueError(f"prompt must be text, a list of messages or null, got {type(value).__name__}")
 
 
+def _as_is(value: Any) -> Any:
+    return value
+
+
 def make_converter() -> cattrs.Converter:
     """A converter for every record here (JSON-ready dicts both ways)."""
     conv = cattrs.Converter(omit_if_default=False)
@@ -295,6 +331,12 @@ def make_converter() -> cattrs.Converter:
         str | tuple[Message, ...] | None,  # type: ignore[arg-type]
         lambda v: v if v is None or isinstance(v, str) else [message_to_openai(m) for m in v],
     )
+    # A call's request went over the wire as JSON and its response came back as JSON: both are
+    # JSON-ready as they are. Walking them (every resent message of every call) was nine
+    # tenths of the cost of writing an episode.
+    conv.register_unstructure_hook(ModelCall, make_dict_unstructure_fn(
+        ModelCall, conv, request=override(unstruct_hook=_as_is),
+        response=override(unstruct_hook=_as_is)))
     conv.register_structure_hook(Any, lambda v, _: v)
     conv.register_structure_hook(
         str | list[dict[str, Any]] | None, lambda v, _: v  # type: ignore[arg-type]

@@ -4,6 +4,7 @@ and the retry policy for every fault class."""
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 
@@ -17,6 +18,7 @@ from interplay.model import (
     Models,
     _Failure,
     assistant_message,
+    encode_body,
     parse_retry_after,
     redact_url,
     retry_delay,
@@ -58,6 +60,36 @@ async def test_text_and_tool_call(stream: bool) -> None:
             assert m.requests[1].body["tools"] == tools
         finally:
             await client.aclose()
+
+
+async def test_the_wire_body_is_the_recorded_request() -> None:
+    """Messages are encoded once and spliced into each body; what the model receives must be
+    exactly the request recorded, for Message objects, plain dicts and text beyond ASCII."""
+    system = Message("system", "Réponds en français ✓")
+    tool_msg = {"role": "tool", "content": "42 °C", "tool_call_id": "c1"}
+    async with ScriptedModel([ScriptedReply.text("un"), ScriptedReply.text("deux")]) as m:
+        client = ModelClient(fast(m.endpoint, sampling={"temperature": 0.5}))
+        try:
+            first = await client.chat([system, *HI], max_tokens=7)
+            second = await client.chat([system, *HI, tool_msg], stream=True,
+                                       tools=[{"type": "function",
+                                               "function": {"name": "t", "parameters": {}}}])
+        finally:
+            await client.aclose()
+    assert [r.body for r in m.requests] == [first.request, second.request]
+    assert m.requests[0].body["messages"][0]["content"] == "Réponds en français ✓"
+    assert m.requests[1].body["stream"] is True and m.requests[1].body["temperature"] == 0.5
+    # The same message is one shared dict in both recorded requests.
+    assert first.request["messages"][0] is second.request["messages"][0]
+
+
+def test_encode_body_matches_json_dumps() -> None:
+    messages = [Message("user", "a \"quoted\" line\n"), {"role": "assistant", "content": None}]
+    body = {"model": "m", "messages": [m.wire() if isinstance(m, Message) else m
+                                       for m in messages], "temperature": 0}
+    assert json.loads(encode_body(body, messages)) == body
+    assert json.loads(encode_body({"messages": [], "model": "m"}, [])) == {"messages": [],
+                                                                           "model": "m"}
 
 
 @pytest.mark.parametrize("stream", [False, True])
