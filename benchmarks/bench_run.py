@@ -75,6 +75,12 @@ class Server:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
+    def cpu_seconds(self) -> float:
+        """The model server's own CPU so far: a saturated server caps the ratio, not us."""
+        with open(f"/proc/{self.proc.pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def stop(self) -> None:
         self.proc.terminate()
         try:
@@ -94,7 +100,7 @@ def rss_bytes() -> int:
         return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-async def one_run(base_url: str, episodes: int, concurrency: int, work: Path,
+async def one_run(server: Server, episodes: int, concurrency: int, work: Path,
                   sample_memory: bool = False) -> dict[str, Any]:
     tasks_file = work / f"tasks-{episodes}.jsonl"
     if not tasks_file.exists():
@@ -105,7 +111,7 @@ async def one_run(base_url: str, episodes: int, concurrency: int, work: Path,
     data = {"env": {"name": "user-sim", "taskset": str(tasks_file),
                     "relay": {"max_turns": ROUNDS}},
             "n": episodes, "concurrency": concurrency, "output": str(out),
-            "model": {"base_url": base_url, "model": "scripted"}}
+            "model": {"base_url": server.base_url, "model": "scripted"}}
     cfg, env, resolved = runner.resolve(data)
     peak = base = rss_bytes()
     stop = asyncio.Event()
@@ -117,9 +123,10 @@ async def one_run(base_url: str, episodes: int, concurrency: int, work: Path,
             await asyncio.sleep(0.05)
 
     sampling = asyncio.ensure_future(sampler()) if sample_memory else None
-    cpu0, t0 = cpu_seconds(), time.perf_counter()
+    cpu0, server0, t0 = cpu_seconds(), server.cpu_seconds(), time.perf_counter()
     outcome = await runner.run(cfg, env, resolved, out)
     wall, cpu = time.perf_counter() - t0, cpu_seconds() - cpu0
+    server_cpu = server.cpu_seconds() - server0
     stop.set()
     if sampling is not None:
         await sampling
@@ -129,6 +136,7 @@ async def one_run(base_url: str, episodes: int, concurrency: int, work: Path,
             "episodes_per_s": round(outcome.ran / wall, 2), "model_calls": calls,
             "model_calls_per_s": round(calls / wall, 1),
             "cpu_ms_per_call": round(cpu * 1000 / max(calls, 1), 3),
+            "server_cpu_ms_per_call": round(server_cpu * 1000 / max(calls, 1), 3),
             "errors": summary["error_episodes"],
             "mean_turns": summary["metrics"].get("turns"),
             "peak_rss_delta_mb": round((peak - base) / 2**20, 1) if sample_memory else None}
@@ -146,10 +154,10 @@ async def run_benches(args: argparse.Namespace, work: Path) -> None:
     if args.only in (None, "instant"):
         server = Server(0.0)
         try:
-            await one_run(server.base_url, 4, 2, work)  # warm-up
+            await one_run(server, 4, 2, work)  # warm-up
             for c in args.conc:
                 n = max(args.n, c)
-                row = await one_run(server.base_url, n, c, work)
+                row = await one_run(server, n, c, work)
                 row["target_cpu_ms_per_call"] = 2.0
                 print(json.dumps({"bench": "instant", **row}), flush=True)
         finally:
@@ -157,9 +165,9 @@ async def run_benches(args: argparse.Namespace, work: Path) -> None:
     if args.only in (None, "latency"):
         server = Server(args.latency_ms)
         try:
-            await one_run(server.base_url, 4, 4, work)  # warm-up
+            await one_run(server, 4, 4, work)  # warm-up
             c = args.latency_c
-            row = await one_run(server.base_url, args.latency_n, c, work, sample_memory=True)
+            row = await one_run(server, args.latency_n, c, work, sample_memory=True)
             ideal = c / (args.latency_ms / 1000)
             row["ideal_calls_per_s"] = ideal
             row["ratio_of_ideal"] = round(row["model_calls_per_s"] / ideal, 3)

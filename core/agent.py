@@ -184,7 +184,10 @@ class ChatSession:
 
     async def _run_segment(self, run: Any) -> Segment:
         try:
-            return await asyncio.wait_for(run, timeout=self.ctx.timeout_s)
+            # In this task, not a task of its own as wait_for would make: one less task and
+            # its scheduling per turn.
+            async with asyncio.timeout(self.ctx.timeout_s):
+                return await run
         except TimeoutError:
             return Segment(stop_condition="timeout", error_type="timeout",
                            error=f"segment exceeded {self.ctx.timeout_s:g} s")

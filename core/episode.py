@@ -95,8 +95,7 @@ class EpisodeContext:
         self.task = task
         self.info = info
         self.resources = resources
-        seed = info.seed if info.seed is not None else 0
-        self.rng = random.Random(f"{seed}:{info.task_idx}:{info.rollout}")
+        self._rng: random.Random | None = None
         self.clock = clock or Clock()
         #: The env's own results (payoffs, a timeline); stored on the episode.
         self.results: dict[str, Any] = {}
@@ -104,6 +103,15 @@ class EpisodeContext:
         self.metrics: dict[str, float] = {}
         self.traces: list[Trace] = []
         self._agents: dict[str, Agent] = {}
+
+    @property
+    def rng(self) -> random.Random:
+        """This episode's random source, seeded by (seed, task, rollout). Made on first use: a
+        Random holds 2.5 KB of state, and most episodes never draw from it."""
+        if self._rng is None:
+            seed = self.info.seed if self.info.seed is not None else 0
+            self._rng = random.Random(f"{seed}:{self.info.task_idx}:{self.info.rollout}")
+        return self._rng
 
     def add_trace(self, trace: Trace) -> None:
         self.traces.append(trace)
