@@ -718,6 +718,13 @@ class HttpPool:
     def closed(self) -> bool:
         return self._closed
 
+    async def __aenter__(self) -> HttpPool:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None,
+                        exc: BaseException | None, tb: TracebackType | None) -> None:
+        await self.aclose()
+
     def __repr__(self) -> str:
         return (f"<HttpPool {self.origin}{self._prefix} open={self._open}/"
                 f"{self.max_connections} idle={len(self._idle)}>")
