@@ -1,8 +1,8 @@
 """The model client: every Chat Completions call interplay makes crosses this module.
 
-It owns one pooled HTTP client per endpoint (an aiohttp session; the openai SDK resolves the
-endpoint's auth headers, and ``transport="httpx"`` sends through the SDK's httpx2 client instead,
-for comparison), our retry policy (exponential backoff with full jitter, Retry-After
+It owns one pooled HTTP client per endpoint (:class:`interplay.http.HttpPool`, a lean
+HTTP/1.1 client; ``transport="httpx"`` sends through the openai SDK's httpx2 client instead, for
+comparison), our retry policy (exponential backoff with full jitter, Retry-After
 honoured within the budget), reassembly of streamed completions into the non-streamed shape, and
 the :class:`~interplay.records.ModelCall` that records each call. Model and transport failures
 never raise: they end up on ``ModelCall.error`` / ``error_type``.
@@ -24,13 +24,13 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-import aiohttp
 import attrs
 import httpx2
 import structlog
 
 from interplay.endpoint import Endpoint
 from interplay.errors import InterplayError
+from interplay.http import HttpPool
 from interplay.records import Message, ModelCall, ToolCall, Usage
 
 log = structlog.get_logger("interplay.model")
@@ -244,33 +244,33 @@ def _root(exc: BaseException) -> BaseException:
 
 
 def _transport_error_type(exc: BaseException) -> str:
-    """timeout or connection_error, classified by the root cause of ``exc`` (an aiohttp or
-    httpx2 transport error): a wrapper's own class can say "timeout" for a refused
-    connection, the root cause cannot."""
+    """timeout or connection_error, classified by the root cause of ``exc`` (an
+    :mod:`interplay.http` or httpx2 transport error): a wrapper's own class can say "timeout"
+    for a refused connection, the root cause cannot."""
     root = _root(exc)
-    if isinstance(root, aiohttp.ServerTimeoutError | TimeoutError | httpx2.TimeoutException):
+    if isinstance(root, TimeoutError | httpx2.TimeoutException):
         return "timeout"
     return "connection_error"
 
 
-class _AioResponse:
-    """An aiohttp response seen through the few httpx-style names the client reads."""
+class _HttpxResponse:
+    """An httpx2 response seen through the names :class:`interplay.http.HttpResponse` has."""
 
-    __slots__ = ("_resp", "headers", "status_code")
+    __slots__ = ("_resp", "headers", "status")
 
-    def __init__(self, resp: Any) -> None:
+    def __init__(self, resp: httpx2.Response) -> None:
         self._resp = resp
-        self.status_code: int = resp.status
+        self.status: int = resp.status_code
         self.headers = resp.headers
 
-    async def aread(self) -> bytes:
-        return bytes(await self._resp.read())
+    async def read(self) -> bytes:
+        return await self._resp.aread()
 
     def aiter_bytes(self) -> AsyncIterator[bytes]:
-        return self._resp.content.iter_any()
+        return self._resp.aiter_bytes()
 
     async def aclose(self) -> None:
-        self._resp.release()
+        await self._resp.aclose()
 
 
 def parse_body(data: bytes, status: int, list_key: str, what: str) -> dict[str, Any]:
@@ -312,19 +312,17 @@ class ModelClient:
     """
 
     def __init__(self, endpoint: Endpoint, *, max_connections: int = 64,
-                 transport: str = "aiohttp",
+                 transport: str = "interplay",
                  _resolve: Callable[[], Awaitable[Endpoint]] | None = None) -> None:
-        if transport not in ("aiohttp", "httpx"):
-            raise InterplayError(f"transport must be aiohttp or httpx; got {transport!r}")
+        if transport not in ("interplay", "httpx"):
+            raise InterplayError(f"transport must be interplay or httpx; got {transport!r}")
         self.endpoint = endpoint
         self.transport = transport
         self._max_connections = max(1, int(max_connections))
         self._resolve = _resolve
         self._opened = False
         self._http: Any = None
-        self._session: Any = None
-        self._session_loop: asyncio.AbstractEventLoop | None = None
-        self._timeout_s = endpoint.timeout_s
+        self._pool: HttpPool | None = None
         self._url: str = ""
         self._headers: dict[str, str] = {}
         self._init_lock: asyncio.Lock | None = None
@@ -334,13 +332,22 @@ class ModelClient:
     # -- setup ---------------------------------------------------------------------------------
 
     def _open(self, endpoint: Endpoint) -> None:
-        if self.transport == "httpx":
-            self._make_httpx(endpoint)
         # The bearer header, spelt here: importing the SDK to spell it costs ~25 MB and a second.
         self._headers = {"Authorization": f"Bearer {endpoint.api_key()}",
                          "Content-Type": "application/json", "Accept": "application/json"}
         self._url = str(endpoint.base_url).rstrip("/") + "/chat/completions"
-        self._timeout_s = endpoint.timeout_s
+        if self.transport == "httpx":
+            self._make_httpx(endpoint)
+        else:
+            # Our own client, not aiohttp's or httpx's: at 5000 calls/s their per-request
+            # machinery cost more CPU than the rest of an episode (benchmarks/bench_run.py,
+            # benchmarks/bench_http_client.py).
+            try:
+                self._pool = HttpPool(str(endpoint.base_url), max_connections=self._max_connections,
+                                      connect_timeout_s=min(10.0, endpoint.timeout_s),
+                                      read_timeout_s=endpoint.timeout_s)
+            except ValueError as exc:
+                raise InterplayError(f"model.base_url: {exc}") from None
         self._opened = True
 
     def _make_httpx(self, endpoint: Endpoint) -> Any:
@@ -352,35 +359,6 @@ class ModelClient:
         timeout = httpx2.Timeout(endpoint.timeout_s, connect=min(10.0, endpoint.timeout_s))
         self._http = openai.DefaultAsyncHttpx2Client(limits=limits, timeout=timeout)
         return self._http
-
-    def _session_for_loop(self) -> Any:
-        """The pooled aiohttp session (made on first use, inside the running loop).
-
-        aiohttp straight, not through httpx2's client over aiohttp's transport: building and
-        dispatching an httpx2 request cost nearly half of the runner's CPU per model call
-        (benchmarks/bench_run.py at -c 64: 0.56 ms per call through httpx2, 0.39 ms direct).
-
-        The session belongs to the loop that made it. Once that loop is closed (a script
-        calling ``asyncio.run`` twice) a new one is made; using the client from a second
-        loop while the first still runs is an error."""
-        loop = asyncio.get_running_loop()
-        if self._session is not None and self._session_loop is not loop:
-            if self._session_loop is not None and not self._session_loop.is_closed():
-                raise InterplayError("this ModelClient is in use from another event loop; "
-                                     "make one client (or Models pool) per event loop")
-            # Its loop is gone with its connections: nothing left to close.
-            self._session.detach()
-            self._session = None
-        if self._session is None:
-            connector = aiohttp.TCPConnector(limit=self._max_connections, limit_per_host=0,
-                                             ttl_dns_cache=300)
-            timeout = aiohttp.ClientTimeout(total=None, connect=min(10.0, self._timeout_s),
-                                            sock_read=self._timeout_s)
-            self._session = aiohttp.ClientSession(connector=connector, timeout=timeout,
-                                                  auto_decompress=True,
-                                                  skip_auto_headers=("User-Agent",))
-            self._session_loop = loop
-        return self._session
 
     async def _ready(self) -> None:
         if self._opened:
@@ -408,11 +386,10 @@ class ModelClient:
 
     async def aclose(self) -> None:
         self._opened = False
-        session, self._session = self._session, None
-        self._session_loop = None
+        pool, self._pool = self._pool, None
         http, self._http = self._http, None
-        if session is not None:
-            await session.close()
+        if pool is not None:
+            await pool.aclose()
         if http is not None:
             await http.aclose()
 
@@ -511,39 +488,39 @@ class ModelClient:
                        on_chunk: ChunkSink | None, on_start: Callable[[], None] | None,
                        delivered: list[bool]) -> None:
         try:
-            if self.transport == "aiohttp":
-                resp: Any = _AioResponse(await self._session_for_loop().post(
-                    self._url, data=payload, headers=self._headers))
+            if self._pool is not None:
+                resp: Any = await self._pool.request("POST", "/chat/completions", body=payload,
+                                                     headers=self._headers)
             else:
-                resp = await self._http.send(
+                resp = _HttpxResponse(await self._http.send(
                     self._http.build_request("POST", self._url, content=payload,
-                                             headers=self._headers), stream=True)
-        except (httpx2.TransportError, aiohttp.ClientError, TimeoutError, OSError) as exc:
+                                             headers=self._headers), stream=True))
+        except (httpx2.TransportError, TimeoutError, OSError) as exc:
             kind = _transport_error_type(exc)
             raise _Failure(kind, "request timed out" if kind == "timeout" else
                            redact_url(f"connection error: {_root(exc)}")) from None
-        if resp.status_code >= 400:
+        if resp.status >= 400:
             try:
-                content = await resp.aread()
-            except (httpx2.TransportError, aiohttp.ClientError, TimeoutError, OSError):
+                content = await resp.read()
+            except (httpx2.TransportError, TimeoutError, OSError):
                 content = b""
             finally:
                 await resp.aclose()
-            status = resp.status_code
+            status = resp.status
             raise _Failure(_status_error_type(status), _error_message(content, status), status,
                            parse_retry_after(resp.headers.get("retry-after")), content)
         try:
-            call.status = resp.status_code
+            call.status = resp.status
             ctype = resp.headers.get("content-type", "")
             if call.streamed and "text/event-stream" in ctype:
                 await self._read_stream(call, resp, t0, on_chunk, on_start, delivered)
             else:
-                parsed = parse_body(await resp.aread(), resp.status_code, "choices",
+                parsed = parse_body(await resp.read(), resp.status, "choices",
                                     "a chat.completion")
                 self._finish(call, parsed)
         except (httpx2.TimeoutException, TimeoutError):
             raise _Failure("timeout", "timed out reading the response") from None
-        except (httpx2.TransportError, httpx2.StreamError, aiohttp.ClientError) as exc:
+        except (httpx2.TransportError, httpx2.StreamError, OSError) as exc:
             raise _Failure("connection_error", f"connection error: {type(exc).__name__}") \
                 from None
         finally:
@@ -563,14 +540,14 @@ class ModelClient:
                     chunk = json.loads(data)
                 except ValueError:
                     raise _Failure("bad_response", "stream chunk is not JSON",
-                                   resp.status_code) from None
+                                   resp.status) from None
                 if not isinstance(chunk, dict):
                     raise _Failure("bad_response", "stream chunk is not an object",
-                                   resp.status_code)
+                                   resp.status)
                 if "error" in chunk and not chunk.get("choices"):
                     err = chunk["error"]
                     msg = err.get("message") if isinstance(err, dict) else str(err)
-                    raise _Failure("server_error", f"error in stream: {msg}", resp.status_code)
+                    raise _Failure("server_error", f"error in stream: {msg}", resp.status)
                 if call.first_token_s is None:
                     call.first_token_s = time.monotonic() - t0
                 asm.add(chunk)
@@ -584,7 +561,7 @@ class ModelClient:
                         await out
         if not done and not asm.finished:
             raise _Failure("connection_error", "stream ended before it finished",
-                           resp.status_code)
+                           resp.status)
         self._finish(call, asm.result())
 
     @staticmethod
