@@ -86,10 +86,10 @@ class Harness:
             )
         msgs = list(messages)
         system_prompt = ctx.wire_task.system_prompt
+        system = None
         if system_prompt and msgs and msgs[0].role == "system" and msgs[0].content == system_prompt:
-            msgs = msgs[1:]
-        task = attrs.evolve(ctx.wire_task, prompt=tuple(msgs))
-        return await self.launch(task, ctx)
+            system, msgs = msgs[0], msgs[1:]
+        return await self.launch(ctx.wire_task.with_prompt(tuple(msgs), system=system), ctx)
 
     async def close(self, ctx: SegmentContext) -> None:
         """Release what this harness holds for one trace (called once, also after errors)."""

@@ -285,8 +285,12 @@ def parse_body(data: bytes, status: int, list_key: str, what: str) -> dict[str, 
     return parsed
 
 
+# One encoder for every body: json.dumps with options builds a new one per call.
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
 def _dumps(data: Any) -> bytes:
-    return json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode()
+    return _encode(data).encode()
 
 
 def encode_body(body: Mapping[str, Any],

@@ -21,6 +21,9 @@ from interplay.errors import InterplayError
 
 SCHEMA_VERSION = 1
 
+# Compact UTF-8 JSON; one encoder, since json.dumps with options builds a new one per call.
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
 Role = Literal["system", "developer", "user", "assistant", "tool"]
 _ROLES = ("system", "developer", "user", "assistant", "tool")
 
@@ -71,7 +74,7 @@ class Message:
         """:meth:`wire` as compact UTF-8 JSON, encoded once."""
         data = self._wire_json
         if data is None:
-            data = json.dumps(self.wire(), ensure_ascii=False, separators=(",", ":")).encode()
+            data = _encode(self.wire()).encode()
             object.__setattr__(self, "_wire_json", data)
         return data
 
@@ -156,6 +159,16 @@ class Task:
     # The system message synthesized from system_prompt, made once (so its wire form is too).
     _system: Message | None = attrs.field(default=None, init=False, eq=False, hash=False,
                                           repr=False)
+
+    def with_prompt(self, prompt: str | tuple[Message, ...] | None, *,
+                    system: Message | None = None) -> Task:
+        """This task with another prompt. ``system`` is the message :meth:`messages` made from
+        ``system_prompt`` before: it is reused, not made (and encoded) again, when it still
+        matches."""
+        task = attrs.evolve(self, prompt=prompt)
+        if system is not None and system.role == "system" and system.content == self.system_prompt:
+            object.__setattr__(task, "_system", system)
+        return task
 
     def messages(self) -> list[Message]:
         """The opening messages: the system prompt, then the prompt."""
@@ -369,7 +382,7 @@ def converter() -> cattrs.Converter:
 
 
 def to_json(record: Any) -> str:
-    return json.dumps(converter().unstructure(record), ensure_ascii=False, separators=(",", ":"))
+    return _encode(converter().unstructure(record))
 
 
 def from_json(text: str | bytes, cls: type[Any]) -> Any:
