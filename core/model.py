@@ -519,9 +519,9 @@ class ModelClient:
             if call.streamed and "text/event-stream" in ctype:
                 await self._read_stream(call, resp, t0, on_chunk, on_start, delivered)
             else:
-                parsed = parse_body(await resp.read(), resp.status, "choices",
-                                    "a chat.completion")
-                self._finish(call, parsed)
+                raw = await resp.read()
+                self._finish(call, parse_body(raw, resp.status, "choices", "a chat.completion"),
+                             raw)
         except (httpx2.TimeoutException, TimeoutError):
             raise _Failure("timeout", "timed out reading the response") from None
         except (httpx2.TransportError, httpx2.StreamError, OSError) as exc:
@@ -566,11 +566,13 @@ class ModelClient:
         if not done and not asm.finished:
             raise _Failure("connection_error", "stream ended before it finished",
                            resp.status)
-        self._finish(call, asm.result())
+        result = asm.result()
+        self._finish(call, result, _dumps(result))
 
     @staticmethod
-    def _finish(call: ModelCall, response: dict[str, Any]) -> None:
-        call.response = response
+    def _finish(call: ModelCall, response: dict[str, Any], raw: bytes) -> None:
+        # Kept as bytes, not as the parsed dict: a fifth of the memory (see ModelCall).
+        call.response = raw
         call.usage = _usage(response.get("usage"))
         choices = response.get("choices") or ()
         if choices and isinstance(choices[0], Mapping):

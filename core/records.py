@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 import attrs
 import cattrs
-from cattrs.gen import make_dict_unstructure_fn, override
+from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from interplay.errors import InterplayError
 
@@ -198,15 +198,26 @@ class Usage:
                      self.total_tokens + other.total_tokens)
 
 
+def _parsed(value: bytes | dict[str, Any] | None) -> dict[str, Any] | None:
+    return json.loads(value) if isinstance(value, bytes) else value
+
+
 @attrs.define
 class ModelCall:
-    """One request to a model and what came of it."""
+    """One request to a model and what came of it.
+
+    ``response`` is the response body as JSON. A call can hold it as the bytes that came over
+    the wire (the model client does): a parsed chat.completion costs five times its bytes in
+    objects, and a run keeps every call of every live episode. Reading ``response`` then parses
+    it afresh each time, so changes made to what it returns are not kept; assign instead.
+    """
 
     id: str
     api: str = "chat.completions"
     model: str = ""
     request: dict[str, Any] = attrs.Factory(dict)
-    response: dict[str, Any] | None = None
+    _response: bytes | dict[str, Any] | None = attrs.field(default=None, alias="response",
+                                                           eq=_parsed)
     usage: Usage | None = None
     started_at: float = 0.0
     latency_s: float = 0.0
@@ -217,6 +228,14 @@ class ModelCall:
     status: int | None = None
     error: str | None = None
     error_type: str | None = None
+
+    @property
+    def response(self) -> dict[str, Any] | None:
+        return _parsed(self._response)
+
+    @response.setter
+    def response(self, value: bytes | dict[str, Any] | None) -> None:
+        self._response = value
 
 
 @attrs.define
@@ -332,6 +351,10 @@ def _as_is(value: Any) -> Any:
     return value
 
 
+def _as_is_structured(value: Any, _: Any) -> Any:
+    return value
+
+
 def make_converter() -> cattrs.Converter:
     """A converter for every record here (JSON-ready dicts both ways)."""
     conv = cattrs.Converter(omit_if_default=False)
@@ -349,7 +372,9 @@ def make_converter() -> cattrs.Converter:
     # tenths of the cost of writing an episode.
     conv.register_unstructure_hook(ModelCall, make_dict_unstructure_fn(
         ModelCall, conv, request=override(unstruct_hook=_as_is),
-        response=override(unstruct_hook=_as_is)))
+        _response=override(rename="response", unstruct_hook=_parsed)))
+    conv.register_structure_hook(ModelCall, make_dict_structure_fn(
+        ModelCall, conv, _response=override(rename="response", struct_hook=_as_is_structured)))
     conv.register_structure_hook(Any, lambda v, _: v)
     conv.register_structure_hook(
         str | list[dict[str, Any]] | None, lambda v, _: v  # type: ignore[arg-type]
