@@ -592,6 +592,9 @@ async def run_pairs(env: Env, pairs: Sequence[tuple[Task, int]], *, resources: A
                             rollout=rollout, error_type=type(exc).__name__)
                 episode = _failed_episode(env, task, rollout, ep_seed, exc, started)
             on_episode(episode)
+            # Written and summarized: let it go now, not when the next episode ends (a worker
+            # would hold a whole finished episode beside every live one).
+            del episode
 
     workers = [asyncio.ensure_future(worker()) for _ in range(min(concurrency, len(pairs)))]
     try:

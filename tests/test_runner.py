@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from itertools import combinations
 from pathlib import Path
@@ -21,7 +22,7 @@ import pytest
 import interplay
 from interplay import cli, runner
 from interplay.env import Env, SeatSpec
-from interplay.episode import EpisodeContext
+from interplay.episode import EpisodeContext, RunResources
 from interplay.records import Task
 from interplay.step import Step
 from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
@@ -424,6 +425,19 @@ class TwoSeatStep(Step):
             cls.live -= 1
 
 
+FINISHED: list[weakref.ref[Any]] = []
+
+
+class HeldStep(PickStep):
+    """Counts the finished episodes still alive while this one runs."""
+
+    name = "test_held"
+
+    async def run(self, ctx: EpisodeContext) -> None:
+        await super().run(ctx)
+        ctx.metrics["finished_alive"] = sum(ref() is not None for ref in FINISHED)
+
+
 def _tasks(n: int) -> list[Task]:
     return [Task(idx=i) for i in range(n)]
 
@@ -437,6 +451,13 @@ class PickEnv(Env):
 
     def steps(self) -> list[Step]:
         return [PickStep()]
+
+
+class HeldEnv(PickEnv):
+    name = "test-held"
+
+    def steps(self) -> list[Step]:
+        return [HeldStep()]
 
 
 class FailingEnv(Env):
@@ -484,7 +505,7 @@ class TwoSeatEnv(Env):
 class _Plugin:
     @interplay.hookimpl
     def register_envs(self, register: Callable[..., None]) -> None:
-        for env in (PickEnv, FailingEnv, BrokenEnv, TwoSeatEnv):
+        for env in (PickEnv, FailingEnv, BrokenEnv, TwoSeatEnv, HeldEnv):
             register(env)
 
 
@@ -574,6 +595,28 @@ def test_c_bounds_episodes_not_sessions(tmp_path: Path, scripted_model: Scripted
     assert all(len(r["traces"]) == 2 for r in records)
     assert 1 <= TwoSeatStep.max_live <= concurrency
     assert len(model.requests) == 6 * 2 * 3
+
+
+async def test_a_finished_episode_is_let_go_once_written(scripted_model: ScriptedFactory,
+                                                         test_envs: None) -> None:
+    """At 1000 episodes at once, a worker that kept its last finished episode until the next
+    one ended doubled the run's memory."""
+    model = scripted_model(lambda req: ScriptedReply.text("ok"))
+    env = runner.load_env("test-held", {})
+    resources = RunResources(endpoint=model.endpoint)
+    seen: list[float] = []
+
+    def on_episode(episode: Any) -> None:
+        seen.append(episode.metrics["finished_alive"])
+        FINISHED.append(weakref.ref(episode))
+
+    FINISHED.clear()
+    try:
+        await runner.run_pairs(env, [(t, 0) for t in env.tasks()], resources=resources, seed=0,
+                               concurrency=1, on_episode=on_episode)
+    finally:
+        await resources.aclose()
+    assert seen == [0.0, 0.0, 0.0]
 
 
 def test_user_sim_relay_at_c1(tmp_path: Path, scripted_model: ScriptedFactory) -> None:
