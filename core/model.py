@@ -17,6 +17,7 @@ import contextlib
 import email.utils
 import inspect
 import json
+import os
 import random
 import re
 import time
@@ -213,7 +214,13 @@ def _usage(data: Mapping[str, Any] | None) -> Usage | None:
 
 def assistant_message(call: ModelCall) -> Message | None:
     """The assistant Message in ``call.response`` (tool calls as ToolCall), or None."""
-    resp = call.response
+    message = call._message
+    if message is None:
+        message = call._message = _assistant_message(call.response)
+    return message
+
+
+def _assistant_message(resp: Mapping[str, Any] | None) -> Message | None:
     if not isinstance(resp, Mapping):
         return None
     choices = resp.get("choices")
@@ -304,7 +311,7 @@ def encode_body(body: Mapping[str, Any],
 
 
 def _new_call_id() -> str:
-    return f"mc_{uuid.uuid4().hex[:20]}"
+    return f"mc_{os.urandom(10).hex()}"
 
 
 class ModelClient:
@@ -571,8 +578,10 @@ class ModelClient:
 
     @staticmethod
     def _finish(call: ModelCall, response: dict[str, Any], raw: bytes) -> None:
-        # Kept as bytes, not as the parsed dict: a fifth of the memory (see ModelCall).
+        # Kept as bytes, not as the parsed dict: a fifth of the memory (see ModelCall). The
+        # message is made now, from the dict at hand, rather than by parsing the bytes again.
         call.response = raw
+        call._message = _assistant_message(response)
         call.usage = _usage(response.get("usage"))
         choices = response.get("choices") or ()
         if choices and isinstance(choices[0], Mapping):

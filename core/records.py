@@ -10,6 +10,9 @@ This module holds plain data: no I/O, no model calls, no logging.
 from __future__ import annotations
 
 import json
+import os
+import re
+import threading
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -228,6 +231,9 @@ class ModelCall:
     status: int | None = None
     error: str | None = None
     error_type: str | None = None
+    # The assistant Message in the response, made once by the model client
+    # (interplay.model.assistant_message); not stored, and dropped when response changes.
+    _message: Message | None = attrs.field(default=None, init=False, eq=False, repr=False)
 
     @property
     def response(self) -> dict[str, Any] | None:
@@ -236,6 +242,7 @@ class ModelCall:
     @response.setter
     def response(self, value: bytes | dict[str, Any] | None) -> None:
         self._response = value
+        self._message = None
 
 
 @attrs.define
@@ -372,7 +379,8 @@ def make_converter() -> cattrs.Converter:
     # tenths of the cost of writing an episode.
     conv.register_unstructure_hook(ModelCall, make_dict_unstructure_fn(
         ModelCall, conv, request=override(unstruct_hook=_as_is),
-        _response=override(rename="response", unstruct_hook=_parsed)))
+        _response=override(rename="response", unstruct_hook=_parsed),
+        _message=override(omit=True)))
     conv.register_structure_hook(ModelCall, make_dict_structure_fn(
         ModelCall, conv, _response=override(rename="response", struct_hook=_as_is_structured)))
     conv.register_structure_hook(Any, lambda v, _: v)
@@ -412,3 +420,95 @@ def to_json(record: Any) -> str:
 
 def from_json(text: str | bytes, cls: type[Any]) -> Any:
     return converter().structure(json.loads(text), cls)
+
+
+# -- JSON lines with the JSON a record already holds spliced in ------------------------------------
+
+# A placeholder string the encoder writes as "\u0000<nonce>:<n>", swapped for the n-th fragment
+# once the rest is encoded. The nonce is per process: no value a model or an env produces can
+# be mistaken for one.
+_NONCE = os.urandom(8).hex()
+_MARK = re.compile(rb'"\\u0000' + _NONCE.encode() + rb':(\d+)"')
+
+
+class _Splicing(threading.local):
+    fragments: list[bytes] | None = None
+    known: dict[int, bytes] | None = None
+
+
+_splicing = _Splicing()
+
+
+def _mark(fragment: bytes) -> str:
+    fragments = _splicing.fragments
+    assert fragments is not None
+    fragments.append(fragment)
+    return f"\x00{_NONCE}:{len(fragments) - 1}"
+
+
+def _splice_message(m: Message) -> Any:
+    encoded = m._wire_json
+    return _mark(encoded) if encoded is not None else message_to_openai(m)
+
+
+def _splice_request(request: Any) -> Any:
+    known = _splicing.known
+    messages = request.get("messages") if isinstance(request, dict) else None
+    if not known or not isinstance(messages, list) or not messages:
+        return request
+    parts = []
+    for m in messages:
+        part = known.get(id(m))
+        if part is None:
+            return request
+        parts.append(part)
+    return {**request, "messages": _mark(b"[" + b",".join(parts) + b"]")}
+
+
+def _splice_response(value: bytes | dict[str, Any] | None) -> Any:
+    # Only bytes that are one UTF-8 JSON object on one line go in as they are: a pretty-printed
+    # response would break the line, and JSON in UTF-16 is legal but is not UTF-8.
+    if (isinstance(value, bytes) and value[:1] == b"{" and value[1:2] != b"\x00"
+            and b"\n" not in value and b"\r" not in value):
+        return _mark(value)
+    return _parsed(value)
+
+
+_splicer: cattrs.Converter | None = None
+
+
+def _splicing_converter() -> cattrs.Converter:
+    global _splicer
+    if _splicer is None:
+        conv = make_converter()
+        conv.register_unstructure_hook(Message, _splice_message)
+        conv.register_unstructure_hook(ModelCall, make_dict_unstructure_fn(
+            ModelCall, conv, request=override(unstruct_hook=_splice_request),
+            _response=override(rename="response", unstruct_hook=_splice_response),
+            _message=override(omit=True)))
+        _splicer = conv
+    return _splicer
+
+
+def to_json_bytes(record: Trace | Episode) -> bytes:
+    """:func:`to_json` of a trace or an episode, as UTF-8, made without parsing and encoding
+    again the JSON it already holds: each message's wire JSON (a chat resends its conversation
+    in every request, so an episode holds each message many times over) and each response as
+    it came. The result reads back the same as :func:`to_json`'s."""
+    traces = record.traces if isinstance(record, Episode) else [record]
+    known = {id(m._wire): m._wire_json for t in traces for m in t.messages
+             if m._wire is not None and m._wire_json is not None}
+    fragments: list[bytes] = []
+    _splicing.fragments, _splicing.known = fragments, known
+    try:
+        text = _encode(_splicing_converter().unstructure(record)).encode()
+    finally:
+        _splicing.fragments = _splicing.known = None
+    if not fragments:
+        return text
+    pieces = _MARK.split(text)
+    if pieces[1::2] != [str(i).encode() for i in range(len(fragments))]:
+        # A value that imitates a mark: encode it all the plain way.
+        return to_json(record).encode()
+    pieces[1::2] = fragments
+    return b"".join(pieces)

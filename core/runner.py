@@ -35,7 +35,7 @@ from interplay import config as config_mod
 from interplay.endpoint import Endpoint
 from interplay.env import Env
 from interplay.errors import InterplayError
-from interplay.records import Episode, EpisodeInfo, Task, converter, to_json
+from interplay.records import Episode, EpisodeInfo, Task, converter, to_json_bytes
 
 log = structlog.get_logger("interplay.runner")
 
@@ -193,7 +193,7 @@ class EpisodeLog:
         self._fh = self.path.open("ab", buffering=0)
 
     def append(self, episode: Episode) -> None:
-        line = memoryview(_episode_json(episode).encode() + b"\n")
+        line = memoryview(_episode_json(episode) + b"\n")
         while line:
             # A raw file may take fewer bytes than given (a full disk, a signal).
             line = line[self._fh.write(line) or 0:]
@@ -217,13 +217,13 @@ class EpisodeLog:
         self._fh = None
 
 
-def _episode_json(episode: Episode) -> str:
+def _episode_json(episode: Episode) -> bytes:
     try:
-        return to_json(episode)
+        return to_json_bytes(episode)
     except (TypeError, ValueError):
         # An env put something JSON cannot hold in its results: keep the episode, as text.
         return json.dumps(converter().unstructure(episode), ensure_ascii=False,
-                          separators=(",", ":"), default=repr)
+                          separators=(",", ":"), default=repr).encode()
 
 
 def read_episodes(path: Path, *, repair: bool = False,

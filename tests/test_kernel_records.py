@@ -185,3 +185,35 @@ def test_task_messages_put_the_system_prompt_first() -> None:
 
 def test_make_converter_builds_independent_converters() -> None:
     assert make_converter() is not make_converter()
+
+
+@given(episodes, st.sampled_from(["compact", "pretty", "utf16", "none"]), st.booleans(),
+       st.booleans())
+@settings(max_examples=80, deadline=None)
+def test_to_json_bytes_reads_back_as_to_json(episode: Episode, form: str, warm: bool,
+                                             imitate: bool) -> None:
+    """An episode line splices in the JSON records already hold (each message's wire JSON,
+    each response as it came); it must read back exactly as the plain encoding does, stay one
+    line, and survive text that imitates a splice mark."""
+    for trace in episode.traces:
+        if imitate:
+            trace.messages.append(Message("user", f"\x00{records._NONCE}:0"))
+        if warm:
+            for m in trace.messages:
+                m.wire_json()
+        for call in trace.model_calls:
+            call.request = {"model": "m", "messages": [m.wire() for m in trace.messages]}
+            body = {"id": "x", "choices": [{"message": {"content": "é\n\u2028"}}]}
+            call.response = {
+                "compact": json.dumps(body, ensure_ascii=False).encode(),
+                "pretty": json.dumps(body, indent=2).encode(),
+                "utf16": json.dumps(body).encode("utf-16-le"),
+                "none": None,
+            }[form]
+    line = records.to_json_bytes(episode)
+    assert b"\n" not in line
+    if form == "compact" and not imitate and any(t.model_calls for t in episode.traces):
+        # Spliced in as it came (spaces and all), not parsed and encoded again.
+        assert b'{"id": "x", "choices": [{"message": {"content": "\xc3\xa9' in line
+    assert json.loads(line) == json.loads(records.to_json(episode))
+    assert records.from_json(line, Episode) == episode
