@@ -55,8 +55,11 @@ def header(scope: Scope, name: bytes) -> bytes | None:
     return None
 
 
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
 def dumps(obj: Any) -> bytes:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
+    return _encode(obj).encode()
 
 
 async def send_bytes(send: Send, status: int, body: bytes,

@@ -132,6 +132,14 @@ def _drop_traceback(event_dict: MutableMapping[str, Any], key: str) -> None:
 redact = Redactor()
 
 
+class _SharedLogger:
+    def __init__(self, printer: structlog.PrintLogger) -> None:
+        self.printer = printer
+
+    def __call__(self, *_: Any) -> structlog.PrintLogger:
+        return self.printer
+
+
 def configure(*, fmt: str = "console", level: str = "warning",
               stream: TextIO | None = None) -> None:
     """Configure structlog for the process. Called by the CLI, never by library code."""
@@ -161,7 +169,9 @@ def configure(*, fmt: str = "console", level: str = "warning",
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(file=stream or sys.stderr),
+        # One printer for every logger: the default factory makes one per log call (with a
+        # lock lookup), which a run pays for each turn even for a debug line it drops.
+        logger_factory=_SharedLogger(structlog.PrintLogger(file=stream or sys.stderr)),
         cache_logger_on_first_use=False,
     )
     _route_stdlib_logging(numeric, guard, renderer, stream or sys.stderr)

@@ -183,13 +183,21 @@ async def _cut(send: asgi.Send, receive: asgi.Receive) -> None:
         pass
 
 
+_TEXT_KEYS = ("content", "text", "output", "arguments")
+
+
 def _words(value: Any) -> int:
     if isinstance(value, str):
         return len(value.split())
-    if isinstance(value, Mapping):  # only the text a message carries, not its role or ids
-        return sum(_words(value.get(k)) for k in ("content", "text", "output", "arguments"))
     if isinstance(value, list | tuple):
-        return sum(_words(v) for v in value)
+        return sum(map(_words, value))
+    if isinstance(value, Mapping):  # only the text a message carries, not its role or ids
+        total = 0
+        for key in _TEXT_KEYS:
+            item = value.get(key)
+            if item is not None:
+                total += _words(item)
+        return total
     return 0
 
 
