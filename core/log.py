@@ -132,6 +132,14 @@ def _drop_traceback(event_dict: MutableMapping[str, Any], key: str) -> None:
 redact = Redactor()
 
 
+_settings: dict[str, str] = {"fmt": "console", "level": "warning"}
+
+
+def settings() -> dict[str, str]:
+    """The arguments of the last :func:`configure` (worker processes log the same way)."""
+    return dict(_settings)
+
+
 class _SharedLogger:
     def __init__(self, printer: structlog.PrintLogger) -> None:
         self.printer = printer
@@ -159,6 +167,7 @@ def configure(*, fmt: str = "console", level: str = "warning",
         from interplay.errors import InterplayError
 
         raise InterplayError(f"--log-format: expected console or json; got {fmt!r}")
+    _settings.update(fmt=fmt, level=level)
     guard = Redactor(keep_tracebacks=numeric <= logging.DEBUG)
     structlog.configure(
         processors=[

@@ -43,7 +43,7 @@ CONFIG_FILE = "config.json"
 EPISODES_FILE = "episodes.jsonl"
 SUMMARY_FILE = "summary.json"
 #: Fields that may differ between a run and its resumption: where it writes and how fast.
-RESUME_IGNORED = frozenset({"output", "concurrency", "retry_errors"})
+RESUME_IGNORED = frozenset({"output", "concurrency", "workers", "retry_errors"})
 DEFAULT_CONCURRENCY = 8
 
 
@@ -63,6 +63,9 @@ class RunConfig:
     #: Episodes at once; None: 8, or 1 on the embedded local model, which answers one
     #: request at a time (more would only queue calls into their timeouts).
     concurrency: int | None = None
+    #: Processes that run the episodes (the -c episodes are spread over them); past a few
+    #: thousand model calls a second one process is the bottleneck (interplay.workers).
+    workers: int = 1
     seed: int = 0
     model: Endpoint = attrs.Factory(Endpoint)
     seats: dict[str, dict[str, Any]] = attrs.Factory(dict)
@@ -118,6 +121,11 @@ def resolve(data: Mapping[str, Any]) -> tuple[RunConfig, Env, dict[str, Any]]:
         cfg.concurrency = 1 if cfg.model.base_url is None else DEFAULT_CONCURRENCY
     if cfg.concurrency < 1:
         raise InterplayError(f"concurrency: must be at least 1, got {cfg.concurrency}")
+    if cfg.workers < 1:
+        raise InterplayError(f"workers: must be at least 1, got {cfg.workers}")
+    if cfg.workers > 1 and cfg.model.base_url is None:
+        raise InterplayError("workers: the embedded model answers one request at a time in "
+                             "this process; give --base-url for --workers above 1")
     env = load_env(cfg.env_name, cfg.env_settings())
     unknown = set(cfg.seats) - set(env.seats)
     if unknown:
@@ -193,7 +201,11 @@ class EpisodeLog:
         self._fh = self.path.open("ab", buffering=0)
 
     def append(self, episode: Episode) -> None:
-        line = memoryview(_episode_json(episode) + b"\n")
+        self.append_line(episode_line(episode))
+
+    def append_line(self, data: bytes) -> None:
+        """Append one episode's JSON line (without its newline)."""
+        line = memoryview(data + b"\n")
         while line:
             # A raw file may take fewer bytes than given (a full disk, a signal).
             line = line[self._fh.write(line) or 0:]
@@ -217,7 +229,8 @@ class EpisodeLog:
         self._fh = None
 
 
-def _episode_json(episode: Episode) -> bytes:
+def episode_line(episode: Episode) -> bytes:
+    """The episode's line in episodes.jsonl (without the newline)."""
     try:
         return to_json_bytes(episode)
     except (TypeError, ValueError):
@@ -510,12 +523,16 @@ class Progress:
         self._last = 0.0
 
     def add(self, episode: Episode) -> None:
+        self.count(episode.error_type, episode.reward)
+
+    def count(self, error_type: str | None, reward: float | None) -> None:
+        """One more finished episode, with its error type and reward."""
         self.done += 1
         self.new += 1
-        if episode.error_type is not None:
+        if error_type is not None:
             self.errors += 1
-        if episode.reward is not None:
-            self.reward_sum += episode.reward
+        if reward is not None:
+            self.reward_sum += reward
             self.scored += 1
         now = time.monotonic()
         if now - self._last >= self.interval_s or self.done >= self.total:
@@ -559,16 +576,32 @@ class Progress:
 # -- running -----------------------------------------------------------------------------------
 
 
-def _failed_episode(env: Env, task: Task, rollout: int, seed: int, exc: BaseException,
-                    started_at: float) -> Episode:
+def failed_episode(env_name: str, task: Task, rollout: int, seed: int, exc: BaseException,
+                   started_at: float, *, error_type: str | None = None) -> Episode:
+    """The record of an episode that could not run: its pair, seed and error."""
     from interplay.episode import new_episode_id
 
-    info = EpisodeInfo(episode_id=new_episode_id(), env=env.name, task_idx=task.idx,
+    info = EpisodeInfo(episode_id=new_episode_id(), env=env_name, task_idx=task.idx,
                        rollout=rollout, seed=seed)
     return Episode(info=info, task=task, started_at=started_at,
                    error=f"{type(exc).__name__}: {exc}",
-                   error_type="config_error" if isinstance(exc, InterplayError)
-                   else "runner_error", wall_s=time.time() - started_at)
+                   error_type=error_type or ("config_error" if isinstance(exc, InterplayError)
+                                             else "runner_error"),
+                   wall_s=time.time() - started_at)
+
+
+async def run_one(env: Env, task: Task, rollout: int, *, resources: Any, seed: int) -> Episode:
+    """One (task, rollout) pair as an episode; one that raises comes back as an error episode."""
+    from interplay.episode import run_episode
+
+    ep_seed = episode_seed(seed, task.idx, rollout)
+    started = time.time()
+    try:
+        return await run_episode(env, task, resources=resources, rollout=rollout, seed=ep_seed)
+    except Exception as exc:
+        log.warning("runner.episode_raised", env=env.name, task_idx=task.idx,
+                    rollout=rollout, error_type=type(exc).__name__)
+        return failed_episode(env.name, task, rollout, ep_seed, exc, started)
 
 
 async def run_pairs(env: Env, pairs: Sequence[tuple[Task, int]], *, resources: Any,
@@ -576,21 +609,11 @@ async def run_pairs(env: Env, pairs: Sequence[tuple[Task, int]], *, resources: A
     """Run every (task, rollout) pair, at most ``concurrency`` episodes at once, calling
     ``on_episode(episode)`` as each finishes. An episode that raises is recorded as an
     error episode; it never stops the others."""
-    from interplay.episode import run_episode
-
     queue = iter(pairs)
 
     async def worker() -> None:
         for task, rollout in queue:
-            ep_seed = episode_seed(seed, task.idx, rollout)
-            started = time.time()
-            try:
-                episode = await run_episode(env, task, resources=resources, rollout=rollout,
-                                            seed=ep_seed)
-            except Exception as exc:
-                log.warning("runner.episode_raised", env=env.name, task_idx=task.idx,
-                            rollout=rollout, error_type=type(exc).__name__)
-                episode = _failed_episode(env, task, rollout, ep_seed, exc, started)
+            episode = await run_one(env, task, rollout, resources=resources, seed=seed)
             on_episode(episode)
             # Written and summarized: let it go now, not when the next episode ends (a worker
             # would hold a whole finished episode beside every live one).
@@ -657,11 +680,25 @@ async def run(cfg: RunConfig, env: Env, resolved: Mapping[str, Any], output: Pat
         ran += 1
         progress.add(episode)
 
+    def on_line(task_idx: int, rollout: int, line: bytes, slim: dict[str, Any]) -> None:
+        nonlocal ran
+        writer.append_line(line)
+        records[(task_idx, rollout)] = slim
+        ran += 1
+        progress.count(slim.get("error_type"), slim.get("reward"))
+
     t0 = time.monotonic()
     interrupted = False
     try:
-        await run_pairs(env, pairs, resources=resources, seed=cfg.seed,
-                        concurrency=cfg.concurrency, on_episode=on_episode)
+        if cfg.workers > 1:
+            from interplay.workers import run_in_workers
+
+            await run_in_workers(resolved, env.name, pairs, workers=cfg.workers,
+                                 concurrency=cfg.concurrency, seed=cfg.seed, on_line=on_line,
+                                 on_episode=on_episode)
+        else:
+            await run_pairs(env, pairs, resources=resources, seed=cfg.seed,
+                            concurrency=cfg.concurrency, on_episode=on_episode)
     except asyncio.CancelledError:
         interrupted = True
         raise
@@ -700,6 +737,9 @@ def add_eval(sub: Any) -> None:
     p.add_argument("-r", "--rollouts", type=int, help="rollouts per task (default 1)")
     p.add_argument("-c", "--concurrency", type=int,
                    help="episodes at once (default 8; 1 on the embedded model)")
+    p.add_argument("-w", "--workers", type=int, help="processes that run the episodes, "
+                   "sharing the -c (default 1); for runs past a few thousand model calls a "
+                   "second")
     p.add_argument("-s", "--seed", type=int, help="the run's seed (default 0)")
     p.add_argument("-m", "--model", help="model name sent to the endpoint")
     p.add_argument("--base-url", help="OpenAI-compatible base URL (default: the embedded "
@@ -727,7 +767,7 @@ def _cli_data(args: argparse.Namespace) -> dict[str, Any]:
     flags: dict[str, Any] = {}
     if args.env:
         flags["env"] = {"name": args.env}
-    for key in ("n", "rollouts", "concurrency", "seed", "pass_threshold", "output"):
+    for key in ("n", "rollouts", "concurrency", "workers", "seed", "pass_threshold", "output"):
         value = getattr(args, key)
         if value is not None:
             flags[key] = value
@@ -818,7 +858,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     def announce(n_tasks: int, to_run: int) -> None:
         print(f"interplay eval {env.name}: {to_run} episodes to run "
-              f"({n_tasks} tasks x {cfg.rollouts} rollouts, -c {cfg.concurrency}) on {where}; "
+              f"({n_tasks} tasks x {cfg.rollouts} rollouts, -c {cfg.concurrency}"
+              f"{f', {cfg.workers} workers' if cfg.workers > 1 else ''}) on {where}; "
               f"results in {output}", file=sys.stderr)
 
     try:

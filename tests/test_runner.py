@@ -322,16 +322,38 @@ async def test_episode_log_writes_every_byte_of_a_short_written_line(tmp_path: P
 # -- kills -------------------------------------------------------------------------------------
 
 
-def _start_slow_run(tmp_path: Path, model: ScriptedModel, n: int) -> tuple[subprocess.Popen[str],
-                                                                             Path]:
+def _start_slow_run(tmp_path: Path, model: ScriptedModel, n: int, *, concurrency: int = 2,
+                    workers: int = 1) -> tuple[subprocess.Popen[str], Path]:
     tasks = write_tasks(tmp_path / "tasks.jsonl", ["yes"] * n)
     out = tmp_path / "run"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "interplay.cli", "eval", "user-sim", "-c", "2",
-         "--base-url", model.base_url, "-o", str(out), "--no-report",
+        [sys.executable, "-m", "interplay.cli", "eval", "user-sim", "-c", str(concurrency),
+         "-w", str(workers), "--base-url", model.base_url, "-o", str(out), "--no-report",
          "--set", f"env.taskset={json.dumps(str(tasks))}"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_sub_env())
     return proc, out
+
+
+def _worker_pids(parent: int) -> list[int]:
+    """The parent's live `interplay.workers` processes."""
+    found = []
+    for children in Path(f"/proc/{parent}/task").glob("*/children"):
+        for pid in children.read_text().split():
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"interplay.workers" in cmdline:
+                found.append(int(pid))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return "\nState:\tZ" not in status
 
 
 def _wait_for_episodes(out: Path, count: int, proc: subprocess.Popen[str]) -> None:
@@ -371,6 +393,83 @@ def test_a_killed_run_keeps_every_finished_episode_and_resumes(
     assert pairs(records) == [(t, 0) for t in range(n)]
     assert [r["info"]["episode_id"] for r in records[: len(finished)]] == [
         r["info"]["episode_id"] for r in finished]
+
+
+# -- worker processes ----------------------------------------------------------------------------
+
+
+def test_workers_run_the_episodes_one_process_would(tmp_path: Path,
+                                                    scripted_model: ScriptedFactory) -> None:
+    """alphabet-sort draws its puzzles from the episode's rng: the same seed must give the
+    same episodes whichever process ran them."""
+    model = scripted_model()  # echoes the last user message
+
+    def run(name: str, workers: int, seed: int = 1) -> tuple[list[dict[str, Any]], str]:
+        out = tmp_path / name
+        proc = run_cli("eval", "alphabet-sort", "-n", "3", "-r", "3", "-s", str(seed), "-c",
+                       "4", "-w", str(workers), "--base-url", model.base_url, "-o", str(out),
+                       "--no-report", "--quiet")
+        assert proc.returncode == 0, proc.stderr
+        return episodes(out), proc.stderr
+
+    (one, _), (three, said) = run("one", 1), run("three", 3)
+    assert "3 workers" in said
+    assert len(one) == 9 and _normalized(one) == _normalized(three)
+    assert _normalized(three) != _normalized(run("other-seed", 3, seed=2)[0])
+
+
+def test_a_dead_worker_costs_only_the_episodes_it_was_running(
+        tmp_path: Path, scripted_model: ScriptedFactory) -> None:
+    n = 16
+    model = scripted_model(relay_handler(user_turns=2, latency_s=0.05))
+    proc, out = _start_slow_run(tmp_path, model, n, concurrency=4, workers=2)
+    _wait_for_episodes(out, 2, proc)
+    victims = _worker_pids(proc.pid)
+    assert len(victims) == 2
+    os.kill(victims[0], signal.SIGKILL)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stderr
+    records = episodes(out)
+    assert pairs(records) == [(t, 0) for t in range(n)]  # each pair once, none dropped
+    lost = [r for r in records if r["error_type"] is not None]
+    assert 1 <= len(lost) <= 2  # what the dead worker was running (its share of -c 4)
+    assert {r["error_type"] for r in lost} == {"worker_error"}
+    assert all(r["reward"] == 1.0 for r in records if r["error_type"] is None)
+
+    again = run_cli("eval", "--resume", str(out), "--retry-errors", "--no-report", "--quiet")
+    assert again.returncode == 0, again.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["error_episodes"] == 0 and summary["episodes"] == n
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_a_killed_run_with_workers_leaves_no_worker_behind(
+        tmp_path: Path, scripted_model: ScriptedFactory, sig: signal.Signals) -> None:
+    n = 12
+    model = scripted_model(relay_handler(user_turns=2, latency_s=0.05))
+    proc, out = _start_slow_run(tmp_path, model, n, concurrency=4, workers=2)
+    _wait_for_episodes(out, 2, proc)
+    workers = _worker_pids(proc.pid)
+    assert len(workers) == 2
+    proc.send_signal(sig)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == (130 if sig == signal.SIGTERM else -signal.SIGKILL), stderr
+    deadline = time.monotonic() + 30  # a failure bound, not a speed check
+    while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_alive(pid) for pid in workers)
+    finished = runner.read_episodes(out / "episodes.jsonl")
+    assert 2 <= len(finished) < n and all(r["reward"] == 1.0 for r in finished)
+    again = run_cli("eval", "--resume", str(out), "--no-report", "--quiet")
+    assert again.returncode == 0, again.stderr
+    assert pairs(episodes(out)) == [(t, 0) for t in range(n)]
+
+
+def test_workers_need_a_model_endpoint(tmp_path: Path) -> None:
+    proc = run_cli("eval", "echo", "-w", "2", "-o", str(tmp_path / "run"))
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1].startswith("interplay: error: workers:")
+    assert not (tmp_path / "run").exists()
 
 
 # -- in-process envs: errors, determinism, the concurrency bound --------------------------------

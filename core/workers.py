@@ -1,0 +1,283 @@
+"""Episodes spread over worker processes on one machine: ``interplay eval --workers N``.
+
+One Python process runs a few thousand model calls a second before the interpreter is the
+bottleneck. With ``--workers N`` the parent starts N processes (``python -m
+interplay.workers``), hands each (task, rollout) pairs as it has room for them (its share of
+``-c``, so a slow worker is given less), and stays the only writer of the results folder: each
+worker sends back every finished episode as its JSON line, which the parent appends to
+``episodes.jsonl`` as it would its own. Seeds come from (seed, task, rollout), so the episodes
+do not depend on which worker ran them.
+
+A worker that dies (a crash, an out-of-memory kill) costs only the episodes it was running:
+they are recorded as ``worker_error`` episodes, and the pairs it had not started go to the
+others. Ctrl-C and SIGTERM reach the parent, which stops the workers with SIGTERM (their own
+harnesses clean up, as in one process) and writes the summary.
+
+The protocol, over the worker's stdin and a private copy of its stdout (plugins that print go
+to stderr instead): the parent sends one JSON line of set-up (the resolved config, the log
+settings, the worker's concurrency), then one ``[task_idx, rollout]`` line per pair, then EOF
+when there are no more. The worker answers each finished episode with a JSON header line
+(``task_idx``, ``rollout``, the slim record the summary needs) followed by the episode's line;
+a worker that cannot start sends ``{"error": ...}`` and exits.
+
+Past one machine, episodes belong on a distributed engine (Ray), not on this.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+import structlog
+
+from interplay import aio, runner
+from interplay import log as log_mod
+from interplay.errors import InterplayError
+from interplay.records import Episode, Task
+
+log = structlog.get_logger("interplay.workers")
+
+#: A finished episode's JSON line can be large (long transcripts); this bounds one message.
+_LINE_LIMIT = 1 << 30
+_STOP_GRACE_S = 10.0
+_PARENT_VAR = "INTERPLAY_WORKER_PARENT"
+
+OnLine = Callable[[int, int, bytes, dict[str, Any]], None]
+OnEpisode = Callable[[Episode], None]
+
+
+class _Worker:
+    def __init__(self, index: int, proc: asyncio.subprocess.Process, capacity: int) -> None:
+        self.index = index
+        self.proc = proc
+        self.capacity = capacity
+        #: (task_idx, rollout) -> (task, rollout, started_at), for pairs sent and not answered.
+        self.outstanding: dict[tuple[int, int], tuple[Task, int, float]] = {}
+        self.closed = False
+
+    def send(self, data: Any) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(data, separators=(",", ":")).encode() + b"\n")
+
+    def close_input(self) -> None:
+        if not self.closed and self.proc.stdin is not None:
+            self.closed = True
+            self.proc.stdin.close()
+
+
+def shares(concurrency: int, workers: int) -> list[int]:
+    """``concurrency`` split over ``workers`` as evenly as it goes (each at least 1)."""
+    n = max(1, min(workers, concurrency))
+    return [concurrency // n + (1 if i < concurrency % n else 0) for i in range(n)]
+
+
+async def run_in_workers(resolved: Mapping[str, Any], env_name: str,
+                         pairs: Sequence[tuple[Task, int]], *, workers: int, concurrency: int,
+                         seed: int, on_line: OnLine, on_episode: OnEpisode) -> None:
+    """Run ``pairs`` in ``workers`` processes, ``concurrency`` episodes at once in all.
+
+    ``on_line(task_idx, rollout, line, slim)`` gets each finished episode's JSON line and its
+    slim record; ``on_episode`` gets the error episodes made here for pairs a dead worker was
+    running."""
+    if not pairs:
+        return
+    queue: Iterator[tuple[Task, int]] = iter(pairs)
+    exhausted = False
+    setup = {"config": resolved, "log": log_mod.settings()}
+    pool: list[_Worker] = []
+    try:
+        for i, share in enumerate(shares(concurrency, min(workers, len(pairs)))):
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "interplay.workers", stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE, limit=_LINE_LIMIT,
+                env={**os.environ, _PARENT_VAR: str(os.getpid())})
+            worker = _Worker(i, proc, share)
+            worker.send({**setup, "concurrency": share})
+            pool.append(worker)
+        log.info("workers.start", workers=len(pool), concurrency=concurrency,
+                 episodes=len(pairs))
+
+        def feed(worker: _Worker) -> None:
+            nonlocal exhausted
+            while not worker.closed and len(worker.outstanding) < worker.capacity:
+                pair = None if exhausted else next(queue, None)
+                if pair is None:
+                    exhausted = True
+                    for w in pool:
+                        w.close_input()
+                    return
+                task, rollout = pair
+                worker.outstanding[(task.idx, rollout)] = (task, rollout, time.time())
+                worker.send([task.idx, rollout])
+
+        for worker in pool:
+            feed(worker)
+        results = await asyncio.gather(
+            *(_read(w, feed, on_line, lambda w: _lost(w, env_name, seed, on_episode))
+              for w in pool), return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+        if not exhausted:
+            raise InterplayError("every worker process exited before the run ended (see the "
+                                 "errors above); continue with --resume")
+    finally:
+        await _stop(pool)
+
+
+async def _read(worker: _Worker, feed: Callable[[_Worker], None], on_line: OnLine,
+                lost: Callable[[_Worker], None]) -> None:
+    """Take the worker's episodes as they come, giving it a new pair for each, until it
+    exits; then record what it was still running (the pairs it never got go to the others,
+    which keep asking)."""
+    out = worker.proc.stdout
+    assert out is not None
+    while True:
+        header_line = await out.readline()
+        if not header_line:
+            break
+        header = json.loads(header_line)
+        if "error" in header:
+            raise InterplayError(f"a worker process could not start: {header['error']}")
+        line = await out.readline()
+        if not line.endswith(b"\n"):
+            break  # cut off mid-message: the worker died
+        pair = (int(header["task_idx"]), int(header["rollout"]))
+        worker.outstanding.pop(pair, None)
+        on_line(pair[0], pair[1], line[:-1], header["slim"])
+        feed(worker)
+    code = await worker.proc.wait()
+    worker.closed = True
+    if worker.outstanding:
+        log.warning("workers.lost", worker=worker.index, exit_code=code,
+                    episodes=len(worker.outstanding))
+        lost(worker)
+
+
+def _lost(worker: _Worker, env_name: str, seed: int, on_episode: OnEpisode) -> None:
+    code = worker.proc.returncode
+    for task, rollout, started in worker.outstanding.values():
+        exc = RuntimeError(f"the worker process running it exited (code {code})")
+        episode = runner.failed_episode(env_name, task, rollout,
+                                        runner.episode_seed(seed, task.idx, rollout), exc,
+                                        started, error_type="worker_error")
+        on_episode(episode)
+    worker.outstanding.clear()
+
+
+async def _stop(pool: Sequence[_Worker]) -> None:
+    """Let finished workers go; stop running ones with SIGTERM, then SIGKILL."""
+    running = [w for w in pool if w.proc.returncode is None]
+    for w in running:
+        w.close_input()
+        with contextlib.suppress(ProcessLookupError):
+            w.proc.send_signal(signal.SIGTERM)
+    for w in running:
+        try:
+            await asyncio.shield(asyncio.wait_for(w.proc.wait(), _STOP_GRACE_S))
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                w.proc.kill()
+            await asyncio.shield(w.proc.wait())
+
+
+# -- the worker process ---------------------------------------------------------------------------
+
+
+async def _serve(reader: asyncio.StreamReader, out: asyncio.StreamWriter) -> None:
+    from interplay.episode import RunResources
+
+    setup = json.loads(await reader.readline())
+    log_mod.configure(**setup["log"])
+    try:
+        cfg, env, _ = runner.resolve(setup["config"])
+        tasks = {t.idx: t for t in env.tasks()}
+    except Exception as exc:
+        out.write(json.dumps({"error": f"{type(exc).__name__}: {exc}"}).encode() + b"\n")
+        await out.drain()
+        return
+    concurrency = int(setup["concurrency"])
+    resources = RunResources(endpoint=cfg.model, seats=cfg.seats,
+                             max_connections=concurrency * max(1, len(env.seats)))
+    running: set[asyncio.Task[None]] = set()
+
+    async def one(task: Task, rollout: int) -> None:
+        episode = await runner.run_one(env, task, rollout, resources=resources, seed=cfg.seed)
+        header = {"task_idx": task.idx, "rollout": rollout,
+                  "slim": runner.slim_episode(episode)}
+        line = runner.episode_line(episode)
+        del episode
+        out.write(json.dumps(header, separators=(",", ":")).encode() + b"\n" + line + b"\n")
+        await out.drain()
+
+    try:
+        while line := await reader.readline():
+            task_idx, rollout = json.loads(line)
+            task = tasks.get(int(task_idx))
+            if task is None:
+                # The parent's tasks came from the same config: a taskset that changes between
+                # reads. Recorded by the parent as a lost episode.
+                log.warning("workers.unknown_task", task_idx=task_idx)
+                continue
+            job = asyncio.get_running_loop().create_task(one(task, int(rollout)))
+            running.add(job)
+            job.add_done_callback(running.discard)
+        if running:
+            await asyncio.gather(*running)
+    finally:
+        for job in running:
+            job.cancel()
+        if running:
+            await asyncio.gather(*running, return_exceptions=True)
+        await resources.aclose()
+
+
+async def _worker_main(protocol_fd: int) -> None:
+    loop = asyncio.get_running_loop()
+    main = asyncio.current_task()
+    if main is not None:
+        # SIGTERM from the parent: cancel, so harnesses stop what they started.
+        loop.add_signal_handler(signal.SIGTERM, main.cancel)
+    reader = asyncio.StreamReader(limit=_LINE_LIMIT)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    transport, protocol = await loop.connect_write_pipe(
+        asyncio.streams.FlowControlMixin, os.fdopen(protocol_fd, "wb", buffering=0))
+    out = asyncio.StreamWriter(transport, protocol, None, loop)
+    try:
+        await _serve(reader, out)
+    except asyncio.CancelledError:
+        pass
+    finally:
+        transport.close()
+
+
+def _die_with_parent() -> None:
+    """A worker whose parent is killed (SIGKILL leaves it no say) must not go on making model
+    calls: on Linux the kernel sends it SIGTERM when the parent dies."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    if str(os.getppid()) != os.environ.get(_PARENT_VAR):
+        sys.exit(0)  # the parent died before the line above
+
+
+def main() -> None:
+    _die_with_parent()
+    # Ctrl-C reaches the whole process group; the parent decides and stops the workers.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    protocol_fd = os.dup(1)
+    os.dup2(2, 1)  # anything a plugin prints goes to stderr, not into the protocol
+    aio.run(_worker_main(protocol_fd))
+
+
+if __name__ == "__main__":
+    main()
