@@ -1,10 +1,17 @@
 """What `interplay eval` costs around each model call: the runner's own overhead, measured.
 
 Runs the builtin ``user-sim`` env as a 10-turn relay (the user sim and the assistant are both
-answered by a scripted model, so each episode makes 21 model calls: 11 user turns, 10 assistant
-turns) through ``interplay.runner.run`` (episodes.jsonl fsync'd per episode, summary written),
-against the scripted model kit served from a separate process, so the figures are this
-process's CPU alone:
+answered by a model that always gives the same short reply, so each episode makes 21 model
+calls: 11 user turns, 10 assistant turns) through ``interplay.runner.run`` (episodes.jsonl
+fsync'd per episode, summary written), against a model served from a separate process, so the
+figures are this process's CPU alone.
+
+The model is ``benchmarks/fast_model.py`` by default (``--server fast``): the figures are meant
+to be the framework's, and on this 2-core machine every millisecond the model server spends
+is taken from the framework under test. The scripted model kit (``--server scripted``, a
+general ASGI test double) spends 0.11-0.15 ms of CPU per call, over half a core at the
+latency bench's rates; fast_model.py spends 0.03-0.05 ms. Every line says which server ran
+and what it spent per call (``server_cpu_ms_per_call``).
 
 * instant model at -c 1, 64, 256: episodes/s and CPU ms per model call (target <= 2 ms);
 * 200 ms model latency at -c 1000: model calls/s as a ratio of the ideal concurrency / latency
@@ -14,6 +21,7 @@ Run by hand (it prints figures; nothing is asserted):
 
     .venv/bin/python benchmarks/bench_run.py
     .venv/bin/python benchmarks/bench_run.py --only latency --latency-n 2000
+    .venv/bin/python benchmarks/bench_run.py --only instant --conc 64 --server scripted
 """
 
 from __future__ import annotations
@@ -37,10 +45,11 @@ from typing import Any
 from interplay import aio, log, plugins, runner
 
 ROUNDS = 10
+FAST_MODEL = Path(__file__).resolve().parent / "fast_model.py"
 
 
 def serve(port: int, latency_ms: float) -> None:
-    """The model: the scripted kit answering every request with a short reply."""
+    """The ``scripted`` server: the scripted kit answering every request with a short reply."""
     from interplay.testing import ScriptedModel, ScriptedReply
 
     latency = latency_ms / 1000
@@ -62,14 +71,23 @@ def free_port() -> int:
 
 
 class Server:
-    def __init__(self, latency_ms: float) -> None:
+    """The model in its own process: ``fast`` (benchmarks/fast_model.py) or ``scripted``."""
+
+    def __init__(self, latency_ms: float, kind: str = "fast") -> None:
+        self.kind = kind
         self.port = free_port()
-        self.proc = subprocess.Popen(
-            [sys.executable, __file__, "--serve", str(self.port), "--latency-ms",
-             str(latency_ms)], stdout=subprocess.PIPE, text=True)
+        if kind == "fast":
+            cmd = [sys.executable, str(FAST_MODEL), "--port", str(self.port)]
+        elif kind == "scripted":
+            cmd = [sys.executable, __file__, "--serve", str(self.port)]
+        else:
+            raise ValueError(f"unknown model server {kind!r}")
+        self.proc = subprocess.Popen([*cmd, "--latency-ms", str(latency_ms)],
+                                     stdout=subprocess.PIPE, text=True)
         assert self.proc.stdout is not None
         if self.proc.stdout.readline().strip() != "ready":
-            raise RuntimeError("the scripted model did not start")
+            self.stop()
+            raise RuntimeError(f"the {kind} model server did not start")
 
     @property
     def base_url(self) -> str:
@@ -152,18 +170,19 @@ async def bench(args: argparse.Namespace) -> None:
 
 async def run_benches(args: argparse.Namespace, work: Path) -> None:
     if args.only in (None, "instant"):
-        server = Server(0.0)
+        server = Server(0.0, args.server)
         try:
             await one_run(server, 4, 2, work)  # warm-up
             for c in args.conc:
                 n = max(args.n, c)
                 row = await one_run(server, n, c, work)
                 row["target_cpu_ms_per_call"] = 2.0
-                print(json.dumps({"bench": "instant", **row}), flush=True)
+                print(json.dumps({"bench": "instant", "server": args.server, **row}),
+                      flush=True)
         finally:
             server.stop()
     if args.only in (None, "latency"):
-        server = Server(args.latency_ms)
+        server = Server(args.latency_ms, args.server)
         try:
             await one_run(server, 4, 4, work)  # warm-up
             c = args.latency_c
@@ -173,8 +192,8 @@ async def run_benches(args: argparse.Namespace, work: Path) -> None:
             row["ratio_of_ideal"] = round(row["model_calls_per_s"] / ideal, 3)
             row["kb_per_live_episode"] = round(row["peak_rss_delta_mb"] * 1024 / c, 1)
             row["targets"] = {"ratio_of_ideal": 0.9, "kb_per_live_episode": 100}
-            print(json.dumps({"bench": "latency", "latency_ms": args.latency_ms, **row}),
-                  flush=True)
+            print(json.dumps({"bench": "latency", "server": args.server,
+                              "latency_ms": args.latency_ms, **row}), flush=True)
         finally:
             server.stop()
 
@@ -183,6 +202,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--only", choices=("instant", "latency"))
+    parser.add_argument("--server", choices=("fast", "scripted"), default="fast",
+                        help="the model server: fast_model.py (default) or the scripted kit")
     parser.add_argument("-n", type=int, default=200, help="episodes per instant run")
     parser.add_argument("--conc", type=lambda s: [int(x) for x in s.split(",")],
                         default=[1, 64, 256])
