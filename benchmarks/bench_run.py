@@ -13,6 +13,10 @@ general ASGI test double) spends 0.11-0.15 ms of CPU per call, over half a core 
 latency bench's rates; fast_model.py spends 0.03-0.05 ms. Every line says which server ran
 and what it spent per call (``server_cpu_ms_per_call``).
 
+With ``--workers W`` the run spreads its episodes over W worker processes (``interplay eval
+-w``); CPU then counts the workers too, and memory per live episode is the parent's growth plus
+the workers' whole RSS, their interpreters and imports included.
+
 * instant model at -c 1, 64, 256: episodes/s and CPU ms per model call (target <= 2 ms);
 * 200 ms model latency at -c 1000: model calls/s as a ratio of the ideal concurrency / latency
   (target >= 0.9) and peak memory per live episode (target <= 100 KB).
@@ -113,13 +117,37 @@ def cpu_seconds() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-def rss_bytes() -> int:
-    with open("/proc/self/statm") as fh:
-        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+def cpu_with_workers() -> float:
+    """This process and its finished children: the runner's workers are reaped by the end of
+    a run, the model server (still running) is not counted."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def rss_bytes(pid: int | str = "self") -> int:
+    try:
+        with open(f"/proc/{pid}/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:  # gone meanwhile
+        return 0
+
+
+def worker_pids() -> list[int]:
+    """This process's live `interplay.workers` children."""
+    found = []
+    for children in Path("/proc/self/task").glob("*/children"):
+        for pid in children.read_text().split():
+            try:
+                if b"interplay.workers" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    found.append(int(pid))
+            except OSError:
+                continue
+    return found
 
 
 async def one_run(server: Server, episodes: int, concurrency: int, work: Path,
-                  sample_memory: bool = False) -> dict[str, Any]:
+                  sample_memory: bool = False, workers: int = 1) -> dict[str, Any]:
     tasks_file = work / f"tasks-{episodes}.jsonl"
     if not tasks_file.exists():
         tasks_file.write_text("".join(
@@ -128,7 +156,7 @@ async def one_run(server: Server, episodes: int, concurrency: int, work: Path,
     out = Path(tempfile.mkdtemp(dir=work))
     data = {"env": {"name": "user-sim", "taskset": str(tasks_file),
                     "relay": {"max_turns": ROUNDS}},
-            "n": episodes, "concurrency": concurrency, "output": str(out),
+            "n": episodes, "concurrency": concurrency, "output": str(out), "workers": workers,
             "model": {"base_url": server.base_url, "model": "scripted"}}
     cfg, env, resolved = runner.resolve(data)
     peak = base = rss_bytes()
@@ -137,20 +165,21 @@ async def one_run(server: Server, episodes: int, concurrency: int, work: Path,
     async def sampler() -> None:
         nonlocal peak
         while not stop.is_set():
-            peak = max(peak, rss_bytes())
+            peak = max(peak, rss_bytes() + sum(rss_bytes(pid) for pid in worker_pids()))
             await asyncio.sleep(0.05)
 
     sampling = asyncio.ensure_future(sampler()) if sample_memory else None
-    cpu0, server0, t0 = cpu_seconds(), server.cpu_seconds(), time.perf_counter()
+    cpu0, server0, t0 = cpu_with_workers(), server.cpu_seconds(), time.perf_counter()
     outcome = await runner.run(cfg, env, resolved, out)
-    wall, cpu = time.perf_counter() - t0, cpu_seconds() - cpu0
+    wall, cpu = time.perf_counter() - t0, cpu_with_workers() - cpu0
     server_cpu = server.cpu_seconds() - server0
     stop.set()
     if sampling is not None:
         await sampling
     summary = outcome.summary
     calls = int(summary["model_calls"])
-    return {"episodes": outcome.ran, "c": concurrency, "wall_s": round(wall, 3),
+    return {"episodes": outcome.ran, "c": concurrency, "workers": workers,
+            "wall_s": round(wall, 3),
             "episodes_per_s": round(outcome.ran / wall, 2), "model_calls": calls,
             "model_calls_per_s": round(calls / wall, 1),
             "cpu_ms_per_call": round(cpu * 1000 / max(calls, 1), 3),
@@ -175,7 +204,7 @@ async def run_benches(args: argparse.Namespace, work: Path) -> None:
             await one_run(server, 4, 2, work)  # warm-up
             for c in args.conc:
                 n = max(args.n, c)
-                row = await one_run(server, n, c, work)
+                row = await one_run(server, n, c, work, workers=args.workers)
                 row["target_cpu_ms_per_call"] = 2.0
                 print(json.dumps({"bench": "instant", "server": args.server, **row}),
                       flush=True)
@@ -186,7 +215,8 @@ async def run_benches(args: argparse.Namespace, work: Path) -> None:
         try:
             await one_run(server, 4, 4, work)  # warm-up
             c = args.latency_c
-            row = await one_run(server, args.latency_n, c, work, sample_memory=True)
+            row = await one_run(server, args.latency_n, c, work, sample_memory=True,
+                                workers=args.workers)
             ideal = c / (args.latency_ms / 1000)
             row["ideal_calls_per_s"] = ideal
             row["ratio_of_ideal"] = round(row["model_calls_per_s"] / ideal, 3)
@@ -205,6 +235,8 @@ def main() -> None:
     parser.add_argument("--server", choices=("fast", "scripted"), default="fast",
                         help="the model server: fast_model.py (default) or the scripted kit")
     parser.add_argument("-n", type=int, default=200, help="episodes per instant run")
+    parser.add_argument("-w", "--workers", type=int, default=1,
+                        help="worker processes for the runs (interplay eval -w)")
     parser.add_argument("--conc", type=lambda s: [int(x) for x in s.split(",")],
                         default=[1, 64, 256])
     parser.add_argument("--latency-ms", type=float, default=200.0)
