@@ -50,7 +50,6 @@ class SegmentContext:
     """Everything a harness may use while it runs segments for one trace."""
 
     def __init__(self, session: ChatSession) -> None:
-        self._session = session
         self.agent: Agent = session.agent
         self.trace: Trace = session.trace
         self.task: Task = session.task

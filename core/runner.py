@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import gc
 import hashlib
 import json
 import math
@@ -22,7 +24,7 @@ import signal
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -690,15 +692,8 @@ async def run(cfg: RunConfig, env: Env, resolved: Mapping[str, Any], output: Pat
     t0 = time.monotonic()
     interrupted = False
     try:
-        if cfg.workers > 1:
-            from interplay.workers import run_in_workers
-
-            await run_in_workers(resolved, env.name, pairs, workers=cfg.workers,
-                                 concurrency=cfg.concurrency, seed=cfg.seed, on_line=on_line,
-                                 on_episode=on_episode)
-        else:
-            await run_pairs(env, pairs, resources=resources, seed=cfg.seed,
-                            concurrency=cfg.concurrency, on_episode=on_episode)
+        with collector_tuned_for_runs():
+            await _run_all(cfg, env, resolved, pairs, resources, on_episode, on_line)
     except asyncio.CancelledError:
         interrupted = True
         raise
@@ -714,6 +709,41 @@ async def run(cfg: RunConfig, env: Env, resolved: Mapping[str, Any], output: Pat
         summary["interrupted"] = interrupted
         _write_json(output / SUMMARY_FILE, summary)
     return RunOutcome(output=output, summary=summary, ran=ran, interrupted=interrupted)
+
+
+@contextlib.contextmanager
+def collector_tuned_for_runs() -> Iterator[None]:
+    """The cyclic garbage collector set for a run, and set back after it.
+
+    A run holds thousands of live objects per episode, and a finished episode is freed by
+    reference counting (episodes break their own cycles). At the default thresholds the
+    collector would scan them all again and again: at 1000 episodes at once, 1.5 s of a 10 s
+    run, with pauses of up to 0.2 s that every call in flight waits out. Young objects are
+    collected every 50,000 allocations instead of 700, and what existed before the run
+    (modules, plugins, tasks) is left out of the scans."""
+    old = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 100)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
+        gc.unfreeze()
+
+
+async def _run_all(cfg: RunConfig, env: Env, resolved: Mapping[str, Any],
+                   pairs: Sequence[tuple[Task, int]], resources: Any,
+                   on_episode: Callable[[Episode], None],
+                   on_line: Callable[[int, int, bytes, dict[str, Any]], None]) -> None:
+    if cfg.workers > 1:
+        from interplay.workers import run_in_workers
+
+        await run_in_workers(resolved, env.name, pairs, workers=cfg.workers,
+                             concurrency=cfg.concurrency, seed=cfg.seed, on_line=on_line,
+                             on_episode=on_episode)
+    else:
+        await run_pairs(env, pairs, resources=resources, seed=cfg.seed,
+                        concurrency=cfg.concurrency, on_episode=on_episode)
 
 
 def _write_json(path: Path, data: Any) -> None:

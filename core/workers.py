@@ -251,7 +251,8 @@ async def _worker_main(protocol_fd: int) -> None:
         asyncio.streams.FlowControlMixin, os.fdopen(protocol_fd, "wb", buffering=0))
     out = asyncio.StreamWriter(transport, protocol, None, loop)
     try:
-        await _serve(reader, out)
+        with runner.collector_tuned_for_runs():
+            await _serve(reader, out)
     except asyncio.CancelledError:
         pass
     finally:

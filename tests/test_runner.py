@@ -4,6 +4,7 @@ a real subprocess where the behaviour is the process's (exit codes, signals)."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import io
 import json
 import os
@@ -716,6 +717,27 @@ async def test_a_finished_episode_is_let_go_once_written(scripted_model: Scripte
     finally:
         await resources.aclose()
     assert seen == [0.0, 0.0, 0.0]
+
+
+async def test_a_finished_episode_is_freed_without_the_cycle_collector(
+        scripted_model: ScriptedFactory) -> None:
+    """Agents point back at their episode's context; once the episode is over nothing may keep
+    its traces alive but the episode itself, or a run at -c 1000 waits on full collections."""
+    model = scripted_model(relay_handler(user_turns=2))
+    env = runner.load_env("user-sim", {})
+    resources = RunResources(endpoint=model.endpoint)
+    gc.collect()
+    gc.disable()
+    try:
+        episode = await runner.run_one(env, env.tasks()[0], 0, resources=resources, seed=0)
+        assert len(episode.traces) == 2 and episode.error is None
+        traces = [weakref.ref(t) for t in episode.traces]
+        calls = [weakref.ref(c) for t in episode.traces for c in t.model_calls]
+        del episode
+        assert [r() for r in traces + calls] == [None] * len(traces + calls)
+    finally:
+        gc.enable()
+        await resources.aclose()
 
 
 def test_user_sim_relay_at_c1(tmp_path: Path, scripted_model: ScriptedFactory) -> None:
