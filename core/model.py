@@ -306,7 +306,8 @@ def encode_body(body: Mapping[str, Any],
     each Message's JSON encoded once per message rather than once per call: a chat resends
     its whole conversation on every call."""
     rest = _dumps({k: v for k, v in body.items() if k != "messages"})
-    parts = b",".join(m.wire_json() if isinstance(m, Message) else _dumps(m) for m in messages)
+    parts = b",".join((m._wire_json or m.wire_json()) if isinstance(m, Message) else _dumps(m)
+                      for m in messages)
     return b'{"messages":[' + parts + (b"]," + rest[1:] if len(rest) > 2 else b"]}")
 
 
@@ -412,7 +413,7 @@ class ModelClient:
         """The JSON body :meth:`chat` sends. Message dicts are shared, not copied: a harness
         that resends a growing conversation would otherwise hold every message once per call
         (the recorded request of each call keeps its own list, never a dict that changes)."""
-        wire = [m.wire() if isinstance(m, Message) else m if isinstance(m, dict)
+        wire = [(m._wire or m.wire()) if isinstance(m, Message) else m if isinstance(m, dict)
                 else dict(m) for m in messages]
         body: dict[str, Any] = {"model": self.endpoint.model, "messages": wire}
         body.update(self.endpoint.sampling)

@@ -168,7 +168,8 @@ class Task:
         """This task with another prompt. ``system`` is the message :meth:`messages` made from
         ``system_prompt`` before: it is reused, not made (and encoded) again, when it still
         matches."""
-        task = attrs.evolve(self, prompt=prompt)
+        # Made directly: attrs.evolve looks the fields up on every call, once per model call here.
+        task = Task(self.idx, prompt, self.system_prompt, self.answer, self.info)
         if system is not None and system.role == "system" and system.content == self.system_prompt:
             object.__setattr__(task, "_system", system)
         return task
