@@ -18,15 +18,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import resource
-import signal
-import socket
-import subprocess
-import sys
-import threading
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
+
+from bench_run import Server, cpu_seconds  # the model servers and CPU, as bench_run has them
 
 from interplay import aio
 from interplay.http import HttpPool
@@ -35,49 +31,6 @@ HEADERS = {"Content-Type": "application/json", "Authorization": "Bearer sk-bench
 BODY = json.dumps({"model": "scripted", "messages": [
     {"role": "system", "content": "You are terse."},
     {"role": "user", "content": "Say something short."}], "temperature": 0.0}).encode()
-
-
-def serve(port: int) -> None:
-    from interplay.testing import ScriptedModel, ScriptedReply
-
-    done = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: done.set())
-    with ScriptedModel(lambda _: ScriptedReply.text("ok, noted"), port=port):
-        print("ready", flush=True)
-        done.wait()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Server:
-    def __init__(self) -> None:
-        self.port = free_port()
-        self.proc = subprocess.Popen([sys.executable, __file__, "--serve", str(self.port)],
-                                     stdout=subprocess.PIPE, text=True)
-        assert self.proc.stdout is not None
-        if self.proc.stdout.readline().strip() != "ready":
-            raise RuntimeError("the scripted model did not start")
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-
-
-def cpu_seconds() -> float:
-    ru = resource.getrusage(resource.RUSAGE_SELF)
-    return ru.ru_utime + ru.ru_stime
 
 
 async def drive(call: Callable[[], Awaitable[int]], n: int, concurrency: int) -> dict[str, Any]:
@@ -136,7 +89,7 @@ async def bench_aiohttp(url: str, n: int, concurrency: int) -> dict[str, Any]:
 
 
 async def run(args: argparse.Namespace) -> None:
-    server = Server()
+    server = Server(0.0, "scripted")
     try:
         for concurrency in (1, 64):
             best: dict[str, dict[str, Any]] = {}
@@ -160,14 +113,9 @@ async def run(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
     parser.add_argument("-n", type=int, default=5000, help="requests per measurement")
     parser.add_argument("--repeat", type=int, default=3, help="best of this many runs")
-    args = parser.parse_args()
-    if args.serve:
-        serve(args.serve)
-        return
-    aio.run(run(args))
+    aio.run(run(parser.parse_args()))
 
 
 if __name__ == "__main__":

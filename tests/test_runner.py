@@ -419,14 +419,21 @@ def test_workers_run_the_episodes_one_process_would(tmp_path: Path,
     assert _normalized(three) != _normalized(run("other-seed", 3, seed=2)[0])
 
 
-def test_a_dead_worker_costs_only_the_episodes_it_was_running(
-        tmp_path: Path, scripted_model: ScriptedFactory) -> None:
-    n = 16
+def _start_workers_run(tmp_path: Path, scripted_model: ScriptedFactory,
+                       n: int) -> tuple[subprocess.Popen[str], Path, list[int]]:
+    """A slow user-sim run at -c 4 in two workers, once two episodes are written."""
     model = scripted_model(relay_handler(user_turns=2, latency_s=0.05))
     proc, out = _start_slow_run(tmp_path, model, n, concurrency=4, workers=2)
     _wait_for_episodes(out, 2, proc)
-    victims = _worker_pids(proc.pid)
-    assert len(victims) == 2
+    workers = _worker_pids(proc.pid)
+    assert len(workers) == 2
+    return proc, out, workers
+
+
+def test_a_dead_worker_costs_only_the_episodes_it_was_running(
+        tmp_path: Path, scripted_model: ScriptedFactory) -> None:
+    n = 16
+    proc, out, victims = _start_workers_run(tmp_path, scripted_model, n)
     os.kill(victims[0], signal.SIGKILL)
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 0, stderr
@@ -447,11 +454,7 @@ def test_a_dead_worker_costs_only_the_episodes_it_was_running(
 def test_a_killed_run_with_workers_leaves_no_worker_behind(
         tmp_path: Path, scripted_model: ScriptedFactory, sig: signal.Signals) -> None:
     n = 12
-    model = scripted_model(relay_handler(user_turns=2, latency_s=0.05))
-    proc, out = _start_slow_run(tmp_path, model, n, concurrency=4, workers=2)
-    _wait_for_episodes(out, 2, proc)
-    workers = _worker_pids(proc.pid)
-    assert len(workers) == 2
+    proc, out, workers = _start_workers_run(tmp_path, scripted_model, n)
     proc.send_signal(sig)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == (130 if sig == signal.SIGTERM else -signal.SIGKILL), stderr
