@@ -159,9 +159,12 @@ class Task:
     system_prompt: str | None = None
     answer: Any = None
     info: dict[str, Any] = attrs.Factory(dict)
-    # The system message synthesized from system_prompt, made once (so its wire form is too).
+    # The messages synthesized from system_prompt and a text prompt, made once (so their wire
+    # forms are too, and every request and the trace hold the same ones).
     _system: Message | None = attrs.field(default=None, init=False, eq=False, hash=False,
                                           repr=False)
+    _user: Message | None = attrs.field(default=None, init=False, eq=False, hash=False,
+                                        repr=False)
 
     def with_prompt(self, prompt: str | tuple[Message, ...] | None, *,
                     system: Message | None = None) -> Task:
@@ -184,7 +187,11 @@ class Task:
                 object.__setattr__(self, "_system", system)
             out.append(system)
         if isinstance(self.prompt, str):
-            out.append(Message("user", self.prompt))
+            user = self._user
+            if user is None or user.content != self.prompt:
+                user = Message("user", self.prompt)
+                object.__setattr__(self, "_user", user)
+            out.append(user)
         elif self.prompt:
             out.extend(self.prompt)
         return out
@@ -457,13 +464,11 @@ def _splice_request(request: Any) -> Any:
     messages = request.get("messages") if isinstance(request, dict) else None
     if not known or not isinstance(messages, list) or not messages:
         return request
-    parts = []
-    for m in messages:
-        part = known.get(id(m))
-        if part is None:
-            return request
-        parts.append(part)
-    return {**request, "messages": _mark(b"[" + b",".join(parts) + b"]")}
+    try:
+        joined = b",".join(map(known.__getitem__, map(id, messages)))
+    except KeyError:  # a message no trace holds: encode the request the plain way
+        return request
+    return {**request, "messages": _mark(b"[" + joined + b"]")}
 
 
 def _splice_response(value: bytes | dict[str, Any] | None) -> Any:
@@ -475,6 +480,23 @@ def _splice_response(value: bytes | dict[str, Any] | None) -> Any:
     return _parsed(value)
 
 
+def _splice_call(c: ModelCall) -> dict[str, Any]:
+    # Written out rather than generated: an episode holds a call per turn, and cattrs' generic
+    # handling of each optional field was most of the cost of its line. The round-trip tests
+    # hold it to the converter's own form.
+    usage = c.usage
+    return {"id": c.id, "api": c.api, "model": c.model, "request": _splice_request(c.request),
+            "response": _splice_response(c._response),
+            "usage": None if usage is None else {
+                "prompt_tokens": usage.prompt_tokens,
+                "completion_tokens": usage.completion_tokens,
+                "total_tokens": usage.total_tokens},
+            "started_at": c.started_at, "latency_s": c.latency_s,
+            "first_token_s": c.first_token_s, "finish_reason": c.finish_reason,
+            "streamed": c.streamed, "attempts": c.attempts, "status": c.status,
+            "error": c.error, "error_type": c.error_type}
+
+
 _splicer: cattrs.Converter | None = None
 
 
@@ -483,10 +505,7 @@ def _splicing_converter() -> cattrs.Converter:
     if _splicer is None:
         conv = make_converter()
         conv.register_unstructure_hook(Message, _splice_message)
-        conv.register_unstructure_hook(ModelCall, make_dict_unstructure_fn(
-            ModelCall, conv, request=override(unstruct_hook=_splice_request),
-            _response=override(rename="response", unstruct_hook=_splice_response),
-            _message=override(omit=True)))
+        conv.register_unstructure_hook(ModelCall, _splice_call)
         _splicer = conv
     return _splicer
 
