@@ -20,19 +20,22 @@ import json
 import os
 import random
 import re
+import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
-import httpx2
 import structlog
 
 from interplay.endpoint import Endpoint
 from interplay.errors import InterplayError
 from interplay.http import HttpPool
 from interplay.records import Message, ModelCall, ToolCall, Usage
+
+if TYPE_CHECKING:
+    import httpx2
 
 log = structlog.get_logger("interplay.model")
 
@@ -255,7 +258,9 @@ def _transport_error_type(exc: BaseException) -> str:
     :mod:`interplay.http` or httpx2 transport error): a wrapper's own class can say "timeout"
     for a refused connection, the root cause cannot."""
     root = _root(exc)
-    if isinstance(root, TimeoutError | httpx2.TimeoutException):
+    httpx2 = sys.modules.get("httpx2")  # only the httpx transport imports it
+    if isinstance(root, TimeoutError) or (httpx2 is not None
+                                          and isinstance(root, httpx2.TimeoutException)):
         return "timeout"
     return "connection_error"
 
@@ -335,6 +340,10 @@ class ModelClient:
         self._opened = False
         self._http: Any = None
         self._pool: HttpPool | None = None
+        # What a failed exchange raises: interplay.http's errors are TimeoutError and OSError;
+        # the httpx transport adds httpx2's own (imported only then).
+        self._timeouts: tuple[type[BaseException], ...] = (TimeoutError,)
+        self._failures: tuple[type[BaseException], ...] = (OSError,)
         self._url: str = ""
         self._headers: dict[str, str] = {}
         self._init_lock: asyncio.Lock | None = None
@@ -366,6 +375,8 @@ class ModelClient:
         import httpx2
         import openai
 
+        self._timeouts = (TimeoutError, httpx2.TimeoutException)
+        self._failures = (OSError, httpx2.TransportError, httpx2.StreamError)
         limits = httpx2.Limits(max_connections=self._max_connections,
                                max_keepalive_connections=self._max_connections)
         timeout = httpx2.Timeout(endpoint.timeout_s, connect=min(10.0, endpoint.timeout_s))
@@ -507,14 +518,14 @@ class ModelClient:
                 resp = _HttpxResponse(await self._http.send(
                     self._http.build_request("POST", self._url, content=payload,
                                              headers=self._headers), stream=True))
-        except (httpx2.TransportError, TimeoutError, OSError) as exc:
+        except (*self._timeouts, *self._failures) as exc:
             kind = _transport_error_type(exc)
             raise _Failure(kind, "request timed out" if kind == "timeout" else
                            redact_url(f"connection error: {_root(exc)}")) from None
         if resp.status >= 400:
             try:
                 content = await resp.read()
-            except (httpx2.TransportError, TimeoutError, OSError):
+            except (*self._timeouts, *self._failures):
                 content = b""
             finally:
                 await resp.aclose()
@@ -530,9 +541,9 @@ class ModelClient:
                 raw = await resp.read()
                 self._finish(call, parse_body(raw, resp.status, "choices", "a chat.completion"),
                              raw)
-        except (httpx2.TimeoutException, TimeoutError):
+        except self._timeouts:
             raise _Failure("timeout", "timed out reading the response") from None
-        except (httpx2.TransportError, httpx2.StreamError, OSError) as exc:
+        except self._failures as exc:
             raise _Failure("connection_error", f"connection error: {type(exc).__name__}") \
                 from None
         finally:

@@ -136,6 +136,12 @@ class PluginHost:
 
     # -- loading -----------------------------------------------------------------------------
 
+    @property
+    def loads_entry_points(self) -> bool:
+        """Whether this host loads installed plugins (tests and benchmarks may use builtins
+        only; worker processes do as their parent does)."""
+        return self._load_entry_points
+
     def load(self) -> None:
         with self._lock:
             if self._loaded:

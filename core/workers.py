@@ -37,7 +37,7 @@ from typing import Any
 
 import structlog
 
-from interplay import aio, runner
+from interplay import aio, plugins, runner
 from interplay import log as log_mod
 from interplay.errors import InterplayError
 from interplay.records import Episode, Task
@@ -90,7 +90,8 @@ async def run_in_workers(resolved: Mapping[str, Any], env_name: str,
         return
     queue: Iterator[tuple[Task, int]] = iter(pairs)
     exhausted = False
-    setup = {"config": resolved, "log": log_mod.settings()}
+    setup = {"config": resolved, "log": log_mod.settings(),
+             "entry_points": plugins.host().loads_entry_points}
     pool: list[_Worker] = []
     try:
         for i, share in enumerate(shares(concurrency, min(workers, len(pairs)))):
@@ -197,6 +198,9 @@ async def _serve(reader: asyncio.StreamReader, out: asyncio.StreamWriter) -> Non
     setup = json.loads(await reader.readline())
     log_mod.configure(**setup["log"])
     try:
+        # The parent's plugins: installed ones only if it loaded them (the allow- and
+        # block-lists come with the environment).
+        plugins.reset(load_entry_points=bool(setup.get("entry_points", True)))
         cfg, env, _ = runner.resolve(setup["config"])
         tasks = {t.idx: t for t in env.tasks()}
     except Exception as exc:
