@@ -32,7 +32,7 @@ import structlog
 from interplay.endpoint import Endpoint
 from interplay.errors import InterplayError
 from interplay.http import HttpPool
-from interplay.records import Message, ModelCall, ToolCall, Usage
+from interplay.records import Message, ModelCall, ToolCall, Usage, dumps, dumps_kept, loads
 
 if TYPE_CHECKING:
     import httpx2
@@ -289,7 +289,7 @@ def parse_body(data: bytes, status: int, list_key: str, what: str) -> dict[str, 
     """A whole (non-streamed) response body: a JSON object with a list under ``list_key``
     (``choices`` for Chat Completions, ``output`` for Responses); else a ``bad_response``."""
     try:
-        parsed = json.loads(data)
+        parsed = loads(data)
     except ValueError:
         raise _Failure("bad_response", "response body is not JSON", status) from None
     if not isinstance(parsed, dict) or not isinstance(parsed.get(list_key), list):
@@ -297,21 +297,13 @@ def parse_body(data: bytes, status: int, list_key: str, what: str) -> dict[str, 
     return parsed
 
 
-# One encoder for every body: json.dumps with options builds a new one per call.
-_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-
-
-def _dumps(data: Any) -> bytes:
-    return _encode(data).encode()
-
-
 def encode_body(body: Mapping[str, Any],
                 messages: Sequence[Message | Mapping[str, Any]]) -> bytes:
     """``body`` (as :meth:`ModelClient.build_body` made it from ``messages``) as JSON, with
     each Message's JSON encoded once per message rather than once per call: a chat resends
     its whole conversation on every call."""
-    rest = _dumps({k: v for k, v in body.items() if k != "messages"})
-    parts = b",".join((m._wire_json or m.wire_json()) if isinstance(m, Message) else _dumps(m)
+    rest = dumps({k: v for k, v in body.items() if k != "messages"})
+    parts = b",".join((m._wire_json or m.wire_json()) if isinstance(m, Message) else dumps(m)
                       for m in messages)
     return b'{"messages":[' + parts + (b"]," + rest[1:] if len(rest) > 2 else b"]}")
 
@@ -475,7 +467,7 @@ class ModelClient:
             payload = None
         ep = self.endpoint
         if payload is None:
-            payload = _dumps(body)
+            payload = dumps(body)
         delivered = [False]
         attempt = 0
         while True:
@@ -560,7 +552,7 @@ class ModelClient:
                     done = True
                     break
                 try:
-                    chunk = json.loads(data)
+                    chunk = loads(data)
                 except ValueError:
                     raise _Failure("bad_response", "stream chunk is not JSON",
                                    resp.status) from None
@@ -586,7 +578,7 @@ class ModelClient:
             raise _Failure("connection_error", "stream ended before it finished",
                            resp.status)
         result = asm.result()
-        self._finish(call, result, _dumps(result))
+        self._finish(call, result, dumps_kept(result))
 
     @staticmethod
     def _finish(call: ModelCall, response: dict[str, Any], raw: bytes) -> None:
