@@ -277,6 +277,9 @@ def _die_with_parent() -> None:
 
 def main() -> None:
     _die_with_parent()
+    # Below the parent: it is the only writer of the results, and a worker that outran it
+    # would hold finished episodes in a pipe buffer instead of on disk.
+    os.nice(1)
     # Ctrl-C reaches the whole process group; the parent decides and stops the workers.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     protocol_fd = os.dup(1)
