@@ -675,19 +675,16 @@ async def run(cfg: RunConfig, env: Env, resolved: Mapping[str, Any], output: Pat
     writer.open()
     ran = 0
 
-    def on_episode(episode: Episode) -> None:
-        nonlocal ran
-        writer.append(episode)
-        records[(episode.info.task_idx, episode.info.rollout)] = slim_episode(episode)
-        ran += 1
-        progress.add(episode)
-
     def on_line(task_idx: int, rollout: int, line: bytes, slim: dict[str, Any]) -> None:
         nonlocal ran
         writer.append_line(line)
         records[(task_idx, rollout)] = slim
         ran += 1
         progress.count(slim.get("error_type"), slim.get("reward"))
+
+    def on_episode(episode: Episode) -> None:
+        on_line(episode.info.task_idx, episode.info.rollout, episode_line(episode),
+                slim_episode(episode))
 
     t0 = time.monotonic()
     interrupted = False
