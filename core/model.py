@@ -20,7 +20,6 @@ import json
 import os
 import random
 import re
-import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -251,18 +250,6 @@ def _root(exc: BaseException) -> BaseException:
         exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
         seen += 1
     return exc
-
-
-def _transport_error_type(exc: BaseException) -> str:
-    """timeout or connection_error, classified by the root cause of ``exc`` (an
-    :mod:`interplay.http` or httpx2 transport error): a wrapper's own class can say "timeout"
-    for a refused connection, the root cause cannot."""
-    root = _root(exc)
-    httpx2 = sys.modules.get("httpx2")  # only the httpx transport imports it
-    if isinstance(root, TimeoutError) or (httpx2 is not None
-                                          and isinstance(root, httpx2.TimeoutException)):
-        return "timeout"
-    return "connection_error"
 
 
 class _HttpxResponse:
@@ -511,7 +498,9 @@ class ModelClient:
                     self._http.build_request("POST", self._url, content=payload,
                                              headers=self._headers), stream=True))
         except (*self._timeouts, *self._failures) as exc:
-            kind = _transport_error_type(exc)
+            # By the root cause: a wrapper's own class can say "timeout" for a refused
+            # connection, the root cause cannot.
+            kind = "timeout" if isinstance(_root(exc), self._timeouts) else "connection_error"
             raise _Failure(kind, "request timed out" if kind == "timeout" else
                            redact_url(f"connection error: {_root(exc)}")) from None
         if resp.status >= 400:

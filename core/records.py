@@ -9,6 +9,7 @@ This module holds plain data: no I/O, no model calls, no logging.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -414,8 +415,7 @@ def make_converter() -> cattrs.Converter:
     # tenths of the cost of writing an episode.
     conv.register_unstructure_hook(ModelCall, make_dict_unstructure_fn(
         ModelCall, conv, request=override(unstruct_hook=_as_is),
-        _response=override(rename="response", unstruct_hook=_parsed),
-        _message=override(omit=True)))
+        _response=override(rename="response", unstruct_hook=_parsed)))
     conv.register_structure_hook(ModelCall, make_dict_structure_fn(
         ModelCall, conv, _response=override(rename="response", struct_hook=_as_is_structured)))
     conv.register_structure_hook(Any, lambda v, _: v)
@@ -524,17 +524,12 @@ def _splice_call(c: ModelCall) -> dict[str, Any]:
             "error": c.error, "error_type": c.error_type}
 
 
-_splicer: cattrs.Converter | None = None
-
-
+@functools.cache
 def _splicing_converter() -> cattrs.Converter:
-    global _splicer
-    if _splicer is None:
-        conv = make_converter()
-        conv.register_unstructure_hook(Message, _splice_message)
-        conv.register_unstructure_hook(ModelCall, _splice_call)
-        _splicer = conv
-    return _splicer
+    conv = make_converter()
+    conv.register_unstructure_hook(Message, _splice_message)
+    conv.register_unstructure_hook(ModelCall, _splice_call)
+    return conv
 
 
 def to_json_bytes(record: Trace | Episode) -> bytes:

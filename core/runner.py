@@ -202,9 +202,6 @@ class EpisodeLog:
     def open(self) -> None:
         self._fh = self.path.open("ab", buffering=0)
 
-    def append(self, episode: Episode) -> None:
-        self.append_line(episode_line(episode))
-
     def append_line(self, data: bytes) -> None:
         """Append one episode's JSON line (without its newline)."""
         line = memoryview(data + b"\n")

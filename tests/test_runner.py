@@ -314,7 +314,7 @@ async def test_episode_log_writes_every_byte_of_a_short_written_line(tmp_path: P
     writer._fh = TrickleFile(path, "ab")
     episode = Episode(info=EpisodeInfo(episode_id="e1", env="x", task_idx=4),
                       task=Task(4, prompt="p" * 50))
-    writer.append(episode)
+    writer.append_line(runner.episode_line(episode))
     await writer.aclose()
     (record,) = runner.read_episodes(path)
     assert record["info"]["task_idx"] == 4 and record["task"]["prompt"] == "p" * 50
