@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
-import re
 import threading
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -459,31 +457,24 @@ def from_json(text: str | bytes, cls: type[Any]) -> Any:
 
 # -- JSON lines with the JSON a record already holds spliced in ------------------------------------
 
-# A placeholder string the encoder writes as "\u0000<nonce>:<n>", swapped for the n-th fragment
-# once the rest is encoded. The nonce is per process: no value a model or an env produces can
-# be mistaken for one.
-_NONCE = os.urandom(8).hex()
-_MARK = re.compile(rb'"\\u0000' + _NONCE.encode() + rb':(\d+)"')
+_Fragment = orjson.Fragment  # JSON orjson writes out as it is, unchecked
 
 
 class _Splicing(threading.local):
-    fragments: list[bytes] | None = None
     known: dict[int, bytes] | None = None
 
 
 _splicing = _Splicing()
 
 
-def _mark(fragment: bytes) -> str:
-    fragments = _splicing.fragments
-    assert fragments is not None
-    fragments.append(fragment)
-    return f"\x00{_NONCE}:{len(fragments) - 1}"
-
-
 def _splice_message(m: Message) -> Any:
     encoded = m._wire_json
-    return _mark(encoded) if encoded is not None else message_to_openai(m)
+    return _Fragment(encoded) if encoded is not None else message_to_openai(m)
+
+
+def _splice_messages(messages: list[Message]) -> list[Any]:
+    return [_Fragment(m._wire_json) if m._wire_json is not None else message_to_openai(m)
+            for m in messages]
 
 
 def _splice_request(request: Any) -> Any:
@@ -495,7 +486,7 @@ def _splice_request(request: Any) -> Any:
         joined = b",".join(map(known.__getitem__, map(id, messages)))
     except KeyError:  # a message no trace holds: encode the request the plain way
         return request
-    return {**request, "messages": _mark(b"[" + joined + b"]")}
+    return {**request, "messages": _Fragment(b"[" + joined + b"]")}
 
 
 def _splice_response(value: bytes | dict[str, Any] | None) -> Any:
@@ -503,7 +494,7 @@ def _splice_response(value: bytes | dict[str, Any] | None) -> Any:
     # response would break the line, and JSON in UTF-16 is legal but is not UTF-8.
     if (isinstance(value, bytes) and value[:1] == b"{" and value[1:2] != b"\x00"
             and b"\n" not in value and b"\r" not in value):
-        return _mark(value)
+        return _Fragment(value)
     return _parsed(value)
 
 
@@ -524,11 +515,19 @@ def _splice_call(c: ModelCall) -> dict[str, Any]:
             "error": c.error, "error_type": c.error_type}
 
 
+def _splice_calls(calls: list[ModelCall]) -> list[dict[str, Any]]:
+    return [_splice_call(c) for c in calls]
+
+
 @functools.cache
 def _splicing_converter() -> cattrs.Converter:
     conv = make_converter()
     conv.register_unstructure_hook(Message, _splice_message)
     conv.register_unstructure_hook(ModelCall, _splice_call)
+    # A trace's messages and calls in one call each rather than one hook call per item.
+    conv.register_unstructure_hook(Trace, make_dict_unstructure_fn(
+        Trace, conv, messages=override(unstruct_hook=_splice_messages),
+        model_calls=override(unstruct_hook=_splice_calls)))
     return conv
 
 
@@ -540,17 +539,14 @@ def to_json_bytes(record: Trace | Episode) -> bytes:
     traces = record.traces if isinstance(record, Episode) else [record]
     known = {id(m._wire): m._wire_json for t in traces for m in t.messages
              if m._wire is not None and m._wire_json is not None}
-    fragments: list[bytes] = []
-    _splicing.fragments, _splicing.known = fragments, known
+    _splicing.known = known
     try:
-        text = dumps(_splicing_converter().unstructure(record))
+        data = _splicing_converter().unstructure(record)
     finally:
-        _splicing.fragments = _splicing.known = None
-    if not fragments:
-        return text
-    pieces = _MARK.split(text)
-    if pieces[1::2] != [str(i).encode() for i in range(len(fragments))]:
-        # A value that imitates a mark: encode it all the plain way.
+        _splicing.known = None
+    try:
+        return orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS)
+    except TypeError:
+        # Something orjson refuses (an integer past 64 bits in an env's results): the plain
+        # way, which hands it to the standard library.
         return to_json(record).encode()
-    pieces[1::2] = fragments
-    return b"".join(pieces)

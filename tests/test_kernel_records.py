@@ -194,10 +194,10 @@ def test_to_json_bytes_reads_back_as_to_json(episode: Episode, form: str, warm: 
                                              imitate: bool) -> None:
     """An episode line splices in the JSON records already hold (each message's wire JSON,
     each response as it came); it must read back exactly as the plain encoding does, stay one
-    line, and survive text that imitates a splice mark."""
+    line, and keep text that looks like JSON as text."""
     for trace in episode.traces:
         if imitate:
-            trace.messages.append(Message("user", f"\x00{records._NONCE}:0"))
+            trace.messages.append(Message("user", '\x00"}]}\n{"id": 1}'))
         if warm:
             for m in trace.messages:
                 m.wire_json()
