@@ -115,6 +115,9 @@ class ChatSession:
         if mask_prompt:
             self.trace.info["prompt_masked"] = True
         self.ctx = SegmentContext(self)
+        # Bound once per exchange: structlog's module-level proxy binds afresh on every call,
+        # which each turn would pay for a debug line that is usually dropped.
+        self._log = log.bind()
         self._lock = asyncio.Lock()
         self._opened = False
         self._over = False
@@ -175,9 +178,9 @@ class ChatSession:
                 if segment.error_type is not None:
                     self.trace.error = segment.error
                     self.trace.error_type = segment.error_type
-            log.debug("agent.turn", agent=self.agent.name, episode_id=self.trace.episode.episode_id,
-                      turn=self.turns, added=len(segment.messages),
-                      stop_condition=segment.stop_condition)
+            self._log.debug("agent.turn", agent=self.agent.name,
+                            episode_id=self.trace.episode.episode_id, turn=self.turns,
+                            added=len(segment.messages), stop_condition=segment.stop_condition)
             return Reply(text=segment.text, stopped=self._over,
                          stop_condition=segment.stop_condition, messages=segment.messages)
 

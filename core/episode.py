@@ -11,7 +11,6 @@ import asyncio
 import math
 import random
 import time
-import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +24,7 @@ from interplay.clock import Clock
 from interplay.endpoint import Endpoint
 from interplay.env import Env, SeatSpec
 from interplay.errors import InterplayError
+from interplay.ids import new_id
 from interplay.records import Episode, EpisodeInfo, Reward, Task, Trace
 
 if TYPE_CHECKING:
@@ -143,7 +143,7 @@ class EpisodeContext:
 
 
 def new_episode_id() -> str:
-    return uuid.uuid4().hex[:16]
+    return new_id(8)
 
 
 async def run_episode(env: Env, task: Task, *, resources: RunResources, rollout: int = 0,

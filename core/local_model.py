@@ -22,7 +22,6 @@ import sys
 import threading
 import time
 import urllib.request
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +30,7 @@ import structlog
 from interplay import aio, asgi
 from interplay.endpoint import Endpoint
 from interplay.errors import InterplayError
+from interplay.ids import new_id
 
 log = structlog.get_logger("interplay.local_model")
 
@@ -254,7 +254,7 @@ class LocalServer:
         if include_usage:
             prompt = max(0, int(self.llm.n_tokens) - completion)
             tail = b"data: " + asgi.dumps({
-                "id": last.get("id", f"chatcmpl-{uuid.uuid4().hex}"),
+                "id": last.get("id", f"chatcmpl-{new_id(16)}"),
                 "object": "chat.completion.chunk", "created": last.get("created", 0),
                 "model": MODEL_NAME, "choices": [],
                 "usage": {"prompt_tokens": prompt, "completion_tokens": completion,

@@ -17,11 +17,9 @@ import contextlib
 import email.utils
 import inspect
 import json
-import os
 import random
 import re
 import time
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +29,7 @@ import structlog
 from interplay.endpoint import Endpoint
 from interplay.errors import InterplayError
 from interplay.http import HttpPool
+from interplay.ids import new_id
 from interplay.records import Message, ModelCall, ToolCall, Usage, dumps, dumps_kept, loads
 
 if TYPE_CHECKING:
@@ -192,7 +191,7 @@ class _StreamAssembler:
                 message["content"] = ""
             choices.append({"index": idx, "message": message,
                             "finish_reason": acc["finish_reason"], "logprobs": None})
-        out: dict[str, Any] = {"id": self.id or f"chatcmpl-{uuid.uuid4().hex[:24]}",
+        out: dict[str, Any] = {"id": self.id or f"chatcmpl-{new_id(12)}",
                                "object": "chat.completion", "created": self.created or
                                int(time.time()), "model": self.model or "", "choices": choices}
         if self.system_fingerprint:
@@ -296,7 +295,7 @@ def encode_body(body: Mapping[str, Any],
 
 
 def _new_call_id() -> str:
-    return f"mc_{os.urandom(10).hex()}"
+    return f"mc_{new_id(10)}"
 
 
 class ModelClient:
@@ -593,10 +592,17 @@ class Models:
     def __init__(self, *, max_connections: int = 64) -> None:
         self.max_connections = max_connections
         self._clients: dict[tuple[Any, ...], ModelClient] = {}
+        # The same Endpoint object asks again for every agent of every episode: found by
+        # identity before its settings are spelled into a key (the endpoint is held, so its id
+        # is not reused).
+        self._by_identity: dict[int, tuple[Endpoint, ModelClient]] = {}
         self._local: Any = None
         self._local_lock: asyncio.Lock | None = None
 
     def client(self, endpoint: Endpoint) -> ModelClient:
+        known = self._by_identity.get(id(endpoint))
+        if known is not None and known[0] is endpoint:
+            return known[1]
         key = (endpoint.base_url, endpoint.model, endpoint.api_key_var,
                json.dumps(endpoint.sampling, sort_keys=True, default=str),
                endpoint.timeout_s, endpoint.max_retries, endpoint.retry_max_s, endpoint.api)
@@ -606,6 +612,7 @@ class Models:
             found = ModelClient(endpoint, max_connections=self.max_connections,
                                 _resolve=resolve)
             self._clients[key] = found
+        self._by_identity[id(endpoint)] = (endpoint, found)
         return found
 
     async def _local_endpoint(self) -> Endpoint:
@@ -620,6 +627,7 @@ class Models:
 
     async def aclose(self) -> None:
         clients, self._clients = list(self._clients.values()), {}
+        self._by_identity = {}
         for c in clients:
             await c.aclose()
         local, self._local = self._local, None

@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import json
 import time
-import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
@@ -24,6 +23,7 @@ import structlog
 
 from interplay import asgi
 from interplay.endpoint import Endpoint
+from interplay.ids import new_id
 from interplay.interception import responses as rs
 
 # The same classification and retry policy as the Chat Completions client.
@@ -109,7 +109,7 @@ class Forward:
         """A ``response.failed`` event that ends a stream already begun."""
         self.seq += 1
         event = {"type": "response.failed", "sequence_number": self.seq, "response": {
-            "id": self.resp_id or f"resp_{uuid.uuid4().hex[:24]}", "object": "response",
+            "id": self.resp_id or f"resp_{new_id(12)}", "object": "response",
             "created_at": int(time.time()), "status": "failed",
             "model": str(self.body.get("model") or ""), "output": [], "usage": None,
             "error": {"code": code, "message": message}, "incomplete_details": None}}
@@ -118,7 +118,7 @@ class Forward:
     async def run(self, on_start: OnStart, on_data: OnData) -> ModelCall:
         """Forward the request; the program's answer goes through on_start/on_data."""
         ep = self.endpoint
-        call = ModelCall(id=f"mc_{uuid.uuid4().hex[:20]}", api="responses",
+        call = ModelCall(id=f"mc_{new_id(10)}", api="responses",
                          model=str(self.body.get("model") or ep.model), request=self.body,
                          started_at=time.time(), streamed=self.stream)
         t0 = time.monotonic()

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from collections.abc import Mapping
 from typing import Any
+
+from interplay import ids
 
 _CHAT_ROLES = {"system": "system", "developer": "system", "user": "user",
                "assistant": "assistant"}
@@ -32,7 +33,7 @@ class BadRequest(ValueError):
 
 
 def new_id(prefix: str) -> str:
-    return f"{prefix}_{uuid.uuid4().hex[:24]}"
+    return f"{prefix}_{ids.new_id(12)}"
 
 
 def _text_of(content: Any, where: str) -> str | list[dict[str, Any]]:
