@@ -603,6 +603,10 @@ async def run_one(env: Env, task: Task, rollout: int, *, resources: Any, seed: i
         return failed_episode(env.name, task, rollout, ep_seed, exc, started)
 
 
+#: Episodes a run starts per turn of the event loop while it fills its slots.
+START_BATCH = 16
+
+
 async def run_pairs(env: Env, pairs: Sequence[tuple[Task, int]], *, resources: Any,
                     seed: int, concurrency: int, on_episode: Any) -> None:
     """Run every (task, rollout) pair, at most ``concurrency`` episodes at once, calling
@@ -618,8 +622,15 @@ async def run_pairs(env: Env, pairs: Sequence[tuple[Task, int]], *, resources: A
             # would hold a whole finished episode beside every live one).
             del episode
 
-    workers = [asyncio.ensure_future(worker()) for _ in range(min(concurrency, len(pairs)))]
+    workers: list[asyncio.Future[None]] = []
     try:
+        for i in range(min(concurrency, len(pairs))):
+            workers.append(asyncio.ensure_future(worker()))
+            if i % START_BATCH == START_BATCH - 1:
+                # Started a few at a time, the loop turning in between: at -c 1000 the first
+                # requests would otherwise wait for all 1000 episodes to be set up (a fifth
+                # of a second) before any went out, and come back as one burst.
+                await asyncio.sleep(0)
         await asyncio.gather(*workers)
     finally:
         for w in workers:

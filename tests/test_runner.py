@@ -22,6 +22,7 @@ import pytest
 
 import interplay
 from interplay import cli, runner
+from interplay.endpoint import Endpoint
 from interplay.env import Env, SeatSpec
 from interplay.episode import EpisodeContext, RunResources
 from interplay.records import Task
@@ -698,6 +699,47 @@ def test_c_bounds_episodes_not_sessions(tmp_path: Path, scripted_model: Scripted
     assert all(len(r["traces"]) == 2 for r in records)
     assert 1 <= TwoSeatStep.max_live <= concurrency
     assert len(model.requests) == 6 * 2 * 3
+
+
+class BarrierStep(Step):
+    """Waits until ``target`` episodes run at once: only a run that fills every slot ends."""
+
+    name = "test_barrier"
+    target = 0
+    arrived = 0
+    all_in: asyncio.Event | None = None
+
+    async def run(self, ctx: EpisodeContext) -> None:
+        cls = type(self)
+        assert cls.all_in is not None
+        cls.arrived += 1
+        if cls.arrived == cls.target:
+            cls.all_in.set()
+        await asyncio.wait_for(cls.all_in.wait(), timeout=10)
+
+
+class BarrierEnv(Env):
+    name = "test-barrier"
+    seats: ClassVar = {"assistant": SeatSpec(harness="null")}
+
+    def steps(self) -> list[Step]:
+        return [BarrierStep()]
+
+
+async def test_every_slot_fills_though_episodes_start_a_few_at_a_time() -> None:
+    concurrency = 2 * runner.START_BATCH + 3
+    BarrierStep.target, BarrierStep.arrived = concurrency, 0
+    BarrierStep.all_in = asyncio.Event()
+    finished: list[Any] = []
+    resources = RunResources(endpoint=Endpoint(base_url="http://127.0.0.1:9/v1"))
+    try:
+        await runner.run_pairs(BarrierEnv(), [(t, 0) for t in _tasks(concurrency)],
+                               resources=resources, seed=0, concurrency=concurrency,
+                               on_episode=finished.append)
+    finally:
+        await resources.aclose()
+    assert len(finished) == concurrency
+    assert [e.error for e in finished] == [None] * concurrency
 
 
 async def test_a_finished_episode_is_let_go_once_written(scripted_model: ScriptedFactory,
