@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import structlog
 
+from interplay import aio
 from interplay.env import SeatSpec
 from interplay.errors import InterplayError
 from interplay.harness import Harness, Segment
@@ -188,7 +189,7 @@ class ChatSession:
         try:
             # In this task, not a task of its own as wait_for would make: one less task and
             # its scheduling per turn.
-            async with asyncio.timeout(self.ctx.timeout_s):
+            async with aio.timeout(self.ctx.timeout_s):
                 return await run
         except TimeoutError:
             return Segment(stop_condition="timeout", error_type="timeout",

@@ -34,6 +34,7 @@ from urllib.parse import urlsplit
 
 import httptools
 
+from interplay import aio
 from interplay.errors import InterplayError
 
 __all__ = ["Headers", "HttpConnectionError", "HttpPool", "HttpProtocolError", "HttpResponse"]
@@ -137,7 +138,7 @@ class _Connection(asyncio.Protocol):
         """Until the next event on this connection, or the read timeout (which closes it)."""
         fut = self._loop.create_future()
         self._waiter = fut
-        timer = self._loop.call_later(self._pool.read_timeout_s, self._timed_out, fut)
+        timer = aio.call_later(self._loop, self._pool.read_timeout_s, self._timed_out, fut)
         try:
             await fut
         finally:

@@ -341,7 +341,12 @@ async def test_a_body_cut_short_is_a_connection_error() -> None:
         assert server.accepted == 1
 
 
-async def test_a_server_that_never_answers_times_out() -> None:
+@pytest.mark.parametrize("deadline", ["timer", "shared tick"])
+async def test_a_server_that_never_answers_times_out(deadline: str,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    if deadline == "shared tick":
+        monkeypatch.setattr(aio, "SWEEP_MIN_S", 0.1)
+        monkeypatch.setattr(aio, "SWEEP_TICK_S", 0.02)
     async def handler(r: asyncio.StreamReader, w: asyncio.StreamWriter, n: int) -> None:
         await read_request(r)
         await r.read()  # until the client gives up and closes
@@ -352,7 +357,11 @@ async def test_a_server_that_never_answers_times_out() -> None:
             await post(pool)
 
 
-async def test_a_body_that_stalls_times_out() -> None:
+@pytest.mark.parametrize("deadline", ["timer", "shared tick"])
+async def test_a_body_that_stalls_times_out(deadline: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    if deadline == "shared tick":
+        monkeypatch.setattr(aio, "SWEEP_MIN_S", 0.1)
+        monkeypatch.setattr(aio, "SWEEP_TICK_S", 0.02)
     async def handler(r: asyncio.StreamReader, w: asyncio.StreamWriter, n: int) -> None:
         await read_request(r)
         w.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nsome")
