@@ -499,6 +499,7 @@ class HttpPool:
         self._prefix = parts.path.rstrip("/")
         self._host_line = f"Host: {hostport}\r\n"
         self._header_cache: tuple[dict[str, str], bytes] | None = None
+        self._starts: dict[tuple[str, str], bytes] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
         self._start_over()
@@ -565,13 +566,12 @@ class HttpPool:
 
     def _encode(self, method: str, path: str, headers: Mapping[str, str] | None,
                 body: bytes) -> bytes:
-        if not path.startswith("/") or _BAD_PATH.search(path) is not None:
-            raise ValueError("the request path must start with '/' and hold no whitespace")
-        if _TOKEN.fullmatch(method) is None:
-            raise ValueError("the request method must be a token such as POST")
-        head = f"{method} {self._prefix}{path} HTTP/1.1\r\n{self._host_line}"
+        key = (method, path)
+        start = self._starts.get(key)
+        if start is None:
+            start = self._starts[key] = self._start(method, path)
         if body or method not in ("GET", "HEAD", "DELETE", "OPTIONS"):
-            head += f"Content-Length: {len(body)}\r\n"
+            start += b"Content-Length: %d\r\n" % len(body)
         block = b""
         if headers:
             # A caller sends the same few headers every time (the model client's are fixed
@@ -582,11 +582,22 @@ class HttpPool:
             else:
                 block = _header_block(headers)
                 self._header_cache = (dict(headers), block)
+        return b"".join((start, block, b"\r\n", body))
+
+    def _start(self, method: str, path: str) -> bytes:
+        """The request line and Host header for ``method`` and ``path``, checked and encoded
+        (once per pair: a client sends the same one every time)."""
+        if not path.startswith("/") or _BAD_PATH.search(path) is not None:
+            raise ValueError("the request path must start with '/' and hold no whitespace")
+        if _TOKEN.fullmatch(method) is None:
+            raise ValueError("the request method must be a token such as POST")
+        if len(self._starts) >= 64:  # paths with ids in them: keep the cache small
+            self._starts.clear()
         try:
-            data = head.encode("latin-1")
+            return f"{method} {self._prefix}{path} HTTP/1.1\r\n{self._host_line}".encode(
+                "latin-1")
         except UnicodeEncodeError:
             raise ValueError("the request path must be latin-1 text") from None
-        return b"".join((data, block, b"\r\n", body))
 
     # -- the pool ----------------------------------------------------------------------------
 
