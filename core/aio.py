@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import threading
 from collections.abc import Callable, Coroutine
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol, TypeVar
@@ -89,15 +90,22 @@ class _Sweeper:
 
 
 _sweepers: dict[int, _Sweeper] = {}
+# Loops in other threads (the interception server's) make theirs at the same time.
+_sweepers_lock = threading.Lock()
 
 
 def _sweeper(loop: asyncio.AbstractEventLoop) -> _Sweeper:
     found = _sweepers.get(id(loop))
-    if found is None or found.loop is not loop:
-        for key in [k for k, s in _sweepers.items() if s.loop.is_closed()]:
-            del _sweepers[key]
-        found = _sweepers[id(loop)] = _Sweeper(loop)
-    return found
+    if found is not None and found.loop is loop:
+        return found
+    with _sweepers_lock:
+        for key, old in list(_sweepers.items()):
+            if old.loop.is_closed():
+                del _sweepers[key]
+        found = _sweepers.get(id(loop))
+        if found is None or found.loop is not loop:
+            found = _sweepers[id(loop)] = _Sweeper(loop)
+        return found
 
 
 def call_later(loop: asyncio.AbstractEventLoop, delay: float, callback: Callable[..., Any],
