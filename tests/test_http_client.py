@@ -341,12 +341,17 @@ async def test_a_body_cut_short_is_a_connection_error() -> None:
         assert server.accepted == 1
 
 
-@pytest.mark.parametrize("deadline", ["timer", "shared tick"])
-async def test_a_server_that_never_answers_times_out(deadline: str,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    if deadline == "shared tick":
+@pytest.fixture(params=["timer", "shared tick"])
+def read_deadline(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A read timeout on a timer of its own, or (lowered thresholds) on the loop's shared tick
+    that long ones use."""
+    if request.param == "shared tick":
         monkeypatch.setattr(aio, "SWEEP_MIN_S", 0.1)
         monkeypatch.setattr(aio, "SWEEP_TICK_S", 0.02)
+    return str(request.param)
+
+
+async def test_a_server_that_never_answers_times_out(read_deadline: str) -> None:
     async def handler(r: asyncio.StreamReader, w: asyncio.StreamWriter, n: int) -> None:
         await read_request(r)
         await r.read()  # until the client gives up and closes
@@ -357,11 +362,7 @@ async def test_a_server_that_never_answers_times_out(deadline: str,
             await post(pool)
 
 
-@pytest.mark.parametrize("deadline", ["timer", "shared tick"])
-async def test_a_body_that_stalls_times_out(deadline: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    if deadline == "shared tick":
-        monkeypatch.setattr(aio, "SWEEP_MIN_S", 0.1)
-        monkeypatch.setattr(aio, "SWEEP_TICK_S", 0.02)
+async def test_a_body_that_stalls_times_out(read_deadline: str) -> None:
     async def handler(r: asyncio.StreamReader, w: asyncio.StreamWriter, n: int) -> None:
         await read_request(r)
         w.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nsome")
