@@ -201,8 +201,12 @@ def test_to_json_bytes_reads_back_as_to_json(episode: Episode, form: str, warm: 
         if warm:
             for m in trace.messages:
                 m.wire_json()
-        for call in trace.model_calls:
-            call.request = {"model": "m", "messages": [m.wire() for m in trace.messages]}
+        wire = [m.wire() for m in trace.messages]
+        for k, call in enumerate(trace.model_calls):
+            # Requests that grow by a message or two (a chat), repeat, shrink or reorder.
+            cut = (2 * k) % (len(wire) + 1)
+            call.request = {"model": "m",
+                            "messages": wire[:cut] if k % 3 else wire[::-1][:cut]}
             body = {"id": "x", "choices": [{"message": {"content": "é\n\u2028"}}]}
             call.response = {
                 "compact": json.dumps(body, ensure_ascii=False).encode(),
