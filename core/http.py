@@ -536,7 +536,10 @@ class HttpPool:
             raise HttpConnectionError(f"the pool for {self.origin} is closed")
         data = self._encode(method, path, headers, body)
         head_only = method == "HEAD"
-        conn = await self._acquire(loop)
+        idle = self._idle
+        # The common case, without a coroutine: an idle connection still open.
+        conn = idle.pop() if idle and not idle[-1].closed else await self._acquire(loop)
+        conn.busy = True
         try:
             conn.send(data, head_only)
             while not conn.headers_done:

@@ -28,7 +28,7 @@ import structlog
 
 from interplay.endpoint import Endpoint
 from interplay.errors import InterplayError
-from interplay.http import HttpPool
+from interplay.http import HttpPool, HttpResponse
 from interplay.ids import new_id
 from interplay.records import Message, ModelCall, ToolCall, Usage, dumps, dumps_kept, loads
 
@@ -444,7 +444,8 @@ class ModelClient:
                          streamed=bool(body.get("stream")))
         t0 = time.monotonic()
         try:
-            await self._ready()
+            if not self._opened:  # opened already on every call but the first
+                await self._ready()
         except InterplayError:
             raise
         except Exception as exc:  # the local model failed to start: record it as a call failure
@@ -532,7 +533,10 @@ class ModelClient:
             raise _Failure("connection_error", f"connection error: {type(exc).__name__}") \
                 from None
         finally:
-            await resp.aclose()
+            if isinstance(resp, HttpResponse):
+                resp.release()  # what its aclose() does, without a coroutine per call
+            else:
+                await resp.aclose()
 
     async def _read_stream(self, call: ModelCall, resp: Any, t0: float,
                            on_chunk: ChunkSink | None, on_start: Callable[[], None] | None,
