@@ -1,7 +1,7 @@
 """The event loop interplay runs on: uvloop where it is installed (a cheaper loop for many
 concurrent HTTP streams), else asyncio's own. Every entry point that starts a loop uses this,
-so the CLI, the servers and the benchmarks measure the same thing. Also long deadlines
-(:func:`call_later`, :func:`timeout`) that share one timer per loop."""
+so the CLI, the servers and the benchmarks measure the same thing. Also deadlines
+(:func:`call_later`, :class:`Deadline`) that, when long, share one timer per loop."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import asyncio
 import math
 import threading
 from collections.abc import Callable, Coroutine
-from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol, TypeVar
 
 T = TypeVar("T")
@@ -44,6 +43,8 @@ class Later(Protocol):
 
 
 class _Swept:
+    """A deadline on the shared tick: ``fire()`` runs at ``when`` unless cancelled first."""
+
     __slots__ = ("args", "callback", "sweeper", "when")
 
     def __init__(self, sweeper: _Sweeper, when: float, callback: Callable[..., Any],
@@ -52,6 +53,9 @@ class _Swept:
         self.when = when
         self.callback = callback
         self.args = args
+
+    def fire(self) -> None:
+        self.callback(*self.args)
 
     def cancel(self) -> None:
         self.sweeper.live.discard(self)
@@ -62,15 +66,14 @@ class _Sweeper:
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
-        self.live: set[_Swept] = set()
+        self.live: set[Any] = set()
         self._timer: asyncio.TimerHandle | None = None
 
-    def add(self, delay: float, callback: Callable[..., Any], args: tuple[Any, ...]) -> _Swept:
-        handle = _Swept(self, self.loop.time() + delay, callback, args)
+    def add(self, handle: Any) -> None:
+        """Watch ``handle`` (with ``when``, ``fire()`` and ``cancel()`` like _Swept's)."""
         self.live.add(handle)
         if self._timer is None:
             self._timer = self.loop.call_later(SWEEP_TICK_S, self._tick)
-        return handle
 
     def _tick(self) -> None:
         self._timer = None
@@ -81,7 +84,7 @@ class _Sweeper:
         for handle in sorted(due, key=lambda h: h.when):
             # Run here, not scheduled: a deadline cancelled from now on must not fire.
             try:
-                handle.callback(*handle.args)
+                handle.fire()
             except Exception as exc:
                 self.loop.call_exception_handler({
                     "message": "exception in a deadline callback", "exception": exc})
@@ -114,45 +117,74 @@ def call_later(loop: asyncio.AbstractEventLoop, delay: float, callback: Callable
     loop's shared tick (up to SWEEP_TICK_S late), a shorter one gets a timer of its own."""
     if delay < SWEEP_MIN_S or not math.isfinite(delay):
         return loop.call_later(delay, callback, *args)
-    return _sweeper(loop).add(delay, callback, args)
+    sweeper = _sweeper(loop)
+    handle = _Swept(sweeper, loop.time() + delay, callback, args)
+    sweeper.add(handle)
+    return handle
 
 
-class _LongTimeout:
-    """``asyncio.timeout`` on a swept deadline (same semantics: the block is cancelled at the
-    deadline and TimeoutError raised from it; a cancellation from elsewhere stays one)."""
+class Deadline:
+    """A deadline for the running task: ``delay`` seconds after :meth:`start` the task is
+    cancelled, as by ``asyncio.timeout``; one SWEEP_MIN_S or longer waits on the loop's
+    shared tick. Synchronous where ``asyncio.timeout`` is an async context manager (two
+    coroutines per use): a segment sets one on every model call. Use::
 
-    __slots__ = ("_cancelling", "_delay", "_expired", "_handle", "_task")
+        deadline = Deadline(600.0)
+        deadline.start()
+        try:
+            await work
+        except BaseException as exc:
+            if deadline.stop(type(exc)):
+                raise TimeoutError from exc  # this deadline's cancellation
+            raise
+        finally:
+            deadline.stop()
+    """
 
-    def __init__(self, delay: float) -> None:
-        self._delay = delay
+    __slots__ = ("_cancelling", "_delay", "_expired", "_handle", "_stopped", "_sweeper",
+                 "_task", "when")
+
+    def __init__(self, delay: float | None) -> None:
+        # None or an infinite delay: never.
+        self._delay = delay if delay is not None and math.isfinite(delay) else None
         self._expired = False
-        self._handle: Later | None = None
+        self._stopped = False
+        self._handle: asyncio.TimerHandle | None = None
+        self._sweeper: _Sweeper | None = None
 
-    async def __aenter__(self) -> _LongTimeout:
-        task = asyncio.current_task()
+    def start(self) -> None:
+        if self._delay is None:
+            return
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task(loop)
         if task is None:
-            raise RuntimeError("timeout() should be used inside a task")
+            raise RuntimeError("a Deadline needs to be started inside a task")
         self._task = task
         self._cancelling = task.cancelling()
-        self._handle = call_later(asyncio.get_running_loop(), self._delay, self._expire)
-        return self
+        self.when = loop.time() + self._delay
+        if self._delay < SWEEP_MIN_S:
+            self._handle = loop.call_at(self.when, self.fire)
+        else:
+            self._sweeper = _sweeper(loop)
+            self._sweeper.add(self)
 
-    def _expire(self) -> None:
+    def fire(self) -> None:
         self._expired = True
         self._task.cancel()
 
-    async def __aexit__(self, exc_type: type[BaseException] | None,
-                        exc: BaseException | None, tb: Any) -> None:
+    def stop(self, exc_type: type[BaseException] | None = None) -> bool:
+        """Stop watching, once (later calls do nothing and return False). Returns whether
+        the guarded work, ended by ``exc_type`` (None: it returned), was cancelled by this
+        deadline rather than from elsewhere; the deadline's cancellation is taken back from
+        the task's count either way, as ``asyncio.timeout`` does."""
+        if self._stopped:
+            return False
+        self._stopped = True
         if self._handle is not None:
             self._handle.cancel()
             self._handle = None
-        if (self._expired and self._task.uncancel() <= self._cancelling
-                and exc_type is asyncio.CancelledError):
-            raise TimeoutError from exc
-
-
-def timeout(delay: float | None) -> AbstractAsyncContextManager[Any]:
-    """``asyncio.timeout(delay)``, on a swept deadline when ``delay`` is SWEEP_MIN_S or more."""
-    if delay is None or delay < SWEEP_MIN_S or not math.isfinite(delay):
-        return asyncio.timeout(delay)
-    return _LongTimeout(delay)
+        if self._sweeper is not None:
+            self._sweeper.live.discard(self)
+            self._sweeper = None
+        return (self._expired and self._task.uncancel() <= self._cancelling
+                and exc_type is asyncio.CancelledError)

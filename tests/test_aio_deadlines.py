@@ -1,6 +1,6 @@
-"""Long deadlines on a shared tick (interplay.aio.call_later / timeout): they fire, late by at
-most a tick, never once cancelled, and a timeout keeps asyncio.timeout's semantics. The tick
-and the threshold are lowered so that a test's deadlines take the shared path."""
+"""Deadlines (interplay.aio.call_later and Deadline): long ones on a shared tick fire, late by
+at most a tick, never once cancelled, and a Deadline keeps asyncio.timeout's semantics. The
+tick and the threshold are lowered so that a test's deadlines take the shared path."""
 
 from __future__ import annotations
 
@@ -61,34 +61,69 @@ async def test_a_failing_callback_goes_to_the_loop_and_the_others_still_fire(
     assert [type(e) for e in reported] == [ZeroDivisionError]
 
 
-async def test_a_long_timeout_raises_timeout_error_and_leaves_the_task_uncancelled(
+async def guarded(delay: float | None, work: Any) -> Any:
+    """The pattern Deadline's docstring gives (the one a segment uses)."""
+    deadline = aio.Deadline(delay)
+    deadline.start()
+    try:
+        return await work
+    except BaseException as exc:
+        if deadline.stop(type(exc)):
+            raise TimeoutError from exc
+        raise
+    finally:
+        deadline.stop()
+
+
+async def test_a_long_deadline_raises_timeout_error_and_leaves_the_task_uncancelled(
         swept: None) -> None:
     with pytest.raises(TimeoutError):
-        async with aio.timeout(0.06):
-            await asyncio.sleep(10)
+        await guarded(0.06, asyncio.sleep(10))
     task = asyncio.current_task()
     assert task is not None and task.cancelling() == 0
-    async with aio.timeout(0.06):  # a block that ends in time is left alone
-        await asyncio.sleep(0.01)
+    assert await guarded(0.06, asyncio.sleep(0.01, "done")) == "done"  # in time: left alone
     await asyncio.sleep(0.06 + 3 * TICK)  # and its deadline does not fire later
 
 
 async def test_a_cancellation_from_outside_stays_a_cancellation(swept: None) -> None:
-    async def guarded() -> None:
-        async with aio.timeout(5.0):
-            await asyncio.sleep(10)
-
-    task = asyncio.ensure_future(guarded())
+    task = asyncio.ensure_future(guarded(5.0, asyncio.sleep(10)))
     await asyncio.sleep(0.01)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
 
 
-async def test_short_and_endless_timeouts_are_asyncio_s_own() -> None:
-    assert type(aio.timeout(None)) is type(asyncio.timeout(None))
-    assert type(aio.timeout(1.0)) is type(asyncio.timeout(1.0))
-    assert type(aio.timeout(float("inf"))) is type(asyncio.timeout(None))
+async def test_work_that_swallows_the_deadline_s_cancellation_leaves_no_count_behind(
+        swept: None) -> None:
+    async def stubborn() -> str:
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            return "swallowed"
+        return "slept"
+
+    assert await guarded(0.06, stubborn()) == "swallowed"
+    task = asyncio.current_task()
+    assert task is not None and task.cancelling() == 0
+
+
+async def test_a_short_deadline_has_a_timer_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    # With the shared tick an hour long, only a timer of its own can end this in time.
+    monkeypatch.setattr(aio, "SWEEP_TICK_S", 3600.0)
+
+    async def outcome() -> str:
+        try:
+            await guarded(0.05, asyncio.sleep(10))
+        except TimeoutError:
+            return "deadline"
+        return "slept"
+
+    assert await asyncio.wait_for(outcome(), timeout=5) == "deadline"
+
+
+async def test_no_deadline_or_an_endless_one_never_fires() -> None:
+    for delay in (None, float("inf")):
+        assert await guarded(delay, asyncio.sleep(0.01, "done")) == "done"
 
 
 class HangingHarness(Harness):
