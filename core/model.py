@@ -294,8 +294,8 @@ def encode_body(body: Mapping[str, Any],
     each Message's JSON encoded once per message rather than once per call: a chat resends
     its whole conversation on every call."""
     rest = dumps({k: v for k, v in body.items() if k != "messages"})
-    parts = b",".join((m._wire_json or m.wire_json()) if isinstance(m, Message) else dumps(m)
-                      for m in messages)
+    parts = b",".join([(m._wire_json or m.wire_json()) if isinstance(m, Message) else dumps(m)
+                       for m in messages])
     return b'{"messages":[' + parts + (b"]," + rest[1:] if len(rest) > 2 else b"]}")
 
 
