@@ -305,8 +305,16 @@ def slim_record(record: Mapping[str, Any]) -> dict[str, Any]:
 
 def slim_episode(episode: Episode) -> dict[str, Any]:
     """:func:`slim_record` of an episode that has just finished."""
-    usage = episode.usage
-    calls = sum(len(t.model_calls) for t in episode.traces) + len(episode.judge_calls)
+    # Summed here rather than through Episode.usage, which makes a Usage per call it adds.
+    prompt = completion = total = calls = 0
+    for call_list in [*(t.model_calls for t in episode.traces), episode.judge_calls]:
+        calls += len(call_list)
+        for call in call_list:
+            usage = call.usage
+            if usage is not None:
+                prompt += usage.prompt_tokens
+                completion += usage.completion_tokens
+                total += usage.total_tokens
     info = episode.info
     return {"info": {"task_idx": info.task_idx, "rollout": info.rollout,
                      "episode_id": info.episode_id},
@@ -315,9 +323,8 @@ def slim_episode(episode: Episode) -> dict[str, Any]:
             "traces": [{"seat": t.seat, "agent": t.agent, "stop_condition": t.stop_condition,
                         "reward": t.reward}
                        for t in episode.traces],
-            "usage": {"prompt_tokens": usage.prompt_tokens,
-                      "completion_tokens": usage.completion_tokens,
-                      "total_tokens": usage.total_tokens, "model_calls": calls}}
+            "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                      "total_tokens": total, "model_calls": calls}}
 
 
 def default_output(env_name: str) -> str:

@@ -764,6 +764,26 @@ async def test_a_finished_episode_is_let_go_once_written(scripted_model: Scripte
     assert seen == [0.0, 0.0, 0.0]
 
 
+async def test_a_finished_episode_is_summarized_as_its_line_reads_back(
+        scripted_model: ScriptedFactory) -> None:
+    """The run counts a finished episode from the episode itself (slim_episode) and a resumed
+    run counts it from its line (slim_record): both must say the same."""
+    model = scripted_model(relay_handler(user_turns=2))
+    env = runner.load_env("user-sim", {})
+    resources = RunResources(endpoint=model.endpoint)
+    try:
+        episode = await runner.run_one(env, env.tasks()[0], 0, resources=resources, seed=0)
+    finally:
+        await resources.aclose()
+    slim = runner.slim_episode(episode)
+    # Three user turns (two questions, then done) and two answers.
+    assert slim["usage"]["model_calls"] == 5 and slim["usage"]["total_tokens"] > 0
+    read = runner.slim_record(json.loads(runner.episode_line(episode)))
+    assert {k: v for k, v in slim.items() if k != "info"} == \
+        {k: v for k, v in read.items() if k != "info"}
+    assert slim["info"].items() <= read["info"].items()
+
+
 async def test_a_finished_episode_is_freed_without_the_cycle_collector(
         scripted_model: ScriptedFactory) -> None:
     """Agents point back at their episode's context; once the episode is over nothing may keep
