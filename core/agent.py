@@ -186,19 +186,10 @@ class ChatSession:
                          stop_condition=segment.stop_condition, messages=segment.messages)
 
     async def _run_segment(self, run: Any) -> Segment:
-        # In this task, not a task of its own as wait_for would make: one less task and its
-        # scheduling per turn.
-        deadline = aio.Deadline(self.ctx.timeout_s)
-        deadline.start()
         try:
-            try:
-                return await run
-            except BaseException as exc:
-                if deadline.stop(type(exc)):
-                    raise TimeoutError from exc
-                raise
-            finally:
-                deadline.stop()
+            # In this task, not a task of its own as wait_for would make: one less task and
+            # its scheduling per turn.
+            return await aio.within(self.ctx.timeout_s, run)
         except TimeoutError:
             return Segment(stop_condition="timeout", error_type="timeout",
                            error=f"segment exceeded {self.ctx.timeout_s:g} s")

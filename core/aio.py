@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import math
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Protocol, TypeVar
 
 T = TypeVar("T")
@@ -123,23 +123,27 @@ def call_later(loop: asyncio.AbstractEventLoop, delay: float, callback: Callable
     return handle
 
 
+async def within(delay: float | None, work: Awaitable[T]) -> T:
+    """``await work``, cancelled after ``delay`` seconds (None: never) with TimeoutError
+    raised, as under ``asyncio.timeout(delay)``; a long delay waits on the loop's shared tick.
+    One coroutine where ``async with asyncio.timeout`` makes two: a segment runs under one on
+    every model call."""
+    deadline = Deadline(delay)
+    deadline.start()
+    try:
+        return await work
+    except BaseException as exc:
+        if deadline.stop(type(exc)):
+            raise TimeoutError from exc  # this deadline's own cancellation
+        raise
+    finally:
+        deadline.stop()
+
+
 class Deadline:
     """A deadline for the running task: ``delay`` seconds after :meth:`start` the task is
     cancelled, as by ``asyncio.timeout``; one SWEEP_MIN_S or longer waits on the loop's
-    shared tick. Synchronous where ``asyncio.timeout`` is an async context manager (two
-    coroutines per use): a segment sets one on every model call. Use::
-
-        deadline = Deadline(600.0)
-        deadline.start()
-        try:
-            await work
-        except BaseException as exc:
-            if deadline.stop(type(exc)):
-                raise TimeoutError from exc  # this deadline's cancellation
-            raise
-        finally:
-            deadline.stop()
-    """
+    shared tick. :func:`within` shows its use."""
 
     __slots__ = ("_cancelling", "_delay", "_expired", "_handle", "_stopped", "_sweeper",
                  "_task", "when")

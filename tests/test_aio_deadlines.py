@@ -61,32 +61,18 @@ async def test_a_failing_callback_goes_to_the_loop_and_the_others_still_fire(
     assert [type(e) for e in reported] == [ZeroDivisionError]
 
 
-async def guarded(delay: float | None, work: Any) -> Any:
-    """The pattern Deadline's docstring gives (the one a segment uses)."""
-    deadline = aio.Deadline(delay)
-    deadline.start()
-    try:
-        return await work
-    except BaseException as exc:
-        if deadline.stop(type(exc)):
-            raise TimeoutError from exc
-        raise
-    finally:
-        deadline.stop()
-
-
 async def test_a_long_deadline_raises_timeout_error_and_leaves_the_task_uncancelled(
         swept: None) -> None:
     with pytest.raises(TimeoutError):
-        await guarded(0.06, asyncio.sleep(10))
+        await aio.within(0.06, asyncio.sleep(10))
     task = asyncio.current_task()
     assert task is not None and task.cancelling() == 0
-    assert await guarded(0.06, asyncio.sleep(0.01, "done")) == "done"  # in time: left alone
+    assert await aio.within(0.06, asyncio.sleep(0.01, "done")) == "done"  # in time: left alone
     await asyncio.sleep(0.06 + 3 * TICK)  # and its deadline does not fire later
 
 
 async def test_a_cancellation_from_outside_stays_a_cancellation(swept: None) -> None:
-    task = asyncio.ensure_future(guarded(5.0, asyncio.sleep(10)))
+    task = asyncio.ensure_future(aio.within(5.0, asyncio.sleep(10)))
     await asyncio.sleep(0.01)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -102,7 +88,7 @@ async def test_work_that_swallows_the_deadline_s_cancellation_leaves_no_count_be
             return "swallowed"
         return "slept"
 
-    assert await guarded(0.06, stubborn()) == "swallowed"
+    assert await aio.within(0.06, stubborn()) == "swallowed"
     task = asyncio.current_task()
     assert task is not None and task.cancelling() == 0
 
@@ -113,7 +99,7 @@ async def test_a_short_deadline_has_a_timer_of_its_own(monkeypatch: pytest.Monke
 
     async def outcome() -> str:
         try:
-            await guarded(0.05, asyncio.sleep(10))
+            await aio.within(0.05, asyncio.sleep(10))
         except TimeoutError:
             return "deadline"
         return "slept"
@@ -123,7 +109,7 @@ async def test_a_short_deadline_has_a_timer_of_its_own(monkeypatch: pytest.Monke
 
 async def test_no_deadline_or_an_endless_one_never_fires() -> None:
     for delay in (None, float("inf")):
-        assert await guarded(delay, asyncio.sleep(0.01, "done")) == "done"
+        assert await aio.within(delay, asyncio.sleep(0.01, "done")) == "done"
 
 
 class HangingHarness(Harness):
