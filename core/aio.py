@@ -166,6 +166,8 @@ class Deadline:
         self._task = task
         self._cancelling = task.cancelling()
         self.when = loop.time() + self._delay
+        # call_later's choice, made here with the deadline as its own handle: through
+        # call_later (a _Swept and a bound method more) a turn cost 1.3% more instructions.
         if self._delay < SWEEP_MIN_S:
             self._handle = loop.call_at(self.when, self.fire)
         else:

@@ -528,9 +528,6 @@ class Progress:
         self.t0 = time.monotonic()
         self._last = 0.0
 
-    def add(self, episode: Episode) -> None:
-        self.count(episode.error_type, episode.reward)
-
     def count(self, error_type: str | None, reward: float | None) -> None:
         """One more finished episode, with its error type and reward."""
         self.done += 1

@@ -878,19 +878,12 @@ class _Tty(io.StringIO):
         return True
 
 
-def _episode(reward: float | None, error: str | None = None) -> Any:
-    from interplay.records import Episode, EpisodeInfo
-
-    return Episode(info=EpisodeInfo(episode_id="e", env="x", task_idx=0), task=Task(idx=0),
-                   reward=reward, error_type=error)
-
-
 def test_progress_redraws_one_line_on_a_terminal_and_prints_lines_otherwise() -> None:
     tty = _Tty()
     p = runner.Progress(3, stream=tty)
     p.interval_s = 0.0
-    for ep in (_episode(1.0), _episode(0.0, "env_error"), _episode(1.0)):
-        p.add(ep)
+    for reward, error_type in ((1.0, None), (0.0, "env_error"), (1.0, None)):
+        p.count(error_type, reward)
     p.finish()
     text = tty.getvalue()
     assert text.count("\r") >= 3 and text.endswith("\n") and text.count("\n") == 1
@@ -898,8 +891,8 @@ def test_progress_redraws_one_line_on_a_terminal_and_prints_lines_otherwise() ->
 
     plain = io.StringIO()
     p = runner.Progress(3, stream=plain, done=1, interval_s=3600)
-    p.add(_episode(1.0))
-    p.add(_episode(None))
+    p.count(None, 1.0)
+    p.count(None, None)
     p.finish()
     lines = plain.getvalue().splitlines()
     assert "\r" not in plain.getvalue()
