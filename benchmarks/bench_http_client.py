@@ -1,8 +1,8 @@
-"""What one model call's HTTP costs this process: interplay.http.HttpPool against aiohttp.
+"""What one model call's HTTP costs this process: interplay.model.http.HttpPool against aiohttp.
 
 Sends the model client's request (a small chat-completion JSON POST, JSON reply read whole)
 N times at concurrency 1 and 64 to the scripted model kit served from a separate process, on
-uvloop (``interplay.aio.run``), through an :class:`interplay.http.HttpPool` and through an
+uvloop (``interplay._aio.run``), through an :class:`interplay.model.http.HttpPool` and through an
 ``aiohttp.ClientSession`` set up as core/model.py sets it up. Reports this process's CPU ms
 per request (``getrusage``, so the server's CPU is not counted) and the aiohttp/HttpPool
 ratio. Target: well under 0.1 ms per request for HttpPool.
@@ -24,8 +24,8 @@ from typing import Any
 
 from bench_run import Server, cpu_seconds  # the model servers and CPU, as bench_run has them
 
-from interplay import aio
-from interplay.http import HttpPool
+from interplay import _aio as aio
+from interplay.model.http import HttpPool
 
 HEADERS = {"Content-Type": "application/json", "Authorization": "Bearer sk-bench-not-a-key"}
 BODY = json.dumps({"model": "scripted", "messages": [
@@ -104,7 +104,7 @@ async def run(args: argparse.Namespace) -> None:
                 print(json.dumps({"client": name, "concurrency": concurrency, "n": args.n,
                                   **row}), flush=True)
             ratio = (best["aiohttp"]["cpu_ms_per_request"]
-                     / max(best["interplay.http"]["cpu_ms_per_request"], 1e-9))
+                     / max(best["interplay.model.http"]["cpu_ms_per_request"], 1e-9))
             print(json.dumps({"concurrency": concurrency,
                               "aiohttp_over_interplay_http_cpu": round(ratio, 2)}), flush=True)
     finally:

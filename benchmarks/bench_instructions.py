@@ -33,7 +33,8 @@ def child(rounds: int, episodes: int) -> None:
     sys.path.insert(0, str(HERE))
     import bench_run
 
-    from interplay import aio, log, plugins
+    from interplay import _aio as aio
+    from interplay import log, plugins
 
     async def main() -> None:
         work = Path(tempfile.mkdtemp(prefix="interplay-bench-instr-"))

@@ -7,7 +7,7 @@ generator (aiohttp, in this process) does not share a core's event loop with eit
 and 256 concurrent streamed Chat Completions it prints p50/p99 latency straight to the scripted
 model and through the interception server, the added latency, the throughput ratio, and the
 interception process's CPU per request. Then the ModelClient's own CPU per request with its
-own transport (interplay.http) and with httpx's.
+own transport (interplay.model.http) and with httpx's.
 """
 
 from __future__ import annotations
@@ -82,8 +82,8 @@ def pct(values: list[float], q: float) -> float:
 
 
 async def client_cpu(url: str, transport: str, concurrency: int, total: int) -> float:
-    from interplay.endpoint import Endpoint
-    from interplay.model import ModelClient
+    from interplay.model.client import ModelClient
+    from interplay.model.endpoint import Endpoint
 
     client = ModelClient(Endpoint(base_url=url, model="m"), max_connections=concurrency,
                          transport=transport)
@@ -138,8 +138,8 @@ def main() -> None:
             n = max(200, int(2000 * scale))
             a = uvloop.run(client_cpu(model_url, "interplay", conc, n))
             h = uvloop.run(client_cpu(model_url, "httpx", conc, n))
-            print(f"  {conc:>3} at once: interplay.http {a:.3f} ms   httpx {h:.3f} ms   "
-                  f"(httpx/interplay.http {h / a:.1f}x)")
+            print(f"  {conc:>3} at once: interplay.model.http {a:.3f} ms   httpx {h:.3f} ms   "
+                  f"(httpx/interplay.model.http {h / a:.1f}x)")
     finally:
         for p in (proxy, model):
             p.terminate()
@@ -149,9 +149,9 @@ def main() -> None:
 def serve_proxy(upstream: str) -> None:
     import uvloop
 
-    from interplay.endpoint import Endpoint
     from interplay.interception import InterceptionServer
-    from interplay.model import ModelClient
+    from interplay.model.client import ModelClient
+    from interplay.model.endpoint import Endpoint
 
     async def run() -> None:
         calls: list[Any] = []

@@ -12,8 +12,8 @@ import os
 import statistics
 import time
 
-from interplay.local_model import LocalModel
-from interplay.model import ModelClient, assistant_message
+from interplay.model.client import ModelClient, assistant_message
+from interplay.model.local import LocalModel
 
 PROMPTS = ["Write three sentences about the sea.",
            "Explain what a hash table is, briefly.",

@@ -50,7 +50,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from interplay import aio, log, plugins, runner
+from interplay import _aio as aio
+from interplay import log, plugins
+from interplay.run import config, results, runner
 
 ROUNDS = 10
 FAST_MODEL = Path(__file__).resolve().parent / "fast_model.py"
@@ -138,12 +140,12 @@ def rss_bytes(pid: int | str = "self") -> int:
 
 
 def worker_pids() -> list[int]:
-    """This process's live `interplay.workers` children."""
+    """This process's live `interplay.run.workers` children."""
     found = []
     for children in Path("/proc/self/task").glob("*/children"):
         for pid in children.read_text().split():
             try:
-                if b"interplay.workers" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                if b"interplay.run.workers" in Path(f"/proc/{pid}/cmdline").read_bytes():
                     found.append(int(pid))
             except OSError:
                 continue
@@ -183,7 +185,7 @@ async def one_run(server: Server, episodes: int, concurrency: int, work: Path,
                     "relay": {"max_turns": ROUNDS}},
             "n": episodes, "concurrency": concurrency, "output": str(out), "workers": workers,
             "model": {"base_url": server.base_url, "model": "scripted"}}
-    cfg, env, resolved = runner.resolve(data)
+    cfg, env, resolved = config.resolve(data)
     peak = base = rss_bytes()
     stop = asyncio.Event()
 
@@ -203,7 +205,7 @@ async def one_run(server: Server, episodes: int, concurrency: int, work: Path,
         await sampling
     summary = outcome.summary
     calls = int(summary["model_calls"])
-    steady = steady_rate(out / runner.EPISODES_FILE, concurrency) if sample_memory else None
+    steady = steady_rate(out / results.EPISODES_FILE, concurrency) if sample_memory else None
     return {"episodes": outcome.ran, "c": concurrency, "workers": workers,
             "wall_s": round(wall, 3),
             "episodes_per_s": round(outcome.ran / wall, 2), "model_calls": calls,

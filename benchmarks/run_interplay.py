@@ -28,10 +28,12 @@ from typing import Any, ClassVar
 
 T_START = time.perf_counter()
 import interplay  # noqa: E402 - the framework imports are timed as import_s
-from interplay import aio, log, plugins, runner  # noqa: E402
+from interplay import _aio as aio  # noqa: E402
+from interplay import log, plugins  # noqa: E402
 from interplay.env import Env, SeatSpec  # noqa: E402
-from interplay.episode import EpisodeContext  # noqa: E402
 from interplay.records import Episode, Reward, Task  # noqa: E402
+from interplay.run import config, results, runner  # noqa: E402
+from interplay.run.episode import EpisodeContext  # noqa: E402
 from interplay.step import Step  # noqa: E402
 from interplay.verifier import Verifier  # noqa: E402
 
@@ -102,11 +104,11 @@ async def eval_once(args: argparse.Namespace, n: int, out: Path) -> list[dict[st
     data = {"env": {"name": RoundsEnv.name}, "n": n, "concurrency": args.c,
             "model": {"base_url": f"{args.server_url}/v1", "model": "scripted"},
             "output": str(out)}
-    cfg, env, resolved = runner.resolve(data)
+    cfg, env, resolved = config.resolve(data)
     await asyncio.to_thread(out.mkdir, parents=True)
     outcome = await runner.run(cfg, env, resolved, out)
     assert outcome.ran == n
-    return runner.read_episodes(out / runner.EPISODES_FILE)
+    return results.read_episodes(out / results.EPISODES_FILE)
 
 
 async def measure(args: argparse.Namespace) -> dict[str, Any]:

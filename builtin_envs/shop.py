@@ -27,9 +27,9 @@ from interplay.builtin_envs.envs import data_file
 from interplay.builtin_envs.steps import Relay, RelayConfig
 from interplay.builtin_verifiers.state import StateMatch, StateMatchConfig
 from interplay.env import Env, SeatSpec
-from interplay.episode import EpisodeContext
 from interplay.errors import InterplayError
 from interplay.records import Task
+from interplay.run.episode import EpisodeContext
 from interplay.step import Step
 from interplay.tools import Tool, tool
 from interplay.verifier import Verifier

@@ -10,7 +10,7 @@ import attrs
 
 from interplay import plugins
 from interplay.builtin_envs.usersims import person_from_task
-from interplay.episode import EpisodeContext
+from interplay.run.episode import EpisodeContext
 from interplay.step import Step
 from interplay.usersim import Read, UserSim
 

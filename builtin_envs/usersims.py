@@ -13,9 +13,9 @@ from typing import Any, ClassVar
 
 import attrs
 
-from interplay.agent import ChatSession
-from interplay.episode import EpisodeContext
 from interplay.records import Task
+from interplay.run.agent import ChatSession
+from interplay.run.episode import EpisodeContext
 from interplay.usersim import Answer, Person, Read, UserSim
 
 DEFAULT_TEMPLATE = (

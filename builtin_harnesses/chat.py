@@ -16,10 +16,10 @@ from typing import Any, ClassVar
 
 import attrs
 
-from interplay.agent import SegmentContext
 from interplay.harness import Harness, Segment
-from interplay.model import assistant_message
+from interplay.model.client import assistant_message
 from interplay.records import Message, Task, ToolCall, ToolRun
+from interplay.run.agent import SegmentContext
 from interplay.tools import Tool
 
 

@@ -18,10 +18,10 @@ from typing import Any, ClassVar, Literal
 
 import attrs
 
-from interplay.agent import SegmentContext
 from interplay.errors import InterplayError
 from interplay.harness import Harness, Segment
 from interplay.records import Message, Task
+from interplay.run.agent import SegmentContext
 
 #: Bytes of stdout/stderr kept on the trace per segment.
 KEEP_BYTES = 64 * 1024

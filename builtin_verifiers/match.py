@@ -8,8 +8,8 @@ from typing import ClassVar, Literal
 
 import attrs
 
-from interplay.episode import EpisodeContext
 from interplay.records import Episode, Reward
+from interplay.run.episode import EpisodeContext
 from interplay.step import Step
 from interplay.verifier import Verifier
 

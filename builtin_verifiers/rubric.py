@@ -25,10 +25,10 @@ import attrs
 import structlog
 
 from interplay import plugins
-from interplay.endpoint import Endpoint
-from interplay.episode import EpisodeContext
-from interplay.model import assistant_message
+from interplay.model.client import assistant_message
+from interplay.model.endpoint import Endpoint
 from interplay.records import Episode, Message, Reward
+from interplay.run.episode import EpisodeContext
 from interplay.step import Step
 from interplay.verifier import Verifier
 

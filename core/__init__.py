@@ -1,14 +1,92 @@
 """interplay: run, score and record multi-turn episodes between LLM agents, simulated users
 and simulated worlds.
 
+This module is the public API: everything a plugin (a harness, a user sim, a step, a verifier,
+an env) needs is importable from here, and test helpers from :mod:`interplay.testing`. The
+subpackages (``interplay.model``, ``interplay.run``, ``interplay.interception``, ...) are the
+implementation and may move; modules whose names start with ``_`` are internal to the kernel.
+
 Importing the package has no side effects: plugins load lazily, once, on the first lookup.
 """
 
 from __future__ import annotations
 
+from interplay.clock import Clock
+from interplay.config import structure as structure_config
+from interplay.env import Env, SeatSpec, env_from_toml
 from interplay.errors import InterplayError
-from interplay.hookspecs import hookimpl
+from interplay.harness import Harness, NoConfig, Segment
+from interplay.hookspecs import Register, hookimpl
+from interplay.model.client import assistant_message, request_messages
+from interplay.model.endpoint import Endpoint
+from interplay.plugins import lookup
+from interplay.records import (
+    Episode,
+    EpisodeInfo,
+    Message,
+    ModelCall,
+    Reward,
+    Task,
+    ToolCall,
+    ToolRun,
+    Trace,
+    Usage,
+    from_json,
+    to_json,
+)
+from interplay.run.agent import Agent, ChatSession, Reply, SegmentContext
+from interplay.run.episode import EpisodeContext, RunResources, run_episode
+from interplay.step import Step
+from interplay.taskset import load_jsonl
+from interplay.tools import Tool, tool
+from interplay.usersim import Answer, Person, Read, UserSim
+from interplay.verifier import Verifier
 
 __version__ = "0.1.0"
 
-__all__ = ["InterplayError", "__version__", "hookimpl"]
+__all__ = [
+    "Agent",
+    "Answer",
+    "ChatSession",
+    "Clock",
+    "Endpoint",
+    "Env",
+    "Episode",
+    "EpisodeContext",
+    "EpisodeInfo",
+    "Harness",
+    "InterplayError",
+    "Message",
+    "ModelCall",
+    "NoConfig",
+    "Person",
+    "Read",
+    "Register",
+    "Reply",
+    "Reward",
+    "RunResources",
+    "SeatSpec",
+    "Segment",
+    "SegmentContext",
+    "Step",
+    "Task",
+    "Tool",
+    "ToolCall",
+    "ToolRun",
+    "Trace",
+    "Usage",
+    "UserSim",
+    "Verifier",
+    "__version__",
+    "assistant_message",
+    "env_from_toml",
+    "from_json",
+    "hookimpl",
+    "load_jsonl",
+    "lookup",
+    "request_messages",
+    "run_episode",
+    "structure_config",
+    "to_json",
+    "tool",
+]

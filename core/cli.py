@@ -8,15 +8,25 @@ Each subcommand is a pair of functions: ``add_<name>(subparsers)`` builds its pa
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
+import signal
 import sys
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from interplay import __version__
+from interplay import __version__, _aio
+from interplay import config as config_mod
 from interplay.errors import InterplayError
+from interplay.run.results import EPISODES_FILE
+
+if TYPE_CHECKING:
+    from interplay.env import Env
+    from interplay.run.config import RunConfig
+    from interplay.run.runner import RunOutcome
 
 LIST_KINDS = ("harnesses", "user-sims", "steps", "verifiers", "envs")
 
@@ -36,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     add_plugins(sub)
     add_list(sub)
+    add_eval(sub)
     for add in _more_commands():
         add(sub)
     return parser
@@ -47,8 +58,7 @@ def _more_commands() -> list[Any]:
 
     adds = []
     for module_name, attr in (
-        ("interplay.local_model", "add_serve_local"),
-        ("interplay.runner", "add_eval"),
+        ("interplay.model.local", "add_serve_local"),
         ("interplay.report", "add_report"),
     ):
         try:
@@ -128,6 +138,120 @@ def cmd_list(args: argparse.Namespace) -> int:
 def _summary(obj: Any) -> str:
     doc = (getattr(obj, "__doc__", None) or "").strip()
     return doc.splitlines()[0] if doc else ""
+
+
+# -- interplay eval ---------------------------------------------------------------------------
+
+
+def add_eval(sub: Any) -> None:
+    p = sub.add_parser(
+        "eval", help="run an env's tasks and write a results folder with a report",
+        description="Run N tasks x R rollouts of ENV, C episodes at once. Every finished episode "
+        "is appended to OUTPUT/episodes.jsonl at once; --resume OUTPUT runs what is missing.")
+    p.add_argument("env", nargs="?", help="env name (`interplay list envs`) or a TOML env file")
+    p.add_argument("--config", action="append", default=[], metavar="FILE",
+                   help="TOML file with any of the run's settings (repeatable; later wins)")
+    p.add_argument("-n", type=int, dest="n", help="tasks to run (default: all)")
+    p.add_argument("-r", "--rollouts", type=int, help="rollouts per task (default 1)")
+    p.add_argument("-c", "--concurrency", type=int,
+                   help="episodes at once (default 8; 1 on the embedded model)")
+    p.add_argument("-w", "--workers", type=int, help="processes that run the episodes, "
+                   "sharing the -c (default 1); for runs past a few thousand model calls a "
+                   "second")
+    p.add_argument("-s", "--seed", type=int, help="the run's seed (default 0)")
+    p.add_argument("-m", "--model", help="model name sent to the endpoint")
+    p.add_argument("--base-url", help="OpenAI-compatible base URL (default: the embedded "
+                   "local model)")
+    p.add_argument("--api-key-var", help="environment variable holding the API key")
+    p.add_argument("--pass-threshold", type=float,
+                   help="reward at which an episode passes, for pass@k (default 1.0)")
+    p.add_argument("-o", "--output", help="results folder (default results/ENV-TIMESTAMP)")
+    p.add_argument("--resume", metavar="DIR", help="continue the run in DIR: run only the "
+                   "missing episodes (refused if the config changed)")
+    p.add_argument("--set", action="append", default=[], dest="overrides", metavar="KEY=VALUE",
+                   help="set any config field, e.g. --set env.relay.max_turns=4 or "
+                   "--set seats.assistant.harness=null (repeatable)")
+    p.add_argument("--retry-errors", action="store_true", help="with --resume: also run "
+                   "again the episodes that ended in an error")
+    p.add_argument("--no-report", action="store_true", help="do not write report.html")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress display")
+    p.set_defaults(func=cmd_eval)
+
+
+def _cli_data(args: argparse.Namespace) -> dict[str, Any]:
+    data: dict[str, Any] = {}
+    for f in args.config:
+        data = config_mod.merge(data, config_mod.read_toml(f))
+    flags: dict[str, Any] = {}
+    if args.env:
+        flags["env"] = {"name": args.env}
+    for key in ("n", "rollouts", "concurrency", "workers", "seed", "pass_threshold", "output"):
+        value = getattr(args, key)
+        if value is not None:
+            flags[key] = value
+    if args.retry_errors:
+        if not args.resume:
+            raise InterplayError("--retry-errors goes with --resume DIR")
+        flags["retry_errors"] = True
+    model = {k: v for k, v in (("model", args.model), ("base_url", args.base_url),
+                               ("api_key_var", args.api_key_var)) if v is not None}
+    if model:
+        flags["model"] = model
+    data = config_mod.merge(data, flags)
+    return config_mod.apply_overrides(data, args.overrides)
+
+
+async def _run_cli(cfg: RunConfig, env: Env, resolved: Mapping[str, Any], output: Path,
+                   **options: Any) -> RunOutcome:
+    from interplay.run.runner import collector_tuned_for_runs, run
+
+    # A kill (SIGTERM) stops the run like Ctrl-C: running episodes are cancelled, finished
+    # ones are already on disk, and the summary is written.
+    loop = asyncio.get_running_loop()
+    main = asyncio.current_task()
+    installed = False
+    if main is not None and sys.platform != "win32":
+        try:
+            loop.add_signal_handler(signal.SIGTERM, main.cancel)
+            installed = True
+        except (NotImplementedError, RuntimeError):
+            pass
+    try:
+        with collector_tuned_for_runs():
+            return await run(cfg, env, resolved, output, **options)
+    finally:
+        if installed:
+            loop.remove_signal_handler(signal.SIGTERM)
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from interplay.run.results import prepare
+
+    cfg, env, resolved, output = prepare(_cli_data(args), args.resume)
+    where = "the embedded local model" if cfg.model.base_url is None else cfg.model.base_url
+
+    def announce(n_tasks: int, to_run: int) -> None:
+        print(f"interplay eval {env.name}: {to_run} episodes to run "
+              f"({n_tasks} tasks x {cfg.rollouts} rollouts, -c {cfg.concurrency}"
+              f"{f', {cfg.workers} workers' if cfg.workers > 1 else ''}) on {where}; "
+              f"results in {output}", file=sys.stderr)
+
+    try:
+        outcome = _aio.run(_run_cli(cfg, env, resolved, output, show_progress=not args.quiet,
+                                   announce=announce))
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        print(f"interplay: interrupted; finished episodes are in {output / EPISODES_FILE}; "
+              f"continue with: interplay eval --resume {output}", file=sys.stderr)
+        return 130
+    from interplay.run.summary import format_summary
+
+    print(format_summary(outcome.summary, title=f"{env.name}: {output}"))
+    if not args.no_report:
+        from interplay.report import write_report
+
+        path = write_report(output)
+        print(f"report: {path}")
+    return 0 if outcome.summary.get("complete") else 1
 
 
 # -- entry point -------------------------------------------------------------------------------

@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
-from interplay.endpoint import Endpoint
 from interplay.errors import InterplayError
 from interplay.harness import NoConfig
+from interplay.model.endpoint import Endpoint
 from interplay.records import Task
 
 if TYPE_CHECKING:
-    from interplay.episode import EpisodeContext
+    from interplay.run.episode import EpisodeContext
     from interplay.step import Step
     from interplay.tools import Tool
     from interplay.verifier import Verifier

@@ -21,7 +21,7 @@ from interplay.errors import InterplayError
 from interplay.records import Message, Task
 
 if TYPE_CHECKING:
-    from interplay.agent import SegmentContext
+    from interplay.run.agent import SegmentContext
 
 
 @attrs.define

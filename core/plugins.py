@@ -362,6 +362,13 @@ def get(kind: str, name: str) -> Any:
     return registry().get(kind, name)
 
 
+def lookup(kind: str, name: str) -> Any:
+    """The class registered as ``name`` of ``kind`` (``"harnesses"``, ``"user-sims"``,
+    ``"steps"``, ``"verifiers"`` or ``"envs"``), e.g. ``lookup("verifiers", "payoff")``; an
+    unknown name raises InterplayError listing the known ones."""
+    return registry().get(kind, name)
+
+
 def is_kind(obj_or_name: Any, kind: str, base_name: str) -> bool:
     """Is this (a class, or a registered name) a ``base_name`` or a subclass of one?
 

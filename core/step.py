@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from interplay.harness import NoConfig
 
 if TYPE_CHECKING:
-    from interplay.episode import EpisodeContext
+    from interplay.run.episode import EpisodeContext
 
 
 class Step:

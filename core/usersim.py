@@ -16,7 +16,7 @@ import attrs
 from interplay.harness import NoConfig
 
 if TYPE_CHECKING:
-    from interplay.episode import EpisodeContext
+    from interplay.run.episode import EpisodeContext
 
 
 @attrs.define

@@ -14,7 +14,7 @@ from interplay.harness import NoConfig
 from interplay.records import Episode, Reward
 
 if TYPE_CHECKING:
-    from interplay.episode import EpisodeContext
+    from interplay.run.episode import EpisodeContext
     from interplay.step import Step
 
 

@@ -1,4 +1,4 @@
-"""Deadlines (interplay.aio.call_later and Deadline): long ones on a shared tick fire, late by
+"""Deadlines (interplay._aio.call_later and Deadline): long ones on a shared tick fire, late by
 at most a tick, never once cancelled, and a Deadline keeps asyncio.timeout's semantics. The
 tick and the threshold are lowered so that a test's deadlines take the shared path."""
 
@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from interplay import aio
-from interplay.agent import Agent, SegmentContext
-from interplay.endpoint import Endpoint
+from interplay import _aio as aio
 from interplay.env import SeatSpec
 from interplay.harness import Harness, Segment
-from interplay.model import ModelClient
+from interplay.model.client import ModelClient
+from interplay.model.endpoint import Endpoint
 from interplay.records import Task
+from interplay.run.agent import Agent, SegmentContext
 
 TICK = 0.02
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from interplay.endpoint import Endpoint
-from interplay.http import HttpPool
-from interplay.model import ModelClient, assistant_message
+from interplay.model.client import ModelClient, assistant_message
+from interplay.model.endpoint import Endpoint
+from interplay.model.http import HttpPool
 from interplay.records import Message
 
 SERVER = Path(__file__).resolve().parent.parent / "benchmarks" / "fast_model.py"

@@ -13,9 +13,9 @@ from typing import Any, ClassVar
 import pytest
 
 from interplay.env import Env, SeatSpec
-from interplay.episode import EpisodeContext
 from interplay.errors import InterplayError
 from interplay.records import Task
+from interplay.run.episode import EpisodeContext
 from interplay.step import Step
 from interplay.testing import ScriptedReply, ScriptedRequest, ScriptedRun, run_scripted
 

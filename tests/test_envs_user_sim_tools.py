@@ -13,9 +13,9 @@ from interplay import plugins
 from interplay.builtin_envs.shop import InitState, InitStateConfig
 from interplay.builtin_verifiers.state import StateMatch, StateMatchConfig, differences
 from interplay.env import Env
-from interplay.episode import RunResources, run_episode
 from interplay.errors import InterplayError
 from interplay.records import Episode
+from interplay.run.episode import RunResources, run_episode
 from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest, run_scripted
 
 Script = Sequence[str | ScriptedReply]

@@ -9,8 +9,8 @@ import pytest
 
 from interplay import plugins
 from interplay.builtin_envs.wordle import WordleConfig, feedback, read_guess
-from interplay.episode import RunResources, run_episode
 from interplay.records import Episode, Task
+from interplay.run.episode import RunResources, run_episode
 from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest, run_scripted
 
 

@@ -15,12 +15,12 @@ import pytest
 from interplay import hookimpl
 from interplay.builtin_envs.steps import Relay, RelayConfig
 from interplay.builtin_verifiers.match import Contains, MatchConfig
-from interplay.endpoint import Endpoint
 from interplay.env import Env, SeatSpec
-from interplay.episode import EpisodeContext, RunResources, run_episode
 from interplay.errors import InterplayError
+from interplay.model.endpoint import Endpoint
 from interplay.records import Message, Reward, Task
-from interplay.runner import check_seats
+from interplay.run.config import check_seats
+from interplay.run.episode import EpisodeContext, RunResources, run_episode
 from interplay.step import Step
 from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
 from interplay.tools import Tool, tool

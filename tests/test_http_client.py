@@ -1,4 +1,4 @@
-"""interplay.http against real servers on 127.0.0.1: raw asyncio servers for the wire's edge
+"""interplay.model.http against real servers on 127.0.0.1: raw asyncio servers for the wire's edge
 cases (framings, encodings, the keep-alive race, timeouts, garbage, the connection bound,
 flow control, closing), a TLS server with a self-signed certificate, and the scripted model kit
 for a real chat completion."""
@@ -21,9 +21,9 @@ from typing import Any
 import attrs
 import pytest
 
-from interplay import aio
+from interplay import _aio as aio
 from interplay.errors import InterplayError
-from interplay.http import (
+from interplay.model.http import (
     BUFFER_LIMIT,
     HttpConnectionError,
     HttpPool,

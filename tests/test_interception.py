@@ -16,13 +16,13 @@ import openai
 import pytest
 
 from interplay import config
-from interplay.endpoint import Endpoint
 from interplay.env import Env, SeatSpec
-from interplay.episode import EpisodeContext, RunResources, run_episode
 from interplay.errors import InterplayError
 from interplay.interception import InterceptionServer
-from interplay.model import ModelClient, Models
+from interplay.model.client import ModelClient, Models
+from interplay.model.endpoint import Endpoint
 from interplay.records import ModelCall, Task
+from interplay.run.episode import EpisodeContext, RunResources, run_episode
 from interplay.step import Step
 from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
 

@@ -11,11 +11,11 @@ import attrs
 import openai
 import pytest
 
-from interplay import local_model
-from interplay.endpoint import Endpoint
 from interplay.interception import InterceptionServer
-from interplay.local_model import MODEL_NAME, LocalModel, to_template_messages
-from interplay.model import ModelClient, Models, assistant_message
+from interplay.model import local as local_model
+from interplay.model.client import ModelClient, Models, assistant_message
+from interplay.model.endpoint import Endpoint
+from interplay.model.local import MODEL_NAME, LocalModel, to_template_messages
 from interplay.records import ModelCall
 
 needs_llama = pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None,

@@ -12,8 +12,8 @@ import pytest
 
 from interplay import plugins
 from interplay.builtin_envs.steps import RelayConfig
-from interplay.endpoint import Endpoint
-from interplay.episode import RunResources, run_episode
+from interplay.model.endpoint import Endpoint
+from interplay.run.episode import RunResources, run_episode
 
 pytestmark = [
     pytest.mark.local_model,

@@ -16,8 +16,8 @@ import structlog
 from interplay import log
 from interplay.builtin_envs.steps import Relay, RelayConfig
 from interplay.env import Env, SeatSpec
-from interplay.episode import EpisodeContext, RunResources, run_episode
 from interplay.records import Task
+from interplay.run.episode import EpisodeContext, RunResources, run_episode
 from interplay.step import Step
 from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
 from interplay.tools import Tool, tool

@@ -11,9 +11,8 @@ import time
 import attrs
 import pytest
 
-from interplay.endpoint import Endpoint
 from interplay.errors import InterplayError
-from interplay.model import (
+from interplay.model.client import (
     ModelClient,
     Models,
     _Failure,
@@ -23,6 +22,7 @@ from interplay.model import (
     redact_url,
     retry_delay,
 )
+from interplay.model.endpoint import Endpoint
 from interplay.records import Message
 from interplay.testing import ScriptedModel, ScriptedReply
 

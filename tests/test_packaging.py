@@ -6,9 +6,10 @@ import subprocess
 import sys
 
 RUNTIME_MODULES = [
-    "interplay", "interplay.cli", "interplay.plugins", "interplay.model", "interplay.interception",
-    "interplay.interception.passthrough", "interplay.local_model", "interplay.runner",
-    "interplay.report", "interplay.episode", "interplay.agent", "interplay.testing",
+    "interplay", "interplay.cli", "interplay.plugins", "interplay.model.client",
+    "interplay.interception", "interplay.interception.passthrough", "interplay.model.local",
+    "interplay.run.runner", "interplay.run.workers",
+    "interplay.report", "interplay.run.episode", "interplay.run.agent", "interplay.testing",
     "interplay.testing.scripted", "interplay.builtin_harnesses.plugin",
     "interplay.builtin_envs.plugin", "interplay.builtin_verifiers.plugin",
 ]

@@ -30,6 +30,7 @@ from interplay.records import (
     Usage,
     to_json,
 )
+from interplay.report import page
 from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
 
 EVIL = '<script>window.__xss = 1</script></script><!-- <img src=x onerror="window.__xss=2">'
@@ -90,13 +91,13 @@ def test_safe_json_turns_non_finite_numbers_into_null() -> None:
     def refuse(constant: str) -> None:
         raise AssertionError(f"{constant} is not JSON; JSON.parse rejects it")
 
-    parsed = json.loads(report.safe_json(data), parse_constant=refuse)
+    parsed = json.loads(page.safe_json(data), parse_constant=refuse)
     assert parsed == {"reward": None, "metrics": {"a": None, "b": [1.5, None]},
                       "rows": [{"x": None}]}
 
 
 def test_safe_json_cannot_close_its_script() -> None:
-    text = report.safe_json({"a": "</script><script>x()</script>", "b": "<!--", "c": "&"})
+    text = page.safe_json({"a": "</script><script>x()</script>", "b": "<!--", "c": "&"})
     assert "<" not in text and ">" not in text and "&" not in text
     assert json.loads(text) == {"a": "</script><script>x()</script>", "b": "<!--", "c": "&"}
 

@@ -21,11 +21,12 @@ from typing import Any, ClassVar
 import pytest
 
 import interplay
-from interplay import cli, runner
-from interplay.endpoint import Endpoint
+from interplay import cli
 from interplay.env import Env, SeatSpec
-from interplay.episode import EpisodeContext, RunResources
+from interplay.model.endpoint import Endpoint
 from interplay.records import Task
+from interplay.run import config, progress, results, runner, summary
+from interplay.run.episode import EpisodeContext, RunResources
 from interplay.step import Step
 from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
 
@@ -95,17 +96,17 @@ def test_eval_writes_results_summary_and_report(tmp_path: Path,
     records = episodes(out)
     assert pairs(records) == [(t, r) for t in range(3) for r in range(2)]
     assert {r["task"]["answer"]: r["reward"] for r in records} == {"yes": 1.0, "no": 0.0}
-    assert all(r["info"]["seed"] == runner.episode_seed(7, r["info"]["task_idx"],
+    assert all(r["info"]["seed"] == config.episode_seed(7, r["info"]["task_idx"],
                                                         r["info"]["rollout"]) for r in records)
     for r in records:
         seats = {t["seat"]: t for t in r["traces"]}
         assert seats["assistant"]["stop_condition"] == "user_done"
         assert r["metrics"]["turns"] == 2.0
 
-    config = json.loads((out / "config.json").read_text())["config"]
-    assert config["env"]["name"] == "user-sim"
-    assert config["env"]["relay"]["max_turns"] == 6  # the env's default, resolved
-    assert config["seed"] == 7 and config["rollouts"] == 2
+    stored = json.loads((out / "config.json").read_text())["config"]
+    assert stored["env"]["name"] == "user-sim"
+    assert stored["env"]["relay"]["max_turns"] == 6  # the env's default, resolved
+    assert stored["seed"] == 7 and stored["rollouts"] == 2
 
     summary = json.loads((out / "summary.json").read_text())
     assert summary["episodes"] == 6 and summary["complete"] is True
@@ -250,7 +251,7 @@ def test_resume_with_retry_errors_runs_failed_episodes_again(
     lines = episodes(out)
     assert len(lines) == 4  # the failed line stays; the new one supersedes it
     latest = {(r["info"]["task_idx"], r["info"]["rollout"]): r
-              for r in runner.read_episodes(out / "episodes.jsonl")}
+              for r in results.read_episodes(out / "episodes.jsonl")}
     assert sorted(latest) == [(0, 0), (1, 0), (2, 0)]
     assert all(r["error_type"] is None for r in latest.values())
     summary = json.loads((out / "summary.json").read_text())
@@ -283,9 +284,9 @@ def test_read_episodes_refuses_a_broken_middle_line(tmp_path: Path) -> None:
     path.write_text('{"info": {"task_idx": 0, "rollout": 0}}\nnot json\n'
                     '{"info": {"task_idx": 1, "rollout": 0}}\n')
     with pytest.raises(interplay.InterplayError, match="line 2"):
-        runner.read_episodes(path)
+        results.read_episodes(path)
     path.write_text('{"info": {"task_idx": 0, "rollout": 0}}\n{"info": {"task_')
-    assert len(runner.read_episodes(path, repair=True)) == 1
+    assert len(results.read_episodes(path, repair=True)) == 1
     assert path.read_text() == '{"info": {"task_idx": 0, "rollout": 0}}\n'
 
 
@@ -296,7 +297,7 @@ def test_read_episodes_refuses_a_record_without_a_task_idx(tmp_path: Path, line:
     for body in (f'{{"info": {{"task_idx": 0}}}}\n{line}\n', f"{line}\n"):
         path.write_text(body)
         with pytest.raises(interplay.InterplayError, match=r"line \d+ is not an episode record"):
-            runner.read_episodes(path, repair=True)
+            results.read_episodes(path, repair=True)
         assert path.read_text() == body, "a whole line is never cut off"
 
 
@@ -311,13 +312,13 @@ async def test_episode_log_writes_every_byte_of_a_short_written_line(tmp_path: P
     from interplay.records import Episode, EpisodeInfo
 
     path = tmp_path / "episodes.jsonl"
-    writer = runner.EpisodeLog(path)
+    writer = results.EpisodeLog(path)
     writer._fh = TrickleFile(path, "ab")
     episode = Episode(info=EpisodeInfo(episode_id="e1", env="x", task_idx=4),
                       task=Task(4, prompt="p" * 50))
-    writer.append_line(runner.episode_line(episode))
+    writer.append_line(results.episode_line(episode))
     await writer.aclose()
-    (record,) = runner.read_episodes(path)
+    (record,) = results.read_episodes(path)
     assert record["info"]["task_idx"] == 4 and record["task"]["prompt"] == "p" * 50
 
 
@@ -337,7 +338,7 @@ def _start_slow_run(tmp_path: Path, model: ScriptedModel, n: int, *, concurrency
 
 
 def _worker_pids(parent: int) -> list[int]:
-    """The parent's live `interplay.workers` processes."""
+    """The parent's live `interplay.run.workers` processes."""
     found = []
     for children in Path(f"/proc/{parent}/task").glob("*/children"):
         for pid in children.read_text().split():
@@ -345,7 +346,7 @@ def _worker_pids(parent: int) -> list[int]:
                 cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
             except OSError:
                 continue
-            if b"interplay.workers" in cmdline:
+            if b"interplay.run.workers" in cmdline:
                 found.append(int(pid))
     return found
 
@@ -385,7 +386,7 @@ def test_a_killed_run_keeps_every_finished_episode_and_resumes(
         assert "--resume" in stderr
         summary = json.loads((out / "summary.json").read_text())
         assert summary["interrupted"] is True and summary["complete"] is False
-    finished = runner.read_episodes(out / "episodes.jsonl")
+    finished = results.read_episodes(out / "episodes.jsonl")
     assert 2 <= len(finished) < n
     assert all(r["reward"] == 1.0 and r["error"] is None for r in finished)
 
@@ -463,7 +464,7 @@ def test_a_killed_run_with_workers_leaves_no_worker_behind(
     while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(_alive(pid) for pid in workers)
-    finished = runner.read_episodes(out / "episodes.jsonl")
+    finished = results.read_episodes(out / "episodes.jsonl")
     assert 2 <= len(finished) < n and all(r["reward"] == 1.0 for r in finished)
     again = run_cli("eval", "--resume", str(out), "--no-report", "--quiet")
     assert again.returncode == 0, again.stderr
@@ -747,7 +748,7 @@ async def test_a_finished_episode_is_let_go_once_written(scripted_model: Scripte
     """At 1000 episodes at once, a worker that kept its last finished episode until the next
     one ended doubled the run's memory."""
     model = scripted_model(lambda req: ScriptedReply.text("ok"))
-    env = runner.load_env("test-held", {})
+    env = config.load_env("test-held", {})
     resources = RunResources(endpoint=model.endpoint)
     seen: list[float] = []
 
@@ -769,16 +770,16 @@ async def test_a_finished_episode_is_summarized_as_its_line_reads_back(
     """The run counts a finished episode from the episode itself (slim_episode) and a resumed
     run counts it from its line (slim_record): both must say the same."""
     model = scripted_model(relay_handler(user_turns=2))
-    env = runner.load_env("user-sim", {})
+    env = config.load_env("user-sim", {})
     resources = RunResources(endpoint=model.endpoint)
     try:
         episode = await runner.run_one(env, env.tasks()[0], 0, resources=resources, seed=0)
     finally:
         await resources.aclose()
-    slim = runner.slim_episode(episode)
+    slim = results.slim_episode(episode)
     # Three user turns (two questions, then done) and two answers.
     assert slim["usage"]["model_calls"] == 5 and slim["usage"]["total_tokens"] > 0
-    read = runner.slim_record(json.loads(runner.episode_line(episode)))
+    read = results.slim_record(json.loads(results.episode_line(episode)))
     assert {k: v for k, v in slim.items() if k != "info"} == \
         {k: v for k, v in read.items() if k != "info"}
     assert slim["info"].items() <= read["info"].items()
@@ -789,7 +790,7 @@ async def test_a_finished_episode_is_freed_without_the_cycle_collector(
     """Agents point back at their episode's context; once the episode is over nothing may keep
     its traces alive but the episode itself, or a run at -c 1000 waits on full collections."""
     model = scripted_model(relay_handler(user_turns=2))
-    env = runner.load_env("user-sim", {})
+    env = config.load_env("user-sim", {})
     resources = RunResources(endpoint=model.endpoint)
     gc.collect()
     gc.disable()
@@ -828,8 +829,8 @@ def test_pass_at_k_estimators_match_enumeration(outcomes: list[bool]) -> None:
     n, c = len(outcomes), sum(outcomes)
     for k in range(1, n + 1):
         at, hat = _brute_pass_at_k(outcomes, k)
-        assert runner.pass_at_k(n, c, k) == pytest.approx(at)
-        assert runner.pass_hat_k(n, c, k) == pytest.approx(hat)
+        assert summary.pass_at_k(n, c, k) == pytest.approx(at)
+        assert summary.pass_hat_k(n, c, k) == pytest.approx(hat)
 
 
 def test_summarize_threshold_metrics_stops_and_tokens() -> None:
@@ -842,7 +843,7 @@ def test_summarize_threshold_metrics_stops_and_tokens() -> None:
                                                        "total_tokens": 4}}]}]}
 
     records = [rec(0, 0, 0.8), rec(0, 1, 0.4), rec(1, 0, None, "env_error"), rec(1, 1, 0.6)]
-    s = runner.summarize(records, pass_threshold=0.5)
+    s = summary.summarize(records, pass_threshold=0.5)
     assert s["reward_mean"] == pytest.approx(0.6) and s["scored"] == 3
     assert s["pass_at_k"]["1"] == pytest.approx(0.5)  # task 0: 1/2, task 1: 1/2
     assert s["pass_at_k"]["2"] == pytest.approx(1.0)
@@ -851,7 +852,7 @@ def test_summarize_threshold_metrics_stops_and_tokens() -> None:
     assert s["stop_conditions"] == {"assistant: user_done": 4}
     assert s["errors"] == {"env_error": 1}
     assert s["tokens"] == {"prompt_tokens": 12, "completion_tokens": 4, "total_tokens": 16}
-    text = runner.format_summary(s)
+    text = summary.format_summary(s)
     assert "pass^2" in text and "error env_error" in text
 
 
@@ -861,7 +862,7 @@ def test_summarize_a_game_scored_by_seat() -> None:
                 "traces": [{"seat": "player0", "stop_condition": "game_over", "reward": p0},
                            {"seat": "player1", "stop_condition": "game_over", "reward": -p0}]}
 
-    s = runner.summarize([rec(0, 1.0), rec(1, -2.0), rec(2, 2.0)])
+    s = summary.summarize([rec(0, 1.0), rec(1, -2.0), rec(2, 2.0)])
     assert s["reward_mean"] is None and s["scored"] == 0
     # Nothing passes or fails without an episode reward: no pass@k to report.
     assert s["pass_at_k"] == {} and s["pass_hat_k"] == {}
@@ -870,7 +871,7 @@ def test_summarize_a_game_scored_by_seat() -> None:
     assert s["seat_rewards"]["player0"]["n"] == 3
     assert s["seat_rewards"]["player0"]["stderr"] == pytest.approx(
         (((2 / 3) ** 2 + (7 / 3) ** 2 + (5 / 3) ** 2) / 2 / 3) ** 0.5)
-    assert "reward player1" in runner.format_summary(s)
+    assert "reward player1" in summary.format_summary(s)
 
 
 class _Tty(io.StringIO):
@@ -880,7 +881,7 @@ class _Tty(io.StringIO):
 
 def test_progress_redraws_one_line_on_a_terminal_and_prints_lines_otherwise() -> None:
     tty = _Tty()
-    p = runner.Progress(3, stream=tty)
+    p = progress.Progress(3, stream=tty)
     p.interval_s = 0.0
     for reward, error_type in ((1.0, None), (0.0, "env_error"), (1.0, None)):
         p.count(error_type, reward)
@@ -890,7 +891,7 @@ def test_progress_redraws_one_line_on_a_terminal_and_prints_lines_otherwise() ->
     assert "3/3 episodes" in text and "errors 1" in text and "reward 0.667" in text
 
     plain = io.StringIO()
-    p = runner.Progress(3, stream=plain, done=1, interval_s=3600)
+    p = progress.Progress(3, stream=plain, done=1, interval_s=3600)
     p.count(None, 1.0)
     p.count(None, None)
     p.finish()

@@ -14,9 +14,9 @@ from interplay.builtin_envs.steps import OneShot
 from interplay.builtin_verifiers.match import Exact, MatchConfig
 from interplay.builtin_verifiers.payoff import Payoff, PayoffConfig
 from interplay.env import Env, SeatSpec
-from interplay.episode import EpisodeContext
 from interplay.errors import InterplayError
 from interplay.records import Episode, Task
+from interplay.run.episode import EpisodeContext
 from interplay.step import Step
 from interplay.testing import run_scripted
 

@@ -21,13 +21,12 @@ from typing import Any
 import httpx2
 import structlog
 
-from interplay import asgi
-from interplay.endpoint import Endpoint
-from interplay.ids import new_id
+from interplay import _asgi as asgi
+from interplay._ids import new_id
 from interplay.interception import responses as rs
 
 # The same classification and retry policy as the Chat Completions client.
-from interplay.model import (
+from interplay.model.client import (
     _error_message,
     _status_error_type,
     aiter_sse_data,
@@ -35,7 +34,8 @@ from interplay.model import (
     parse_retry_after,
     retry_delay,
 )
-from interplay.model import _Failure as _ModelFailure
+from interplay.model.client import _Failure as _ModelFailure
+from interplay.model.endpoint import Endpoint
 from interplay.records import ModelCall, Usage
 
 log = structlog.get_logger("interplay.interception")

@@ -15,7 +15,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from interplay import ids
+from interplay import _ids as ids
 
 _CHAT_ROLES = {"system": "system", "developer": "system", "user": "user",
                "assistant": "assistant"}

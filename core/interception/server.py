@@ -34,11 +34,11 @@ import attrs
 import httpx2
 import structlog
 
-from interplay import asgi
+from interplay import _asgi as asgi
 from interplay.errors import InterplayError
 from interplay.interception import passthrough
 from interplay.interception import responses as rs
-from interplay.model import ModelClient
+from interplay.model.client import ModelClient
 from interplay.records import ModelCall
 
 log = structlog.get_logger("interplay.interception")

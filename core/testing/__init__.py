@@ -1,6 +1,7 @@
 """Test doubles shipped for plugin authors: a scripted OpenAI-compatible model over real HTTP
-(:class:`ScriptedModel`), :func:`run_scripted` (one episode of an env against it) and a pytest
-plugin with fixtures (``interplay.testing.pytest_plugin``).
+(:class:`ScriptedModel`), :func:`run_scripted` (one episode of an env against it),
+:func:`isolated_plugins` (the builtins plus the plugins a test names, nothing else installed) and
+a pytest plugin with fixtures (``interplay.testing.pytest_plugin``).
 
 The names are imported on first use, so that ``python -m interplay.testing.scripted`` runs the
 module once, as ``__main__``, rather than after this package has already imported it.
@@ -12,7 +13,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from interplay.testing.episodes import ScriptedRun, run_scripted
+    from interplay.testing.episodes import ScriptedRun, isolated_plugins, run_scripted
     from interplay.testing.scripted import (
         ScriptedModel,
         ScriptedReply,
@@ -22,9 +23,10 @@ if TYPE_CHECKING:
 
 _MODULES = {"ScriptedModel": "scripted", "ScriptedReply": "scripted",
             "ScriptedRequest": "scripted", "ScriptedToolCall": "scripted",
-            "ScriptedRun": "episodes", "run_scripted": "episodes"}
+            "ScriptedRun": "episodes", "run_scripted": "episodes",
+            "isolated_plugins": "episodes"}
 __all__ = ["ScriptedModel", "ScriptedReply", "ScriptedRequest", "ScriptedRun",
-           "ScriptedToolCall", "run_scripted"]
+           "ScriptedToolCall", "isolated_plugins", "run_scripted"]
 
 
 def __getattr__(name: str) -> Any:

@@ -1,20 +1,22 @@
-"""One episode of an env against the scripted model, for tests of envs, steps and verifiers.
-
-It owns only the set-up and tear-down every such test repeats: start a :class:`ScriptedModel`,
-run the episode through the real runner pieces (``RunResources``, ``run_episode``), close them,
-and hand back the episode with the requests the model received.
+"""Set-up every plugin test repeats: one episode of an env against the scripted model
+(:func:`run_scripted`: start a :class:`ScriptedModel`, run the episode through the real runner
+pieces, close them, and hand back the episode with the requests the model received), and a
+plugin host holding the builtins and the plugins a test names (:func:`isolated_plugins`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Iterator, Mapping
+from types import ModuleType
 from typing import Any
 
 import attrs
 
+from interplay import plugins
 from interplay.env import Env
-from interplay.episode import RunResources, run_episode
 from interplay.records import Episode, Task
+from interplay.run.episode import RunResources, run_episode
 from interplay.testing.scripted import Script, ScriptedModel, ScriptedRequest
 
 
@@ -38,3 +40,23 @@ async def run_scripted(env: Env, task: Task, script: Script, *, seed: int | None
         finally:
             await resources.aclose()
         return ScriptedRun(episode, list(model.requests))
+
+
+@contextlib.contextmanager
+def isolated_plugins(*named: tuple[str, ModuleType] | tuple[str, ModuleType, str],
+                     ) -> Iterator[plugins.PluginHost]:
+    """The builtins plus the plugin modules given as ``(name, module)`` or ``(name, module,
+    package)``, and nothing that happens to be installed; the host is reset on leaving::
+
+        with isolated_plugins(("kuhn_poker", interplay_kuhn_poker.plugin, "interplay-kuhn-poker")):
+            ...
+    """
+    host = plugins.reset(load_entry_points=False)
+    try:
+        for item in named:
+            name, module = item[0], item[1]
+            package = item[2] if len(item) > 2 else "local"
+            host.register_module(module, name, package=package)
+        yield host
+    finally:
+        plugins.reset(load_entry_points=False)

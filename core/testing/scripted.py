@@ -24,9 +24,10 @@ from typing import Any
 
 import attrs
 
-from interplay import aio, asgi
-from interplay.endpoint import Endpoint
+from interplay import _aio as aio
+from interplay import _asgi as asgi
 from interplay.interception import responses as rs
+from interplay.model.endpoint import Endpoint
 
 
 @attrs.frozen

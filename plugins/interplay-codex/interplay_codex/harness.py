@@ -34,12 +34,18 @@ from typing import Any, ClassVar, Literal
 import attrs
 import structlog
 
-from interplay.agent import SegmentContext
-from interplay.errors import InterplayError
-from interplay.harness import Harness, Segment
-from interplay.interception import responses as rs
-from interplay.model import assistant_message
-from interplay.records import Message, ModelCall, Task, ToolCall, ToolRun
+from interplay import (
+    Harness,
+    InterplayError,
+    Message,
+    ModelCall,
+    Segment,
+    SegmentContext,
+    Task,
+    ToolRun,
+    assistant_message,
+    request_messages,
+)
 
 log = structlog.get_logger("interplay.codex")
 
@@ -443,46 +449,8 @@ def segment_messages(calls: Sequence[ModelCall], prompt: str) -> list[Message]:
             if history[i].text == prompt:
                 break
     new = history[start + 1:] if start is not None else []
-    reply = response_message(call)
+    reply = assistant_message(call)
     return [*new, reply] if reply is not None else new
-
-
-def request_messages(call: ModelCall) -> list[Message]:
-    """A recorded request's conversation as Messages (Chat Completions or Responses)."""
-    body = call.request or {}
-    if "messages" not in body and "input" in body:
-        try:
-            body = rs.responses_to_chat(body)
-        except rs.BadRequest:
-            return []
-    out = []
-    for raw in body.get("messages") or ():
-        with contextlib.suppress(InterplayError, TypeError, ValueError):
-            out.append(Message.from_openai(raw))
-    return out
-
-
-def response_message(call: ModelCall) -> Message | None:
-    """A recorded answer as the assistant Message (Chat Completions or Responses)."""
-    resp = call.response
-    if isinstance(resp, Mapping) and "output" in resp and "choices" not in resp:
-        texts: list[str] = []
-        tool_calls: list[ToolCall] = []
-        for item in resp.get("output") or ():
-            if not isinstance(item, Mapping):
-                continue
-            if item.get("type") == "message":
-                texts += [str(p.get("text") or "") for p in item.get("content") or ()
-                          if isinstance(p, Mapping) and p.get("type") == "output_text"]
-            elif item.get("type") == "function_call":
-                args = item.get("arguments")
-                tool_calls.append(ToolCall(id=str(item.get("call_id") or ""),
-                                           name=str(item.get("name") or ""),
-                                           arguments=args if isinstance(args, str)
-                                           else json.dumps(args or {})))
-        return Message("assistant", "".join(texts) if texts or not tool_calls else None,
-                       tool_calls=tuple(tool_calls))
-    return assistant_message(call)
 
 
 # -- helpers -----------------------------------------------------------------------------------

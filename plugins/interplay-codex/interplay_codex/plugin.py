@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import interplay
-from interplay.hookspecs import Register
+from interplay import Register
 
 
 @interplay.hookimpl

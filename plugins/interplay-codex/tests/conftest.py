@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from interplay import plugins
-from interplay.errors import InterplayError
+from interplay import InterplayError
+from interplay.testing import isolated_plugins
 from interplay_codex import plugin as codex_plugin
 from interplay_codex.harness import CODEX_VERSION, find_codex
 
@@ -43,10 +43,7 @@ def codex_bin() -> str:
 
 
 @pytest.fixture(autouse=True)
-def plugin_host() -> Iterator[plugins.PluginHost]:
+def plugin_host() -> Iterator[None]:
     """The builtins plus this plugin, registered by name for one test."""
-    host = plugins.reset(load_entry_points=False)
-    host.register_module(codex_plugin, "codex", package="interplay-codex")
-    yield host
-    plugins.reset(load_entry_points=False)
-
+    with isolated_plugins(("codex", codex_plugin, "interplay-codex")):
+        yield

@@ -14,16 +14,24 @@ from typing import Any, ClassVar
 
 import pytest
 
-from interplay import plugins
-from interplay.agent import Agent
-from interplay.env import Env, SeatSpec
-from interplay.episode import EpisodeContext, RunResources, run_episode
-from interplay.errors import InterplayError
-from interplay.records import Task, Trace
-from interplay.step import Step
+from interplay import (
+    Agent,
+    Env,
+    EpisodeContext,
+    InterplayError,
+    RunResources,
+    SeatSpec,
+    Step,
+    Task,
+    Tool,
+    Trace,
+    Verifier,
+    lookup,
+    run_episode,
+    structure_config,
+    tool,
+)
 from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
-from interplay.tools import Tool, tool
-from interplay.verifier import Verifier
 from interplay_codex.harness import CodexConfig, CodexHarness, find_codex
 
 ECHO = "hello-from-codex"
@@ -47,10 +55,10 @@ def codex_env(harness_config: dict[str, Any]) -> Env:
                          system_prompt="You are terse.")]
 
         def steps(self) -> list[Step]:
-            return [plugins.get("steps", "one_shot")()]
+            return [lookup("steps", "one_shot")()]
 
         def verifiers(self) -> list[Verifier]:
-            contains = plugins.get("verifiers", "contains")
+            contains = lookup("verifiers", "contains")
             return [contains(contains.Config())]
 
         def tools(self, seat: str, ctx: EpisodeContext) -> list[Tool]:
@@ -352,14 +360,13 @@ def test_no_codex_anywhere_says_how_to_install(tmp_path: Path,
 
 
 def test_config_is_checked_when_the_seat_loads() -> None:
-    from interplay import config
 
-    cfg = config.structure({"sandbox": "read-only", "extra_args": ["-c", "x=1"]}, CodexConfig)
+    cfg = structure_config({"sandbox": "read-only", "extra_args": ["-c", "x=1"]}, CodexConfig)
     assert cfg.sandbox == "read-only"
     with pytest.raises(InterplayError, match="sandbox"):
-        config.structure({"sandbox": "none"}, CodexConfig)
+        structure_config({"sandbox": "none"}, CodexConfig)
     with pytest.raises(InterplayError, match="timeout_s"):
-        config.structure({"timeout_s": 0}, CodexConfig)
+        structure_config({"timeout_s": 0}, CodexConfig)
 
 
 def test_argv_keeps_the_sandbox_before_resume(tmp_path: Path) -> None:

@@ -18,14 +18,17 @@ from typing import Any, ClassVar
 import attrs
 import structlog
 
-from interplay import plugins
-from interplay.agent import ChatSession
-from interplay.env import Env, SeatSpec
-from interplay.episode import EpisodeContext
-from interplay.errors import InterplayError
-from interplay.records import Task
-from interplay.step import Step
-from interplay.verifier import Verifier
+from interplay import (
+    ChatSession,
+    Env,
+    EpisodeContext,
+    InterplayError,
+    SeatSpec,
+    Step,
+    Task,
+    Verifier,
+    lookup,
+)
 from interplay_kuhn_poker import messages, rules
 
 log = structlog.get_logger("interplay.kuhn_poker")
@@ -260,7 +263,7 @@ class KuhnPokerEnv(Env):
     def verifiers(self) -> list[Verifier]:
         # The builtin payoff verifier carries results["payoffs"] onto each seat's trace;
         # naming both seats makes a match that lost a seat's payoff an error, not a blank.
-        payoff = plugins.get("verifiers", "payoff")
+        payoff = lookup("verifiers", "payoff")
         return [payoff(payoff.Config(seats=list(SEATS)))]
 
     def check(self) -> None:

@@ -3,8 +3,7 @@ of this distribution)."""
 
 from __future__ import annotations
 
-from interplay import hookimpl
-from interplay.hookspecs import Register
+from interplay import Register, hookimpl
 
 
 @hookimpl

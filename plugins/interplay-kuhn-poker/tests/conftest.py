@@ -12,13 +12,11 @@ from collections.abc import Iterator
 import pytest
 
 import interplay_kuhn_poker.plugin
-from interplay import plugins
+from interplay.testing import isolated_plugins
 
 
 @pytest.fixture(autouse=True)
-def plugin_host() -> Iterator[plugins.PluginHost]:
-    host = plugins.reset(load_entry_points=False)
-    host.register_module(interplay_kuhn_poker.plugin, "kuhn_poker",
-                         package="interplay-kuhn-poker")
-    yield host
-    plugins.reset(load_entry_points=False)
+def plugin_host() -> Iterator[None]:
+    """The builtins plus this plugin, registered by name for one test."""
+    with isolated_plugins(("kuhn_poker", interplay_kuhn_poker.plugin, "interplay-kuhn-poker")):
+        yield

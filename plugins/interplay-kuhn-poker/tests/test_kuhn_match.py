@@ -9,11 +9,17 @@ from typing import Any
 
 import pytest
 
-from interplay import plugins
-from interplay.endpoint import Endpoint
-from interplay.episode import RunResources, run_episode
-from interplay.errors import InterplayError
-from interplay.records import Episode, Trace, from_json, to_json
+from interplay import (
+    Endpoint,
+    Episode,
+    InterplayError,
+    RunResources,
+    Trace,
+    from_json,
+    lookup,
+    run_episode,
+    to_json,
+)
 from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
 from interplay_kuhn_poker import messages, rules, strategies
 from interplay_kuhn_poker.env import (
@@ -37,7 +43,7 @@ PASSIVE = playing(_passive)
 
 
 def make_env(**settings: Any) -> KuhnPokerEnv:
-    env_cls = plugins.get("envs", "kuhn-poker")
+    env_cls = lookup("envs", "kuhn-poker")
     env = env_cls(env_cls.Config(**settings))
     env.check()
     return env
@@ -222,14 +228,14 @@ async def test_zero_retries_asks_once(model: Any) -> None:
 
 @pytest.mark.parametrize("value", [-1, -5])
 def test_negative_invalid_retries_is_refused_at_load(value: int) -> None:
-    env_cls = plugins.get("envs", "kuhn-poker")
+    env_cls = lookup("envs", "kuhn-poker")
     env = env_cls(env_cls.Config(invalid_retries=value))
     with pytest.raises(InterplayError, match=f"invalid_retries must be 0 or more, got {value}"):
         env.check()
 
 
 def test_other_bad_settings_are_refused_at_load() -> None:
-    env_cls = plugins.get("envs", "kuhn-poker")
+    env_cls = lookup("envs", "kuhn-poker")
     with pytest.raises(InterplayError, match="hands must be at least 1, got 0"):
         env_cls(env_cls.Config(hands=0)).check()
     with pytest.raises(InterplayError, match="tasks must be at least 1"):

@@ -163,7 +163,7 @@ class AsgiServer:
         errors: list[BaseException] = []
 
         def run() -> None:
-            from interplay import aio
+            from interplay import _aio as aio
 
             loop = aio.new_event_loop()
             self._thread_loop = loop

@@ -1,6 +1,6 @@
 """The model client: every Chat Completions call interplay makes crosses this module.
 
-It owns one pooled HTTP client per endpoint (:class:`interplay.http.HttpPool`, a lean
+It owns one pooled HTTP client per endpoint (:class:`interplay.model.http.HttpPool`, a lean
 HTTP/1.1 client; ``transport="httpx"`` sends through the openai SDK's httpx2 client instead, for
 comparison), our retry policy (exponential backoff with full jitter, Retry-After
 honoured within the budget), reassembly of streamed completions into the non-streamed shape, and
@@ -26,16 +26,16 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 import attrs
 import structlog
 
-from interplay.endpoint import Endpoint
+from interplay._ids import new_id
 from interplay.errors import InterplayError
-from interplay.http import HttpPool, HttpResponse
-from interplay.ids import new_id
+from interplay.model.endpoint import Endpoint
+from interplay.model.http import HttpPool, HttpResponse
 from interplay.records import Message, ModelCall, ToolCall, Usage, dumps, dumps_kept, loads
 
 if TYPE_CHECKING:
     import httpx2
 
-log = structlog.get_logger("interplay.model")
+log = structlog.get_logger("interplay.model.client")
 
 #: Called with (raw SSE data line, parsed chunk) for every chunk of a streamed call, as it arrives.
 ChunkSink = Callable[[bytes, dict[str, Any]], Awaitable[None] | None]
@@ -219,11 +219,54 @@ def _usage(data: Mapping[str, Any] | None) -> Usage | None:
 
 
 def assistant_message(call: ModelCall) -> Message | None:
-    """The assistant Message in ``call.response`` (tool calls as ToolCall), or None."""
+    """The assistant Message a recorded call answered (tool calls as ToolCall), or None: a
+    Chat Completions ``choices[0].message``, or a Responses object's output items."""
     message = call._message
     if message is None:
-        message = call._message = _assistant_message(call.response)
+        response = call.response
+        if _is_mapping(response) and "output" in response and "choices" not in response:
+            message = _responses_message(response)
+        else:
+            message = _assistant_message(response)
+        call._message = message
     return message
+
+
+def request_messages(call: ModelCall) -> list[Message]:
+    """A recorded request's conversation as Messages (Chat Completions ``messages`` or a
+    Responses ``input``); what cannot be read as a message is left out."""
+    body: Any = call.request or {}
+    if "messages" not in body and "input" in body:
+        from interplay.interception import responses as rs
+
+        try:
+            body = rs.responses_to_chat(body)
+        except rs.BadRequest:
+            return []
+    out = []
+    for raw in body.get("messages") or ():
+        with contextlib.suppress(InterplayError, TypeError, ValueError):
+            out.append(Message.from_openai(raw))
+    return out
+
+
+def _responses_message(resp: Mapping[str, Any]) -> Message:
+    texts: list[str] = []
+    tool_calls: list[ToolCall] = []
+    for item in resp.get("output") or ():
+        if not _is_mapping(item):
+            continue
+        if item.get("type") == "message":
+            texts += [str(p.get("text") or "") for p in item.get("content") or ()
+                      if _is_mapping(p) and p.get("type") == "output_text"]
+        elif item.get("type") == "function_call":
+            args = item.get("arguments")
+            tool_calls.append(ToolCall(id=str(item.get("call_id") or ""),
+                                       name=str(item.get("name") or ""),
+                                       arguments=args if isinstance(args, str)
+                                       else json.dumps(args or {})))
+    return Message("assistant", "".join(texts) if texts or not tool_calls else None,
+                   tool_calls=tuple(tool_calls))
 
 
 def _assistant_message(resp: Mapping[str, Any] | None) -> Message | None:
@@ -257,7 +300,7 @@ def _root(exc: BaseException) -> BaseException:
 
 
 class _HttpxResponse:
-    """An httpx2 response seen through the names :class:`interplay.http.HttpResponse` has."""
+    """An httpx2 response seen through the names :class:`interplay.model.http.HttpResponse` has."""
 
     __slots__ = ("_resp", "headers", "status")
 
@@ -308,7 +351,7 @@ class ModelClient:
 
     An endpoint with ``base_url`` None is the embedded local model: it is started on the first
     call (once per process) by the :class:`Models` pool or, used alone, by the process-wide
-    shared :class:`~interplay.local_model.LocalModel`.
+    shared :class:`~interplay.model.local.LocalModel`.
     """
 
     def __init__(self, endpoint: Endpoint, *, max_connections: int = 64,
@@ -323,7 +366,7 @@ class ModelClient:
         self._opened = False
         self._http: Any = None
         self._pool: HttpPool | None = None
-        # What a failed exchange raises: interplay.http's errors are TimeoutError and OSError;
+        # What a failed exchange raises: interplay.model.http's errors are TimeoutError and OSError;
         # the httpx transport adds httpx2's own (imported only then).
         self._timeouts: tuple[type[BaseException], ...] = (TimeoutError,)
         self._failures: tuple[type[BaseException], ...] = (OSError,)
@@ -379,7 +422,7 @@ class ModelClient:
             if self._opened:
                 return
             if self._resolve is None:
-                from interplay.local_model import shared_local_endpoint
+                from interplay.model.local import shared_local_endpoint
 
                 resolved = await shared_local_endpoint()
             else:
@@ -625,7 +668,7 @@ class Models:
         return found
 
     async def _local_endpoint(self) -> Endpoint:
-        from interplay.local_model import acquire_shared
+        from interplay.model.local import acquire_shared
 
         if self._local_lock is None:
             self._local_lock = asyncio.Lock()
@@ -641,7 +684,7 @@ class Models:
             await c.aclose()
         local, self._local = self._local, None
         if local is not None:
-            from interplay.local_model import release_shared
+            from interplay.model.local import release_shared
 
             await release_shared()
 

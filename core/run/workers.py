@@ -2,7 +2,7 @@
 
 One Python process runs a few thousand model calls a second before the interpreter is the
 bottleneck. With ``--workers N`` the parent starts N processes (``python -m
-interplay.workers``), hands each (task, rollout) pairs as it has room for them (its share of
+interplay.run.workers``), hands each (task, rollout) pairs as it has room for them (its share of
 ``-c``, so a slow worker is given less), and stays the only writer of the results folder: each
 worker sends back every finished episode as its JSON line, which the parent appends to
 ``episodes.jsonl`` as it would its own. Seeds come from (seed, task, rollout), so the episodes
@@ -37,12 +37,14 @@ from typing import Any
 
 import structlog
 
-from interplay import aio, plugins, runner
+from interplay import _aio as aio
 from interplay import log as log_mod
+from interplay import plugins
 from interplay.errors import InterplayError
 from interplay.records import Episode, Task
+from interplay.run import config, results, runner
 
-log = structlog.get_logger("interplay.workers")
+log = structlog.get_logger("interplay.run.workers")
 
 #: A finished episode's JSON line can be large (long transcripts); this bounds one message.
 _LINE_LIMIT = 1 << 30
@@ -96,7 +98,7 @@ async def run_in_workers(resolved: Mapping[str, Any], env_name: str,
     try:
         for i, share in enumerate(shares(concurrency, min(workers, len(pairs)))):
             proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "interplay.workers", stdin=asyncio.subprocess.PIPE,
+                sys.executable, "-m", "interplay.run.workers", stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE, limit=_LINE_LIMIT,
                 env={**os.environ, _PARENT_VAR: str(os.getpid())})
             worker = _Worker(i, proc, share)
@@ -167,7 +169,7 @@ def _lost(worker: _Worker, env_name: str, seed: int, on_episode: OnEpisode) -> N
     for task, rollout, started in worker.outstanding.values():
         exc = RuntimeError(f"the worker process running it exited (code {code})")
         episode = runner.failed_episode(env_name, task, rollout,
-                                        runner.episode_seed(seed, task.idx, rollout), exc,
+                                        config.episode_seed(seed, task.idx, rollout), exc,
                                         started, error_type="worker_error")
         on_episode(episode)
     worker.outstanding.clear()
@@ -193,7 +195,7 @@ async def _stop(pool: Sequence[_Worker]) -> None:
 
 
 async def _serve(reader: asyncio.StreamReader, out: asyncio.StreamWriter) -> None:
-    from interplay.episode import RunResources
+    from interplay.run.episode import RunResources
 
     setup = json.loads(await reader.readline())
     log_mod.configure(**setup["log"])
@@ -201,7 +203,7 @@ async def _serve(reader: asyncio.StreamReader, out: asyncio.StreamWriter) -> Non
         # The parent's plugins: installed ones only if it loaded them (the allow- and
         # block-lists come with the environment).
         plugins.reset(load_entry_points=bool(setup.get("entry_points", True)))
-        cfg, env, _ = runner.resolve(setup["config"])
+        cfg, env, _ = config.resolve(setup["config"])
         tasks = {t.idx: t for t in env.tasks()}
     except Exception as exc:
         out.write(json.dumps({"error": f"{type(exc).__name__}: {exc}"}).encode() + b"\n")
@@ -215,8 +217,8 @@ async def _serve(reader: asyncio.StreamReader, out: asyncio.StreamWriter) -> Non
     async def one(task: Task, rollout: int) -> None:
         episode = await runner.run_one(env, task, rollout, resources=resources, seed=cfg.seed)
         header = {"task_idx": task.idx, "rollout": rollout,
-                  "slim": runner.slim_episode(episode)}
-        line = runner.episode_line(episode)
+                  "slim": results.slim_episode(episode)}
+        line = results.episode_line(episode)
         del episode
         out.write(json.dumps(header, separators=(",", ":")).encode() + b"\n" + line + b"\n")
         await out.drain()

@@ -34,7 +34,7 @@ from urllib.parse import urlsplit
 
 import httptools
 
-from interplay import aio
+from interplay import _aio as aio
 from interplay.errors import InterplayError
 
 __all__ = ["Headers", "HttpConnectionError", "HttpPool", "HttpProtocolError", "HttpResponse"]

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import structlog
 
-from interplay import aio
+from interplay import _aio as aio
 from interplay.env import SeatSpec
 from interplay.errors import InterplayError
 from interplay.harness import Harness, Segment
@@ -28,12 +28,12 @@ from interplay.records import EpisodeInfo, Message, ModelCall, Task, ToolRun, Tr
 
 if TYPE_CHECKING:
     from interplay.clock import Clock
-    from interplay.episode import EpisodeContext
     from interplay.interception import TraceRoute
-    from interplay.model import ModelClient
+    from interplay.model.client import ModelClient
+    from interplay.run.episode import EpisodeContext
     from interplay.tools import Tool
 
-log = structlog.get_logger("interplay.agent")
+log = structlog.get_logger("interplay.run.agent")
 
 
 @attrs.define

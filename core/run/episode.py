@@ -19,19 +19,19 @@ import structlog
 
 from interplay import config as config_mod
 from interplay import plugins
-from interplay.agent import Agent
+from interplay._ids import new_id
 from interplay.clock import Clock
-from interplay.endpoint import Endpoint
 from interplay.env import Env, SeatSpec
 from interplay.errors import InterplayError
-from interplay.ids import new_id
+from interplay.model.endpoint import Endpoint
 from interplay.records import Episode, EpisodeInfo, Reward, Task, Trace
+from interplay.run.agent import Agent
 
 if TYPE_CHECKING:
     from interplay.interception import InterceptionServer
-    from interplay.model import ModelClient, Models
+    from interplay.model.client import ModelClient, Models
 
-log = structlog.get_logger("interplay.episode")
+log = structlog.get_logger("interplay.run.episode")
 
 
 class RunResources:
@@ -42,7 +42,7 @@ class RunResources:
                  seats: Mapping[str, Mapping[str, Any]] | None = None,
                  max_connections: int = 64) -> None:
         if models is None:
-            from interplay.model import Models
+            from interplay.model.client import Models
 
             models = Models(max_connections=max_connections)
         self.endpoint = endpoint

@@ -313,7 +313,8 @@ def _read_json(path: Path) -> Any:
 
 def write_report(folder: str | Path) -> Path:
     """Render ``folder/report.html`` from the results there; returns its path."""
-    from interplay.runner import CONFIG_FILE, EPISODES_FILE, SUMMARY_FILE, read_episodes, summarize
+    from interplay.run.results import CONFIG_FILE, EPISODES_FILE, SUMMARY_FILE, read_episodes
+    from interplay.run.summary import summarize
 
     out = Path(folder)
     if not (out / EPISODES_FILE).is_file() and not (out / CONFIG_FILE).is_file():

@@ -27,12 +27,13 @@ from typing import Any
 
 import structlog
 
-from interplay import aio, asgi
-from interplay.endpoint import Endpoint
+from interplay import _aio as aio
+from interplay import _asgi as asgi
+from interplay._ids import new_id
 from interplay.errors import InterplayError
-from interplay.ids import new_id
+from interplay.model.endpoint import Endpoint
 
-log = structlog.get_logger("interplay.local_model")
+log = structlog.get_logger("interplay.model.local")
 
 MODEL_NAME = "SmolLM2-135M-Instruct"
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"

@@ -1,0 +1,159 @@
+"""A run's config: :class:`RunConfig` (a TOML file, flags, ``--set`` overrides), the
+env it names loaded and checked, every seat resolved before any model call, and the
+differences that refuse a resume. Nothing here runs an episode or touches the results folder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+import cattrs
+import structlog
+
+from interplay import config as config_mod
+from interplay import plugins
+from interplay.env import Env
+from interplay.errors import InterplayError
+from interplay.model.endpoint import Endpoint
+
+log = structlog.get_logger("interplay.run")
+
+#: Fields that may differ between a run and its resumption: where it writes and how fast.
+RESUME_IGNORED = frozenset({"output", "concurrency", "workers", "retry_errors"})
+DEFAULT_CONCURRENCY = 8
+
+
+@attrs.define
+class RunConfig:
+    """Everything that decides what a run computes (plus where and how fast).
+
+    ``env`` holds the env's name under ``name`` and the env's own settings beside it
+    (``--set env.relay.max_turns=4``), structured into the env's ``Config`` class.
+    ``seats`` overrides the env's seat settings (``--set seats.assistant.harness=null``).
+    """
+
+    env: dict[str, Any] = attrs.Factory(dict)
+    #: Tasks to run (the first n of the taskset); None runs them all.
+    n: int | None = None
+    rollouts: int = 1
+    #: Episodes at once; None: 8, or 1 on the embedded local model, which answers one
+    #: request at a time (more would only queue calls into their timeouts).
+    concurrency: int | None = None
+    #: Processes that run the episodes (the -c episodes are spread over them); past a few
+    #: thousand model calls a second one process is the bottleneck (interplay.run.workers).
+    workers: int = 1
+    seed: int = 0
+    model: Endpoint = attrs.Factory(Endpoint)
+    seats: dict[str, dict[str, Any]] = attrs.Factory(dict)
+    #: An episode passes (for pass@k and pass^k) when its reward is at least this.
+    pass_threshold: float = 1.0
+    output: str | None = None
+    #: On resume, run again the episodes that ended in an error (their new record supersedes
+    #: the old one; the old line stays in episodes.jsonl).
+    retry_errors: bool = False
+
+    @property
+    def env_name(self) -> str:
+        return str(self.env.get("name") or "")
+
+    def env_settings(self) -> dict[str, Any]:
+        return {k: v for k, v in self.env.items() if k != "name"}
+
+
+def episode_seed(seed: int, task_idx: int, rollout: int) -> int:
+    """The seed of one episode, derived from the run's seed and the (task, rollout) pair alone,
+    so it does not depend on scheduling or on what a resumed run already holds."""
+    digest = hashlib.sha256(f"{seed}:{task_idx}:{rollout}".encode()).digest()
+    return int.from_bytes(digest[:4], "big")
+
+
+
+
+def load_env(name: str, settings: Mapping[str, Any]) -> Env:
+    """The env registered as ``name`` (or a TOML env file), configured with ``settings``."""
+    if not name:
+        raise InterplayError("no env given; name one, e.g. `interplay eval echo` "
+                             "(`interplay list envs` shows them)")
+    if name.endswith(".toml") and Path(name).is_file():
+        from interplay.env import env_from_toml
+
+        env_cls = env_from_toml(name)
+    else:
+        env_cls = plugins.get("envs", name)
+    env_config = config_mod.structure(dict(settings), env_cls.Config, path="env")
+    return env_cls(env_config)
+
+
+def resolve(data: Mapping[str, Any]) -> tuple[RunConfig, Env, dict[str, Any]]:
+    """Structure ``data`` into a RunConfig, load and check its env, and return the resolved
+    config as plain data (the env's settings with every default filled in)."""
+    cfg = config_mod.structure(data, RunConfig)
+    if cfg.n is not None and cfg.n < 1:
+        raise InterplayError(f"n: must be at least 1, got {cfg.n}")
+    if cfg.rollouts < 1:
+        raise InterplayError(f"rollouts: must be at least 1, got {cfg.rollouts}")
+    if cfg.concurrency is None:
+        cfg.concurrency = 1 if cfg.model.base_url is None else DEFAULT_CONCURRENCY
+    if cfg.concurrency < 1:
+        raise InterplayError(f"concurrency: must be at least 1, got {cfg.concurrency}")
+    if cfg.workers < 1:
+        raise InterplayError(f"workers: must be at least 1, got {cfg.workers}")
+    if cfg.workers > 1 and cfg.model.base_url is None:
+        raise InterplayError("workers: the embedded model answers one request at a time in "
+                             "this process; give --base-url for --workers above 1")
+    env = load_env(cfg.env_name, cfg.env_settings())
+    unknown = set(cfg.seats) - set(env.seats)
+    if unknown:
+        raise InterplayError(f"seats.{sorted(unknown)[0]}: env {env.name!r} has no such seat; "
+                             f"seats: {', '.join(env.seats)}")
+    env.check()
+    from interplay.run.episode import RunResources
+
+    check_seats(env, RunResources(endpoint=cfg.model, seats=cfg.seats))
+    plain = cattrs.Converter()
+    resolved = plain.unstructure(cfg)
+    resolved["env"] = {"name": cfg.env_name, **plain.unstructure(env.config)}
+    return cfg, env, resolved
+
+
+#: Request fields the harness and the model client set; sampling settings cannot override them.
+RESERVED_SAMPLING = ("messages", "model", "stream", "tools")
+
+
+def check_seats(env: Env, resources: Any) -> None:
+    """Resolve every seat now (harness names, harness settings, sampling) so a typo fails
+    before any model is called."""
+    for seat in env.seats:
+        spec = resources.seat(env, seat)
+        endpoint = spec.model or resources.endpoint
+        for where, sampling in ((f"seats.{seat}.sampling", spec.sampling),
+                                ("model.sampling", endpoint.sampling if endpoint else {})):
+            for key in RESERVED_SAMPLING:
+                if key in sampling:
+                    raise InterplayError(f"{where}.{key}: the harness sets {key!r} itself; "
+                                         "remove it from the sampling settings")
+        harness_cls = plugins.get("harnesses", spec.harness)
+        config_mod.structure(spec.harness_config, harness_cls.Config,
+                             path=f"seats.{seat}.harness_config")
+
+
+def flatten(data: Any, prefix: str = "") -> dict[str, Any]:
+    """Dotted keys to leaf values (``{"a": {"b": 1}}`` -> ``{"a.b": 1}``)."""
+    if isinstance(data, Mapping) and data:
+        out: dict[str, Any] = {}
+        for key, value in data.items():
+            out.update(flatten(value, f"{prefix}.{key}" if prefix else str(key)))
+        return out
+    return {prefix: data}
+
+
+def config_differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """Dotted keys whose values differ, ignoring where the run writes and how fast it runs."""
+    a, b = flatten(old), flatten(new)
+    return sorted(k for k in set(a) | set(b)
+                  if k.split(".")[0] not in RESUME_IGNORED and a.get(k) != b.get(k))
+
