@@ -5,7 +5,8 @@ The program runs as a subprocess pointed at the interception server (``OPENAI_BA
 makes is a recorded call on the trace. The task goes on stdin or as the last argument, as
 text or (``prompt_format = "messages"``) as a JSON message list; its stdout is the reply.
 Exit code, stdout and stderr are recorded on the trace; on timeout the process group is
-killed.
+killed. It is started through :mod:`interplay.processes`, so a killed run takes it and its
+children along.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import attrs
 
 from interplay.errors import InterplayError
 from interplay.harness import Harness, Segment
+from interplay.processes import start_process
 from interplay.records import Message, Task
 from interplay.run.agent import SegmentContext
 
@@ -62,9 +64,9 @@ class CommandHarness(Harness):
         env = {**os.environ, **cfg.env, "OPENAI_BASE_URL": route.base_url,
                "OPENAI_API_KEY": route.secret, "OPENAI_MODEL": ctx.client.endpoint.model}
         try:
-            proc = await asyncio.create_subprocess_exec(
+            proc = await start_process(
                 *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE, cwd=cfg.cwd, env=env, start_new_session=True)
+                stderr=asyncio.subprocess.PIPE, cwd=cfg.cwd, env=env)
         except FileNotFoundError:
             raise InterplayError(f"harness 'command': program {argv[0]!r} not found; "
                                  f"fix harness_config.argv") from None

@@ -20,6 +20,7 @@ from interplay.hookspecs import Register, hookimpl
 from interplay.model.client import assistant_message, request_messages
 from interplay.model.endpoint import Endpoint
 from interplay.plugins import lookup
+from interplay.processes import owner_tag, start_process
 from interplay.records import (
     Episode,
     EpisodeInfo,
@@ -84,8 +85,10 @@ __all__ = [
     "hookimpl",
     "load_jsonl",
     "lookup",
+    "owner_tag",
     "request_messages",
     "run_episode",
+    "start_process",
     "structure_config",
     "to_json",
     "tool",

@@ -29,6 +29,7 @@ import structlog
 
 from interplay import _aio as aio
 from interplay import _asgi as asgi
+from interplay import processes
 from interplay._ids import new_id
 from interplay.errors import InterplayError
 from interplay.model.endpoint import Endpoint
@@ -317,8 +318,11 @@ class LocalModel:
         cmd = [sys.executable, "-m", "interplay.cli", "--log-level", "error", "serve-local",
                "--port", "0"]
         t0 = time.monotonic()
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                                     env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        # Ended with this process however this process ends, whichever thread starts it
+        # (interplay.processes); `serve-local` itself watches nothing, so one started by hand
+        # runs until stopped.
+        self.proc = processes.popen(cmd, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                                    env={**os.environ, "PYTHONUNBUFFERED": "1"})
         line: list[bytes] = []
         reader = threading.Thread(target=lambda: line.append(self.proc.stdout.readline()),  # type: ignore[union-attr]
                                   daemon=True)

@@ -11,7 +11,11 @@ do not depend on which worker ran them.
 A worker that dies (a crash, an out-of-memory kill) costs only the episodes it was running:
 they are recorded as ``worker_error`` episodes, and the pairs it had not started go to the
 others. Ctrl-C and SIGTERM reach the parent, which stops the workers with SIGTERM (their own
-harnesses clean up, as in one process) and writes the summary.
+harnesses clean up, as in one process) and writes the summary. A parent that is killed takes
+its workers along: each asks the kernel for SIGTERM when the thread that forked it (the run's
+event loop's, which outlives every worker) ends, and the parent's reaper
+(:mod:`interplay.processes`) ends what is left, while each worker's own reaper ends what that
+worker started.
 
 The protocol, over the worker's stdin and a private copy of its stdout (plugins that print go
 to stderr instead): the parent sends one JSON line of set-up (the resolved config, the log
@@ -39,7 +43,7 @@ import structlog
 
 from interplay import _aio as aio
 from interplay import log as log_mod
-from interplay import plugins
+from interplay import plugins, processes
 from interplay.errors import InterplayError
 from interplay.records import Episode, Task
 from interplay.run import config, results, runner
@@ -97,7 +101,7 @@ async def run_in_workers(resolved: Mapping[str, Any], env_name: str,
     pool: list[_Worker] = []
     try:
         for i, share in enumerate(shares(concurrency, min(workers, len(pairs)))):
-            proc = await asyncio.create_subprocess_exec(
+            proc = await processes.start_process(
                 sys.executable, "-m", "interplay.run.workers", stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE, limit=_LINE_LIMIT,
                 env={**os.environ, _PARENT_VAR: str(os.getpid())})
@@ -267,7 +271,9 @@ async def _worker_main(protocol_fd: int) -> None:
 
 def _die_with_parent() -> None:
     """A worker whose parent is killed (SIGKILL leaves it no say) must not go on making model
-    calls: on Linux the kernel sends it SIGTERM when the parent dies."""
+    calls: on Linux the kernel sends it SIGTERM when the parent's thread that forked it ends
+    (the run's event-loop thread, which stops every worker before it returns). Elsewhere,
+    and as a second line, the parent's reaper ends it (interplay.processes)."""
     if sys.platform.startswith("linux"):
         import ctypes
 
@@ -283,7 +289,7 @@ def main() -> None:
     # the same machine, whose every wait for the CPU is added to every call: two workers at
     # -c 1000 reached 0.85-0.86 of ideal at nice 0 and 0.89 at nice +1 (benchmarks/).
     os.nice(1)
-    # Ctrl-C reaches the whole process group; the parent decides and stops the workers.
+    # Ctrl-C is the parent's to answer: it decides and stops the workers.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     protocol_fd = os.dup(1)
     os.dup2(2, 1)  # anything a plugin prints goes to stderr, not into the protocol

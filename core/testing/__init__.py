@@ -1,7 +1,8 @@
 """Test doubles shipped for plugin authors: a scripted OpenAI-compatible model over real HTTP
 (:class:`ScriptedModel`), :func:`run_scripted` (one episode of an env against it),
 :func:`isolated_plugins` (the builtins plus the plugins a test names, nothing else installed) and
-a pytest plugin with fixtures (``interplay.testing.pytest_plugin``).
+a pytest plugin with fixtures (``interplay.testing.pytest_plugin``), and :func:`descendants` and
+:func:`survivors` to check that what a run started is gone once it ends.
 
 The names are imported on first use, so that ``python -m interplay.testing.scripted`` runs the
 module once, as ``__main__``, rather than after this package has already imported it.
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from interplay.testing.episodes import ScriptedRun, isolated_plugins, run_scripted
+    from interplay.testing.processes import descendants, survivors
     from interplay.testing.scripted import (
         ScriptedModel,
         ScriptedReply,
@@ -24,9 +26,10 @@ if TYPE_CHECKING:
 _MODULES = {"ScriptedModel": "scripted", "ScriptedReply": "scripted",
             "ScriptedRequest": "scripted", "ScriptedToolCall": "scripted",
             "ScriptedRun": "episodes", "run_scripted": "episodes",
-            "isolated_plugins": "episodes"}
+            "isolated_plugins": "episodes", "descendants": "processes",
+            "survivors": "processes"}
 __all__ = ["ScriptedModel", "ScriptedReply", "ScriptedRequest", "ScriptedRun",
-           "ScriptedToolCall", "isolated_plugins", "run_scripted"]
+           "ScriptedToolCall", "descendants", "isolated_plugins", "run_scripted", "survivors"]
 
 
 def __getattr__(name: str) -> Any:

@@ -1,0 +1,192 @@
+"""Child processes that end with the interplay process that started them, however it ends.
+
+Every process interplay starts (the embedded model's server, a command harness's program,
+codex, worker processes) is started here: in a session of its own, so Ctrl-C at a terminal
+reaches interplay alone, which decides how its children stop; with this process's tag
+(``INTERPLAY_OWNER``) in its environment, which whatever it starts inherits; and with its
+process group registered with this process's reaper (:mod:`interplay._reaper`, one small
+process, started with the first child). Each owner still stops its children on every path it
+lives through (a normal end, an exception, Ctrl-C, SIGTERM). The reaper covers the one path it
+does not: once this process is gone, ``kill -9`` included, it ends every process of those
+groups and every process that carries the tag, so a child's own children go too, even those
+that left its group.
+
+How the reaper learns that this process is gone: it holds the read end of a pipe whose only
+write end is this process's, and reads end-of-file when the process is gone. Not a
+parent-death signal (Linux's ``PR_SET_PDEATHSIG``), because that signal:
+
+- follows the *thread* that forked the child, not the process: the embedded model's server is
+  started from a worker thread (``asyncio.to_thread``, or any thread of a library's user), so
+  it would be killed when that thread ends, not when the run does;
+- is not inherited by the child's own children, so a program's children would outlive it, and
+  an arbitrary program (codex, a command) can only be given it by a ``preexec_fn``, which is
+  unsafe in a process with threads;
+- exists on Linux alone.
+
+Worker processes (:mod:`interplay.run.workers`) set ``PR_SET_PDEATHSIG`` for themselves as well:
+they are forked by the run's event-loop thread, which outlives them, and it stops them at
+once, before they could take their closed stdin for the end of their work.
+
+Platforms: on Linux, groups and the tag (found through ``/proc``). On other POSIX systems
+(macOS, the BSDs), groups only: a descendant that left its group (``setsid``, a daemon) is not
+found, nor a child started in the instant between its start and its registration. On Windows
+children start plainly and nothing is reaped.
+
+This module owns how children start and the reaper; it must not decide when a child should
+stop (its owner does).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import secrets
+import subprocess
+import sys
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+log = structlog.get_logger("interplay.processes")
+
+#: The environment variable that tags every process an interplay process started (and what
+#: they started) with that process's id: ``<pid>-<random>``.
+OWNER_VAR = "INTERPLAY_OWNER"
+_SCRIPT = Path(__file__).with_name("_reaper.py")
+
+
+class _Reaper:
+    def __init__(self, pid: int, fd: int) -> None:
+        self.pid = pid
+        self.fd = fd
+
+
+_reaper: _Reaper | None = None
+_tag: str | None = None
+_unavailable = False
+_lock = threading.Lock()
+_fork_hook = False
+
+
+def _forget_in_child() -> None:
+    """A forked child (no exec) is a process of its own: its children get a reaper of their
+    own, and it lets go of the parent's pipe."""
+    global _reaper, _tag, _lock
+    _lock = threading.Lock()
+    if _reaper is not None:
+        with contextlib.suppress(OSError):
+            os.close(_reaper.fd)
+    _reaper, _tag = None, None
+
+
+def _spawn(tag: str) -> _Reaper | None:
+    global _fork_hook
+    read, write = os.pipe()
+    # Not tagged itself, so a reaper further up (this process may be a worker) leaves it to
+    # end what this process started.
+    env = {k: v for k, v in os.environ.items() if k != OWNER_VAR}
+    try:
+        pid = os.posix_spawn(
+            sys.executable, [sys.executable, "-I", str(_SCRIPT), OWNER_VAR, tag], env,
+            file_actions=[(os.POSIX_SPAWN_DUP2, read, 0),
+                          (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+                          (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0)],
+            # A group of its own: no terminal's signals, and no group a reaper ends.
+            setpgroup=0)
+    except OSError as exc:
+        os.close(write)
+        log.warning("processes.reaper_failed", error=type(exc).__name__)
+        return None
+    finally:
+        os.close(read)
+    # A registration must never block the event loop; a full pipe drops it (see _register).
+    os.set_blocking(write, False)
+    if not _fork_hook:
+        os.register_at_fork(after_in_child=_forget_in_child)
+        _fork_hook = True
+    log.debug("processes.reaper_started", pid=pid)
+    return _Reaper(pid, write)
+
+
+def _running() -> _Reaper | None:
+    """This process's reaper, started if need be; None where there can be none."""
+    global _reaper, _tag, _unavailable
+    with _lock:
+        if _reaper is None and not _unavailable:
+            if not hasattr(os, "posix_spawn") or not sys.executable:
+                _unavailable = True
+                return None
+            _tag = _tag or f"{os.getpid()}-{secrets.token_hex(8)}"
+            _reaper = _spawn(_tag)
+            _unavailable = _reaper is None
+        return _reaper
+
+
+def _register(pgid: int) -> None:
+    global _reaper
+    line = b"%d\n" % pgid
+    for _ in range(2):
+        reaper = _running()
+        if reaper is None:
+            return
+        try:
+            os.write(reaper.fd, line)
+            return
+        except BlockingIOError:
+            # The reaper is not reading (stopped by hand?): the tag still finds the group.
+            log.warning("processes.reaper_busy", pgid=pgid)
+            return
+        except OSError:
+            # The reaper is gone (killed by hand): a new one, with the same tag.
+            log.warning("processes.reaper_lost", pid=reaper.pid)
+            with _lock:
+                if _reaper is reaper:
+                    _reaper = None
+                    with contextlib.suppress(OSError):
+                        os.close(reaper.fd)
+                    with contextlib.suppress(ChildProcessError):
+                        os.waitpid(reaper.pid, os.WNOHANG)
+
+
+def owner_tag() -> tuple[str, str] | None:
+    """``(variable, value)``: the tag in the environment of every process this process starts
+    through :func:`start_process`; a process carrying it is ended with this process. For a
+    program that builds its children's environment itself (codex's shell policy): pass it
+    on. None where nothing is reaped (Windows)."""
+    if _running() is None or _tag is None:
+        return None
+    return OWNER_VAR, _tag
+
+
+def child_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``env`` (default: this process's environment) with this process's tag."""
+    out = dict(os.environ if env is None else env)
+    tag = owner_tag()
+    if tag is not None:
+        out[tag[0]] = tag[1]
+    return out
+
+
+async def start_process(program: str, *args: str, env: Mapping[str, str] | None = None,
+                        **kwargs: Any) -> asyncio.subprocess.Process:
+    """``asyncio.create_subprocess_exec`` for a child that ends with this process: started in
+    a session (and process group) of its own, tagged, its group registered with the reaper.
+    ``env`` defaults to this process's environment; other arguments pass through. Stopping it
+    is still the caller's to do; ``os.killpg(proc.pid, ...)`` reaches what it started."""
+    proc = await asyncio.create_subprocess_exec(program, *args, env=child_env(env),
+                                                start_new_session=True, **kwargs)
+    _register(proc.pid)
+    return proc
+
+
+def popen(args: list[str], *, env: Mapping[str, str] | None = None,
+          **kwargs: Any) -> subprocess.Popen[bytes]:
+    """:func:`start_process` for ``subprocess.Popen``: the same child, started synchronously
+    (from any thread)."""
+    proc = subprocess.Popen(args, env=child_env(env), start_new_session=True, **kwargs)
+    _register(proc.pid)
+    return proc
