@@ -4,9 +4,10 @@ The program runs as a subprocess pointed at the interception server (``OPENAI_BA
 ``OPENAI_API_KEY`` set to the trace's secret, ``OPENAI_MODEL``), so every model request it
 makes is a recorded call on the trace. The task goes on stdin or as the last argument, as
 text or (``prompt_format = "messages"``) as a JSON message list; its stdout is the reply.
-Exit code, stdout and stderr are recorded on the trace; on timeout the process group is
-killed. It is started through :mod:`interplay.processes`, so a killed run takes it and its
-children along.
+Exit code, stdout and stderr are recorded on the trace. The program runs in a process group
+of its own, killed when the segment ends (on a timeout, on cancellation, and after a normal
+exit, for what it left in the background), and it is started through
+:mod:`interplay.processes`, so a killed run takes it and its children along.
 """
 
 from __future__ import annotations
@@ -85,6 +86,7 @@ class CommandHarness(Harness):
             self._record(ctx, proc.returncode, b"", b"")
             return Segment(stop_condition="timeout", error_type="timeout",
                            error=f"command exceeded {cfg.timeout_s:g} s")
+        _kill_group(proc)  # what it left running in the background
         self._record(ctx, proc.returncode, out, err)
         text = out.decode(errors="replace").strip()
         if proc.returncode != 0:

@@ -17,7 +17,13 @@ from interplay.errors import InterplayError
 from interplay.records import Task
 from interplay.run.episode import EpisodeContext
 from interplay.step import Step
-from interplay.testing import ScriptedReply, ScriptedRequest, ScriptedRun, run_scripted
+from interplay.testing import (
+    ScriptedReply,
+    ScriptedRequest,
+    ScriptedRun,
+    run_scripted,
+    survivors,
+)
 
 AGENT = textwrap.dedent("""
     import json, os, sys, time
@@ -25,6 +31,13 @@ AGENT = textwrap.dedent("""
     if mode == "sleep":
         open(sys.argv[2], "w").write(str(os.getpid()))
         time.sleep(60)
+    if mode == "background":
+        import subprocess
+        kid = subprocess.Popen(["sleep", "600"], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+        open(sys.argv[2], "w").write(str(kid.pid))
+        print("left one running")
+        sys.exit(0)
     if mode == "fail":
         print("partial answer")
         print("something broke", file=sys.stderr)
@@ -148,6 +161,17 @@ async def test_a_program_past_its_timeout_is_killed(
     pid = int(pid_file.read_text())
     # The harness killed the process group and reaped the program before returning.
     assert not _alive(pid)
+
+
+async def test_what_a_program_leaves_running_ends_with_its_segment(
+        agent_script: Path, tmp_path: Path) -> None:
+    pid_file = tmp_path / "pid"
+    ep = (await run_program(one_call, Task(0, prompt="x"),
+                            [sys.executable, str(agent_script), "background",
+                             str(pid_file)])).episode
+    assert ep.error is None, ep.error
+    assert ep.trace("assistant").messages[-1].text == "left one running"
+    assert survivors({int(pid_file.read_text())}) == set()
 
 
 async def test_a_failing_program_records_exit_and_stderr(
