@@ -9,7 +9,9 @@ every model request it makes is a recorded call on the trace. A segment's messag
 back from the last call recorded during it: the model's own view of its function calls, their
 outputs and the final answer. Timeouts and cancellation kill codex's whole process tree, and
 when a segment ends, however it ends, every process codex started is killed (Linux), so no
-command the model ran outlives its segment; ``close`` removes the per-trace directories.
+command the model ran outlives its segment; ``close`` removes the per-trace directories. codex
+is started with ``interplay.start_process`` and its commands carry the run's tag
+(``interplay.owner_tag``), so a run that is killed outright takes them along too.
 
 This module owns launching codex and reading what it did; it must not reach into the
 interception server or the trace beyond what ``SegmentContext`` offers.
@@ -44,7 +46,9 @@ from interplay import (
     Task,
     ToolRun,
     assistant_message,
+    owner_tag,
     request_messages,
+    start_process,
 )
 
 log = structlog.get_logger("interplay.codex")
@@ -246,8 +250,13 @@ class CodexHarness(Harness):
             argv += ["-c", f"developer_instructions={toml_string(state.instructions)}"]
         if run_tag is not None:
             # Set by codex itself too, so a shell_environment_policy that inherits nothing
-            # still tags the commands.
+            # still tags the commands: with this segment's tag, and with the run's, which
+            # ends them if the run is killed.
             argv += ["-c", f"shell_environment_policy.set.{RUN_VAR}={toml_string(run_tag)}"]
+            owner = owner_tag()
+            if owner is not None:
+                argv += ["-c", f"shell_environment_policy.set.{owner[0]}="
+                               f"{toml_string(owner[1])}"]
         argv += list(cfg.extra_args)
         # The prompt goes on stdin: no argv length limit, and text starting with "-" stays text.
         return [*argv, *subcommand, "-"]
@@ -307,10 +316,9 @@ class CodexHarness(Harness):
     async def _run(self, argv: list[str], env: Mapping[str, str], cwd: Path,
                    stdin: bytes, run: _Run) -> None:
         try:
-            proc = await asyncio.create_subprocess_exec(
+            proc = await start_process(
                 *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE, cwd=cwd, env=dict(env),
-                start_new_session=True, limit=LINE_LIMIT)
+                stderr=asyncio.subprocess.PIPE, cwd=cwd, env=env, limit=LINE_LIMIT)
         except FileNotFoundError:
             raise InterplayError(f"harness 'codex': {argv[0]!r} not found; "
                                  f"{INSTALL_HINT}") from None

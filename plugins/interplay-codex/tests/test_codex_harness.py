@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterable
 from pathlib import Path
@@ -31,7 +33,13 @@ from interplay import (
     structure_config,
     tool,
 )
-from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
+from interplay.testing import (
+    ScriptedModel,
+    ScriptedReply,
+    ScriptedRequest,
+    descendants,
+    survivors,
+)
 from interplay_codex.harness import CodexConfig, CodexHarness, find_codex
 
 ECHO = "hello-from-codex"
@@ -286,6 +294,43 @@ async def test_no_command_outlives_its_segment(codex_bin: str, tmp_path: Path,
     if sandbox == "danger-full-access":
         # Unsandboxed, codex leaves the new session's sleep running; the harness killed it.
         assert segment["strays_killed"] >= 1
+
+
+def test_a_killed_run_leaves_no_command_behind(codex_bin: str, tmp_path: Path) -> None:
+    """`interplay eval` on codex, killed (SIGKILL) while a command the model ran is running,
+    with more left in the background: codex and all of them are gone within seconds."""
+    marker = f"interplay-codex-test-{uuid.uuid4().hex}"
+    # Waited on by codex, one in a session of its own, and a double fork (a child of init).
+    cmd = (f"MARK={marker} setsid sleep 600 >/dev/null 2>&1 & "
+           f"(MARK={marker} nohup sleep 600 >/dev/null 2>&1 &); MARK={marker} sleep 600")
+
+    def handler(request: ScriptedRequest) -> ScriptedReply:
+        return ScriptedReply.tool_call("exec_command", {"cmd": cmd, "login": False,
+                                                        "yield_time_ms": 600000})
+
+    with ScriptedModel(handler) as model:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "interplay.cli", "eval", "echo", "-n", "1",
+             "--base-url", model.base_url, "-o", str(tmp_path / "run"), "--no-report", "-q",
+             "--set", "seats.assistant.harness=codex",
+             "--set", 'seats.assistant.harness_config.sandbox="danger-full-access"',
+             "--set", f"seats.assistant.harness_config.state_dir={json.dumps(str(tmp_path))}"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env={**os.environ, "INTERPLAY_LOAD_PLUGINS": "codex"})
+        try:
+            deadline = time.monotonic() + 120  # a failure bound, not a speed check
+            while len(commands := set(live_processes(marker))) < 3:
+                assert proc.poll() is None, proc.communicate()[1]
+                assert time.monotonic() < deadline, "codex ran no command"
+                time.sleep(0.05)
+            tree = descendants(proc.pid) | commands
+            proc.kill()
+            proc.wait(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert len(tree) > len(commands)  # codex and the reaper too
+    assert survivors(tree) == set()
 
 
 async def test_failed_model_call_ends_the_segment_and_cleans_up(codex_bin: str,
