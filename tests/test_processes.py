@@ -124,8 +124,8 @@ def test_a_child_outlives_the_thread_that_started_it_but_not_its_process(
             raise AssertionError(starter.communicate()[1])
         started = _program_pids(pids, 1, starter)
         tree = descendants(starter.pid) | started
-        # The thread that started them has ended; a parent-death signal would have fired.
-        assert all(os.path.exists(f"/proc/{p}") for p in started)
+        # The thread that started the program has ended (a parent-death signal would have
+        # fired then); the program and its children live on.
         assert survivors(started, within_s=0) == started
         if how == "kill":
             starter.kill()
