@@ -245,13 +245,21 @@ def cmd_eval(args: argparse.Namespace) -> int:
         return 130
     from interplay.run.summary import format_summary
 
-    print(format_summary(outcome.summary, title=f"{env.name}: {output}"))
+    summary = outcome.summary
+    print(format_summary(summary, title=f"{env.name}: {output}"))
     if not args.no_report:
         from interplay.report import write_report
 
         path = write_report(output)
         print(f"report: {path}")
-    return 0 if outcome.summary.get("complete") else 1
+    if not summary["completed"]:
+        errors = ", ".join(f"{kind} {n}" for kind, n in
+                           sorted(summary["errors"].items(), key=lambda item: -item[1]))
+        print(f"interplay: error: no episode completed: all {summary['episodes']} ended in an "
+              f"error ({errors}); mend the cause, then run them again with "
+              f"`interplay eval --resume {output} --retry-errors`", file=sys.stderr)
+        return 1
+    return 0 if summary["complete"] else 1
 
 
 # -- entry point -------------------------------------------------------------------------------

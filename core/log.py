@@ -140,6 +140,18 @@ def settings() -> dict[str, str]:
     return dict(_settings)
 
 
+class _Stderr:
+    """``sys.stderr`` as it is at each write, not as it was when logging was configured: a
+    progress bar that takes the stream over for a while (printing what is written above the
+    bar) gets the log lines too."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
 class _SharedLogger:
     def __init__(self, printer: structlog.PrintLogger) -> None:
         self.printer = printer
@@ -168,6 +180,7 @@ def configure(*, fmt: str = "console", level: str = "warning",
 
         raise InterplayError(f"--log-format: expected console or json; got {fmt!r}")
     _settings.update(fmt=fmt, level=level)
+    out: Any = stream or _Stderr()
     guard = Redactor(keep_tracebacks=numeric <= logging.DEBUG)
     structlog.configure(
         processors=[
@@ -180,10 +193,10 @@ def configure(*, fmt: str = "console", level: str = "warning",
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
         # One printer for every logger: the default factory makes one per log call (with a
         # lock lookup), which a run pays for each turn even for a debug line it drops.
-        logger_factory=_SharedLogger(structlog.PrintLogger(file=stream or sys.stderr)),
+        logger_factory=_SharedLogger(structlog.PrintLogger(file=out)),
         cache_logger_on_first_use=False,
     )
-    _route_stdlib_logging(numeric, guard, renderer, stream or sys.stderr)
+    _route_stdlib_logging(numeric, guard, renderer, out)
 
 
 def _route_stdlib_logging(level: int, guard: Redactor, renderer: Any, stream: TextIO) -> None:

@@ -25,7 +25,7 @@ from interplay import cli
 from interplay.env import Env, SeatSpec
 from interplay.model.endpoint import Endpoint
 from interplay.records import Task
-from interplay.run import config, progress, results, runner, summary
+from interplay.run import config, results, runner, summary
 from interplay.run.episode import EpisodeContext, RunResources
 from interplay.step import Step
 from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest, survivors
@@ -123,7 +123,8 @@ def test_eval_writes_results_summary_and_report(tmp_path: Path,
     tokens = summary["tokens"]
     assert tokens["total_tokens"] == tokens["prompt_tokens"] + tokens["completion_tokens"] > 0
 
-    assert "reward (mean ± se)" in proc.stdout and "pass@2" in proc.stdout
+    assert "reward (mean ± se, 6 scored)" in proc.stdout and "pass@2" in proc.stdout
+    assert "completed                       6 of 6 (100%)" in proc.stdout
     report = out / "report.html"
     assert f"report: {report}" in proc.stdout
     assert report.is_file() and "<!doctype html>" in report.read_text()
@@ -668,8 +669,9 @@ def test_an_episode_the_runner_cannot_start_is_recorded(
         tmp_path: Path, scripted_model: ScriptedFactory, test_envs: None) -> None:
     model = scripted_model()
     out = tmp_path / "run"
+    # No episode completed: the run says so in its exit status.
     assert cli.main(["eval", "test-broken", "--base-url", model.base_url, "-o", str(out),
-                     "--quiet"]) == 0
+                     "--quiet"]) == 1
     records = episodes(out)
     assert pairs(records) == [(0, 0), (1, 0)]
     assert {r["error_type"] for r in records} == {"runner_error"}
@@ -803,7 +805,7 @@ def test_user_sim_relay_at_c1(tmp_path: Path, scripted_model: ScriptedFactory) -
     assert [r["metrics"]["turns"] for r in episodes(out)] == [3.0, 3.0]
 
 
-# -- the summary's estimators and the progress display ------------------------------------------
+# -- the summary's estimators -------------------------------------------------------------------
 
 
 def _brute_pass_at_k(outcomes: list[bool], k: int) -> tuple[float, float]:
@@ -831,18 +833,22 @@ def test_summarize_threshold_metrics_stops_and_tokens() -> None:
                                                        "completion_tokens": 1,
                                                        "total_tokens": 4}}]}]}
 
-    records = [rec(0, 0, 0.8), rec(0, 1, 0.4), rec(1, 0, None, "env_error"), rec(1, 1, 0.6)]
+    records = [rec(0, 0, 0.8), rec(0, 1, 0.4), rec(1, 0, None, "env_error"), rec(1, 1, 0.6),
+               rec(2, 0, 0.2), rec(2, 1, 0.9)]
     s = summary.summarize(records, pass_threshold=0.5)
-    assert s["reward_mean"] == pytest.approx(0.6) and s["scored"] == 3
-    assert s["pass_at_k"]["1"] == pytest.approx(0.5)  # task 0: 1/2, task 1: 1/2
-    assert s["pass_at_k"]["2"] == pytest.approx(1.0)
-    assert s["pass_hat_k"]["2"] == pytest.approx(0.0)
-    assert s["metrics"] == {"turns": pytest.approx(2.5)}
-    assert s["stop_conditions"] == {"assistant: user_done": 4}
+    assert s["reward_mean"] == pytest.approx(2.9 / 5) and s["scored"] == 5
+    # The error episode is in no estimate: task 1 counts one rollout, so only k = 1 is known
+    # for every task (task 0: 1/2, task 1: 1/1, task 2: 1/2).
+    assert s["pass_at_k"] == {"1": pytest.approx(2 / 3)}
+    assert s["pass_hat_k"] == {"1": pytest.approx(2 / 3)}
+    assert s["metrics"] == {"turns": pytest.approx(3.0)}  # 2, 2, 3, 4, 4: not the error one
+    assert (s["completed"], s["error_episodes"], s["completion_ratio"]) == (5, 1, 5 / 6)
+    assert s["stop_conditions"] == {"assistant: user_done": 6}
     assert s["errors"] == {"env_error": 1}
-    assert s["tokens"] == {"prompt_tokens": 12, "completion_tokens": 4, "total_tokens": 16}
+    # What the run spent counts every episode, the error one too.
+    assert s["tokens"] == {"prompt_tokens": 18, "completion_tokens": 6, "total_tokens": 24}
     text = summary.format_summary(s)
-    assert "pass^2" in text and "error env_error" in text
+    assert "pass^1" in text and "error env_error" in text and "5 of 6 (83%)" in text
 
 
 def test_summarize_a_game_scored_by_seat() -> None:
@@ -861,29 +867,3 @@ def test_summarize_a_game_scored_by_seat() -> None:
     assert s["seat_rewards"]["player0"]["stderr"] == pytest.approx(
         (((2 / 3) ** 2 + (7 / 3) ** 2 + (5 / 3) ** 2) / 2 / 3) ** 0.5)
     assert "reward player1" in summary.format_summary(s)
-
-
-class _Tty(io.StringIO):
-    def isatty(self) -> bool:
-        return True
-
-
-def test_progress_redraws_one_line_on_a_terminal_and_prints_lines_otherwise() -> None:
-    tty = _Tty()
-    p = progress.Progress(3, stream=tty)
-    p.interval_s = 0.0
-    for reward, error_type in ((1.0, None), (0.0, "env_error"), (1.0, None)):
-        p.count(error_type, reward)
-    p.finish()
-    text = tty.getvalue()
-    assert text.count("\r") >= 3 and text.endswith("\n") and text.count("\n") == 1
-    assert "3/3 episodes" in text and "errors 1" in text and "reward 0.667" in text
-
-    plain = io.StringIO()
-    p = progress.Progress(3, stream=plain, done=1, interval_s=3600)
-    p.count(None, 1.0)
-    p.count(None, None)
-    p.finish()
-    lines = plain.getvalue().splitlines()
-    assert "\r" not in plain.getvalue()
-    assert lines[-1].startswith("3/3 episodes") and "ETA" in lines[-1]

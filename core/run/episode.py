@@ -204,7 +204,13 @@ def _mark_open_traces(ctx: EpisodeContext, stop_condition: str) -> None:
 
 
 async def score(episode: Episode, env: Env, ctx: EpisodeContext) -> None:
-    """Run the env's verifiers and spread their rewards onto the episode and its traces."""
+    """Run the env's verifiers and spread their rewards onto the episode and its traces.
+
+    An episode that ended in an error, a failed verifier's included, gets no reward, on
+    itself or its traces: the verifiers that did answer are kept in ``rewards`` to read, but
+    their mean without the failed one would be a score nobody gave (three failed judges read
+    as 1 ± 0), and a score of what a model fault cut short is not the model's. The run's
+    figures leave such episodes out (:mod:`interplay.run.summary`)."""
     rewards: list[Reward] = []
     for verifier in env.verifiers():
         try:
@@ -224,8 +230,9 @@ async def score(episode: Episode, env: Env, ctx: EpisodeContext) -> None:
             episode.error = f"verifier {verifier.name}: {problem}"
             episode.error_type = "verifier_error"
     episode.rewards = rewards
+    scored = episode.error_type is None
     shared = [r for r in rewards if r.seat is None]
-    episode.reward = _weighted(shared)
+    episode.reward = _weighted(shared) if scored else None
     for r in rewards:
         key = r.name if r.seat is None else f"{r.name}/{r.seat}"
         episode.metrics[key] = r.value
@@ -234,7 +241,7 @@ async def score(episode: Episode, env: Env, ctx: EpisodeContext) -> None:
         if not trace.trainable:
             own = [r for r in own if r.seat is not None]
         trace.rewards = own
-        trace.reward = _weighted(own)
+        trace.reward = _weighted(own) if scored else None
 
 
 def _bad_rewards(out: Any) -> str | None:
@@ -256,5 +263,9 @@ def _weighted(rewards: list[Reward]) -> float | None:
     weighted = [r for r in rewards if r.weight > 0]
     if not weighted:
         return None
-    total = sum(r.weight for r in weighted)
-    return sum(r.value * r.weight for r in weighted) / total
+    # Each value times its share of the weight: a mean of finite values stays finite however
+    # large the values and weights (a plain sum of value x weight overflows to infinity).
+    top = max(r.weight for r in weighted)
+    shares = [r.weight / top for r in weighted]
+    total = math.fsum(shares)
+    return math.fsum(r.value * (s / total) for r, s in zip(weighted, shares, strict=True))

@@ -1,78 +1,169 @@
-"""The progress display of a run on stderr."""
+"""The progress display of a run on stderr: episodes done of the run's total, the mean reward of
+the completed episodes, the error episodes (not scored: the rule of
+:mod:`interplay.run.summary`), the rate and the time left.
+
+On a terminal it is a rich progress bar on the last line, fit to the terminal's width (also
+after a resize) and redrawn by rich's own thread, so the elapsed time moves while long episodes
+run. Whatever the process writes to stdout or stderr meanwhile (log lines, a plugin's prints)
+goes through rich, which prints it above the bar, never through it. Elsewhere (a file, a pipe,
+CI) it is one plain line per update: every ``interval_s`` and at the end.
+
+It never stops a run: a display that cannot write (a closed pipe) turns itself off.
+"""
 
 from __future__ import annotations
 
+import math
 import sys
 import time
-from typing import TextIO
+from collections.abc import Iterable, Mapping
+from typing import Any, TextIO
+
+import structlog
+from rich.console import Console
+from rich.progress import BarColumn, ProgressColumn, TimeElapsedColumn
+from rich.progress import Progress as RichProgress
+from rich.table import Column
+from rich.text import Text
+
+from interplay.run.summary import is_error, scored_reward
+
+log = structlog.get_logger("interplay.run")
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # no such method, or closed
+        return False
+
+
+class _Figures(ProgressColumn):
+    """The figures, worked out at each redraw so the rate and the time left stay current."""
+
+    def __init__(self, owner: Progress) -> None:
+        # As wide as its text; cut short with an ellipsis only on a terminal too narrow for it.
+        super().__init__(table_column=Column(no_wrap=True, overflow="ellipsis"))
+        self.owner = owner
+
+    def render(self, task: Any) -> Text:
+        return Text(self.owner.figures())
+
+
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        # rich's own points stdout at /dev/null and exits the process: a run must not stop
+        # because no one reads its display. Quiet, it writes nothing from here on.
+        self.quiet = True
 
 
 class Progress:
-    """Episodes done / total, mean reward so far, errors, rate and ETA on stderr.
+    """Counts finished episodes and shows them (see the module's docstring)."""
 
-    On a terminal one line is redrawn in place (at most ten times a second); otherwise a plain
-    line is printed every ``interval_s`` and at the end, so logs stay readable.
-    """
-
-    def __init__(self, total: int, *, stream: TextIO | None = None, done: int = 0,
-                 interval_s: float = 10.0, enabled: bool = True) -> None:
+    def __init__(self, total: int, *, stream: TextIO | None = None, interval_s: float = 10.0,
+                 enabled: bool = True) -> None:
         self.stream = stream or sys.stderr
         self.total = total
-        self.done = done
+        self.enabled = enabled
+        self.tty = enabled and _isatty(self.stream)
+        self.interval_s = interval_s
+        self.done = 0
         self.new = 0
         self.errors = 0
-        self.reward_sum = 0.0
         self.scored = 0
-        self.enabled = enabled
-        self.tty = enabled and bool(getattr(self.stream, "isatty", lambda: False)())
-        self.interval_s = 0.1 if self.tty else interval_s
+        self.reward_sum = 0.0
         self.t0 = time.monotonic()
-        self._last = 0.0
+        self._last = -math.inf
+        self._shown: int | None = None  # the count the last plain line showed
+        self._bar: RichProgress | None = None
+        self._task: Any = None
 
-    def count(self, error_type: str | None, reward: float | None) -> None:
-        """One more finished episode, with its error type and reward."""
+    def add_done(self, records: Iterable[Mapping[str, Any]]) -> None:
+        """Count episodes a previous session finished (a resume), without showing anything."""
+        for record in records:
+            self._add(record)
+
+    def _add(self, record: Mapping[str, Any]) -> None:
         self.done += 1
-        self.new += 1
-        if error_type is not None:
+        if is_error(record):
             self.errors += 1
+            return
+        reward = scored_reward(record)
         if reward is not None:
             self.reward_sum += reward
             self.scored += 1
+
+    def start(self) -> None:
+        """Start the clock, and on a terminal the bar."""
+        self.t0 = time.monotonic()
+        if not self.tty:
+            return
+        console = _Console(file=self.stream, highlight=False, soft_wrap=False)
+        self._bar = RichProgress(
+            BarColumn(bar_width=None, table_column=Column(ratio=1, min_width=4)),
+            _Figures(self), TimeElapsedColumn(),
+            console=console, refresh_per_second=4, redirect_stderr=True,
+            # What goes to a stdout that is not this terminal never crosses the bar: leave it.
+            redirect_stdout=_isatty(sys.stdout), expand=True)
+        self._task = self._bar.add_task("episodes", total=self.total or 1, completed=self.done)
+        try:
+            self._bar.start()
+        except OSError:
+            self._turn_off()
+
+    def count(self, record: Mapping[str, Any]) -> None:
+        """One more finished episode (its slim record)."""
+        self._add(record)
+        self.new += 1
+        if not self.enabled:
+            return
+        if self._bar is not None:
+            self._bar.update(self._task, completed=self.done)
+            return
         now = time.monotonic()
         if now - self._last >= self.interval_s or self.done >= self.total:
             self._last = now
-            self.draw(now)
+            self._print_line(now)
 
-    def line(self, now: float | None = None) -> str:
+    def figures(self, now: float | None = None) -> str:
+        """The display's text: ``7/10 episodes  reward 0.833 (6 scored)  errors 1  ...``."""
         elapsed = (now or time.monotonic()) - self.t0
         rate = self.new / elapsed if elapsed > 0 else 0.0
         left = self.total - self.done
-        eta = f"{left / rate:.0f}s" if rate > 0 else "?"
+        eta = "0s" if left <= 0 else f"{left / rate:.0f}s" if rate > 0 else "?"
         reward = f"{self.reward_sum / self.scored:.3f}" if self.scored else "-"
-        pct = self.done / self.total if self.total else 1.0
-        text = (f"{self.done}/{self.total} episodes  reward {reward}  errors {self.errors}  "
-                f"{rate:.2f} ep/s  ETA {eta}")
-        if self.tty:
-            filled = int(pct * 24)
-            text = f"[{'#' * filled}{'.' * (24 - filled)}] {text}"
-        return text
+        return (f"{self.done}/{self.total} episodes  reward {reward} ({self.scored} scored)  "
+                f"errors {self.errors}  {rate:.2f} ep/s  ETA {eta}")
 
-    def draw(self, now: float | None = None) -> None:
-        if not self.enabled:
-            return
-        if self.tty:
-            self.stream.write("\r\x1b[2K" + self.line(now))
-        else:
-            self.stream.write(self.line(now) + "\n")
-        self.stream.flush()
+    def _print_line(self, now: float | None = None) -> None:
+        try:
+            self.stream.write(self.figures(now) + "\n")
+            self.stream.flush()
+        except (OSError, ValueError):  # closed, or a pipe whose reader went away
+            self._turn_off()
+        self._shown = self.done
+
+    def _turn_off(self) -> None:
+        if self.enabled:
+            log.warning("runner.progress_off")
+        self.enabled = False
+        bar, self._bar = self._bar, None
+        if bar is not None:
+            try:
+                bar.stop()
+            except (OSError, ValueError):
+                pass
 
     def finish(self) -> None:
+        """Show the last figures and let the terminal go."""
         if not self.enabled:
             return
-        if self.tty:
-            self.draw()
-            self.stream.write("\n")
-            self.stream.flush()
-        elif self.done < self.total or self.new == 0:
-            self.draw()
-
+        if self._bar is not None:
+            self._bar.update(self._task, completed=self.done)
+            try:
+                self._bar.stop()  # draws the bar a last time and ends its line
+            except (OSError, ValueError):
+                pass
+            self._bar = None
+        elif self._shown != self.done:
+            self._print_line()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import time
 from collections import Counter
@@ -29,7 +30,6 @@ EPISODES_FILE = "episodes.jsonl"
 SUMMARY_FILE = "summary.json"
 
 
-
 class EpisodeLog:
     """``episodes.jsonl``: one JSON line per finished episode.
 
@@ -46,14 +46,25 @@ class EpisodeLog:
         self._syncing: asyncio.Task[None] | None = None
 
     def open(self) -> None:
-        self._fh = self.path.open("ab", buffering=0)
+        try:
+            self._fh = self.path.open("ab", buffering=0)
+        except OSError as exc:
+            raise InterplayError(f"{self.path}: cannot append to it "
+                                 f"({exc.strerror or type(exc).__name__})") from None
 
     def append_line(self, data: bytes) -> None:
         """Append one episode's JSON line (without its newline)."""
         line = memoryview(data + b"\n")
-        while line:
-            # A raw file may take fewer bytes than given (a full disk, a signal).
-            line = line[self._fh.write(line) or 0:]
+        try:
+            while line:
+                # A raw file may take fewer bytes than given (a full disk, a signal).
+                line = line[self._fh.write(line) or 0:]
+        except OSError as exc:
+            # What was cut short has no newline: a resume takes it for the torn line it is.
+            raise InterplayError(
+                f"{self.path}: cannot write the next episode ({exc.strerror or exc}); the "
+                f"episodes before it are kept: make room, then continue with "
+                f"--resume {self.path.parent}") from None
         self._dirty = True
         if self._syncing is None or self._syncing.done():
             self._syncing = asyncio.get_running_loop().create_task(self._sync())
@@ -88,47 +99,48 @@ def read_episodes(path: Path, *, repair: bool = False,
                   slim: bool = False) -> list[dict[str, Any]]:
     """The episodes in a results file, as dicts (``slim``: only what the summary needs, so a
     large file never sits in memory whole), one per (task, rollout): a later line supersedes
-    an earlier one (an episode run again with ``--retry-errors``). Read line by line. A torn
-    last line (a write cut by a kill) is skipped, and with ``repair`` cut off the file so
-    appends start on a clean line; a broken line before the last is an error."""
+    an earlier one (an episode run again with ``--retry-errors``). Read line by line.
+
+    Every line must be an episode record whose fields the run reads have the types an episode
+    line holds; any other line is refused with its number, since a results file that something
+    else wrote to must not be half-read or cut. The one line let go is a torn last line: a
+    write cut short by a kill, told by the newline it lacks (each line is written with its
+    newline last). It is skipped, and with ``repair`` cut off the file so appends start on a
+    clean line."""
     if not path.exists():
         return []
     out: dict[tuple[int, int], dict[str, Any]] = {}
     pos = 0
-    bad: tuple[int, int] | None = None  # (line number, offset) of an unparsable line
     with path.open("rb") as fh:
         for number, raw in enumerate(fh, start=1):
-            if bad is not None:
-                if raw.strip():
-                    raise InterplayError(f"{path}: line {bad[0]} is not an episode record; "
-                                         f"remove it, then resume")
+            start, pos = pos, pos + len(raw)
+            if not raw.strip():
                 continue
-            if raw.strip():
-                try:
-                    record = json.loads(raw)
-                    if not isinstance(record, dict) or "info" not in record:
-                        raise ValueError("not an episode")
-                except ValueError:
-                    bad = (number, pos)
-                    continue
-                try:
-                    pair = pair_of(record)
-                except (KeyError, TypeError, ValueError):
-                    # A whole JSON line, so not torn by a kill: something else wrote it.
-                    raise InterplayError(f"{path}: line {number} is not an episode record "
-                                         "(its info has no task_idx); remove it, then "
-                                         "resume") from None
-                out[pair] = slim_record(record) if slim else record
-                if repair and not raw.endswith(b"\n"):
-                    # A complete record without its newline: end the line before appending.
-                    with path.open("ab") as tail:
-                        tail.write(b"\n")
-            pos += len(raw)
-    if bad is not None:
-        log.warning("runner.torn_line_skipped", output_path=str(path))
-        if repair:
-            with path.open("r+b") as fh:
-                fh.truncate(bad[1])
+            # Only the last line can lack its newline.
+            torn = not raw.endswith(b"\n")
+            try:
+                record = json.loads(raw)
+            except ValueError:
+                if not torn:
+                    raise InterplayError(f"{path}: line {number} is not JSON, so not an episode "
+                                         "record; remove it, then resume") from None
+                log.warning("runner.torn_line_skipped", output_path=str(path), line=number)
+                if repair:
+                    fh.close()
+                    with path.open("r+b") as cut:
+                        cut.truncate(start)
+                break
+            try:
+                checked = slim_record(record)
+            except ValueError as exc:
+                raise InterplayError(f"{path}: line {number} is not an episode record ({exc}); "
+                                     "remove or mend it, then resume") from None
+            info = checked["info"]
+            out[(info["task_idx"], info["rollout"])] = checked if slim else record
+            if repair and torn:
+                # A complete record without its newline: end the line before appending.
+                with path.open("ab") as tail:
+                    tail.write(b"\n")
     return list(out.values())
 
 
@@ -138,15 +150,60 @@ def pair_of(record: Mapping[str, Any]) -> tuple[int, int]:
     return int(info["task_idx"]), int(info.get("rollout") or 0)
 
 
-def slim_record(record: Mapping[str, Any]) -> dict[str, Any]:
-    """What :func:`summarize` reads of an episode record."""
-    return {"info": record["info"], "reward": record.get("reward"),
-            "error_type": record.get("error_type"), "metrics": record.get("metrics") or {},
-            "wall_s": record.get("wall_s"),
-            "traces": [{"seat": t.get("seat"), "agent": t.get("agent"),
-                        "stop_condition": t.get("stop_condition"), "reward": t.get("reward")}
-                       for t in record.get("traces") or ()],
-            "usage": dict(record_usage(record))}
+def slim_record(record: Any) -> dict[str, Any]:
+    """What :func:`~interplay.run.summary.summarize` reads of an episode record, checked:
+    raises ValueError naming the first field that is not what an episode line holds."""
+    if not isinstance(record, dict):
+        raise ValueError(f"expected a JSON object, got {_kind(record)}")
+    info = _get(record, "info", dict)
+    if info is None:
+        raise ValueError("info: missing")
+    task_idx = _get(info, "task_idx", int, where="info.")
+    if task_idx is None:
+        raise ValueError("info.task_idx: missing")
+    rollout = _get(info, "rollout", int, where="info.") or 0
+    if rollout < 0:
+        raise ValueError(f"info.rollout: expected 0 or more, got {rollout}")
+    traces = []
+    for i, t in enumerate(_get(record, "traces", list) or ()):
+        where = f"traces[{i}]."
+        if not isinstance(t, dict):
+            raise ValueError(f"{where[:-1]}: expected an object, got {_kind(t)}")
+        traces.append({"seat": _get(t, "seat", str, where=where),
+                       "agent": _get(t, "agent", str, where=where),
+                       "stop_condition": _get(t, "stop_condition", str, where=where),
+                       "reward": _get(t, "reward", float, where=where)})
+    metrics = _get(record, "metrics", dict) or {}
+    return {"info": {"task_idx": task_idx, "rollout": rollout,
+                     "episode_id": _get(info, "episode_id", str, where="info.")},
+            "reward": _get(record, "reward", float),
+            "error_type": _get(record, "error_type", str), "metrics": metrics,
+            "started_at": _get(record, "started_at", float),
+            "wall_s": _get(record, "wall_s", float),
+            "traces": traces, "usage": dict(record_usage(record))}
+
+
+def _kind(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def _get(obj: Mapping[str, Any], key: str, kind: type, *, where: str = "") -> Any:
+    """``obj[key]`` if it is absent, null or a ``kind`` (``float``: a finite number; ``int``:
+    not a bool), else ValueError naming the field."""
+    value = obj.get(key)
+    if value is None:
+        return None
+    if kind is float:
+        ok = (isinstance(value, int | float) and not isinstance(value, bool)
+              and math.isfinite(value))
+        what = "a finite number"
+    else:
+        ok = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
+        what = {int: "an integer", str: "text", dict: "an object", list: "a list"}[kind]
+    if not ok:
+        got = repr(value) if isinstance(value, float) else _kind(value)
+        raise ValueError(f"{where}{key}: expected {what} or null, got {got}")
+    return value
 
 
 def slim_episode(episode: Episode) -> dict[str, Any]:
@@ -165,7 +222,8 @@ def slim_episode(episode: Episode) -> dict[str, Any]:
     return {"info": {"task_idx": info.task_idx, "rollout": info.rollout,
                      "episode_id": info.episode_id},
             "reward": episode.reward, "error_type": episode.error_type,
-            "metrics": dict(episode.metrics), "wall_s": episode.wall_s,
+            "metrics": dict(episode.metrics), "started_at": episode.started_at,
+            "wall_s": episode.wall_s,
             "traces": [{"seat": t.seat, "agent": t.agent, "stop_condition": t.stop_condition,
                         "reward": t.reward}
                        for t in episode.traces],
@@ -180,23 +238,47 @@ def default_output(env_name: str) -> str:
 
 
 def record_usage(record: Mapping[str, Any]) -> Counter[str]:
+    """The tokens and model calls of an episode record (every trace's calls and the judge's);
+    raises ValueError naming a call or a count that is not what a line holds."""
     total: Counter[str] = Counter()
-    calls = [c for t in record.get("traces") or () for c in t.get("model_calls") or ()]
-    calls += list(record.get("judge_calls") or ())
-    for call in calls:
-        usage = call.get("usage") or {}
+    calls: list[tuple[str, Any]] = []
+    for i, t in enumerate(record.get("traces") or ()):
+        calls += [(f"traces[{i}].model_calls[{j}]", c)
+                  for j, c in enumerate(_get(t, "model_calls", list, where=f"traces[{i}].")
+                                        or ())]
+    calls += [(f"judge_calls[{j}]", c)
+              for j, c in enumerate(_get(record, "judge_calls", list) or ())]
+    for where, call in calls:
+        if not isinstance(call, dict):
+            raise ValueError(f"{where}: expected an object, got {_kind(call)}")
+        usage = _get(call, "usage", dict, where=f"{where}.") or {}
         for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
-            total[key] += int(usage.get(key) or 0)
+            count = _get(usage, key, int, where=f"{where}.usage.") or 0
+            if count < 0:
+                raise ValueError(f"{where}.usage.{key}: expected 0 or more, got {count}")
+            total[key] += count
     total["model_calls"] += len(calls)
     return total
 
 
-
 def write_json(path: Path, data: Any) -> None:
+    """``data`` as JSON in ``path``, replaced whole (a reader never sees half a file)."""
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=repr) + "\n")
+    tmp.write_text(json.dumps(finite(data), indent=2, ensure_ascii=False, default=repr,
+                              allow_nan=False) + "\n")
     os.replace(tmp, path)
 
+
+def finite(data: Any) -> Any:
+    """``data`` with every non-finite float replaced by None: NaN and the infinities are not
+    JSON, and ``JSON.parse`` (the report's page) rejects them."""
+    if isinstance(data, float):
+        return data if math.isfinite(data) else None
+    if isinstance(data, dict):
+        return {key: finite(value) for key, value in data.items()}
+    if isinstance(data, list | tuple):
+        return [finite(value) for value in data]
+    return data
 
 
 def prepare(data: dict[str, Any],
@@ -211,7 +293,9 @@ def prepare(data: dict[str, Any],
                                  f"point it at a results folder of `interplay eval`")
         try:
             stored = json.loads(stored_path.read_text())["config"]
-        except (ValueError, KeyError, TypeError):
+            if not isinstance(stored, dict):
+                raise TypeError("config is not an object")
+        except (ValueError, KeyError, TypeError, OSError):
             raise InterplayError(f"{stored_path}: not a results config; "
                                  f"start a new run with -o") from None
         given = (data.get("env") or {}).get("name")
@@ -237,8 +321,14 @@ def prepare(data: dict[str, Any],
     if (output / EPISODES_FILE).exists() or (output / CONFIG_FILE).exists():
         raise InterplayError(f"{output} already holds a run; continue it with --resume {output} "
                              f"or choose another -o")
-    output.mkdir(parents=True, exist_ok=True)
-    write_json(output / CONFIG_FILE, {"config": resolved, "interplay": _version()})
+    if output.exists() and not output.is_dir():
+        raise InterplayError(f"-o {output}: not a folder; choose another -o")
+    try:
+        output.mkdir(parents=True, exist_ok=True)
+        write_json(output / CONFIG_FILE, {"config": resolved, "interplay": _version()})
+    except OSError as exc:
+        raise InterplayError(f"-o {output}: cannot write a results folder there "
+                             f"({exc.strerror or type(exc).__name__}); choose another -o") from None
     return cfg, env, resolved, output
 
 

@@ -40,7 +40,6 @@ from interplay.run.summary import summarize
 log = structlog.get_logger("interplay.run")
 
 
-
 def failed_episode(env_name: str, task: Task, rollout: int, seed: int, exc: BaseException,
                    started_at: float, *, error_type: str | None = None) -> Episode:
     """The record of an episode that could not run: its pair, seed and error."""
@@ -128,14 +127,17 @@ async def run(cfg: RunConfig, env: Env, resolved: Mapping[str, Any], output: Pat
     if not tasks:
         raise InterplayError(f"env {env.name!r} has no tasks")
     episodes_path = output / EPISODES_FILE
-    # Slim records only: the summary never needs the transcripts in memory.
-    records = {pair_of(r): r for r in read_episodes(episodes_path, repair=True, slim=True)}
-    have = {p for p, r in records.items() if not (cfg.retry_errors and r.get("error_type"))}
     wanted = [(t, r) for r in range(cfg.rollouts) for t in tasks]
+    wanted_pairs = {(t.idx, r) for t, r in wanted}
+    # Slim records only: the summary never needs the transcripts in memory. A record of a pair
+    # this run does not have (a taskset that shrank since) is kept in the file, not counted.
+    records = {pair: r for r in read_episodes(episodes_path, repair=True, slim=True)
+               if (pair := pair_of(r)) in wanted_pairs}
+    have = {p for p, r in records.items() if not (cfg.retry_errors and r.get("error_type"))}
     pairs = [(t, r) for t, r in wanted if (t.idx, r) not in have]
     total = len(wanted)
-    done_before = total - len(pairs)
-    progress = Progress(total, done=done_before, enabled=show_progress)
+    progress = Progress(total, enabled=show_progress)
+    progress.add_done(records[p] for p in have)
     if announce is not None:
         announce(len(tasks), len(pairs))
     own_resources = resources is None
@@ -143,10 +145,9 @@ async def run(cfg: RunConfig, env: Env, resolved: Mapping[str, Any], output: Pat
         resources = RunResources(
             endpoint=cfg.model, seats=cfg.seats,
             max_connections=cfg.concurrency * max(1, len(env.seats)))
-    log.info("runner.start", env=env.name, episodes=len(pairs), done_before=done_before,
+    log.info("runner.start", env=env.name, episodes=len(pairs), done_before=len(have),
              concurrency=cfg.concurrency, output_path=str(output))
     writer = EpisodeLog(episodes_path)
-    writer.open()
     ran = 0
 
     def on_line(task_idx: int, rollout: int, line: bytes, slim: dict[str, Any]) -> None:
@@ -154,31 +155,44 @@ async def run(cfg: RunConfig, env: Env, resolved: Mapping[str, Any], output: Pat
         writer.append_line(line)
         records[(task_idx, rollout)] = slim
         ran += 1
-        progress.count(slim.get("error_type"), slim.get("reward"))
+        progress.count(slim)
 
     def on_episode(episode: Episode) -> None:
         on_line(episode.info.task_idx, episode.info.rollout, episode_line(episode),
                 slim_episode(episode))
 
     t0 = time.monotonic()
-    interrupted = False
+    failure: BaseException | None = None
     try:
+        writer.open()
+        progress.start()
         await _run_all(cfg, env, resolved, pairs, resources, on_episode, on_line)
-    except asyncio.CancelledError:
-        interrupted = True
+    except BaseException as exc:
+        failure = exc
         raise
     finally:
-        await writer.aclose()
         progress.finish()
+        try:
+            await writer.aclose()
+        except OSError as exc:
+            log.warning("runner.episodes_not_synced", error_type=type(exc).__name__)
         if own_resources:
             await asyncio.shield(resources.aclose())
-        wall = time.monotonic() - t0
         summary = summarize(list(records.values()), pass_threshold=cfg.pass_threshold,
-                            expected=total,
-                            wall_s=wall, episodes_this_session=ran)
-        summary["interrupted"] = interrupted
-        write_json(output / SUMMARY_FILE, summary)
-    return RunOutcome(output=output, summary=summary, ran=ran, interrupted=interrupted)
+                            expected=total, session_wall_s=time.monotonic() - t0,
+                            session_episodes=ran)
+        summary["interrupted"] = isinstance(failure, asyncio.CancelledError | KeyboardInterrupt)
+        try:
+            write_json(output / SUMMARY_FILE, summary)
+        except OSError as exc:
+            # The episodes are the record; a summary is made from them again by a resume or
+            # `interplay report`.
+            if failure is None:
+                raise InterplayError(f"{output / SUMMARY_FILE}: cannot write it "
+                                     f"({exc.strerror or exc}); the episodes are kept") from None
+            log.warning("runner.summary_not_written", error_type=type(exc).__name__)
+    return RunOutcome(output=output, summary=summary, ran=ran,
+                      interrupted=bool(summary["interrupted"]))
 
 
 @contextlib.contextmanager

@@ -1,6 +1,15 @@
-"""The run's figures from its episode records: mean reward with its standard error,
-pass@k and pass^k over each task's rollouts, per-seat rewards, metric means, stop
-conditions, errors and tokens; and the summary as a table for a terminal.
+"""The run's figures from its episode records, and the summary as a table for a terminal.
+
+The rule for error episodes, the same everywhere a score is shown (summary.json, the terminal,
+the report, the progress line): an episode that ended in an error (any ``error_type``: a model
+fault, a failed verifier, an env that raised, a lost worker) is not scored. It is left out of
+the reward mean, pass@k and pass^k, the per-seat rewards and the metric means, and counted on
+its own (``error_episodes``, ``errors`` by type) beside ``completed`` and the run's
+``completion_ratio``. Stop conditions, tokens and model calls count every episode: they are
+what the run did and spent, not how well it did.
+
+It reads episode records (slimmed by :func:`interplay.run.results.slim_record`) and never
+touches files.
 """
 
 from __future__ import annotations
@@ -10,7 +19,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from interplay.run.results import record_usage
+from interplay.run.results import slim_record
 
 
 def _comb(n: int, k: int) -> int:
@@ -36,22 +45,36 @@ def _ks(n: int) -> list[int]:
     return sorted(ks)
 
 
+def is_error(record: Mapping[str, Any]) -> bool:
+    """Whether an episode record ended in an error, and so is not scored."""
+    return bool(record.get("error_type"))
+
+
+def scored_reward(record: Mapping[str, Any]) -> float | None:
+    """The reward an episode counts with: None for an error episode whatever its line holds
+    (a line written before this rule may carry one) and for an episode nothing scored."""
+    reward = record.get("reward")
+    return None if is_error(record) or reward is None else float(reward)
+
+
 def summarize(records: Sequence[Mapping[str, Any]], *, pass_threshold: float = 1.0,
-              expected: int | None = None, wall_s: float | None = None,
-              episodes_this_session: int | None = None) -> dict[str, Any]:
-    """The run's figures from its episode records (dicts as read from episodes.jsonl)."""
-    rewards = [float(r["reward"]) for r in records if r.get("reward") is not None]
-    mean = sum(rewards) / len(rewards) if rewards else None
-    stderr = _stderr(rewards)
+              expected: int | None = None, session_wall_s: float | None = None,
+              session_episodes: int | None = None) -> dict[str, Any]:
+    """The run's figures from its episode records (as read from episodes.jsonl, or slim).
+    ``session_wall_s`` and ``session_episodes`` describe the process that ran last (absent
+    for a report)."""
+    records = [r if "usage" in r else slim_record(r) for r in records]
+    completed = [r for r in records if not is_error(r)]
+    rewards = [x for x in map(scored_reward, completed) if x is not None]
 
     by_task: dict[int, list[bool]] = {}
-    for r in records:
-        passed = r.get("reward") is not None and float(r["reward"]) >= pass_threshold
-        by_task.setdefault(int(r["info"]["task_idx"]), []).append(passed)
+    for r in completed:
+        reward = scored_reward(r)
+        if reward is not None:
+            by_task.setdefault(int(r["info"]["task_idx"]), []).append(reward >= pass_threshold)
     pass_k: dict[str, float] = {}
     pass_hat: dict[str, float] = {}
-    # An env that scores only seats (a zero-sum game) has no episode reward to pass.
-    if by_task and rewards:
+    if by_task:
         # Over the rollouts every task has: a task with fewer would bias the larger k.
         n_min = min(len(v) for v in by_task.values())
         for k in _ks(n_min):
@@ -59,33 +82,34 @@ def summarize(records: Sequence[Mapping[str, Any]], *, pass_threshold: float = 1
             pass_hat[str(k)] = _mean([pass_hat_k(len(v), sum(v), k) for v in by_task.values()])
 
     metric_values: dict[str, list[float]] = {}
-    for r in records:
-        for key, value in (r.get("metrics") or {}).items():
-            if isinstance(value, int | float) and not isinstance(value, bool):
-                metric_values.setdefault(key, []).append(float(value))
     seat_rewards: dict[str, list[float]] = {}
-    for r in records:
+    for r in completed:
+        for key, value in (r.get("metrics") or {}).items():
+            if _finite_number(value):
+                metric_values.setdefault(str(key), []).append(float(value))
         for t in r.get("traces") or ():
             if t.get("reward") is not None:
-                seat_rewards.setdefault(str(t.get("seat") or t.get("agent")), []).append(
-                    float(t["reward"]))
+                seat_rewards.setdefault(_seat(t), []).append(float(t["reward"]))
     stops: Counter[str] = Counter()
-    for r in records:
-        for t in r.get("traces") or ():
-            stops[f"{t.get('seat') or t.get('agent')}: {t.get('stop_condition')}"] += 1
-    errors = Counter(str(r["error_type"]) for r in records if r.get("error_type"))
     tokens: Counter[str] = Counter()
     for r in records:
-        tokens.update(r["usage"] if "usage" in r else record_usage(r))
+        for t in r.get("traces") or ():
+            stops[f"{_seat(t)}: {t.get('stop_condition')}"] += 1
+        tokens.update(r["usage"])
+    errors = Counter(str(r["error_type"]) for r in records if is_error(r))
     done = len(records)
+    wall = busy_seconds(records)
     out: dict[str, Any] = {
         "episodes": done,
         "expected": expected,
         "complete": expected is None or done >= expected,
-        "tasks": len(by_task),
+        "completed": len(completed),
+        "error_episodes": done - len(completed),
+        "completion_ratio": len(completed) / (expected or done) if (expected or done) else None,
+        "tasks": len({int(r["info"]["task_idx"]) for r in records}),
         "scored": len(rewards),
-        "reward_mean": mean,
-        "reward_stderr": stderr,
+        "reward_mean": _mean(rewards) if rewards else None,
+        "reward_stderr": _stderr(rewards),
         "pass_threshold": pass_threshold,
         "pass_at_k": pass_k,
         "pass_hat_k": pass_hat,
@@ -94,32 +118,64 @@ def summarize(records: Sequence[Mapping[str, Any]], *, pass_threshold: float = 1
         "metrics": {k: _mean(v) for k, v in sorted(metric_values.items())},
         "stop_conditions": dict(sorted(stops.items())),
         "errors": dict(sorted(errors.items())),
-        "error_episodes": sum(errors.values()),
         "tokens": {k: tokens[k] for k in ("prompt_tokens", "completion_tokens",
                                           "total_tokens")},
         "model_calls": tokens["model_calls"],
         "episode_wall_s_mean": _mean([float(r.get("wall_s") or 0.0) for r in records])
         if records else None,
+        "wall_s": wall,
+        "episodes_per_s": done / wall if wall else None,
     }
-    if wall_s is not None:
-        out["wall_s"] = wall_s
-        ran = done if episodes_this_session is None else episodes_this_session
-        out["episodes_this_session"] = ran
-        out["episodes_per_s"] = ran / wall_s if wall_s > 0 else None
+    if session_wall_s is not None:
+        out["session_wall_s"] = session_wall_s
+        out["episodes_this_session"] = done if session_episodes is None else session_episodes
     return out
 
 
+def busy_seconds(records: Sequence[Mapping[str, Any]]) -> float | None:
+    """The run's wall time over all its sessions: how long at least one of its episodes was
+    running (the union of the episodes' intervals), so the time between a kill and a resume
+    does not count, and a resume with nothing left to run still reports the run's time."""
+    spans = sorted((float(r["started_at"]), float(r["started_at"]) + float(r["wall_s"] or 0))
+                   for r in records if r.get("started_at"))
+    if not spans:
+        return None
+    total = 0.0
+    start, end = spans[0]
+    for s, e in spans[1:]:
+        if s > end:
+            total += end - start
+            start, end = s, e
+        else:
+            end = max(end, e)
+    return total + end - start
+
+
+def _seat(trace: Mapping[str, Any]) -> str:
+    return str(trace.get("seat") or trace.get("agent"))
+
+
+def _finite_number(value: Any) -> bool:
+    return (isinstance(value, int | float) and not isinstance(value, bool)
+            and math.isfinite(value))
+
+
 def _mean(values: Sequence[float]) -> float:
-    return sum(values) / len(values) if values else 0.0
+    # Each value's share summed, so that a mean of finite numbers never overflows.
+    n = len(values)
+    return math.fsum(x / n for x in values) if values else 0.0
 
 
 def _stderr(values: Sequence[float]) -> float | None:
     """The standard error of the mean (None for fewer than two values)."""
     if len(values) < 2:
         return None
-    mean = _mean(values)
-    var = sum((x - mean) ** 2 for x in values) / (len(values) - 1)
-    return math.sqrt(var / len(values))
+    # Worked out on the values scaled to at most 1: squares of large ones would overflow.
+    scale = max(abs(x) for x in values) or 1.0
+    scaled = [x / scale for x in values]
+    mean = _mean(scaled)
+    var = math.fsum((x - mean) ** 2 for x in scaled) / (len(values) - 1)
+    return scale * math.sqrt(var / len(values))
 
 
 def _fmt(value: Any) -> str:
@@ -130,16 +186,31 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+def reward_text(summary: Mapping[str, Any]) -> str:
+    """The mean reward with its standard error, as the terminal and the report show it."""
+    text = _fmt(summary.get("reward_mean"))
+    if summary.get("reward_stderr") is not None:
+        text += f" ± {summary['reward_stderr']:.3g}"
+    return text
+
+
+def completion_text(summary: Mapping[str, Any]) -> str:
+    """How many episodes completed, of how many, as the terminal and the report show it."""
+    of = summary.get("expected") or summary.get("episodes") or 0
+    ratio = summary.get("completion_ratio")
+    return f"{summary.get('completed', 0)} of {of}" + (f" ({ratio:.0%})" if ratio is not None
+                                                        else "")
+
+
 def format_summary(summary: Mapping[str, Any], *, title: str = "") -> str:
     """The summary as an aligned two-column table for a terminal."""
     rows: list[tuple[str, str]] = []
-    reward = _fmt(summary.get("reward_mean"))
-    if summary.get("reward_stderr") is not None:
-        reward += f" ± {summary['reward_stderr']:.3g}"
     expected = summary.get("expected")
     rows.append(("episodes", f"{summary['episodes']}" + (f" / {expected}" if expected else "")))
+    rows.append(("completed", completion_text(summary)))
+    rows.append(("error episodes (not scored)", str(summary.get("error_episodes", 0))))
     rows.append(("tasks", str(summary["tasks"])))
-    rows.append(("reward (mean ± se)", reward))
+    rows.append((f"reward (mean ± se, {summary.get('scored', 0)} scored)", reward_text(summary)))
     for k, v in summary.get("pass_at_k", {}).items():
         rows.append((f"pass@{k}", _fmt(v)))
     for k, v in summary.get("pass_hat_k", {}).items():
@@ -163,8 +234,13 @@ def format_summary(summary: Mapping[str, Any], *, title: str = "") -> str:
     if summary.get("wall_s") is not None:
         rows.append(("wall time", f"{summary['wall_s']:.1f} s"))
         rows.append(("episodes/s", _fmt(summary.get("episodes_per_s"))))
+    if summary.get("episodes_this_session") == 0:
+        rows.append(("this session", "nothing left to run"))
+    elif summary.get("session_wall_s") is not None and summary.get("wall_s") is not None \
+            and summary.get("episodes_this_session") != summary.get("episodes"):
+        rows.append(("this session", f"{summary['episodes_this_session']} episodes in "
+                                     f"{summary['session_wall_s']:.1f} s"))
     width = max(len(k) for k, _ in rows)
     lines = [title] if title else []
     lines += [f"  {k:<{width}}  {v}" for k, v in rows]
     return "\n".join(lines)
-

@@ -1,0 +1,160 @@
+"""The progress display: on a terminal (a real pseudo-terminal, read back through a terminal
+emulator) one bar fit to the width with log lines above it; elsewhere one plain line per
+update; the error-episode rule in its figures; and never a reason for a run to stop."""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import io
+import os
+import pty
+import re
+import struct
+import sys
+import termios
+from collections.abc import Callable
+from pathlib import Path
+
+import pyte
+import pytest
+
+from interplay.run import progress
+from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
+
+ScriptedFactory = Callable[..., ScriptedModel]
+
+
+def relay(latency_s: float) -> Callable[[ScriptedRequest], ScriptedReply]:
+    def handler(req: ScriptedRequest) -> ScriptedReply:
+        msgs = req.messages
+        system = msgs[0].get("content") if msgs and msgs[0].get("role") == "system" else ""
+        n_user = sum(1 for m in msgs if m.get("role") == "user")
+        if "role-playing a user" in str(system):
+            return ScriptedReply.text("###DONE###" if n_user > 1 else "a question",
+                                      latency_s=latency_s)
+        return ScriptedReply.text("the answer", latency_s=latency_s)
+
+    return handler
+
+
+async def run_in_terminal(args: list[str], *, columns: int, rows: int = 300) -> pyte.Screen:
+    """Run the command on a pseudo-terminal ``columns`` wide (stdin, stdout and stderr, as in
+    a shell) and return the screen a terminal would show at the end."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    env.update(INTERPLAY_LOAD_PLUGINS="", TERM="xterm")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "interplay.cli", *args, stdin=slave, stdout=slave, stderr=slave,
+        env=env)
+    os.close(slave)
+    os.set_blocking(master, False)
+    data = bytearray()
+    try:
+        async with asyncio.timeout(120):
+            while True:
+                try:
+                    chunk = os.read(master, 1 << 16)
+                except BlockingIOError:
+                    await asyncio.sleep(0.02)  # the scripted model answers on this loop
+                    continue
+                except OSError:  # EIO: every holder of the terminal's other end closed it
+                    break
+                if not chunk:
+                    break
+                data += chunk
+            code = await proc.wait()
+        assert code == 0, bytes(data).decode(errors="replace")[-2000:]
+    finally:
+        os.close(master)
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    screen = pyte.Screen(columns, rows)
+    pyte.ByteStream(screen).feed(bytes(data))
+    return screen
+
+
+BAR = re.compile(r"\d+/6 episodes")
+
+
+@pytest.mark.parametrize("columns", [100, 44])
+async def test_a_terminal_shows_one_bar_fit_to_its_width_with_log_lines_above_it(
+        tmp_path: Path, scripted_model: ScriptedFactory, columns: int) -> None:
+    model = scripted_model(relay(latency_s=0.08))
+    # Debug level: every episode writes log lines while the bar is on the screen.
+    screen = await run_in_terminal(
+        ["--log-level", "debug", "eval", "user-sim", "-n", "6", "-c", "2", "--base-url",
+         model.base_url, "-o", str(tmp_path / "run"), "--no-report"], columns=columns)
+    lines = [line.rstrip() for line in screen.display]
+    bars = [i for i, line in enumerate(lines) if BAR.search(line)]
+    # One bar: every earlier frame was erased, none was left between log lines.
+    assert len(bars) == 1, "\n".join(lines)
+    bar = lines[bars[0]]
+    assert bar.startswith(("━", "6/6")) and "6/6 episodes" in bar
+    # It fits its row: the line after it is the summary's title, not the bar's overflow.
+    assert lines[bars[0] + 1].startswith("user-sim: ")
+    if columns >= 100:
+        assert "reward 0.000 (6 scored)  errors 0" in bar and "ETA" in bar
+    # Every log line came through whole (above the bar), and no row mixes the two.
+    log_text = " ".join(lines[: bars[0]])
+    assert len(re.findall(r"\[debug\s*\] episode\.end", log_text)) == 6
+    assert not any("━" in line and ("debug" in line or "=" in line) for line in lines)
+
+
+def test_without_a_terminal_each_update_is_one_plain_line() -> None:
+    plain = io.StringIO()
+    p = progress.Progress(4, stream=plain, interval_s=3600)
+    p.add_done([{"reward": 1.0, "error_type": None}])
+    p.start()
+    p.count({"reward": 0.0, "error_type": None})  # the first update is shown at once
+    p.count({"reward": None, "error_type": "timeout"})  # within the interval: not shown
+    p.count({"reward": 1.0, "error_type": None})  # the last is always shown
+    p.finish()  # already shown: not again
+    lines = plain.getvalue().splitlines()
+    assert len(lines) == 2 and "\r" not in plain.getvalue() and "\x1b" not in plain.getvalue()
+    assert lines[0].startswith("2/4 episodes  reward 0.500 (2 scored)  errors 0")
+    assert lines[1].startswith("4/4 episodes  reward 0.667 (3 scored)  errors 1")
+
+    # An interrupted run ends on a line that says where it stopped.
+    plain = io.StringIO()
+    p = progress.Progress(4, stream=plain, interval_s=3600)
+    p.start()
+    p.count({"reward": 1.0, "error_type": None})
+    p.count({"reward": 1.0, "error_type": None})
+    p.finish()
+    assert [line[:12] for line in plain.getvalue().splitlines()] == ["1/4 episodes",
+                                                                      "2/4 episodes"]
+
+
+def test_an_error_episode_is_counted_apart_even_with_a_reward_on_its_line() -> None:
+    p = progress.Progress(3, enabled=False)
+    # A line written before the rule may carry a reward for an error episode.
+    p.add_done([{"reward": 1.0, "error_type": "timeout"}, {"reward": 0.25, "error_type": None}])
+    p.count({"reward": None, "error_type": None})  # completed, nothing scored it
+    assert "3/3 episodes  reward 0.250 (1 scored)  errors 1" in p.figures()
+
+
+class _Broken(io.StringIO):
+    def isatty(self) -> bool:
+        return self.tty
+
+    def __init__(self, tty: bool) -> None:
+        super().__init__()
+        self.tty = tty
+
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+@pytest.mark.parametrize("tty", [False, True])
+def test_a_display_that_cannot_write_turns_itself_off(tty: bool) -> None:
+    p = progress.Progress(2, stream=_Broken(tty), interval_s=0)
+    p.start()
+    p.count({"reward": 1.0, "error_type": None})
+    p.count({"reward": 1.0, "error_type": None})
+    p.finish()
+    assert p.done == 2
+    # The streams rich takes over for the bar are given back.
+    assert type(sys.stdout).__name__ != "FileProxy" != type(sys.stderr).__name__

@@ -1,0 +1,255 @@
+"""The results folder under faults: an -o that cannot be made, episode lines that are not
+episodes, a torn tail, a file that cannot grow, a resume with nothing left to run, and a run
+killed at any moment. Real files, real processes, the scripted model over real HTTP."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import resource
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from interplay.run import results
+from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
+
+ScriptedFactory = Callable[..., ScriptedModel]
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "INTERPLAY_LOAD_PLUGINS": ""}
+
+
+def run_cli(*args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "interplay.cli", *args], capture_output=True,
+                          text=True, timeout=120, env=_env(), **kw)
+
+
+def one_line_error(proc: subprocess.CompletedProcess[str]) -> str:
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("interplay: error: ")
+    return line
+
+
+def pairs_of(folder: Path) -> list[tuple[int, int]]:
+    return sorted((r["info"]["task_idx"], r["info"]["rollout"])
+                  for r in map(json.loads, (folder / "episodes.jsonl").read_text().splitlines()))
+
+
+# -- where the results go ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("where", ["/proc/x", "{file}/run", "/dev/null", "{file}"])
+def test_an_output_folder_that_cannot_be_made_is_one_line_and_exit_2(
+        tmp_path: Path, scripted_model: ScriptedFactory, where: str) -> None:
+    model = scripted_model()
+    a_file = tmp_path / "a-file"
+    a_file.write_text("mine\n")
+    proc = run_cli("eval", "echo", "-n", "1", "--base-url", model.base_url,
+                   "-o", where.format(file=a_file))
+    line = one_line_error(proc)
+    assert line.startswith(f"interplay: error: -o {where.format(file=a_file)}: ")
+    assert "choose another -o" in line
+    assert model.requests == [] and a_file.read_text() == "mine\n"
+
+
+# -- resuming a file that something else wrote to ----------------------------------------------
+
+
+def _finished_run(tmp_path: Path, model: ScriptedModel, n: int = 3) -> Path:
+    out = tmp_path / "run"
+    proc = run_cli("eval", "echo", "-n", str(n), "--base-url", model.base_url, "-o", str(out),
+                   "-q", "--no-report")
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+HOSTILE = [
+    # (the last line, what the refusal names)
+    ('{"note": "not an episode"}', "info: missing"),
+    ("[1, 2, 3]", "expected a JSON object, got list"),
+    ("garbage, but a whole line", "is not JSON"),
+    ('{"info": {"task_idx": "0"}}', "info.task_idx: expected an integer or null, got str"),
+    ('{"info": {"task_idx": true}}', "info.task_idx: expected an integer or null, got bool"),
+    ('{"info": {"task_idx": 0, "rollout": -1}}', "info.rollout: expected 0 or more"),
+    ('{"info": {"task_idx": 0}, "reward": "high"}', "reward: expected a finite number"),
+    ('{"info": {"task_idx": 0}, "reward": NaN}', "reward: expected a finite number or null, "
+                                                 "got nan"),
+    ('{"info": {"task_idx": 0}, "error_type": 5}', "error_type: expected text"),
+    ('{"info": {"task_idx": 0}, "metrics": [1]}', "metrics: expected an object"),
+    ('{"info": {"task_idx": 0}, "traces": {}}', "traces: expected a list"),
+    ('{"info": {"task_idx": 0}, "traces": [3]}', "traces[0]: expected an object, got int"),
+    ('{"info": {"task_idx": 0}, "traces": [{"reward": Infinity}]}', "traces[0].reward"),
+    ('{"info": {"task_idx": 0}, "traces": [{"model_calls": [{"usage": {"total_tokens": "9"}}]}]}',
+     "traces[0].model_calls[0].usage.total_tokens: expected an integer"),
+    ('{"info": {"task_idx": 0}, "judge_calls": [null]}', "judge_calls[0]: expected an object"),
+    ('{"info": {"task_idx": 0}, "wall_s": "slow"}', "wall_s: expected a finite number"),
+]
+
+
+@pytest.mark.parametrize(("line", "named"), HOSTILE)
+def test_a_whole_line_that_is_not_an_episode_is_refused_never_cut(
+        tmp_path: Path, scripted_model: ScriptedFactory, line: str, named: str) -> None:
+    model = scripted_model()
+    out = _finished_run(tmp_path, model)
+    path = out / "episodes.jsonl"
+    with path.open("a") as fh:
+        fh.write(line + "\n")
+    before = path.read_bytes()
+    calls = len(model.requests)
+    proc = run_cli("eval", "--resume", str(out), "-q", "--no-report")
+    error = one_line_error(proc)
+    assert "episodes.jsonl: line 4 is not" in error and named in error, error
+    assert error.endswith("then resume")
+    # Nothing was cut, nothing ran, and the report says the same.
+    assert path.read_bytes() == before and len(model.requests) == calls
+    assert "line 4" in one_line_error(run_cli("report", str(out)))
+
+
+def test_a_bad_line_in_the_middle_is_refused_by_its_number(
+        tmp_path: Path, scripted_model: ScriptedFactory) -> None:
+    out = _finished_run(tmp_path, scripted_model())
+    path = out / "episodes.jsonl"
+    first, *rest = path.read_text().splitlines(keepends=True)
+    record = json.loads(first)
+    record["traces"][0]["stop_condition"] = ["not", "text"]
+    path.write_text(json.dumps(record) + "\n" + "".join(rest))
+    error = one_line_error(run_cli("eval", "--resume", str(out), "-q"))
+    assert "line 1 is not an episode record (traces[0].stop_condition: expected text" in error
+
+
+@pytest.mark.parametrize("tail", [
+    b'{"info": {"task_idx": 1, "rol',  # a write cut short
+    b"\x00" * 300,  # a tail the file system zero-filled after a crash
+    '{"task": {"prompt": "caf\u00e9'.encode()[:-1],  # cut inside a character
+])
+def test_only_a_truly_torn_tail_is_cut_and_its_episode_runs_again(
+        tmp_path: Path, scripted_model: ScriptedFactory, tail: bytes) -> None:
+    model = scripted_model()
+    out = _finished_run(tmp_path, model)
+    path = out / "episodes.jsonl"
+    kept = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join(kept[:2]) + tail)
+    proc = run_cli("eval", "--resume", str(out), "-q", "--no-report")
+    assert proc.returncode == 0, proc.stderr
+    assert pairs_of(out) == [(0, 0), (1, 0), (2, 0)]
+    assert path.read_bytes().startswith(b"".join(kept[:2]) + b"{")
+    # A complete last record without its newline is kept, and ended before the next append.
+    with path.open("rb+") as fh:
+        fh.truncate(len(path.read_bytes()) - 1)
+    proc = run_cli("eval", "--resume", str(out), "-q", "--no-report")
+    assert proc.returncode == 0 and path.read_bytes().endswith(b"}\n")
+    assert pairs_of(out) == [(0, 0), (1, 0), (2, 0)]
+
+
+def test_read_episodes_reads_what_a_run_wrote_as_it_is(
+        tmp_path: Path, scripted_model: ScriptedFactory) -> None:
+    out = _finished_run(tmp_path, scripted_model())
+    full = results.read_episodes(out / "episodes.jsonl")
+    slim = results.read_episodes(out / "episodes.jsonl", slim=True)
+    assert [r["info"]["episode_id"] for r in full] == [r["info"]["episode_id"] for r in slim]
+    assert [results.slim_record(r) for r in full] == slim
+
+
+# -- the summary of a resume -------------------------------------------------------------------
+
+
+def test_a_resume_with_nothing_left_reports_the_runs_time(
+        tmp_path: Path, scripted_model: ScriptedFactory) -> None:
+    model = scripted_model(lambda req: ScriptedReply.text("apple", latency_s=0.05))
+    out = _finished_run(tmp_path, model, n=4)
+    first = json.loads((out / "summary.json").read_text())
+    assert first["wall_s"] >= 0.05 and first["episodes_this_session"] == 4
+    proc = run_cli("eval", "--resume", str(out), "--no-report")
+    assert proc.returncode == 0, proc.stderr
+    again = json.loads((out / "summary.json").read_text())
+    # The run's time comes from its episodes, so a session that ran none does not erase it.
+    assert again["wall_s"] == pytest.approx(first["wall_s"])
+    assert again["episodes_this_session"] == 0 and again["session_wall_s"] < first["wall_s"] + 5
+    shown = {k: v for k, v in (re.split(r"\s{2,}", line.strip(), maxsplit=1)
+                               for line in proc.stdout.splitlines()[1:] if "  " in line.strip())}
+    assert shown["wall time"] == f"{first['wall_s']:.1f} s"
+    assert shown["this session"] == "nothing left to run"
+
+
+def test_busy_seconds_is_the_union_of_the_episodes_intervals() -> None:
+    from interplay.run.summary import busy_seconds
+
+    spans = [(100.0, 2.0), (101.0, 0.5), (101.5, 1.0), (500.0, 3.0), (0.0, 9.0)]
+    records = [{"started_at": s, "wall_s": w} for s, w in spans]
+    # 100-102.5 and 500-503; a record without a start time (0) has no place on the clock.
+    assert busy_seconds(records) == pytest.approx(2.5 + 3.0)
+    assert busy_seconds([]) is None
+
+
+# -- a file that cannot grow, a run killed at any moment ---------------------------------------
+
+
+def test_an_episodes_file_that_cannot_grow_stops_the_run_in_one_line_and_loses_nothing(
+        tmp_path: Path, scripted_model: ScriptedFactory) -> None:
+    model = scripted_model()
+    size = (_finished_run(tmp_path, model, n=1) / "episodes.jsonl").stat().st_size
+    out2 = tmp_path / "run2"
+    proc = subprocess.run(
+        [sys.executable, "-m", "interplay.cli", "eval", "echo", "-n", "8", "-c", "1",
+         "--base-url", model.base_url, "-o", str(out2), "-q", "--no-report"],
+        capture_output=True, text=True, timeout=120, env=_env(),
+        # Room for three or four episodes: the next write fails as on a full disk.
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (size * 4 - 10,) * 2))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    error = proc.stderr.strip().splitlines()[-1]
+    assert "episodes.jsonl: cannot write the next episode (File too large)" in error
+    assert f"--resume {out2}" in error
+    kept = results.read_episodes(out2 / "episodes.jsonl")
+    assert 1 <= len(kept) < 8
+    proc = run_cli("eval", "--resume", str(out2), "-q", "--no-report")
+    assert proc.returncode == 0, proc.stderr
+    assert pairs_of(out2) == [(t, 0) for t in range(8)]
+
+
+def _relay(req: ScriptedRequest) -> ScriptedReply:
+    msgs = req.messages
+    system = msgs[0].get("content") if msgs and msgs[0].get("role") == "system" else ""
+    if "role-playing a user" in str(system):
+        n_user = sum(1 for m in msgs if m.get("role") == "user")
+        return ScriptedReply.text("###DONE###" if n_user > 1 else "a question", latency_s=0.02)
+    return ScriptedReply.text("an answer", latency_s=0.02)
+
+
+@pytest.mark.slow
+def test_a_run_killed_at_any_moment_resumes_to_every_episode_once(
+        tmp_path: Path, scripted_model: ScriptedFactory) -> None:
+    """SIGKILL at moments spread from start-up (config, plugins, the results folder) through
+    the episodes to the summary and the report; each time a resume finishes the run."""
+    model = scripted_model(_relay)
+    n = 6
+    for i, delay in enumerate([0.05, 0.3, 0.6, 0.9, 1.2, 1.5, 2.0, 3.0]):
+        out = tmp_path / f"run{i}"
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "interplay.cli", "eval", "user-sim", "-n", str(n), "-c", "2",
+             "--base-url", model.base_url, "-o", str(out), "-q"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=_env())
+        deadline = time.monotonic() + delay
+        while time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.01)
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=60)
+        if not (out / "config.json").exists():
+            continue  # killed before the run had a folder: there is nothing to resume
+        again = run_cli("eval", "--resume", str(out), "-q")
+        assert again.returncode == 0, (delay, again.stderr)
+        assert pairs_of(out) == [(t, 0) for t in range(n)], delay
+        s = json.loads((out / "summary.json").read_text())
+        assert (s["episodes"], s["completed"], s["complete"]) == (n, n, True)
+        assert (out / "report.html").is_file()
