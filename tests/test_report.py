@@ -11,6 +11,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -301,5 +302,181 @@ def test_a_person_sees_the_summary_opens_an_episode_and_reads_escaped_text(
                 await b.wait_for("!!document.querySelector('section.episode:not([hidden])')")
                 body = await b.eval("document.body.innerText")
                 assert f"Episode {records[0]['info']['episode_id']}" in body
+
+    asyncio.run(drive())
+
+
+# -- every field a user controls, hostile ------------------------------------------------------
+
+#: Markup, both quotes (to leave an attribute), a comment opener, template syntax (to show that
+#: no value is rendered as a template), an entity (shown as written), and a % (a hash link).
+HOSTILE = ("'\"><script>window.__xss=1</script><img src=x onerror=\"window.__xss=2\">"
+           "<!-- {{ 7*7 }} {% raw %} &amp; 100%")
+
+
+def evil(field: str) -> str:
+    return f"{field}:{HOSTILE}"
+
+
+def hostile_results(folder: Path) -> list[str]:
+    """A results folder with the payload in every field a user controls; the field names
+    whose text must show on the page as written."""
+    info = EpisodeInfo(episode_id=evil("episode_id"), env=evil("env"), task_idx=0, seed=7)
+    call = ToolCall(id=evil("tool_call_id"), name=evil("tool_name"),
+                    arguments=json.dumps({"q": evil("tool_argument")}))
+    bad_args = ToolCall(id="call_2", name="raw", arguments=evil("unparsed_arguments"))
+    trace = Trace(
+        agent=evil("agent"), episode=info, seat=evil("seat"), harness=evil("harness"),
+        model=evil("trace_model"), stop_condition=evil("stop_condition"),
+        error=evil("trace_error"), error_type=evil("trace_error_type"),
+        messages=[Message("system", evil("system_message")),
+                  Message("user", [{"type": "text", "text": evil("content_part")}],
+                          name=evil("message_name")),
+                  Message("assistant", evil("assistant_text"), tool_calls=(call, bad_args)),
+                  Message("tool", evil("tool_result"), tool_call_id=evil("result_of"))],
+        model_calls=[ModelCall(id="m1", usage=Usage(5, 2, 7))],
+        rewards=[Reward(evil("trace_reward_name"), 0.5, reason=evil("trace_reward_reason"))])
+    episode = Episode(
+        info=info, traces=[trace], reward=0.5, error=evil("episode_error"),
+        error_type=evil("episode_error_type"),
+        task=Task(idx=0, prompt=evil("prompt"), system_prompt=evil("system_prompt"),
+                  answer=evil("answer")),
+        rewards=[Reward(evil("reward_name"), 0.5, seat=evil("reward_seat"),
+                        reason=evil("reward_reason"))],
+        metrics={evil("metric_key"): 1.0}, results={evil("results_key"): evil("results_value")})
+    second = Episode(info=EpisodeInfo(episode_id="plain-2", env="x", task_idx=1),
+                     task=Task(idx=1, prompt=(Message("user", evil("prompt_message")),)),
+                     traces=[Trace(agent="a", episode=info, seat="a", stop_condition="done")],
+                     reward=1.0, metrics={evil("metric_key"): 0.0})
+    # A line of odd shapes: every field the page reads is where it expects something else.
+    odd = {"info": {"task_idx": 2, "episode_id": "odd-3"}, "task": ["not", "a", "task"],
+           "traces": [{"seat": "s", "messages": evil("messages_as_text"),
+                       "model_calls": [], "rewards": "none", "tool_runs": 3},
+                      {"seat": "t", "messages": [{"role": evil("role"),
+                                                  "content": {"odd": evil("content_object")},
+                                                  "tool_calls": {"not": "a list"}}, 7]}],
+           "rewards": [None, 3], "metrics": {"x": [1]}, "results": evil("results_as_text")}
+    (folder / "episodes.jsonl").write_text(
+        "".join(to_json(e) + "\n" for e in (episode, second)) + json.dumps(odd) + "\n")
+    config = {"env": {"name": evil("env_name")},
+              "model": {"model": evil("model_name"), "base_url": evil("base_url")},
+              "rollouts": evil("rollouts"), "seed": evil("seed"), "pass_threshold": 1.0}
+    (folder / "config.json").write_text(json.dumps({"config": config}))
+    return ["episode_id", "tool_call_id", "tool_name", "unparsed_arguments",
+            "agent", "seat", "harness", "trace_model", "stop_condition", "trace_error",
+            "trace_error_type", "system_message", "content_part", "message_name",
+            "assistant_text", "tool_result", "result_of", "trace_reward_name",
+            "trace_reward_reason", "episode_error", "episode_error_type", "prompt",
+            "system_prompt", "reward_name", "reward_seat", "reward_reason", "metric_key",
+            "prompt_message", "messages_as_text", "role", "env_name", "model_name",
+            "base_url", "rollouts", "seed"]
+
+
+#: Fields the page shows as the JSON they are (tool arguments, the task's answer, an env's
+#: results, content of no known shape): their text is there as a JSON string holds it.
+JSON_FIELDS = ["tool_argument", "answer", "results_key", "results_value", "content_object",
+               "results_as_text"]
+
+
+def shown(field: str) -> str:
+    return json.dumps(evil(field), ensure_ascii=False)[1:-1] if field in JSON_FIELDS \
+        else evil(field)
+
+
+class _Elements(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.text: list[str] = []
+        self.scripts: list[str] = []
+        self._in_script = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+        self._in_script = tag == "script"
+
+    def handle_endtag(self, tag: str) -> None:
+        self._in_script = False
+
+    def handle_data(self, data: str) -> None:
+        (self.scripts if self._in_script else self.text).append(data)
+
+
+PAGE_TAGS = {"html", "head", "meta", "title", "style", "body", "header", "h1", "h2", "h3", "h4",
+             "p", "main", "section", "div", "label", "select", "option", "input", "span",
+             "table", "thead", "tbody", "tr", "th", "td", "details", "summary", "pre", "b",
+             "code", "script"}
+
+
+def test_every_field_a_user_controls_is_text_on_the_page(tmp_path: Path) -> None:
+    fields = hostile_results(tmp_path)
+    html_text = report.write_report(tmp_path).read_text()
+    parsed = _Elements()
+    parsed.feed(html_text)
+    # Only the page's own elements, none with an event handler, and our two scripts.
+    assert {tag for tag, _ in parsed.tags} <= PAGE_TAGS
+    assert not [(tag, a) for tag, attrs in parsed.tags for a in attrs if a.startswith("on")]
+    assert [attrs.get("type") for tag, attrs in parsed.tags if tag == "script"] == [
+        "application/json", None]
+    data = json.loads(parsed.scripts[0])
+    assert data["config"]["model"]["base_url"] == evil("base_url")
+    assert "__xss" not in parsed.scripts[1]
+    # Every field shows as written: markup, quotes, template syntax and entities alike.
+    text = "".join(parsed.text)
+    assert [f for f in fields + JSON_FIELDS if shown(f) not in text] == []
+    assert "49" not in text
+    # Attributes carry their values whole, quotes and all.
+    rows = [attrs for tag, attrs in parsed.tags if tag == "tr" and attrs.get("class") == "ep-row"]
+    assert rows[0]["data-episode"] == evil("episode_id")
+    assert rows[0]["data-error"] == evil("episode_error_type")
+    assert json.loads(rows[0]["data-stops"] or "") == [f"{evil('seat')}: {evil('stop_condition')}"]
+    # An error episode is not scored on the page either, whatever its line says.
+    assert rows[0]["data-reward"] == "" and rows[1]["data-reward"] == "1.0"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install "
+                    "chromium; .ci/setup installs it)")
+def test_a_browser_runs_none_of_the_hostile_text_and_shows_all_of_it(tmp_path: Path) -> None:
+    fields = hostile_results(tmp_path)
+    url = report.write_report(tmp_path).resolve().as_uri()
+    episode_id = evil("episode_id")
+
+    async def drive() -> None:
+        with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as profile:
+            async with Browser(profile) as b:
+                # A link to the hostile episode opens it: the id survives the URL both ways.
+                await b.open(url)
+                await b.eval(f"location.hash = '#episode=' + "
+                             f"encodeURIComponent({json.dumps(episode_id)})")
+                await b.wait_for("!!document.querySelector('section.episode:not([hidden])')")
+                assert await b.eval("document.querySelector('section.episode:not([hidden])')"
+                                    ".dataset.episode") == episode_id
+                # Every row opens its episode on a click, the hash naming it.
+                for i in range(3):
+                    await b.click_until(f'tr.ep-row[data-index="{i}"]',
+                                        f"!document.getElementById('ep-{i}').hidden")
+                    assert await b.eval("decodeURIComponent(location.hash.slice(9))") == \
+                        await b.eval(f"document.querySelector('tr.ep-row[data-index=\"{i}\"]')"
+                                     ".dataset.episode")
+                # The filter on the hostile error type finds its one episode.
+                await b.eval("var s=document.getElementById('f-error');"
+                             f"s.value={json.dumps(evil('episode_error_type'))};"
+                             "s.dispatchEvent(new Event('change'))")
+                assert await b.eval("document.getElementById('shown').textContent") == \
+                    "1 of 3 shown"
+                await b.eval("document.querySelectorAll('section.episode, details')"
+                             ".forEach(function(e){ e.hidden = false; e.open = true; })")
+                # (textContent: innerText is the text as styled, upper-cased in places.)
+                body = await b.eval("document.body.textContent")
+                assert [f for f in fields + JSON_FIELDS if shown(f) not in body] == []
+                # Nothing ran and nothing was added: no handler, no image, our two scripts.
+                assert await b.eval("typeof window.__xss") == "undefined"
+                assert await b.eval("document.querySelectorAll('script').length") == 2
+                assert await b.eval("document.querySelectorAll('img, iframe').length") == 0
+                assert await b.eval(
+                    "Array.from(document.querySelectorAll('*')).filter(function(e){"
+                    " return Array.from(e.attributes).some(function(a){"
+                    " return a.name.indexOf('on') === 0; }); }).length") == 0
 
     asyncio.run(drive())

@@ -232,14 +232,14 @@ def format_summary(summary: Mapping[str, Any], *, title: str = "") -> str:
                  f"{tokens.get('total_tokens', 0)}"))
     rows.append(("model calls", str(summary.get("model_calls", 0))))
     if summary.get("wall_s") is not None:
-        rows.append(("wall time", f"{summary['wall_s']:.1f} s"))
+        rows.append(("wall time", f"{summary['wall_s']:.3g} s"))
         rows.append(("episodes/s", _fmt(summary.get("episodes_per_s"))))
     if summary.get("episodes_this_session") == 0:
         rows.append(("this session", "nothing left to run"))
     elif summary.get("session_wall_s") is not None and summary.get("wall_s") is not None \
             and summary.get("episodes_this_session") != summary.get("episodes"):
         rows.append(("this session", f"{summary['episodes_this_session']} episodes in "
-                                     f"{summary['session_wall_s']:.1f} s"))
+                                     f"{summary['session_wall_s']:.3g} s"))
     width = max(len(k) for k, _ in rows)
     lines = [title] if title else []
     lines += [f"  {k:<{width}}  {v}" for k, v in rows]
