@@ -1,0 +1,127 @@
+"""The layout a newcomer reads stays true: every package folder is in the README's layout table
+(and every folder the table names exists), and plugins, in plugins/ and in docs/plugins.md,
+reach the kernel only through its public API: ``interplay`` and ``interplay.testing``."""
+
+from __future__ import annotations
+
+import ast
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+
+import interplay
+
+ROOT = Path(__file__).resolve().parents[1]
+SKIP = {".venv", ".git", "build", "dist", "node_modules", "__pycache__"}
+PUBLIC = {"interplay", "interplay.testing"}
+
+
+def layout_table() -> dict[str, str]:
+    """The README's layout table: folder -> import name."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `([^`]+)` \| `?([^|`]*)`? \|", section, re.M)
+    assert rows, "README.md has no layout table"
+    return {folder.rstrip("/"): name for folder, name in rows}
+
+
+def package_folders() -> dict[str, str]:
+    """Every package folder: those pyproject.toml lists (mapped through package-dir) and every
+    folder with an __init__.py outside the tests, as folder -> import name."""
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    roots = setuptools["package-dir"]
+    found: dict[str, str] = {}
+    for package in setuptools["packages"]:
+        parts = package.split(".")
+        for n in range(len(parts), 0, -1):
+            if ".".join(parts[:n]) in roots:
+                folder = Path(roots[".".join(parts[:n])], *parts[n:])
+                break
+        found[folder.as_posix()] = package
+    for init in ROOT.rglob("__init__.py"):
+        folder = init.parent.relative_to(ROOT)
+        if SKIP & set(folder.parts) or folder.parts[0] == "tests" \
+                or any(p.endswith(".egg-info") for p in folder.parts):
+            continue
+        parts = [folder.name]
+        while (ROOT / folder.parent / "__init__.py").exists():
+            folder = folder.parent
+            parts.insert(0, folder.name)
+        found.setdefault(init.parent.relative_to(ROOT).as_posix(), ".".join(parts))
+    return found
+
+
+def test_every_package_folder_is_in_the_layout_table() -> None:
+    table = layout_table()
+    packages = package_folders()
+    assert sorted(set(packages) - set(table)) == []
+    assert {f: table[f] for f in packages} == packages
+
+
+def test_every_folder_in_the_layout_table_exists() -> None:
+    assert [f for f in layout_table() if not (ROOT / f).is_dir()] == []
+
+
+def _interplay_imports(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, what) for every reach into the kernel past its public API: imports of an
+    interplay module other than the root and interplay.testing, and attribute chains such as
+    ``interplay.plugins.reset`` on the imported root."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names
+                      if a.name.split(".")[0] == "interplay" and a.name not in PUBLIC]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module.split(".")[0] == "interplay" and node.module not in PUBLIC:
+                found.append((node.lineno, node.module))
+            elif node.module == "interplay":
+                # `from interplay import plugins` takes a submodule, not the API.
+                found += [(node.lineno, f"interplay.{a.name}") for a in node.names
+                          if a.name not in interplay.__all__]
+        elif (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+              and node.value.id == "interplay" and node.attr not in interplay.__all__
+              and node.attr != "testing"):
+            found.append((node.lineno, f"interplay.{node.attr}"))
+    return found
+
+
+PLUGIN_FILES = sorted(p for p in (ROOT / "plugins").rglob("*.py")
+                      if not SKIP & set(p.parts) and ".egg-info" not in str(p))
+
+
+def test_the_plugins_import_only_the_public_api() -> None:
+    assert PLUGIN_FILES, "no plugin sources found"
+    reaches = [f"{p.relative_to(ROOT)}:{line}: {what}" for p in PLUGIN_FILES
+               for line, what in _interplay_imports(ast.parse(p.read_text()))]
+    assert reaches == []
+
+
+def test_the_check_finds_a_reach_past_the_public_api() -> None:
+    code = ("import interplay.run.episode\nfrom interplay.records import Task\n"
+            "from interplay import plugins, Step\nimport interplay\ninterplay.plugins.reset()\n"
+            "from interplay.testing import ScriptedModel\nfrom interplay import hookimpl\n")
+    assert _interplay_imports(ast.parse(code)) == [
+        (1, "interplay.run.episode"), (2, "interplay.records"), (3, "interplay.plugins"),
+        (5, "interplay.plugins")]
+
+
+def _parse(block: str) -> ast.AST:
+    try:
+        return ast.parse(block)
+    except SyntaxError:  # a hook's signature, shown without a body
+        return ast.parse(block.rstrip() + ": ...")
+
+
+@pytest.mark.parametrize("doc", ["docs/plugins.md", "README.md"])
+def test_the_docs_examples_import_only_the_public_api(doc: str) -> None:
+    text = (ROOT / doc).read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    reaches = [what for block in blocks for _, what in _interplay_imports(_parse(block))]
+    # Names in the prose, too: `interplay.x.Y` for something the root exports is a stale path.
+    reaches += [m for m in re.findall(r"`(interplay\.[a-z_]+(?:\.[A-Za-z_]+)+)", text)
+                if m.split(".")[1] not in ("testing", "builtin_envs", "builtin_verifiers",
+                                           "builtin_harnesses")
+                and m.split(".")[-1] in interplay.__all__]
+    assert reaches == []
