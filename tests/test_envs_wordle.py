@@ -123,7 +123,8 @@ async def test_the_shipped_taskset_plays() -> None:
 
 async def test_a_failing_model_ends_the_game_and_is_recorded() -> None:
     episode, _ = await play(["[slate]", ScriptedReply.fault(400)])
-    assert episode.reward == 0.0
+    # A game a model fault cut short is not the model's score: recorded, not scored.
+    assert episode.reward is None
     assert episode.results["wordle"]["ended_by"] == "assistant_stopped"
     assert episode.error_type == "bad_request"
     assert episode.metrics["guesses"] == 1.0

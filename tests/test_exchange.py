@@ -341,7 +341,8 @@ async def test_a_verifier_returning_no_rewards_or_non_finite_ones_is_a_verifier_
     assert ep.error_type == "verifier_error"
     assert ep.error is not None and ep.error.startswith("verifier odd: ")
     assert why in ep.error
-    assert [r.name for r in ep.rewards] == ["good"] and ep.reward == 1.0
+    # What the good verifier said is kept to read; the episode is not scored on it alone.
+    assert [r.name for r in ep.rewards] == ["good"] and ep.reward is None
     assert ep.metrics["odd_error"] == 1.0
 
 
