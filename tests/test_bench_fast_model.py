@@ -19,6 +19,9 @@ from interplay.model.endpoint import Endpoint
 from interplay.model.http import HttpPool
 from interplay.records import Message
 
+# Each test starts the benchmark model server as a subprocess.
+pytestmark = pytest.mark.slow
+
 SERVER = Path(__file__).resolve().parent.parent / "benchmarks" / "fast_model.py"
 
 

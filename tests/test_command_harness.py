@@ -96,6 +96,7 @@ async def run_program(program: Any, task: Task, argv: list[str], **cfg: Any) -> 
         "assistant": {"harness": "command", "harness_config": {"argv": argv, **cfg}}})
 
 
+@pytest.mark.slow
 async def test_a_program_answers_and_its_model_calls_are_recorded(
         agent_script: Path) -> None:
     ep = (await run_program(one_call, Task(0, prompt="hello program"),
@@ -112,6 +113,7 @@ async def test_a_program_answers_and_its_model_calls_are_recorded(
     assert trace.info["command_runs"][0]["exit_code"] == 0
 
 
+@pytest.mark.slow
 async def test_a_program_reading_messages_takes_part_in_a_chat(
         agent_script: Path) -> None:
     replies: list[str] = []
@@ -133,6 +135,7 @@ async def test_a_program_reading_messages_takes_part_in_a_chat(
     assert len(ep.trace("assistant").model_calls) == 2
 
 
+@pytest.mark.slow
 async def test_a_text_only_program_cannot_continue_a_chat(
         agent_script: Path) -> None:
     async def program(ctx: EpisodeContext) -> None:
@@ -148,6 +151,7 @@ async def test_a_text_only_program_cannot_continue_a_chat(
     assert ep.error is None
 
 
+@pytest.mark.slow
 async def test_a_program_past_its_timeout_is_killed(
         agent_script: Path, tmp_path: Path) -> None:
     pid_file = tmp_path / "pid"

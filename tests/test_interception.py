@@ -83,6 +83,7 @@ async def test_sdk_chat_completions(rig: Rig) -> None:
     assert {r.body["model"] for r in rig.model.requests} == {"scripted"}
 
 
+@pytest.mark.slow
 async def test_sdk_responses(rig: Rig) -> None:
     sdk = rig.sdk()
     r = await sdk.responses.create(model="m", input="hello there")
@@ -148,6 +149,7 @@ async def test_closed_trace_is_refused(rig: Rig) -> None:
     assert (await rig.post("/v1/chat/completions", json.dumps(CHAT))).status_code == 401
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "rig", [lambda req: ScriptedReply.text("slow answer", latency_s=0.4)], indirect=True)
 @pytest.mark.parametrize("api", ["chat", "responses"])
@@ -273,6 +275,7 @@ httpx.post(sys.argv[1] + "/chat/completions", json=body, timeout=None,
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stream", [False, True])
 async def test_a_killed_program_cancels_its_upstream_call(stream: bool) -> None:
     async with ScriptedModel(lambda req: ScriptedReply.hang()) as m:
@@ -416,6 +419,7 @@ class OneSeat(Env):
         return [Run()]
 
 
+@pytest.mark.slow
 async def test_an_out_of_process_harness_gets_its_seats_sampling() -> None:
     async with ScriptedModel() as m:
         resources = RunResources(endpoint=m.endpoint, seats={"assistant": {

@@ -14,6 +14,9 @@ from typing import Any
 
 import pytest
 
+# Each test builds and pip-installs fixture packages.
+pytestmark = pytest.mark.slow
+
 FIXTURES = Path(__file__).parent / "fixtures" / "plugins"
 PACKAGES = ("good", "bad_import", "bad_hook", "clash")
 

@@ -20,7 +20,7 @@ from interplay.records import ModelCall
 
 needs_llama = pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None,
                                  reason="llama_cpp is not installed (run: bash .ci/setup)")
-pytestmark = [pytest.mark.local_model, needs_llama]
+pytestmark = [pytest.mark.local_model, pytest.mark.slow, needs_llama]
 
 ASK = [{"role": "system", "content": "You are terse."},
        {"role": "user", "content": "Name a colour."}]

@@ -17,6 +17,7 @@ from interplay.run.episode import RunResources, run_episode
 
 pytestmark = [
     pytest.mark.local_model,
+    pytest.mark.slow,
     pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None,
                        reason="llama_cpp is not installed (run: bash .ci/setup)"),
 ]

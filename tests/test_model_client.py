@@ -92,6 +92,7 @@ def test_encode_body_matches_json_dumps() -> None:
                                                                            "model": "m"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stream", [False, True])
 @pytest.mark.parametrize(("fault", "error_type"), [
     (ScriptedReply.fault(429, retry_after=0.01), "rate_limited"),
@@ -159,6 +160,7 @@ async def test_retry_after_beyond_the_budget_stops_at_once() -> None:
     assert time.monotonic() - t0 < 10
 
 
+@pytest.mark.slow
 async def test_retry_budget_bounds_the_attempts() -> None:
     async with ScriptedModel(lambda req: ScriptedReply.fault(429, retry_after=0.4)) as m:
         client = ModelClient(fast(m.endpoint, max_retries=50, retry_max_s=1.0))

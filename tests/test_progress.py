@@ -79,6 +79,7 @@ async def run_in_terminal(args: list[str], *, columns: int, rows: int = 300) -> 
 BAR = re.compile(r"\d+/6 episodes")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("columns", [100, 44])
 async def test_a_terminal_shows_one_bar_fit_to_its_width_with_log_lines_above_it(
         tmp_path: Path, scripted_model: ScriptedFactory, columns: int) -> None:

@@ -248,6 +248,7 @@ class Browser:
         raise AssertionError(f"clicking {selector} never made this true: {expression}; {hit}")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install "
                     "chromium; .ci/setup installs it)")
 def test_a_person_sees_the_summary_opens_an_episode_and_reads_escaped_text(

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from interplay import cli
 from interplay.run import results
 from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
 
@@ -33,10 +34,12 @@ def run_cli(*args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=120, env=_env(), **kw)
 
 
-def one_line_error(proc: subprocess.CompletedProcess[str]) -> str:
-    assert proc.returncode == 2, proc.stderr
-    assert "Traceback" not in proc.stderr
-    (line,) = proc.stderr.strip().splitlines()
+def refused(capsys: pytest.CaptureFixture[str], *args: str) -> str:
+    """The one line of a command refused with exit 2 (run in-process: an exception that
+    escaped would fail the test with its traceback)."""
+    capsys.readouterr()
+    assert cli.main(list(args)) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
     assert line.startswith("interplay: error: ")
     return line
 
@@ -51,14 +54,14 @@ def pairs_of(folder: Path) -> list[tuple[int, int]]:
 
 @pytest.mark.parametrize("where", ["/proc/x", "{file}/run", "/dev/null", "{file}"])
 def test_an_output_folder_that_cannot_be_made_is_one_line_and_exit_2(
-        tmp_path: Path, scripted_model: ScriptedFactory, where: str) -> None:
+        tmp_path: Path, scripted_model: ScriptedFactory, capsys: pytest.CaptureFixture[str],
+        where: str) -> None:
     model = scripted_model()
     a_file = tmp_path / "a-file"
     a_file.write_text("mine\n")
-    proc = run_cli("eval", "echo", "-n", "1", "--base-url", model.base_url,
-                   "-o", where.format(file=a_file))
-    line = one_line_error(proc)
-    assert line.startswith(f"interplay: error: -o {where.format(file=a_file)}: ")
+    where = where.format(file=a_file)
+    line = refused(capsys, "eval", "echo", "-n", "1", "--base-url", model.base_url, "-o", where)
+    assert line.startswith(f"interplay: error: -o {where}: ")
     assert "choose another -o" in line
     assert model.requests == [] and a_file.read_text() == "mine\n"
 
@@ -68,9 +71,8 @@ def test_an_output_folder_that_cannot_be_made_is_one_line_and_exit_2(
 
 def _finished_run(tmp_path: Path, model: ScriptedModel, n: int = 3) -> Path:
     out = tmp_path / "run"
-    proc = run_cli("eval", "echo", "-n", str(n), "--base-url", model.base_url, "-o", str(out),
-                   "-q", "--no-report")
-    assert proc.returncode == 0, proc.stderr
+    assert cli.main(["eval", "echo", "-n", str(n), "--base-url", model.base_url, "-o", str(out),
+                     "-q", "--no-report"]) == 0
     return out
 
 
@@ -99,7 +101,8 @@ HOSTILE = [
 
 @pytest.mark.parametrize(("line", "named"), HOSTILE)
 def test_a_whole_line_that_is_not_an_episode_is_refused_never_cut(
-        tmp_path: Path, scripted_model: ScriptedFactory, line: str, named: str) -> None:
+        tmp_path: Path, scripted_model: ScriptedFactory, capsys: pytest.CaptureFixture[str],
+        line: str, named: str) -> None:
     model = scripted_model()
     out = _finished_run(tmp_path, model)
     path = out / "episodes.jsonl"
@@ -107,24 +110,37 @@ def test_a_whole_line_that_is_not_an_episode_is_refused_never_cut(
         fh.write(line + "\n")
     before = path.read_bytes()
     calls = len(model.requests)
-    proc = run_cli("eval", "--resume", str(out), "-q", "--no-report")
-    error = one_line_error(proc)
+    error = refused(capsys, "eval", "--resume", str(out), "-q", "--no-report")
     assert "episodes.jsonl: line 4 is not" in error and named in error, error
     assert error.endswith("then resume")
     # Nothing was cut, nothing ran, and the report says the same.
     assert path.read_bytes() == before and len(model.requests) == calls
-    assert "line 4" in one_line_error(run_cli("report", str(out)))
+    assert "line 4" in refused(capsys, "report", str(out))
+
+
+@pytest.mark.slow
+def test_a_refused_line_is_one_line_and_exit_2_from_the_command(
+        tmp_path: Path, scripted_model: ScriptedFactory) -> None:
+    out = _finished_run(tmp_path, scripted_model())
+    with (out / "episodes.jsonl").open("a") as fh:
+        fh.write('{"info": {"task_idx": 0}, "reward": "high"}\n')
+    proc = run_cli("eval", "--resume", str(out), "-q")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        f"interplay: error: {out / 'episodes.jsonl'}: line 4 is not an episode record (reward: "
+        "expected a finite number or null, got str); remove or mend it, then resume"]
 
 
 def test_a_bad_line_in_the_middle_is_refused_by_its_number(
-        tmp_path: Path, scripted_model: ScriptedFactory) -> None:
+        tmp_path: Path, scripted_model: ScriptedFactory,
+        capsys: pytest.CaptureFixture[str]) -> None:
     out = _finished_run(tmp_path, scripted_model())
     path = out / "episodes.jsonl"
     first, *rest = path.read_text().splitlines(keepends=True)
     record = json.loads(first)
     record["traces"][0]["stop_condition"] = ["not", "text"]
     path.write_text(json.dumps(record) + "\n" + "".join(rest))
-    error = one_line_error(run_cli("eval", "--resume", str(out), "-q"))
+    error = refused(capsys, "eval", "--resume", str(out), "-q")
     assert "line 1 is not an episode record (traces[0].stop_condition: expected text" in error
 
 
@@ -140,15 +156,14 @@ def test_only_a_truly_torn_tail_is_cut_and_its_episode_runs_again(
     path = out / "episodes.jsonl"
     kept = path.read_bytes().splitlines(keepends=True)
     path.write_bytes(b"".join(kept[:2]) + tail)
-    proc = run_cli("eval", "--resume", str(out), "-q", "--no-report")
-    assert proc.returncode == 0, proc.stderr
+    assert cli.main(["eval", "--resume", str(out), "-q", "--no-report"]) == 0
     assert pairs_of(out) == [(0, 0), (1, 0), (2, 0)]
     assert path.read_bytes().startswith(b"".join(kept[:2]) + b"{")
     # A complete last record without its newline is kept, and ended before the next append.
     with path.open("rb+") as fh:
         fh.truncate(len(path.read_bytes()) - 1)
-    proc = run_cli("eval", "--resume", str(out), "-q", "--no-report")
-    assert proc.returncode == 0 and path.read_bytes().endswith(b"}\n")
+    assert cli.main(["eval", "--resume", str(out), "-q", "--no-report"]) == 0
+    assert path.read_bytes().endswith(b"}\n")
     assert pairs_of(out) == [(0, 0), (1, 0), (2, 0)]
 
 
@@ -165,19 +180,21 @@ def test_read_episodes_reads_what_a_run_wrote_as_it_is(
 
 
 def test_a_resume_with_nothing_left_reports_the_runs_time(
-        tmp_path: Path, scripted_model: ScriptedFactory) -> None:
+        tmp_path: Path, scripted_model: ScriptedFactory,
+        capsys: pytest.CaptureFixture[str]) -> None:
     model = scripted_model(lambda req: ScriptedReply.text("apple", latency_s=0.05))
     out = _finished_run(tmp_path, model, n=4)
     first = json.loads((out / "summary.json").read_text())
     assert first["wall_s"] >= 0.05 and first["episodes_this_session"] == 4
-    proc = run_cli("eval", "--resume", str(out), "--no-report")
-    assert proc.returncode == 0, proc.stderr
+    capsys.readouterr()
+    assert cli.main(["eval", "--resume", str(out), "--no-report"]) == 0
+    stdout = capsys.readouterr().out
     again = json.loads((out / "summary.json").read_text())
     # The run's time comes from its episodes, so a session that ran none does not erase it.
     assert again["wall_s"] == pytest.approx(first["wall_s"])
     assert again["episodes_this_session"] == 0 and again["session_wall_s"] < first["wall_s"] + 5
     shown = {k: v for k, v in (re.split(r"\s{2,}", line.strip(), maxsplit=1)
-                               for line in proc.stdout.splitlines()[1:] if "  " in line.strip())}
+                               for line in stdout.splitlines()[1:] if "  " in line.strip())}
     assert shown["wall time"] == f"{first['wall_s']:.3g} s"
     assert shown["this session"] == "nothing left to run"
 
@@ -195,6 +212,7 @@ def test_busy_seconds_is_the_union_of_the_episodes_intervals() -> None:
 # -- a file that cannot grow, a run killed at any moment ---------------------------------------
 
 
+@pytest.mark.slow
 def test_an_episodes_file_that_cannot_grow_stops_the_run_in_one_line_and_loses_nothing(
         tmp_path: Path, scripted_model: ScriptedFactory) -> None:
     model = scripted_model()

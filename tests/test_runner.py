@@ -83,6 +83,7 @@ def pairs(records: list[dict[str, Any]]) -> list[tuple[int, int]]:
 # -- the command, end to end -------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_eval_writes_results_summary_and_report(tmp_path: Path,
                                                 scripted_model: ScriptedFactory) -> None:
     model = scripted_model(relay_handler(user_turns=2, answer="yes"))
@@ -161,6 +162,7 @@ def test_config_file_then_flags_then_set(tmp_path: Path, scripted_model: Scripte
     assert len(episodes(out)) == 2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("args", "expected"), [
     (["user-sim", "--set", "n=x"], "n: expected int, got 'x'"),
     (["no-such-env"], "no-such-env"),
@@ -182,6 +184,7 @@ def test_bad_config_is_one_line_exit_2_before_any_model_call(
     assert model.requests == []
 
 
+@pytest.mark.slow
 def test_refuses_to_overwrite_a_run(tmp_path: Path, scripted_model: ScriptedFactory) -> None:
     model = scripted_model(relay_handler(user_turns=1))
     out = tmp_path / "run"
@@ -196,6 +199,7 @@ def test_refuses_to_overwrite_a_run(tmp_path: Path, scripted_model: ScriptedFact
 # -- resume ------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_resume_runs_only_the_missing_pairs_and_tolerates_a_torn_line(
         tmp_path: Path, scripted_model: ScriptedFactory) -> None:
     model = scripted_model(relay_handler(user_turns=1))
@@ -263,6 +267,7 @@ def test_resume_with_retry_errors_runs_failed_episodes_again(
     assert proc.returncode == 2 and "--retry-errors goes with --resume" in proc.stderr
 
 
+@pytest.mark.slow
 def test_resume_refuses_a_changed_config_naming_the_keys(
         tmp_path: Path, scripted_model: ScriptedFactory) -> None:
     model = scripted_model(relay_handler(user_turns=1))
@@ -363,6 +368,7 @@ def _wait_for_episodes(out: Path, count: int, proc: subprocess.Popen[str]) -> No
     raise AssertionError("the run wrote no episodes")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
 def test_a_killed_run_keeps_every_finished_episode_and_resumes(
         tmp_path: Path, scripted_model: ScriptedFactory, sig: signal.Signals) -> None:
@@ -394,6 +400,7 @@ def test_a_killed_run_keeps_every_finished_episode_and_resumes(
 # -- worker processes ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_workers_run_the_episodes_one_process_would(tmp_path: Path,
                                                     scripted_model: ScriptedFactory) -> None:
     """alphabet-sort draws its puzzles from the episode's rng: the same seed must give the
@@ -425,6 +432,7 @@ def _start_workers_run(tmp_path: Path, scripted_model: ScriptedFactory,
     return proc, out, workers
 
 
+@pytest.mark.slow
 def test_a_dead_worker_costs_only_the_episodes_it_was_running(
         tmp_path: Path, scripted_model: ScriptedFactory) -> None:
     n = 16
@@ -445,6 +453,7 @@ def test_a_dead_worker_costs_only_the_episodes_it_was_running(
     assert summary["error_episodes"] == 0 and summary["episodes"] == n
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
 def test_a_killed_run_with_workers_leaves_no_worker_behind(
         tmp_path: Path, scripted_model: ScriptedFactory, sig: signal.Signals) -> None:
@@ -461,6 +470,7 @@ def test_a_killed_run_with_workers_leaves_no_worker_behind(
     assert pairs(episodes(out)) == [(t, 0) for t in range(n)]
 
 
+@pytest.mark.slow
 def test_workers_need_a_model_endpoint(tmp_path: Path) -> None:
     proc = run_cli("eval", "echo", "-w", "2", "-o", str(tmp_path / "run"))
     assert proc.returncode == 2

@@ -70,8 +70,15 @@ RUBRIC = ('[[verifiers]]\nkind = "exact"\nseat = "assistant"\n'
           '[[verifiers.criteria]]\nname = "polite"\ndescription = "is polite"\n')
 
 
-def test_a_failed_judge_never_raises_a_score(tmp_path: Path,
-                                             scripted_model: ScriptedFactory) -> None:
+def eval_in_process(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    capsys.readouterr()
+    code = cli.main(["eval", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_a_failed_judge_never_raises_a_score(tmp_path: Path, scripted_model: ScriptedFactory,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
     """exact says 1 for every episode; the judge says 0 where it answers. Where it stays
     malformed after its retry the episode is an error, not the exact match's 1 alone."""
 
@@ -88,8 +95,9 @@ def test_a_failed_judge_never_raises_a_score(tmp_path: Path,
     model = scripted_model(handler)
     out = tmp_path / "run"
     env = one_shot_env(tmp_path, ["apple", "pear", "plum"], RUBRIC)
-    proc = run_cli("eval", str(env), "--base-url", model.base_url, "-o", str(out), "-q")
-    assert proc.returncode == 0, proc.stderr
+    code, stdout, stderr = eval_in_process(capsys, str(env), "--base-url", model.base_url,
+                                           "-o", str(out), "-q")
+    assert code == 0, stderr
 
     apple, pear, plum = lines(out)
     assert apple["error_type"] == "verifier_error" and "rubric" in apple["error"]
@@ -103,22 +111,24 @@ def test_a_failed_judge_never_raises_a_score(tmp_path: Path,
     assert s["pass_at_k"] == {"1": 0.0} and s["metrics"]["exact"] == 1.0
     assert (s["completed"], s["error_episodes"], s["errors"]) == (2, 1, {"verifier_error": 1})
     assert s["completion_ratio"] == pytest.approx(2 / 3)
-    assert "reward (mean ± se, 2 scored)     0.5 ± 0" in proc.stdout
-    assert "2 of 3 (67%)" in proc.stdout
+    assert "reward (mean ± se, 2 scored)     0.5 ± 0" in stdout
+    assert "2 of 3 (67%)" in stdout
 
     # Every judge failing: nothing completed, and the run says so.
     judge_fails.update({"pear", "plum"})
     out2 = tmp_path / "run2"
-    proc = run_cli("eval", str(env), "--base-url", model.base_url, "-o", str(out2), "-q")
-    assert proc.returncode == 1
-    assert proc.stderr.strip().splitlines()[-1].startswith(
+    code, stdout, stderr = eval_in_process(capsys, str(env), "--base-url", model.base_url,
+                                           "-o", str(out2), "-q")
+    assert code == 1
+    assert stderr.strip().splitlines()[-1].startswith(
         "interplay: error: no episode completed: all 3 ended in an error (verifier_error 3)")
     s = strict_json(out2 / "summary.json")
     assert (s["reward_mean"], s["scored"], s["pass_at_k"], s["completed"]) == (None, 0, {}, 0)
-    assert "reward (mean ± se, 0 scored)     -" in proc.stdout
+    assert "reward (mean ± se, 0 scored)     -" in stdout
 
 
-def test_model_faults_are_not_scored(tmp_path: Path, scripted_model: ScriptedFactory) -> None:
+def test_model_faults_are_not_scored(tmp_path: Path, scripted_model: ScriptedFactory,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
     """A model that is always right behind an endpoint that sometimes fails scores 1, with the
     failures counted apart (the verifier still runs: `contains` of nothing is 0)."""
 
@@ -134,9 +144,10 @@ def test_model_faults_are_not_scored(tmp_path: Path, scripted_model: ScriptedFac
     out = tmp_path / "run"
     env = one_shot_env(tmp_path, ["apple", "pear", "plum", "fig"],
                        '[[verifiers]]\nkind = "contains"\nseat = "assistant"\n')
-    proc = run_cli("eval", str(env), "-r", "2", "--base-url", model.base_url, "-o", str(out),
-                   "-q", "--set", "model.max_retries=0")
-    assert proc.returncode == 0, proc.stderr
+    code, _, stderr = eval_in_process(capsys, str(env), "-r", "2", "--base-url",
+                                      model.base_url, "-o", str(out), "-q",
+                                      "--set", "model.max_retries=0")
+    assert code == 0, stderr
     records = lines(out)
     faulted = [r for r in records if r["error_type"]]
     assert {r["error_type"] for r in faulted} == {"bad_request", "bad_response"}

@@ -8,6 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+# Each test runs the real command, which loads every installed plugin.
+pytestmark = pytest.mark.slow
+
 
 def interplay(*args: str) -> str:
     exe = Path(sys.executable).parent / "interplay"

@@ -42,6 +42,9 @@ from interplay.testing import (
 )
 from interplay_codex.harness import CodexConfig, CodexHarness, find_codex
 
+# Each test runs the codex CLI (a Node program) against the scripted model.
+pytestmark = pytest.mark.slow
+
 ECHO = "hello-from-codex"
 
 

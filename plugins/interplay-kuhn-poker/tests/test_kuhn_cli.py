@@ -59,6 +59,7 @@ def test_the_kernel_never_imports_it() -> None:
     assert out.stdout.strip() == "[]"
 
 
+@pytest.mark.slow
 def test_interplay_plugins_and_list_show_it(run: Run) -> None:
     out = run("plugins", "--json")
     assert out.returncode == 0, out.stderr
@@ -78,6 +79,7 @@ def test_interplay_plugins_and_list_show_it(run: Run) -> None:
     assert "kuhn-poker" not in blocked.stdout
 
 
+@pytest.mark.slow
 def test_interplay_eval_runs_matches_on_the_scripted_model(run: Run, tmp_path: Path) -> None:
     nash = playing(strategies.nash(), seed=1)
     aggressive = playing(strategies.always_bet)
@@ -112,6 +114,7 @@ def test_interplay_eval_runs_matches_on_the_scripted_model(run: Run, tmp_path: P
     assert (out_dir / "report.html").is_file()
 
 
+@pytest.mark.slow
 def test_a_negative_invalid_retries_is_refused_by_the_command(run: Run, tmp_path: Path) -> None:
     out = run("eval", "kuhn-poker", "-n", "1", "--base-url", "http://127.0.0.1:9/v1",
               "-o", str(tmp_path / "run"), "--set", "env.invalid_retries=-1", "-q")

@@ -20,6 +20,7 @@ import pytest
 
 pytestmark = [
     pytest.mark.local_model,
+    pytest.mark.slow,
     pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None,
                        reason="llama_cpp is not installed (run: bash .ci/setup)"),
 ]
