@@ -36,10 +36,12 @@ def run_cli(*args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
 
 def refused(capsys: pytest.CaptureFixture[str], *args: str) -> str:
     """The one line of a command refused with exit 2 (run in-process: an exception that
-    escaped would fail the test with its traceback)."""
+    escaped would fail the test with its traceback). Only the run's announcement, once the
+    run has started, may come before it."""
     capsys.readouterr()
     assert cli.main(list(args)) == 2
-    (line,) = capsys.readouterr().err.strip().splitlines()
+    *before, line = capsys.readouterr().err.strip().splitlines()
+    assert [b for b in before if not b.startswith("interplay eval ")] == []
     assert line.startswith("interplay: error: ")
     return line
 
@@ -271,3 +273,25 @@ def test_a_run_killed_at_any_moment_resumes_to_every_episode_once(
         s = json.loads((out / "summary.json").read_text())
         assert (s["episodes"], s["completed"], s["complete"]) == (n, n, True)
         assert (out / "report.html").is_file()
+
+
+@pytest.mark.parametrize("name", ["episodes.jsonl", "summary.json", "report.html"])
+def test_a_results_file_that_cannot_be_read_or_written_is_one_line(
+        tmp_path: Path, scripted_model: ScriptedFactory, capsys: pytest.CaptureFixture[str],
+        name: str) -> None:
+    out = _finished_run(tmp_path, scripted_model())
+    target = out / name
+    if target.exists():
+        kept = target.read_bytes()
+        target.unlink()
+    else:
+        kept = b""
+    target.mkdir()  # a folder where the file goes: neither readable nor replaceable as one
+    error = refused(capsys, "eval", "--resume", str(out), "-q")
+    assert f"{target}: cannot " in error
+    target.rmdir()
+    target.write_bytes(kept)
+    if name == "report.html":
+        (out / "report.html").unlink()
+        (out / "report.html").mkdir()
+        assert f"{target}: cannot " in refused(capsys, "report", str(out))

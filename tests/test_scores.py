@@ -292,3 +292,53 @@ def test_odd_rewards_are_verifier_errors_and_reach_no_figure(
     # The plain episode's NaN metric is not a number the summary averages.
     assert "odd" not in s["metrics"]
     assert strict_json(out / "summary.json") == json.loads((out / "summary.json").read_text())
+
+
+# -- text JSON can hold and UTF-8 cannot -------------------------------------------------------
+
+
+class _Surrogate(Step):
+    """Puts a lone surrogate (which JSON's \\ud800 escape can carry, from a model, a tool or a
+    taskset, and UTF-8 cannot) in what the episode stores."""
+
+    name = "test_surrogate"
+
+    async def run(self, ctx: EpisodeContext) -> None:
+        ctx.results["said"] = "half a pair: \ud800 and on"
+        ctx.metrics["\udc80odd"] = 1.0
+
+
+class _SurrogateEnv(Env):
+    name = "test-surrogate"
+    seats: ClassVar = {"assistant": SeatSpec(harness="null")}
+
+    def tasks(self) -> list[Task]:
+        return [Task(idx=0, prompt="p\ud83d"), Task(idx=1, prompt="fine")]
+
+    def steps(self) -> list[Step]:
+        return [_Surrogate()]
+
+
+class _SurrogatePlugin:
+    @interplay.hookimpl
+    def register_envs(self, register: Callable[..., None]) -> None:
+        register(_SurrogateEnv)
+
+
+def test_a_lone_surrogate_in_an_episode_is_written_read_and_shown(
+        tmp_path: Path, register_plugin: Any) -> None:
+    register_plugin(_SurrogatePlugin(), name="surrogate-test-env")
+    out = tmp_path / "run"
+    # Nothing is scored here, so no episode counts as completed-and-scored; both complete.
+    assert cli.main(["eval", "test-surrogate", "--base-url", "http://127.0.0.1:9/v1",
+                     "-o", str(out), "-q"]) == 0
+    raw = (out / "episodes.jsonl").read_bytes()
+    raw.decode("utf-8")  # every line is UTF-8
+    first = json.loads(raw.splitlines()[0])
+    assert first["results"]["said"] == "half a pair: \ud800 and on"
+    assert first["task"]["prompt"] == "p\ud83d"
+    assert strict_json(out / "summary.json")["completed"] == 2
+    page = (out / "report.html").read_bytes().decode("utf-8")
+    assert "half a pair: ? and on" in page or "half a pair: \ufffd and on" in page
+    # And a resume reads the file back.
+    assert cli.main(["eval", "--resume", str(out), "-q", "--no-report"]) == 0

@@ -268,9 +268,12 @@ def write_report(folder: str | Path) -> Path:
     page = render(config, summary, episodes)
     path = out / REPORT_FILE
     tmp = path.with_suffix(".html.tmp")
-    # A lone surrogate (JSON can carry one; UTF-8 cannot) is shown as a replacement mark.
-    tmp.write_bytes(page.encode("utf-8", "replace"))
-    os.replace(tmp, path)
+    try:
+        # A lone surrogate (JSON can carry one; UTF-8 cannot) is shown as a replacement mark.
+        tmp.write_bytes(page.encode("utf-8", "replace"))
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise InterplayError(f"{path}: cannot write it ({exc.strerror or exc})") from None
     return path
 
 

@@ -90,8 +90,10 @@ def episode_line(episode: Episode) -> bytes:
     try:
         return to_json_bytes(episode)
     except (TypeError, ValueError):
-        # An env put something JSON cannot hold in its results: keep the episode, as text.
-        return json.dumps(converter().unstructure(episode), ensure_ascii=False,
+        # Something JSON cannot hold (an env's own object in its results: kept as its repr),
+        # or text UTF-8 cannot (a lone surrogate, which a JSON escape from a model or a
+        # taskset can carry): escaped to ASCII, the line reads back as it was.
+        return json.dumps(converter().unstructure(episode), ensure_ascii=True,
                           separators=(",", ":"), default=repr).encode()
 
 
@@ -111,7 +113,11 @@ def read_episodes(path: Path, *, repair: bool = False,
         return []
     out: dict[tuple[int, int], dict[str, Any]] = {}
     pos = 0
-    with path.open("rb") as fh:
+    try:
+        fh = path.open("rb")
+    except OSError as exc:
+        raise InterplayError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    with fh:
         for number, raw in enumerate(fh, start=1):
             start, pos = pos, pos + len(raw)
             if not raw.strip():
@@ -264,8 +270,13 @@ def record_usage(record: Mapping[str, Any]) -> Counter[str]:
 def write_json(path: Path, data: Any) -> None:
     """``data`` as JSON in ``path``, replaced whole (a reader never sees half a file)."""
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(finite(data), indent=2, ensure_ascii=False, default=repr,
-                              allow_nan=False) + "\n")
+    data = finite(data)
+    try:
+        text = json.dumps(data, indent=2, ensure_ascii=False, default=repr, allow_nan=False)
+        tmp.write_bytes(text.encode() + b"\n")
+    except UnicodeEncodeError:  # a lone surrogate: escaped, JSON reads it back as it was
+        tmp.write_bytes(json.dumps(data, indent=2, default=repr, allow_nan=False).encode()
+                        + b"\n")
     os.replace(tmp, path)
 
 
