@@ -342,3 +342,12 @@ def test_a_lone_surrogate_in_an_episode_is_written_read_and_shown(
     assert "half a pair: ? and on" in page or "half a pair: \ufffd and on" in page
     # And a resume reads the file back.
     assert cli.main(["eval", "--resume", str(out), "-q", "--no-report"]) == 0
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_a_pass_threshold_that_is_not_a_number_is_refused(
+        value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["eval", "echo", "--base-url", "http://127.0.0.1:9/v1",
+                     f"--pass-threshold={value}"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"interplay: error: pass_threshold: must be a finite number, got {float(value)}")

@@ -6,6 +6,7 @@ differences that refuse a resume. Nothing here runs an episode or touches the re
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -102,6 +103,10 @@ def resolve(data: Mapping[str, Any]) -> tuple[RunConfig, Env, dict[str, Any]]:
         raise InterplayError(f"concurrency: must be at least 1, got {cfg.concurrency}")
     if cfg.workers < 1:
         raise InterplayError(f"workers: must be at least 1, got {cfg.workers}")
+    if not math.isfinite(cfg.pass_threshold):
+        # NaN passes nothing and fails nothing: every pass@k would silently read 0.
+        raise InterplayError(f"pass_threshold: must be a finite number, got "
+                             f"{cfg.pass_threshold}")
     if cfg.workers > 1 and cfg.model.base_url is None:
         raise InterplayError("workers: the embedded model answers one request at a time in "
                              "this process; give --base-url for --workers above 1")
