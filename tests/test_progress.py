@@ -104,6 +104,26 @@ async def test_a_terminal_shows_one_bar_fit_to_its_width_with_log_lines_above_it
     assert not any("━" in line and ("debug" in line or "=" in line) for line in lines)
 
 
+@pytest.mark.slow
+async def test_worker_processes_log_above_the_bar_too(tmp_path: Path,
+                                                      scripted_model: ScriptedFactory) -> None:
+    model = scripted_model(relay(latency_s=0.08))
+    screen = await run_in_terminal(
+        ["--log-level", "debug", "eval", "user-sim", "-n", "6", "-c", "2", "-w", "2",
+         "--base-url", model.base_url, "-o", str(tmp_path / "run"), "--no-report"],
+        columns=100)
+    lines = [line.rstrip() for line in screen.display]
+    bars = [i for i, line in enumerate(lines) if BAR.search(line)]
+    assert len(bars) == 1, "\n".join(lines)
+    assert lines[bars[0] + 1].startswith("user-sim: ")
+    # The workers' own log lines (their episodes end there) are all above the bar, whole.
+    log_text = " ".join(lines[: bars[0]])
+    assert len(re.findall(r"\[debug\s*\] episode\.end", log_text)) == 6, "\n".join(lines)
+    stamped = [line for line in lines if re.match(r"\d{4}-\d\d-\d\dT", line)]
+    assert [line for line in stamped if not re.match(r"\S+Z \[\w+\s*\] \S", line)] == []
+    assert not any("━" in line and ("debug" in line or "=" in line) for line in lines)
+
+
 def test_without_a_terminal_each_update_is_one_plain_line() -> None:
     plain = io.StringIO()
     p = progress.Progress(4, stream=plain, interval_s=3600)

@@ -98,7 +98,10 @@ class Progress:
         self.t0 = time.monotonic()
         if not self.tty:
             return
-        console = _Console(file=self.stream, highlight=False, soft_wrap=False)
+        # What is printed above the bar is text as written: no markup ("[debug]" is a log
+        # level, not a style), no emoji codes, no highlighting.
+        console = _Console(file=self.stream, markup=False, emoji=False, highlight=False,
+                           soft_wrap=False)
         self._bar = RichProgress(
             BarColumn(bar_width=None, table_column=Column(ratio=1, min_width=4)),
             _Figures(self), TimeElapsedColumn(),

@@ -30,6 +30,7 @@ Past one machine, episodes belong on a distributed engine (Ray), not on this.
 from __future__ import annotations
 
 import asyncio
+import codecs
 import contextlib
 import json
 import os
@@ -99,13 +100,15 @@ async def run_in_workers(resolved: Mapping[str, Any], env_name: str,
     setup = {"config": resolved, "log": log_mod.settings(),
              "entry_points": plugins.host().loads_entry_points}
     pool: list[_Worker] = []
+    relays: list[asyncio.Future[None]] = []
     try:
         for i, share in enumerate(shares(concurrency, min(workers, len(pairs)))):
             proc = await processes.start_process(
                 sys.executable, "-m", "interplay.run.workers", stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE, limit=_LINE_LIMIT,
-                env={**os.environ, _PARENT_VAR: str(os.getpid())})
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                limit=_LINE_LIMIT, env={**os.environ, _PARENT_VAR: str(os.getpid())})
             worker = _Worker(i, proc, share)
+            relays.append(asyncio.ensure_future(_relay_stderr(proc)))
             worker.send({**setup, "concurrency": share})
             pool.append(worker)
         log.info("workers.start", workers=len(pool), concurrency=concurrency,
@@ -137,6 +140,33 @@ async def run_in_workers(resolved: Mapping[str, Any], env_name: str,
                                  "errors above); continue with --resume")
     finally:
         await _stop(pool)
+        # The copies end when the workers' stderr closes; a program a worker started that
+        # still holds it is not waited for.
+        _, late = await asyncio.wait(relays, timeout=_STOP_GRACE_S) if relays else ((), ())
+        for relay in late:
+            relay.cancel()
+
+
+async def _relay_stderr(proc: asyncio.subprocess.Process) -> None:
+    """Copy what a worker writes to stderr (its log lines, a plugin's prints) to this
+    process's stderr as it is at each write: a progress bar there prints it above itself,
+    where the worker's own writes to the terminal would cross the bar."""
+    assert proc.stderr is not None
+    decode = codecs.getincrementaldecoder("utf-8")(errors="replace").decode
+    pending = ""
+    while chunk := await proc.stderr.read(1 << 16):
+        # Whole lines only: a line in two pieces would be shown as two.
+        lines, newline, pending = (pending + decode(chunk)).rpartition("\n")
+        if newline:
+            _write_stderr(lines + newline)
+    if pending:
+        _write_stderr(pending + "\n")
+
+
+def _write_stderr(text: str) -> None:
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.write(text)
+        sys.stderr.flush()
 
 
 async def _read(worker: _Worker, feed: Callable[[_Worker], None], on_line: OnLine,
