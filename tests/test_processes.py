@@ -20,7 +20,9 @@ import pytest
 
 from interplay.testing import ScriptedModel, descendants, survivors
 
-pytestmark = pytest.mark.skipif(not os.path.isdir("/proc"), reason="walks /proc (Linux)")
+# Every test starts real processes, kills them and waits for them to be gone.
+pytestmark = [pytest.mark.skipif(not os.path.isdir("/proc"), reason="walks /proc (Linux)"),
+              pytest.mark.slow]
 
 ScriptedFactory = Callable[..., ScriptedModel]
 
