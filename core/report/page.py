@@ -156,6 +156,7 @@ def _episode(i: int, ep: Mapping[str, Any]) -> dict[str, Any]:
     traces = [_map(t) for t in _seq(ep.get("traces"))]
     label = " ".join(_prompt_text(task.get("prompt")).split())
     turns = _map(ep.get("metrics")).get("turns")
+    stops = _stops(ep)
     return {
         "index": i, "episode_id": _text(info.get("episode_id")),
         "task_idx": _text(info.get("task_idx")), "rollout": _text(info.get("rollout")),
@@ -163,7 +164,7 @@ def _episode(i: int, ep: Mapping[str, Any]) -> dict[str, Any]:
         # What the filters read: the reward the episode counts with (none for an error).
         "reward_attr": "" if reward is None else repr(reward), "reward": _fmt(reward),
         "error_type": _text(ep.get("error_type")), "error": _text(ep.get("error")),
-        "stops": _stops(ep), "stops_json": _json(_stops(ep)),
+        "stops": stops, "stops_json": _json(stops),
         "turns": _fmt(turns), "calls": sum(len(_seq(t.get("model_calls"))) for t in traces),
         "wall_s": _fmt(ep.get("wall_s"), 3),
         "label": label[:90] + ("…" if len(label) > 90 else ""),

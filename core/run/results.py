@@ -200,9 +200,7 @@ def _get(obj: Mapping[str, Any], key: str, kind: type, *, where: str = "") -> An
     if value is None:
         return None
     if kind is float:
-        ok = (isinstance(value, int | float) and not isinstance(value, bool)
-              and math.isfinite(value))
-        what = "a finite number"
+        ok, what = finite_number(value), "a finite number"
     else:
         ok = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
         what = {int: "an integer", str: "text", dict: "an object", list: "a list"}[kind]
@@ -278,6 +276,12 @@ def write_json(path: Path, data: Any) -> None:
         tmp.write_bytes(json.dumps(data, indent=2, default=repr, allow_nan=False).encode()
                         + b"\n")
     os.replace(tmp, path)
+
+
+def finite_number(value: Any) -> bool:
+    """Whether ``value`` is an int or a float (not a bool) and neither NaN nor infinite."""
+    return (isinstance(value, int | float) and not isinstance(value, bool)
+            and math.isfinite(value))
 
 
 def finite(data: Any) -> Any:

@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from interplay.run.results import slim_record
+from interplay.run.results import finite_number, slim_record
 
 
 def _comb(n: int, k: int) -> int:
@@ -85,7 +85,7 @@ def summarize(records: Sequence[Mapping[str, Any]], *, pass_threshold: float = 1
     seat_rewards: dict[str, list[float]] = {}
     for r in completed:
         for key, value in (r.get("metrics") or {}).items():
-            if _finite_number(value):
+            if finite_number(value):
                 metric_values.setdefault(str(key), []).append(float(value))
         for t in r.get("traces") or ():
             if t.get("reward") is not None:
@@ -153,11 +153,6 @@ def busy_seconds(records: Sequence[Mapping[str, Any]]) -> float | None:
 
 def _seat(trace: Mapping[str, Any]) -> str:
     return str(trace.get("seat") or trace.get("agent"))
-
-
-def _finite_number(value: Any) -> bool:
-    return (isinstance(value, int | float) and not isinstance(value, bool)
-            and math.isfinite(value))
 
 
 def _mean(values: Sequence[float]) -> float:
