@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
+import zipfile
+from pathlib import Path
+
+import pytest
 
 RUNTIME_MODULES = [
     "interplay", "interplay.cli", "interplay.plugins", "interplay.model.client",
@@ -30,3 +35,25 @@ def test_runtime_modules_import_without_test_only_packages() -> None:
                           timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+@pytest.mark.slow
+def test_the_wheel_carries_the_report_template(tmp_path: Path) -> None:
+    """The page is package data: a wheel without it installs a report command that fails."""
+    root = Path(__file__).resolve().parents[1]
+    # A copy of the sources alone: a checkout's own build metadata (an editable install's
+    # SOURCES.txt) would add the files whatever pyproject.toml says.
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md", "core", "builtin_harnesses", "builtin_envs",
+                 "builtin_verifiers"):
+        copy = shutil.copytree if (root / name).is_dir() else shutil.copy
+        copy(root / name, src / name)
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps",
+                           "--no-build-isolation", "--quiet", "-w", str(tmp_path), str(src)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    (wheel,) = tmp_path.glob("interplay-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert {f"interplay/report/templates/{name}"
+            for name in ("report.html.j2", "report.css", "report.js")} <= names
