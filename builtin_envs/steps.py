@@ -1,5 +1,10 @@
 """Builtin steps: ``one_shot`` (one call of one seat) and ``relay`` (the two-session
-user-sim relay)."""
+user-sim relay).
+
+The relay passes the user sim's lines to the assistant and the assistant's replies back. It never
+passes an empty line on: the assistant would answer a message nobody wrote. An empty line is
+asked for again (``empty_retries`` times per line), then the relay ends with ``user_empty``.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +17,7 @@ from interplay import plugins
 from interplay.builtin_envs.usersims import person_from_task
 from interplay.run.episode import EpisodeContext
 from interplay.step import Step
-from interplay.usersim import Read, UserSim
+from interplay.usersim import Answer, Read, UserSim
 
 
 @attrs.define
@@ -44,6 +49,14 @@ class RelayConfig:
     done_marker: str = "###DONE###"
     #: Hide the task's prompt from the assistant (the user brings the scenario).
     mask_prompt: bool = True
+    #: Times an empty line from the user sim is asked for again before the relay ends
+    #: (``ended_by = "user_empty"``); 0 ends it at the first empty line.
+    empty_retries: int = 2
+
+
+#: What the user sim reads when its line was empty (the assistant never sees it).
+EMPTY_LINE_REASK = ("(Your last message was empty, so it was not passed on. Write your next "
+                    "message to the assistant.)")
 
 
 class Relay(Step):
@@ -68,6 +81,8 @@ class Relay(Step):
                             "e.g. done_marker = \"###DONE###\"")
         if cfg.max_turns < 1:
             problems.append(f"max_turns must be at least 1, got {cfg.max_turns}")
+        if cfg.empty_retries < 0:
+            problems.append(f"empty_retries must be 0 or more, got {cfg.empty_retries}")
         try:
             plugins.get("user-sims", cfg.user_sim)
         except Exception as exc:
@@ -81,9 +96,24 @@ class Relay(Step):
         person = person_from_task(ctx.task, cfg.persona, done_marker=cfg.done_marker)
         await sim.setup(person, ctx)
         turns = 0
+        empty_lines = 0
         ended_by = "max_turns"
+
+        async def ask(read: Read) -> Answer:
+            """The sim's next line, asked again while it is empty (within the budget)."""
+            nonlocal empty_lines
+            answer = await sim.answer(read)
+            for _ in range(cfg.empty_retries):
+                if not _is_empty(answer):
+                    break
+                empty_lines += 1
+                answer = await sim.answer(Read(text=EMPTY_LINE_REASK, turn=read.turn))
+            if _is_empty(answer):
+                empty_lines += 1
+            return answer
+
         try:
-            answer = await sim.answer(Read(text=None, turn=0))
+            answer = await ask(Read(text=None, turn=0))
             async with ctx.agent(cfg.seat).chat(ctx.task, mask_prompt=cfg.mask_prompt) as chat:
                 while True:
                     if answer.error is not None:
@@ -94,6 +124,10 @@ class Relay(Step):
                         ended_by = "user_done"
                         chat.stop("user_done")
                         break
+                    if not answer.text.strip():
+                        ended_by = "user_empty"
+                        chat.stop("user_empty")
+                        break
                     if turns >= cfg.max_turns:
                         chat.stop("max_turns")
                         break
@@ -102,8 +136,14 @@ class Relay(Step):
                     if reply.stopped:
                         ended_by = "assistant_stopped"
                         break
-                    answer = await sim.answer(Read(text=reply.text, turn=turns))
+                    answer = await ask(Read(text=reply.text, turn=turns))
         finally:
             await sim.close()
             ctx.metrics["turns"] = float(turns)
+            ctx.metrics["empty_user_lines"] = float(empty_lines)
             ctx.results["relay"] = {"turns": turns, "ended_by": ended_by}
+
+
+def _is_empty(answer: Answer) -> bool:
+    """A line with nothing to pass on (a sim that failed or is done is not empty: it ended)."""
+    return answer.error is None and not answer.done and not answer.text.strip()
