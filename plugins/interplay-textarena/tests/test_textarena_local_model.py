@@ -1,0 +1,55 @@
+"""`interplay eval textarena` on the embedded model (SmolLM2-135M on llama.cpp): real
+completions for both seats of TicTacToe through the command a user types. Skipped only when
+llama_cpp is not installed (.ci/setup installs it).
+
+The tiny model's play is not judged (it mostly repeats the board back, which the game rules
+invalid). What is checked is that the game referees to the end whatever it says: every call
+answered, the game over by its own rules, its rewards zero-sum on each seat's trace.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [
+    pytest.mark.local_model,
+    pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None,
+                       reason="llama_cpp is not installed (run: bash .ci/setup)"),
+]
+
+
+def test_interplay_eval_textarena_on_the_embedded_model(tmp_path: Path) -> None:
+    script = Path(sys.executable).parent / "interplay"
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "interplay.cli"]
+    out_dir = tmp_path / "run"
+    settings = ["env.game=TicTacToe-v0", "model.timeout_s=900"]
+    for seat in ("player0", "player1"):
+        settings += [f"seats.{seat}.sampling.max_tokens=24", f"seats.{seat}.sampling.temperature=0"]
+    out = subprocess.run(
+        [*command, "eval", "textarena", "-n", "1", "-o", str(out_dir), "-q", "--no-report",
+         *[arg for s in settings for arg in ("--set", s)]],
+        capture_output=True, text=True, timeout=3600,
+        env={k: v for k, v in os.environ.items()
+             if k not in ("INTERPLAY_LOAD_PLUGINS", "INTERPLAY_BLOCK_PLUGINS")})
+    assert out.returncode == 0, out.stderr
+    (episode,) = [json.loads(line) for line in
+                  (out_dir / "episodes.jsonl").read_text().splitlines()]
+    assert episode["error"] is None, episode["error"]
+    record = episode["results"]["textarena"]
+    assert record["ended_by"] in {"game_over", "forfeit"}
+    rewards = record["rewards"]
+    assert sorted(rewards) == ["player0", "player1"]
+    assert rewards["player0"] == -rewards["player1"]
+    calls = [c for t in episode["traces"] for c in t["model_calls"]]
+    assert len(calls) == sum(m["asks"] for m in record["moves"]) >= 1
+    assert all(c["error_type"] is None and c["usage"]["completion_tokens"] > 0 for c in calls)
+    for trace in episode["traces"]:
+        assert [r["value"] for r in trace["rewards"]] == [rewards[trace["seat"]]]
+    assert "textarena" in out.stdout
