@@ -1,0 +1,57 @@
+"""`interplay eval openenv` on the embedded model (SmolLM2-135M on llama.cpp): the demo
+environment served for the run, real completions through the command a user types. Skipped
+only when llama_cpp is not installed (.ci/setup installs it).
+
+The tiny model's guesses are not judged (it rarely writes a bare number). What is checked is
+that the episode runs to an end of its own whatever it says: every call answered, every reply
+either stepped or told why not, the rewards summed, the server gone afterwards.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+pytestmark = [
+    pytest.mark.local_model,
+    pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None,
+                       reason="llama_cpp is not installed (run: bash .ci/setup)"),
+]
+
+
+def test_interplay_eval_openenv_on_the_embedded_model(tmp_path: Path) -> None:
+    script = Path(sys.executable).parent / "interplay"
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "interplay.cli"]
+    out_dir = tmp_path / "run"
+    settings = ["env.app=interplay_openenv.demo:app", "env.reask_budget=0", "env.max_steps=2",
+                "model.timeout_s=900", "seats.assistant.sampling.max_tokens=16",
+                "seats.assistant.sampling.temperature=0"]
+    out = subprocess.run(
+        [*command, "eval", "openenv", "-n", "1", "-o", str(out_dir), "-q", "--no-report",
+         *[arg for s in settings for arg in ("--set", s)]],
+        capture_output=True, text=True, timeout=3600,
+        env={k: v for k, v in os.environ.items()
+             if k not in ("INTERPLAY_LOAD_PLUGINS", "INTERPLAY_BLOCK_PLUGINS")})
+    assert out.returncode == 0, out.stderr
+    (episode,) = [json.loads(line) for line in
+                  (out_dir / "episodes.jsonl").read_text().splitlines()]
+    assert episode["error"] is None, episode["error"]
+    record = episode["results"]["openenv"]
+    assert record["ended_by"] in {"done", "no_action", "max_steps"}
+    steps = record["steps"]
+    calls = episode["traces"][0]["model_calls"]
+    # With no re-asks, one call per step: stepped, or refused with the reason.
+    assert len(calls) == len(steps) >= 1
+    assert all(c["error_type"] is None and c["usage"]["completion_tokens"] > 0 for c in calls)
+    assert all((s["action"] is None) == bool(s["refused"]) for s in steps)
+    assert record["reward"] == sum(s["reward"] or 0.0 for s in steps)
+    assert episode["reward"] == record["reward"]
+    with pytest.raises(httpx.HTTPError):
+        httpx.get(f"{record['base_url']}/health", timeout=2)
