@@ -20,7 +20,7 @@ from interplay.hookspecs import Register, hookimpl
 from interplay.model.client import assistant_message, request_messages
 from interplay.model.endpoint import Endpoint
 from interplay.plugins import lookup
-from interplay.processes import owner_tag, start_process
+from interplay.processes import owner_tag, popen, start_process
 from interplay.records import (
     Episode,
     EpisodeInfo,
@@ -86,6 +86,7 @@ __all__ = [
     "load_jsonl",
     "lookup",
     "owner_tag",
+    "popen",
     "request_messages",
     "run_episode",
     "start_process",

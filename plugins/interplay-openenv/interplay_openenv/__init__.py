@@ -2,10 +2,10 @@
 
 How replies become actions and observations messages: :mod:`interplay_openenv.schema`; the
 server's protocol and its failures: :mod:`interplay_openenv.session`; an app served for a run:
-:mod:`interplay_openenv.server` (and :mod:`interplay_openenv.serve`, the process it starts); the
-env, its step and its verifier: :mod:`interplay_openenv.env`; a small environment to try it on:
-:mod:`interplay_openenv.demo`; the hook implementation: :mod:`interplay_openenv.plugin` (found
-through the ``interplay`` entry-point group).
+:mod:`interplay_openenv.server`; the env, its step and its verifier:
+:mod:`interplay_openenv.env`; a small environment to try it on: :mod:`interplay_openenv.demo`;
+the hook implementation: :mod:`interplay_openenv.plugin` (found through the ``interplay``
+entry-point group).
 """
 
 from __future__ import annotations

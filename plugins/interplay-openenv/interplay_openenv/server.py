@@ -1,15 +1,18 @@
-"""An OpenEnv app served locally for a run: started on a free 127.0.0.1 port, ready once it
-answers ``GET /health``, and stopped when the run ends (or killed with it).
+"""An OpenEnv app served locally for a run: uvicorn on a free 127.0.0.1 port, ready once it
+answers ``GET /health``, stopped with the env (or at exit), and ended with the run however the
+run ends (``interplay.popen``: the run's reaper ends it after a ``kill -9`` too).
 
 The app is named as uvicorn names it (``package.server.app:app``), or by its package alone
-(``package``: OpenEnv's layout puts the app at ``package.server.app:app``). A server that does not
-start is one line: the app, and the last line it wrote.
+(``package``: OpenEnv's layout puts the app at ``package.server.app:app``); uvicorn imports it
+with the working directory on the path, as ``uvicorn package.server.app:app`` would. A server
+that does not start is one line: the app, and the last line it wrote.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -20,7 +23,7 @@ from pathlib import Path
 import httpx
 import structlog
 
-from interplay import InterplayError
+from interplay import InterplayError, popen
 
 log = structlog.get_logger("interplay.openenv")
 
@@ -41,7 +44,7 @@ def _free_port() -> int:
 
 
 class LocalServer:
-    """One OpenEnv app served by a child process (``python -m interplay_openenv.serve``)."""
+    """One OpenEnv app served by a child process (``python -m uvicorn``)."""
 
     def __init__(self, app: str, *, start_timeout_s: float) -> None:
         self.app = app_path(app)
@@ -55,8 +58,7 @@ class LocalServer:
         return self._proc.pid if self._proc is not None else None
 
     def start(self) -> str:
-        """Start the app and wait until it answers; its base URL. Call it from a thread that
-        lives as long as the run: Linux ends the child when the thread that started it ends."""
+        """Start the app and wait until it answers; its base URL."""
         if self._proc is not None:
             return self.url
         for attempt in range(3):
@@ -64,11 +66,10 @@ class LocalServer:
             fd, name = tempfile.mkstemp(prefix="interplay-openenv-", suffix=".log")
             self._log = Path(name)
             with os.fdopen(fd, "wb") as out:
-                self._proc = subprocess.Popen(
-                    [sys.executable, "-m", "interplay_openenv.serve", "--app", self.app,
-                     "--port", str(port), "--parent", str(os.getpid())],
-                    stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                    start_new_session=True)
+                self._proc = popen(
+                    [sys.executable, "-m", "uvicorn", self.app, "--host", "127.0.0.1",
+                     "--port", str(port), "--log-level", "warning"],
+                    stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
             self.url = f"http://127.0.0.1:{port}"
             problem = self._wait_ready()
             if problem is None:
@@ -104,16 +105,23 @@ class LocalServer:
         return lines[-1] if lines else "(none)"
 
     def stop(self) -> None:
-        """Stop the server (idempotent): SIGTERM, then SIGKILL after a grace period."""
+        """Stop the server and what it started (idempotent): SIGTERM to its process group,
+        then SIGKILL after a grace period."""
         proc, self._proc = self._proc, None
         if proc is not None and proc.poll() is None:
-            proc.terminate()
+            _signal_group(proc.pid, signal.SIGTERM)
             try:
                 proc.wait(_STOP_GRACE_S)
             except subprocess.TimeoutExpired:
-                proc.kill()
+                _signal_group(proc.pid, signal.SIGKILL)
                 proc.wait()
             log.info("openenv.server_stopped", app=self.app, pid=proc.pid)
         if self._log is not None:
             self._log.unlink(missing_ok=True)
             self._log = None
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    # popen starts the server in a session of its own: its process group is its pid.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)

@@ -17,7 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
+from interplay.testing import (
+    ScriptedModel,
+    ScriptedReply,
+    ScriptedRequest,
+    descendants,
+    survivors,
+)
 
 Run = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -109,27 +115,6 @@ def _server_gone(url: str) -> bool:
     return False
 
 
-def _children(pid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                found.append(int(entry.name))
-    return found
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_a_killed_run_leaves_no_server_behind(tmp_path: Path) -> None:
     with ScriptedModel(lambda r: ScriptedReply.text("50", latency_s=30)) as model:
@@ -143,15 +128,19 @@ def test_a_killed_run_leaves_no_server_behind(tmp_path: Path) -> None:
             while not model.requests and time.monotonic() < deadline:
                 time.sleep(0.1)
             assert model.requests, "the run never reached the model"
-            (server,) = [c for c in _children(proc.pid) if "interplay_openenv.serve" in
-                         Path(f"/proc/{c}/cmdline").read_bytes().decode(errors="replace")]
-            assert _alive(server)
+            tree = descendants(proc.pid)
+            servers = [pid for pid in tree if b"uvicorn" in _cmdline(pid)]
+            assert len(servers) == 1
             proc.send_signal(signal.SIGKILL)
             proc.wait(10)
-            deadline = time.monotonic() + 10
-            while _alive(server) and time.monotonic() < deadline:
-                time.sleep(0.05)
-            assert not _alive(server)
+            assert survivors(tree) == set()
         finally:
             if proc.poll() is None:
                 proc.kill()
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""

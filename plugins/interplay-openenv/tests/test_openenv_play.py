@@ -20,7 +20,7 @@ import pytest
 from conftest import TESTS
 
 from interplay import Episode, InterplayError, Task
-from interplay.testing import ScriptedReply, ScriptedRequest, run_scripted
+from interplay.testing import ScriptedReply, ScriptedRequest, run_scripted, survivors
 from interplay_openenv.env import OpenEnvConfig, OpenEnvEnv
 from interplay_openenv.server import _free_port
 
@@ -311,14 +311,7 @@ def test_a_local_app_is_started_at_load_and_stopped_on_close() -> None:
     assert httpx.get(f"{local.url}/health").json() == {"status": "healthy"}
     pid = local.pid
     made.close()
-    assert not os.path.exists(f"/proc/{pid}") or _zombie(pid)
-
-
-def _zombie(pid: int) -> bool:
-    try:
-        return open(f"/proc/{pid}/stat").read().split(")")[1].split()[0] == "Z"
-    except OSError:
-        return True
+    assert survivors([pid], within_s=0) == set()
 
 
 @pytest.mark.parametrize(("settings", "message"), [
