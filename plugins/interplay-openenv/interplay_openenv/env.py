@@ -164,16 +164,7 @@ class EnvServer:
             self._local = None
 
 
-class _Tally:
-    KINDS = ("empty_replies", "unparsed_replies", "refused_actions")
-
-    def __init__(self) -> None:
-        self.counts = dict.fromkeys(self.KINDS, 0)
-
-    def add(self, kind: str) -> None:
-        self.counts[kind] += 1
-
-
+#: Why a reply was not stepped, and the metric that counts it.
 REFUSALS = {"empty": "empty_replies", "unparsed": "unparsed_replies",
             "refused": "refused_actions"}
 
@@ -207,7 +198,7 @@ class OpenEnvEpisode(Step):
         record: dict[str, Any] = {"base_url": None, "seed": seed, "steps": [], "reward": None,
                                   "done": False, "ended_by": None, "error": None}
         ctx.results[RESULTS_KEY] = record
-        tally = _Tally()
+        tally = dict.fromkeys(REFUSALS.values(), 0)
         try:
             async with ctx.agent(SEAT).chat(ctx.task) as chat:
                 try:
@@ -226,11 +217,11 @@ class OpenEnvEpisode(Step):
             ctx.metrics["steps"] = float(sum(1 for s in record["steps"]
                                              if s["action"] is not None))
             ctx.metrics["done"] = float(record["done"])
-            for kind, n in tally.counts.items():
-                ctx.metrics[kind] = float(n)
+            for metric, n in tally.items():
+                ctx.metrics[metric] = float(n)
 
     async def _play(self, ctx: EpisodeContext, chat: ChatSession, seed: int,
-                    record: dict[str, Any], tally: _Tally) -> str:
+                    record: dict[str, Any], tally: dict[str, int]) -> str:
         """Reset, then step until the episode ends; how it ended."""
         cfg: OpenEnvConfig = self.config
         base_url = self.server.base_url()
@@ -259,7 +250,7 @@ class OpenEnvEpisode(Step):
                     stepped = await self._step(session, schema, reply.text, observation)
                     if isinstance(stepped, _NotStepped):
                         refused.append(stepped.kind)
-                        tally.add(REFUSALS[stepped.kind])
+                        tally[REFUSALS[stepped.kind]] += 1
                         message = stepped.message
                         continue
                     action, result = stepped

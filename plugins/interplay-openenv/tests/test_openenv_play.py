@@ -13,16 +13,19 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from conftest import TESTS
 
 from interplay import Episode, InterplayError, Task
 from interplay.testing import ScriptedReply, ScriptedRequest, run_scripted, survivors
 from interplay_openenv.env import OpenEnvConfig, OpenEnvEnv
 from interplay_openenv.server import _free_port
+
+#: This folder: the servers the tests start import the test apps from it.
+TESTS = Path(__file__).parent
 
 
 def env(**settings: Any) -> OpenEnvEnv:
