@@ -205,7 +205,8 @@ def test_serve_local_started_by_hand_outlives_its_starter(tmp_path: Path) -> Non
     pid = int(pid_file.read_text())
     try:
         deadline = time.monotonic() + 120
-        while not url_file.read_text().strip():
+        # The background job's redirect makes the file: it may not exist yet.
+        while not (url_file.exists() and url_file.read_text().strip()):
             assert survivors({pid}, within_s=0) == {pid}, "serve-local exited"
             assert time.monotonic() < deadline, "serve-local printed no URL"
             time.sleep(0.05)
