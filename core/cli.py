@@ -158,6 +158,11 @@ def add_eval(sub: Any) -> None:
     p.add_argument("-w", "--workers", type=int, help="processes that run the episodes, "
                    "sharing the -c (default 1); for runs past a few thousand model calls a "
                    "second")
+    p.add_argument("--executor", choices=("local", "ray"), help="where the episodes run: "
+                   "this machine (default) or a Ray cluster (pip install 'interplay[ray]')")
+    p.add_argument("--ray-address", metavar="ADDRESS", help="with --executor ray: the cluster "
+                   "to run on (auto, HOST:PORT, ray://HOST:PORT); default: a local cluster "
+                   "started for the run")
     p.add_argument("-s", "--seed", type=int, help="the run's seed (default 0)")
     p.add_argument("-m", "--model", help="model name sent to the endpoint")
     p.add_argument("--base-url", help="OpenAI-compatible base URL (default: the embedded "
@@ -185,7 +190,8 @@ def _cli_data(args: argparse.Namespace) -> dict[str, Any]:
     flags: dict[str, Any] = {}
     if args.env:
         flags["env"] = {"name": args.env}
-    for key in ("n", "rollouts", "concurrency", "workers", "seed", "pass_threshold", "output"):
+    for key in ("n", "rollouts", "concurrency", "workers", "executor", "ray_address", "seed",
+                "pass_threshold", "output"):
         value = getattr(args, key)
         if value is not None:
             flags[key] = value
@@ -229,12 +235,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     cfg, env, resolved, output = prepare(_cli_data(args), args.resume)
     where = "the embedded local model" if cfg.model.base_url is None else cfg.model.base_url
+    spread = f", {cfg.workers} workers" if cfg.workers > 1 else ""
+    if cfg.executor == "ray":
+        spread = (f", Ray cluster at {cfg.ray_address}" if cfg.ray_address
+                  else ", a local Ray cluster")
 
     def announce(n_tasks: int, to_run: int) -> None:
         print(f"interplay eval {env.name}: {to_run} episodes to run "
-              f"({n_tasks} tasks x {cfg.rollouts} rollouts, -c {cfg.concurrency}"
-              f"{f', {cfg.workers} workers' if cfg.workers > 1 else ''}) on {where}; "
-              f"results in {output}", file=sys.stderr)
+              f"({n_tasks} tasks x {cfg.rollouts} rollouts, -c {cfg.concurrency}{spread}) "
+              f"on {where}; results in {output}", file=sys.stderr)
 
     try:
         outcome = _aio.run(_run_cli(cfg, env, resolved, output, show_progress=not args.quiet,

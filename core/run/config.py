@@ -9,7 +9,7 @@ import hashlib
 import math
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 import cattrs
@@ -24,7 +24,8 @@ from interplay.model.endpoint import Endpoint
 log = structlog.get_logger("interplay.run")
 
 #: Fields that may differ between a run and its resumption: where it writes and how fast.
-RESUME_IGNORED = frozenset({"output", "concurrency", "workers", "retry_errors"})
+RESUME_IGNORED = frozenset({"output", "concurrency", "workers", "retry_errors", "executor",
+                            "ray_address", "ray_runtime_env"})
 DEFAULT_CONCURRENCY = 8
 
 
@@ -47,6 +48,14 @@ class RunConfig:
     #: Processes that run the episodes (the -c episodes are spread over them); past a few
     #: thousand model calls a second one process is the bottleneck (interplay.run.workers).
     workers: int = 1
+    #: Where the episodes run: "local" (this machine: one process, or ``workers``) or "ray"
+    #: (actors on a Ray cluster; interplay.run.ray_executor).
+    executor: Literal["local", "ray"] = "local"
+    #: The Ray cluster to run on ("auto", "HOST:PORT", "ray://HOST:PORT"); None starts a local
+    #: cluster for the run.
+    ray_address: str | None = None
+    #: A Ray runtime_env for the actors (pip packages, env_vars, a working_dir to ship).
+    ray_runtime_env: dict[str, Any] = attrs.Factory(dict)
     seed: int = 0
     model: Endpoint = attrs.Factory(Endpoint)
     seats: dict[str, dict[str, Any]] = attrs.Factory(dict)
@@ -110,6 +119,7 @@ def resolve(data: Mapping[str, Any]) -> tuple[RunConfig, Env, dict[str, Any]]:
     if cfg.workers > 1 and cfg.model.base_url is None:
         raise InterplayError("workers: the embedded model answers one request at a time in "
                              "this process; give --base-url for --workers above 1")
+    check_executor(cfg)
     env = load_env(cfg.env_name, cfg.env_settings())
     unknown = set(cfg.seats) - set(env.seats)
     if unknown:
@@ -123,6 +133,24 @@ def resolve(data: Mapping[str, Any]) -> tuple[RunConfig, Env, dict[str, Any]]:
     resolved = plain.unstructure(cfg)
     resolved["env"] = {"name": cfg.env_name, **plain.unstructure(env.config)}
     return cfg, env, resolved
+
+
+def check_executor(cfg: RunConfig) -> None:
+    """Refuse executor settings that cannot work, before the results folder is made."""
+    if cfg.executor != "ray":
+        if cfg.ray_address is not None or cfg.ray_runtime_env:
+            key = "ray_address" if cfg.ray_address is not None else "ray_runtime_env"
+            raise InterplayError(f"{key}: goes with executor = \"ray\" (--executor ray)")
+        return
+    if cfg.model.base_url is None:
+        raise InterplayError("executor: the embedded model runs in this process and cannot be "
+                             "reached from a Ray cluster; give --base-url")
+    if cfg.workers > 1:
+        raise InterplayError("workers: with --executor ray the episodes are spread over the "
+                             "cluster's CPUs (one actor each, sharing -c); give -w 1")
+    from interplay.run.ray_executor import require_ray
+
+    require_ray()
 
 
 #: Request fields the harness and the model client set; sampling settings cannot override them.

@@ -219,7 +219,11 @@ async def _run_all(cfg: RunConfig, env: Env, resolved: Mapping[str, Any],
                    pairs: Sequence[tuple[Task, int]], resources: Any,
                    on_episode: Callable[[Episode], None],
                    on_line: Callable[[int, int, bytes, dict[str, Any]], None]) -> None:
-    if cfg.workers > 1:
+    if cfg.executor == "ray":
+        from interplay.run.ray_executor import run_on_ray
+
+        await run_on_ray(cfg, env, resolved, pairs, on_line=on_line, on_episode=on_episode)
+    elif cfg.workers > 1:
         from interplay.run.workers import run_in_workers
 
         await run_in_workers(resolved, env.name, pairs, workers=cfg.workers,

@@ -1,0 +1,309 @@
+"""Episodes on a Ray cluster: ``interplay eval --executor ray [--ray-address ADDRESS]``.
+
+The driver (the ``interplay eval`` process) connects to the cluster (``ray.init``; with no address
+Ray starts a local cluster on this machine, which ends with the run), starts one async actor
+(:class:`~interplay.run.ray_actor.EpisodeActor`) per CPU the cluster has free, at most one per
+episode of ``-c``, spread over the nodes, and gives each its share of ``-c``. Async actors
+rather than one Ray task per episode: a task holds a worker process for its whole length, so
+1,000 episodes at once would take 1,000 processes, where an actor's event loop runs hundreds.
+
+The driver stays the only writer of the results folder, exactly as with ``-w``
+(:mod:`interplay.run.workers`): it hands (task, rollout) pairs to actors as they have room, the
+task itself travelling with its pair (a taskset file need not be on every node), and appends
+each finished episode's line, which the actor made. Seeds come from (seed, task, rollout), so
+an episode does not depend on where it ran.
+
+Faults: an actor that dies (its process killed, its node lost) costs only the episodes it was
+running, recorded as ``worker_error``; its pairs not yet started go to the others. A plugin
+that does not load on a node, a model endpoint a node cannot reach, or a runtime_env a node
+cannot set up stops the run before any episode, in one line that names the node. Ctrl-C or
+SIGTERM cancels the actors' episodes (their harnesses clean up) and kills the actors; a driver
+killed outright takes its actors along (Ray ends a job's actors with its driver) and, when it
+started the local cluster, the cluster too: the cluster's processes carry this process's tag
+(:mod:`interplay.processes`).
+
+This module owns the cluster connection, the actors' lifetimes and the hand-out of pairs; it
+must not write the results folder (the runner does, through ``on_line`` and ``on_episode``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from interplay import log as log_mod
+from interplay import plugins, processes
+from interplay.errors import InterplayError
+from interplay.records import Episode, Task
+from interplay.run import config, runner
+from interplay.run.ray_actor import EpisodeActor, endpoints
+from interplay.run.workers import shares
+
+if TYPE_CHECKING:
+    from interplay.env import Env
+    from interplay.run.config import RunConfig
+
+log = structlog.get_logger("interplay.run.ray")
+
+INSTALL_HINT = "--executor ray needs Ray; install it with: pip install 'interplay[ray]'"
+#: Environment variables of the driver the actors need as they are here, wherever they run.
+PLUGIN_VARS = ("INTERPLAY_LOAD_PLUGINS", "INTERPLAY_BLOCK_PLUGINS")
+_STOP_GRACE_S = 10.0
+
+OnLine = Callable[[int, int, bytes, dict[str, Any]], None]
+OnEpisode = Callable[[Episode], None]
+
+
+def require_ray() -> None:
+    """Raise the one-line install hint when Ray is not installed."""
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        raise InterplayError(INSTALL_HINT) from None
+
+
+# -- the driver -----------------------------------------------------------------------------------
+
+
+class _Actor:
+    def __init__(self, handle: Any, capacity: int) -> None:
+        self.handle = handle
+        self.capacity = capacity
+        #: How errors name the actor's node ("node 10.0.0.3 (gpu-07)") and how logs do.
+        self.node = "node ?"
+        self.host = "?"
+        self.dead = False
+
+
+async def run_on_ray(cfg: RunConfig, env: Env, resolved: Mapping[str, Any],
+                     pairs: Sequence[tuple[Task, int]], *, on_line: OnLine,
+                     on_episode: OnEpisode) -> None:
+    """Run ``pairs`` on Ray actors, ``cfg.concurrency`` episodes at once in all.
+
+    ``on_line(task_idx, rollout, line, slim)`` gets each finished episode's JSON line and its
+    slim record; ``on_episode`` gets the error episodes made here for pairs a dead actor was
+    running. A Ray already initialized in this process (a trainer's) is used as it is."""
+    if not pairs:
+        return
+    import ray
+
+    connected_here = not ray.is_initialized()
+    if connected_here:
+        _connect(ray, cfg.ray_address)
+    pool: list[_Actor] = []
+    try:
+        pool = _start_actors(ray, cfg, env, resolved, len(pairs))
+        await _check_actors(ray, pool)
+        await _dispatch(ray, pool, pairs, env.name, cfg.seed, on_line, on_episode)
+    finally:
+        await asyncio.shield(_stop(ray, pool))
+        if connected_here:
+            ray.shutdown()
+
+
+def _connect(ray: Any, address: str | None) -> None:
+    """``ray.init``: to the cluster at ``address`` (else ``RAY_ADDRESS``, which ``ray job
+    submit`` sets), or a new local cluster whose processes carry this process's tag, so they
+    end with it however it ends (Ray's own fate-sharing leaves some of them running after a
+    ``kill -9`` of the driver)."""
+    address = address or os.environ.get("RAY_ADDRESS") or None
+    # ray.init installs a SIGTERM handler that exits the process at once; the run's own (cancel,
+    # write the summary, stop the actors) is put back.
+    old_sigterm = signal.getsignal(signal.SIGTERM)
+    options: dict[str, Any] = {"logging_level": logging.WARNING, "log_to_driver": True}
+    try:
+        if address is None:
+            tag = processes.owner_tag()
+            # Ray warns, on every start, that it chose token authentication for the cluster:
+            # the right choice for one that lives as long as the run, and not the user's news.
+            quiet = logging.getLogger("ray._private.authentication.authentication_token_setup")
+            level = quiet.level
+            quiet.setLevel(logging.ERROR)
+            try:
+                # SPT_NOENV: Ray's processes set their titles without overwriting their
+                # environment, where the reaper looks for the tag.
+                with _environment({"SPT_NOENV": "1", **dict([tag] if tag else [])}):
+                    ray.init(address="local", include_dashboard=False, **options)
+            finally:
+                quiet.setLevel(level)
+        else:
+            try:
+                ray.init(address=address, **options)
+            except (ConnectionError, RuntimeError, ValueError) as exc:
+                raise InterplayError(
+                    f"Ray address {address}: cannot connect ({_first_line(exc)}); is the "
+                    "cluster up (`ray start --head`), and does this machine hold its token "
+                    "(RAY_AUTH_MODE=token, RAY_AUTH_TOKEN)?") from None
+    finally:
+        if old_sigterm is not None:
+            signal.signal(signal.SIGTERM, old_sigterm)
+    log.info("ray.connected", cluster_url=address or "local",
+             cpus=ray.cluster_resources().get("CPU", 0))
+
+
+@contextlib.contextmanager
+def _environment(values: Mapping[str, str]) -> Iterator[None]:
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _start_actors(ray: Any, cfg: RunConfig, env: Env, resolved: Mapping[str, Any],
+                  episodes: int) -> list[_Actor]:
+    total_cpus = ray.cluster_resources().get("CPU", 0)
+    if total_cpus < 1:
+        raise InterplayError("the Ray cluster has no CPU to run actors on; start its nodes "
+                             "with CPUs (`ray start --num-cpus N`)")
+    free = int(ray.available_resources().get("CPU", 0))
+    concurrency = int(cfg.concurrency or 1)
+    count = max(1, min(free, concurrency, episodes))
+    environ = {k: os.environ[k] for k in (*PLUGIN_VARS, *_key_vars(cfg, env))
+               if k in os.environ}
+    setup = {"config": dict(resolved), "log": log_mod.settings(),
+             "entry_points": plugins.host().loads_entry_points, "environ": environ,
+             "unset": [k for k in PLUGIN_VARS if k not in os.environ]}
+    actor_cls = ray.remote(EpisodeActor)
+    pool = []
+    for share in shares(concurrency, count):
+        options: dict[str, Any] = {
+            # One control call (stop) beside the share of -c.
+            "num_cpus": 1, "max_concurrency": share + 1, "max_restarts": 0,
+            "scheduling_strategy": "SPREAD"}
+        if cfg.ray_runtime_env:
+            options["runtime_env"] = cfg.ray_runtime_env
+        pool.append(_Actor(actor_cls.options(**options).remote({**setup, "share": share}),
+                           share))
+    log.info("ray.actors_started", actors=len(pool), concurrency=concurrency,
+             episodes=episodes)
+    return pool
+
+
+def _key_vars(cfg: RunConfig, env: Env) -> set[str]:
+    """The API-key variables the run's endpoints read: sent to the actors, whose nodes may not
+    have them."""
+    return {e.api_key_var for e in endpoints(cfg, env) if e.api_key_var}
+
+
+async def _check_actors(ray: Any, pool: Sequence[_Actor]) -> None:
+    """Wait for every actor to load; stop the run, naming the node, when one cannot run it."""
+    reports = await asyncio.gather(*(a.handle.ready.remote() for a in pool),
+                                   return_exceptions=True)
+    mine = plugins.host()
+    driver_plugins = {i.name: (i.package, i.version)
+                      for i in mine.plugin_infos(include_builtins=False) if i.error is None}
+    problems: list[str] = []
+    for actor, report in zip(pool, reports, strict=True):
+        if isinstance(report, BaseException):
+            if not isinstance(report, ray.exceptions.RayError):
+                raise report
+            if isinstance(report, ray.exceptions.RuntimeEnvSetupError):
+                # Ray's message ends with the node's own error, after its traceback.
+                lines = [ln for ln in str(report).splitlines() if ln.strip()]
+                node = next((ln.split("]")[0].strip("[ ") for ln in lines
+                             if ln.startswith("[Node ")), "a node")
+                problems.append(f"ray_runtime_env could not be set up on {node.lower()} "
+                                f"({lines[-1].strip() if lines else 'no reason given'})")
+            else:
+                problems.append(f"a Ray actor could not start ({_first_line(report)})")
+            continue
+        actor.host = report["host"]
+        actor.node = where = f"node {report['host']} ({report['hostname']})"
+        lacking = len(problems)
+        for name, (package, version) in driver_plugins.items():
+            failed = report["failed"].get(name)
+            if failed:
+                problems.append(f"plugin {name} ({package}) failed to load on {where}: {failed}")
+            elif name not in report["plugins"]:
+                problems.append(f"plugin {name} ({package} {version}) is not installed on "
+                                f"{where}; install it on every node (or ship it with "
+                                "ray_runtime_env)")
+            elif report["plugins"][name][1] != version:
+                # The node's version: the driver's is what `interplay plugins` shows here.
+                log.warning("ray.plugin_version_differs", plugin=name, package=package,
+                            version=report["plugins"][name][1], host=report["host"])
+        if report.get("error") and len(problems) == lacking:
+            # (A config that names what a missing plugin registers fails as a consequence.)
+            problems.append(f"on {where}: {report['error']}")
+        for url, reason in report["unreachable"].items():
+            problems.append(f"the model endpoint {log_mod.scrub_location(url)} cannot be "
+                            f"reached from {where} ({reason}); every node must reach it")
+        log.info("ray.actor_ready", host=report["host"], pid=report["pid"],
+                 capacity=actor.capacity)
+    problems = list(dict.fromkeys(problems))  # two actors of one node say the same
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise InterplayError(f"{problems[0]}{more}")
+
+
+async def _dispatch(ray: Any, pool: Sequence[_Actor], pairs: Sequence[tuple[Task, int]],
+                    env_name: str, seed: int, on_line: OnLine, on_episode: OnEpisode) -> None:
+    """Each actor's slots take the next pair as they free up, so a slower actor gets fewer.
+    A pair whose actor died is recorded as a ``worker_error`` episode; the rest go on."""
+    queue = iter(pairs)
+
+    async def slot(actor: _Actor) -> None:
+        while not actor.dead:
+            pair = next(queue, None)
+            if pair is None:
+                return
+            task, rollout = pair
+            started = time.time()
+            try:
+                slim, line = await actor.handle.run.remote(task, rollout)
+            except ray.exceptions.RayError as exc:
+                if isinstance(exc, ray.exceptions.RayActorError) and not actor.dead:
+                    actor.dead = True
+                    log.warning("ray.actor_lost", host=actor.host,
+                                error_type=type(exc).__name__)
+                lost = RuntimeError(f"the Ray actor running it on {actor.node} failed "
+                                    f"({_first_line(exc)})")
+                on_episode(runner.failed_episode(
+                    env_name, task, rollout, config.episode_seed(seed, task.idx, rollout),
+                    lost, started, error_type="worker_error"))
+                continue
+            on_line(task.idx, rollout, line, slim)
+
+    slots = [asyncio.ensure_future(slot(a)) for a in pool for _ in range(a.capacity)]
+    try:
+        await asyncio.gather(*slots)
+    finally:
+        for s in slots:
+            s.cancel()
+        await asyncio.gather(*slots, return_exceptions=True)
+    if next(queue, None) is not None:
+        raise InterplayError("every Ray actor died before the run ended (see the errors "
+                             "above); continue with --resume DIR --retry-errors")
+
+
+async def _stop(ray: Any, pool: Sequence[_Actor]) -> None:
+    """Cancel what the actors still run (their harnesses stop what they started), then kill
+    them: nothing of this run stays on the cluster."""
+    live = [a for a in pool if not a.dead]
+    if live:
+        stopping = asyncio.gather(*(a.handle.stop.remote() for a in live),
+                                  return_exceptions=True)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stopping, _STOP_GRACE_S)
+    for actor in pool:
+        with contextlib.suppress(Exception):
+            ray.kill(actor.handle, no_restart=True)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": ")
