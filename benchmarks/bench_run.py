@@ -17,6 +17,13 @@ With ``--workers W`` the run spreads its episodes over W worker processes (``int
 -w``); CPU then counts the workers too, and memory per live episode is the parent's growth plus
 the workers' whole RSS, their interpreters and imports included.
 
+With ``--executor ray`` the runs go to Ray actors on a local Ray cluster started once before them
+(how long that takes is printed: a run with no ``--ray-address`` pays it each time); the latency
+bench then runs three times, in one process, with ``-w 2`` and on Ray, so the three rows share one
+machine's spell. CPU and memory count every process of this process's tree but the model
+server: the workers, and the Ray cluster's own processes (its actors, raylet, GCS and agents)
+while the run lasts.
+
 * instant model at -c 1, 64, 256: episodes/s and CPU ms per model call (target <= 2 ms);
 * 200 ms model latency at -c 1000: model calls/s as a ratio of the ideal concurrency / latency
   (target >= 0.9) and peak memory per live episode (target <= 100 KB). ``ratio_of_ideal`` is
@@ -30,6 +37,7 @@ Run by hand (it prints figures; nothing is asserted):
     .venv/bin/python benchmarks/bench_run.py
     .venv/bin/python benchmarks/bench_run.py --only latency --latency-n 2000
     .venv/bin/python benchmarks/bench_run.py --only instant --conc 64 --server scripted
+    .venv/bin/python benchmarks/bench_run.py --only latency --executor ray
 """
 
 from __future__ import annotations
@@ -53,6 +61,7 @@ from typing import Any
 from interplay import _aio as aio
 from interplay import log, plugins
 from interplay.run import config, results, runner
+from interplay.testing import descendants
 
 ROUNDS = 10
 FAST_MODEL = Path(__file__).resolve().parent / "fast_model.py"
@@ -123,14 +132,6 @@ def cpu_seconds() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-def cpu_with_workers() -> float:
-    """This process and its finished children: the runner's workers are reaped by the end of
-    a run, the model server (still running) is not counted."""
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
-
-
 def rss_bytes(pid: int | str = "self") -> int:
     try:
         with open(f"/proc/{pid}/statm") as fh:
@@ -139,17 +140,67 @@ def rss_bytes(pid: int | str = "self") -> int:
         return 0
 
 
-def worker_pids() -> list[int]:
-    """This process's live `interplay.run.workers` children."""
-    found = []
-    for children in Path("/proc/self/task").glob("*/children"):
-        for pid in children.read_text().split():
+def _rusage_seconds() -> float:
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+class Tree:
+    """This process and its descendants but the model server, watched while a run lasts: their
+    memory and their CPU. Children this process waits for (the runner's workers) are counted
+    whole by its rusage; any other process is counted to its last sample, since one that ends
+    leaves its CPU in no rusage (Ray's raylet does not wait for the actors it ends). A process
+    born during the run counts from zero; one there before it (a Ray cluster's raylet, GCS and
+    agents) from where it was."""
+
+    REFRESH_S = 0.5
+
+    def __init__(self, server: Server) -> None:
+        self.server = server.proc.pid
+        self.ticks = os.sysconf("SC_CLK_TCK")
+        self.members: set[int] = set()
+        self.first: dict[int, float] = {}
+        self.last: dict[int, float] = {}
+        self.parent: dict[int, int] = {}
+        self.refreshed = 0.0
+        self.rusage0 = _rusage_seconds()
+        self.base_rss = self.sample(first=True)
+
+    def sample(self, *, first: bool = False) -> int:
+        """Read every member's CPU; return the tree's RSS."""
+        now = time.monotonic()
+        if first or now - self.refreshed >= self.REFRESH_S:
+            self.members = (descendants(os.getpid()) - {self.server}
+                            - descendants(self.server))
+            self.refreshed = now
+        rss = rss_bytes()
+        for pid in list(self.members):
             try:
-                if b"interplay.run.workers" in Path(f"/proc/{pid}/cmdline").read_bytes():
-                    found.append(int(pid))
+                with open(f"/proc/{pid}/stat") as fh:
+                    fields = fh.read().rsplit(")", 1)[1].split()
             except OSError:
+                fields = []
+            if len(fields) < 13 or fields[0] in ("Z", "X"):
+                self.members.discard(pid)
                 continue
-    return found
+            cpu = (int(fields[11]) + int(fields[12])) / self.ticks
+            self.first.setdefault(pid, cpu if first else 0.0)
+            self.last[pid] = cpu
+            self.parent[pid] = int(fields[1])
+            rss += rss_bytes(pid)
+        return rss
+
+    def cpu_seconds(self) -> float:
+        """CPU since this Tree was made."""
+        self.sample(first=False)
+        total = _rusage_seconds() - self.rusage0
+        me = os.getpid()
+        for pid, last in self.last.items():
+            if pid not in self.members and self.parent.get(pid) == me:
+                continue  # waited for by this process: in its rusage, whole
+            total += last - self.first[pid]
+        return total
 
 
 def steady_rate(path: Path, concurrency: int) -> tuple[float, float] | None:
@@ -174,7 +225,8 @@ def steady_rate(path: Path, concurrency: int) -> tuple[float, float] | None:
 
 
 async def one_run(server: Server, episodes: int, concurrency: int, work: Path,
-                  sample_memory: bool = False, workers: int = 1) -> dict[str, Any]:
+                  sample_memory: bool = False, workers: int = 1,
+                  executor: str = "local") -> dict[str, Any]:
     tasks_file = work / f"tasks-{episodes}.jsonl"
     if not tasks_file.exists():
         tasks_file.write_text("".join(
@@ -184,33 +236,39 @@ async def one_run(server: Server, episodes: int, concurrency: int, work: Path,
     data = {"env": {"name": "user-sim", "taskset": str(tasks_file),
                     "relay": {"max_turns": ROUNDS}},
             "n": episodes, "concurrency": concurrency, "output": str(out), "workers": workers,
-            "model": {"base_url": server.base_url, "model": "scripted"}}
+            "executor": executor, "model": {"base_url": server.base_url, "model": "scripted"}}
     cfg, env, resolved = config.resolve(data)
-    peak = base = rss_bytes()
+    # Other processes to watch, or memory to sample: otherwise nothing runs beside the run (the
+    # instruction counts of bench_instructions.py are this function's).
+    tree = Tree(server) if sample_memory or workers > 1 or executor != "local" else None
+    peak = base = tree.base_rss if tree else 0
     stop = asyncio.Event()
 
     async def sampler() -> None:
         nonlocal peak
-        while not stop.is_set():
-            peak = max(peak, rss_bytes() + sum(rss_bytes(pid) for pid in worker_pids()))
-            await asyncio.sleep(0.05)
+        while tree is not None and not stop.is_set():
+            peak = max(peak, tree.sample())
+            await asyncio.sleep(0.05 if sample_memory else 0.25)
 
-    sampling = asyncio.ensure_future(sampler()) if sample_memory else None
-    cpu0, server0, t0 = cpu_with_workers(), server.cpu_seconds(), time.perf_counter()
+    sampling = asyncio.ensure_future(sampler())
+    rusage0, server0, t0 = _rusage_seconds(), server.cpu_seconds(), time.perf_counter()
+    own0 = cpu_seconds()
     outcome = await runner.run(cfg, env, resolved, out)
-    wall, cpu = time.perf_counter() - t0, cpu_with_workers() - cpu0
+    wall, own = time.perf_counter() - t0, cpu_seconds() - own0
+    cpu = tree.cpu_seconds() if tree else _rusage_seconds() - rusage0
     server_cpu = server.cpu_seconds() - server0
     stop.set()
-    if sampling is not None:
-        await sampling
+    await sampling
     summary = outcome.summary
     calls = int(summary["model_calls"])
     steady = steady_rate(out / results.EPISODES_FILE, concurrency) if sample_memory else None
-    return {"episodes": outcome.ran, "c": concurrency, "workers": workers,
+    return {"episodes": outcome.ran, "c": concurrency, "workers": workers, "executor": executor,
             "wall_s": round(wall, 3),
             "episodes_per_s": round(outcome.ran / wall, 2), "model_calls": calls,
             "model_calls_per_s": round(calls / wall, 1),
             "cpu_ms_per_call": round(cpu * 1000 / max(calls, 1), 3),
+            # This process alone: with workers or on Ray, what coordinating an episode costs.
+            "driver_cpu_ms_per_episode": round(own * 1000 / max(outcome.ran, 1), 3),
             "server_cpu_ms_per_call": round(server_cpu * 1000 / max(calls, 1), 3),
             "errors": summary["error_episodes"],
             "mean_turns": summary["metrics"].get("turns"),
@@ -228,36 +286,54 @@ async def bench(args: argparse.Namespace) -> None:
 
 
 async def run_benches(args: argparse.Namespace, work: Path) -> None:
+    if args.executor == "ray":
+        import ray
+
+        t0 = time.perf_counter()
+        ray.init(address="local", include_dashboard=False, logging_level="WARNING")
+        print(json.dumps({"bench": "ray_start", "local_cluster_start_s":
+                          round(time.perf_counter() - t0, 2),
+                          "cpus": ray.cluster_resources().get("CPU")}), flush=True)
     if args.only in (None, "instant"):
         server = Server(0.0, args.server)
         try:
-            await one_run(server, 4, 2, work)  # warm-up
+            await one_run(server, 4, 2, work, executor=args.executor)  # warm-up
             for c in args.conc:
                 n = max(args.n, c)
-                row = await one_run(server, n, c, work, workers=args.workers)
+                row = await one_run(server, n, c, work, workers=args.workers,
+                                    executor=args.executor)
                 row["target_cpu_ms_per_call"] = 2.0
                 print(json.dumps({"bench": "instant", "server": args.server, **row}),
                       flush=True)
         finally:
             server.stop()
     if args.only in (None, "latency"):
+        # On Ray, next to one process and -w 2, in the same spell of this machine.
+        shapes = ([(1, "local"), (2, "local"), (1, "ray")] if args.executor == "ray"
+                  else [(args.workers, "local")])
         server = Server(args.latency_ms, args.server)
         try:
             await one_run(server, 4, 4, work)  # warm-up
-            c = args.latency_c
-            row = await one_run(server, args.latency_n, c, work, sample_memory=True,
-                                workers=args.workers)
-            ideal = c / (args.latency_ms / 1000)
-            row["ideal_calls_per_s"] = ideal
-            row["ratio_of_ideal"] = round(row["model_calls_per_s"] / ideal, 3)
-            if row["steady_calls_per_s"] is not None:
-                row["steady_ratio_of_ideal"] = round(row["steady_calls_per_s"] / ideal, 3)
-            row["kb_per_live_episode"] = round(row["peak_rss_delta_mb"] * 1024 / c, 1)
-            row["targets"] = {"ratio_of_ideal": 0.9, "kb_per_live_episode": 100}
-            print(json.dumps({"bench": "latency", "server": args.server,
-                              "latency_ms": args.latency_ms, **row}), flush=True)
+            for workers, executor in shapes:
+                await latency_row(args, server, work, workers, executor)
         finally:
             server.stop()
+
+
+async def latency_row(args: argparse.Namespace, server: Server, work: Path, workers: int,
+                      executor: str) -> None:
+    c = args.latency_c
+    row = await one_run(server, args.latency_n, c, work, sample_memory=True, workers=workers,
+                        executor=executor)
+    ideal = c / (args.latency_ms / 1000)
+    row["ideal_calls_per_s"] = ideal
+    row["ratio_of_ideal"] = round(row["model_calls_per_s"] / ideal, 3)
+    if row["steady_calls_per_s"] is not None:
+        row["steady_ratio_of_ideal"] = round(row["steady_calls_per_s"] / ideal, 3)
+    row["kb_per_live_episode"] = round(row["peak_rss_delta_mb"] * 1024 / c, 1)
+    row["targets"] = {"ratio_of_ideal": 0.9, "kb_per_live_episode": 100}
+    print(json.dumps({"bench": "latency", "server": args.server,
+                      "latency_ms": args.latency_ms, **row}), flush=True)
 
 
 def main() -> None:
@@ -269,6 +345,9 @@ def main() -> None:
     parser.add_argument("-n", type=int, default=200, help="episodes per instant run")
     parser.add_argument("-w", "--workers", type=int, default=1,
                         help="worker processes for the runs (interplay eval -w)")
+    parser.add_argument("--executor", choices=("local", "ray"), default="local",
+                        help="where the runs' episodes go (interplay eval --executor); with ray "
+                        "the latency bench also runs in one process and with -w 2")
     parser.add_argument("--conc", type=lambda s: [int(x) for x in s.split(",")],
                         default=[1, 64, 256])
     parser.add_argument("--latency-ms", type=float, default=200.0)
