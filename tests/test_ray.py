@@ -170,6 +170,44 @@ def test_local_workers_and_ray_give_the_same_episodes(
     assert stored["executor"] == "ray" and stored["ray_address"] == ray_cluster.address
 
 
+PROGRAM = """
+import json, os, sys, urllib.request
+base = os.environ["OPENAI_BASE_URL"]
+assert base.startswith("http://127.0.0.1:"), base  # the interception server of this node
+body = {"model": os.environ["OPENAI_MODEL"],
+        "messages": [{"role": "user", "content": sys.stdin.read()}]}
+request = urllib.request.Request(
+    base.rstrip("/") + "/chat/completions", data=json.dumps(body).encode(),
+    headers={"Content-Type": "application/json",
+             "Authorization": "Bearer " + os.environ["OPENAI_API_KEY"]})
+with urllib.request.urlopen(request) as reply:
+    print(json.load(reply)["choices"][0]["message"]["content"])
+"""
+
+
+@pytest.mark.slow
+def test_harness_programs_talk_to_their_nodes_interception_server(
+        tmp_path: Path, scripted_model: ScriptedFactory, ray_cluster: Cluster) -> None:
+    model = scripted_model()  # echoes the last user message
+    program = tmp_path / "agent.py"
+    program.write_text(PROGRAM)
+    argv = json.dumps([sys.executable, str(program)])
+    proc = run_cli("eval", "echo", "-n", "3", "--executor", "ray", "--ray-address",
+                   ray_cluster.address, "--base-url", model.base_url, "-o", str(tmp_path / "run"),
+                   "--no-report", "--quiet", "--set", "seats.assistant.harness=command",
+                   "--set", f"seats.assistant.harness_config.argv={argv}",
+                   env=_env(ray_cluster))
+    assert proc.returncode == 0, proc.stderr
+    records = episodes(tmp_path / "run")
+    assert len(records) == 3
+    for record in records:
+        (trace,) = record["traces"]
+        assert trace["error"] is None, trace["error"]
+        assert len(trace["model_calls"]) == 1  # the program's request, recorded on the node
+        # The scripted model's echo, through the program.
+        assert trace["messages"][-1]["content"].strip() == f"echo: {record['task']['prompt']}"
+
+
 # -- faults -----------------------------------------------------------------------------------
 
 

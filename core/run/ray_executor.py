@@ -57,6 +57,7 @@ INSTALL_HINT = "--executor ray needs Ray; install it with: pip install 'interpla
 #: Environment variables of the driver the actors need as they are here, wherever they run.
 PLUGIN_VARS = ("INTERPLAY_LOAD_PLUGINS", "INTERPLAY_BLOCK_PLUGINS")
 _STOP_GRACE_S = 10.0
+_PLACING_NOTE_S = 60.0
 
 OnLine = Callable[[int, int, bytes, dict[str, Any]], None]
 OnEpisode = Callable[[Episode], None]
@@ -80,6 +81,7 @@ class _Actor:
         #: How errors name the actor's node ("node 10.0.0.3 (gpu-07)") and how logs do.
         self.node = "node ?"
         self.host = "?"
+        self.ready = False
         self.dead = False
 
 
@@ -201,8 +203,19 @@ def _key_vars(cfg: RunConfig, env: Env) -> set[str]:
 
 async def _check_actors(ray: Any, pool: Sequence[_Actor]) -> None:
     """Wait for every actor to load; stop the run, naming the node, when one cannot run it."""
-    reports = await asyncio.gather(*(a.handle.ready.remote() for a in pool),
-                                   return_exceptions=True)
+    readying = asyncio.gather(*(a.handle.ready.remote() for a in pool), return_exceptions=True)
+    waited = 0.0
+    try:
+        while not readying.done():
+            # An actor waits for a free CPU as long as the cluster has none: say so now and
+            # then.
+            await asyncio.wait([readying], timeout=_PLACING_NOTE_S)
+            waited += _PLACING_NOTE_S
+            if not readying.done():
+                log.warning("ray.actors_waiting", actors=len(pool), waited_s=waited)
+    finally:
+        readying.cancel()
+    reports = readying.result()
     mine = plugins.host()
     driver_plugins = {i.name: (i.package, i.version)
                       for i in mine.plugin_infos(include_builtins=False) if i.error is None}
@@ -221,6 +234,7 @@ async def _check_actors(ray: Any, pool: Sequence[_Actor]) -> None:
             else:
                 problems.append(f"a Ray actor could not start ({_first_line(report)})")
             continue
+        actor.ready = True
         actor.host = report["host"]
         actor.node = where = f"node {report['host']} ({report['hostname']})"
         lacking = len(problems)
@@ -293,7 +307,8 @@ async def _dispatch(ray: Any, pool: Sequence[_Actor], pairs: Sequence[tuple[Task
 async def _stop(ray: Any, pool: Sequence[_Actor]) -> None:
     """Cancel what the actors still run (their harnesses stop what they started), then kill
     them: nothing of this run stays on the cluster."""
-    live = [a for a in pool if not a.dead]
+    # One still starting is killed at once: its stop() would wait for it to be placed.
+    live = [a for a in pool if a.ready and not a.dead]
     if live:
         stopping = asyncio.gather(*(a.handle.stop.remote() for a in live),
                                   return_exceptions=True)
