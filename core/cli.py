@@ -161,8 +161,8 @@ def add_eval(sub: Any) -> None:
     p.add_argument("--executor", choices=("local", "ray"), help="where the episodes run: "
                    "this machine (default) or a Ray cluster (pip install 'interplay[ray]')")
     p.add_argument("--ray-address", metavar="ADDRESS", help="with --executor ray: the cluster "
-                   "to run on (auto, HOST:PORT, ray://HOST:PORT); default: a local cluster "
-                   "started for the run")
+                   "to run on (auto, HOST:PORT, ray://HOST:PORT); default: RAY_ADDRESS, else "
+                   "a local cluster started for the run")
     p.add_argument("-s", "--seed", type=int, help="the run's seed (default 0)")
     p.add_argument("-m", "--model", help="model name sent to the endpoint")
     p.add_argument("--base-url", help="OpenAI-compatible base URL (default: the embedded "

@@ -51,8 +51,8 @@ class RunConfig:
     #: Where the episodes run: "local" (this machine: one process, or ``workers``) or "ray"
     #: (actors on a Ray cluster; interplay.run.ray_executor).
     executor: Literal["local", "ray"] = "local"
-    #: The Ray cluster to run on ("auto", "HOST:PORT", "ray://HOST:PORT"); None starts a local
-    #: cluster for the run.
+    #: The Ray cluster to run on ("auto", "HOST:PORT", "ray://HOST:PORT"); None: the one
+    #: RAY_ADDRESS names, else a local cluster started for the run.
     ray_address: str | None = None
     #: A Ray runtime_env for the actors (pip packages, env_vars, a working_dir to ship).
     ray_runtime_env: dict[str, Any] = attrs.Factory(dict)
