@@ -69,14 +69,29 @@ class _Worker:
         self.outstanding: dict[tuple[int, int], tuple[Task, int, float]] = {}
         self.closed = False
 
-    def send(self, data: Any) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(data, separators=(",", ":")).encode() + b"\n")
+    def send(self, data: Any) -> bool:
+        """Write one line to the worker; False when it can no longer take one (it died, and
+        its stdin is gone), after which the worker is closed and never written to again."""
+        stdin = self.proc.stdin
+        if self.closed or stdin is None or stdin.is_closing():
+            self.closed = True
+            return False
+        try:
+            stdin.write(json.dumps(data, separators=(",", ":")).encode() + b"\n")
+        except (OSError, RuntimeError):  # uvloop raises RuntimeError on a closed pipe
+            self.closed = True
+            return False
+        if stdin.is_closing():
+            # asyncio's own loop swallows EPIPE and closes the pipe instead of raising.
+            self.closed = True
+            return False
+        return True
 
     def close_input(self) -> None:
         if not self.closed and self.proc.stdin is not None:
             self.closed = True
-            self.proc.stdin.close()
+            with contextlib.suppress(OSError, RuntimeError):
+                self.proc.stdin.close()
 
 
 def shares(concurrency: int, workers: int) -> list[int]:
@@ -96,6 +111,8 @@ async def run_in_workers(resolved: Mapping[str, Any], env_name: str,
     if not pairs:
         return
     queue: Iterator[tuple[Task, int]] = iter(pairs)
+    #: Pairs taken for a worker that turned out dead before it was sent them.
+    returned: list[tuple[Task, int]] = []
     exhausted = False
     setup = {"config": resolved, "log": log_mod.settings(),
              "entry_points": plugins.host().loads_entry_points}
@@ -117,15 +134,18 @@ async def run_in_workers(resolved: Mapping[str, Any], env_name: str,
         def feed(worker: _Worker) -> None:
             nonlocal exhausted
             while not worker.closed and len(worker.outstanding) < worker.capacity:
-                pair = None if exhausted else next(queue, None)
+                pair = None if exhausted else (returned.pop() if returned else next(queue, None))
                 if pair is None:
                     exhausted = True
                     for w in pool:
                         w.close_input()
                     return
                 task, rollout = pair
+                if not worker.send([task.idx, rollout]):
+                    # The worker died before it could be told: the pair goes to another.
+                    returned.append(pair)
+                    return
                 worker.outstanding[(task.idx, rollout)] = (task, rollout, time.time())
-                worker.send([task.idx, rollout])
 
         for worker in pool:
             feed(worker)
@@ -178,17 +198,28 @@ async def _read(worker: _Worker, feed: Callable[[_Worker], None], on_line: OnLin
     assert out is not None
     while True:
         header_line = await out.readline()
-        if not header_line:
+        if not header_line.endswith(b"\n"):
+            break  # the worker exited, or died mid-message
+        try:
+            header = json.loads(header_line)
+            if "error" in header:
+                raise InterplayError(f"a worker process could not start: {header['error']}")
+            pair = (int(header["task_idx"]), int(header["rollout"]))
+            slim = dict(header["slim"])
+        except InterplayError:
+            raise
+        except (ValueError, TypeError, KeyError):
+            # Not the protocol (something wrote into the worker's private pipe): the worker
+            # cannot be trusted to go on; what it was running is lost like a crash's.
+            log.warning("workers.bad_message", worker=worker.index, length=len(header_line))
+            with contextlib.suppress(ProcessLookupError):
+                worker.proc.kill()
             break
-        header = json.loads(header_line)
-        if "error" in header:
-            raise InterplayError(f"a worker process could not start: {header['error']}")
         line = await out.readline()
         if not line.endswith(b"\n"):
             break  # cut off mid-message: the worker died
-        pair = (int(header["task_idx"]), int(header["rollout"]))
         worker.outstanding.pop(pair, None)
-        on_line(pair[0], pair[1], line[:-1], header["slim"])
+        on_line(pair[0], pair[1], line[:-1], slim)
         feed(worker)
     code = await worker.proc.wait()
     worker.closed = True
