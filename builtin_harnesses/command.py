@@ -50,12 +50,13 @@ class CommandHarness(Harness):
         if config is None:
             raise InterplayError("harness 'command' needs harness_config.argv, "
                                  "e.g. argv = [\"python\", \"my_agent.py\"]")
-        if config.cwd is not None and not os.path.isdir(config.cwd):
-            raise InterplayError(f"harness 'command': cwd {config.cwd!r} is not a directory; "
-                                 "fix harness_config.cwd")
         super().__init__(config)
+        cfg: CommandConfig = self.config
+        if cfg.cwd is not None and not os.path.isdir(cfg.cwd):
+            raise InterplayError(f"harness 'command': cwd {cfg.cwd!r} is not a directory; "
+                                 "fix harness_config.cwd")
         # Derived from what the program reads: a message list can carry a whole conversation.
-        self.accepts_messages = config.prompt_format == "messages"
+        self.accepts_messages = cfg.prompt_format == "messages"
 
     async def launch(self, task: Task, ctx: SegmentContext) -> Segment:
         cfg: CommandConfig = self.config

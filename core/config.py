@@ -7,16 +7,19 @@ It knows nothing about what any section means.
 
 from __future__ import annotations
 
+import copy
 import enum
 import tomllib
 import types
 import typing
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
 import attrs
 import cattrs
+import cattrs.cols
+import cattrs.gen
 from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
 
 from interplay.errors import InterplayError
@@ -50,8 +53,68 @@ def make_config_converter() -> cattrs.Converter:
 
     conv.register_structure_hook_func(lambda t: typing.get_origin(t) is typing.Literal, literal)
     conv.register_structure_hook(Any, lambda v, _: v)
-    conv.register_structure_hook(Path, lambda v, _: Path(strict(str)(v, str)))
+    conv.register_structure_hook(
+        Path, lambda v, _: v if isinstance(v, Path) else Path(strict(str)(v, str)))
+
+    # cattrs turns any iterable into a list and reads any object with .items() as a table, so
+    # `argv = "python"` would become ["p", "y", ...]: a value of the wrong shape is refused.
+    def shaped(make: Callable[[Any], Any], expected: str, fits: Callable[[Any], bool]) -> Any:
+        def factory(typ: Any) -> Any:
+            inner = make(typ)
+
+            def hook(value: Any, t: Any) -> Any:
+                if not fits(value):
+                    raise _TypeMismatch(expected, value)
+                return inner(value, t)
+
+            return hook
+
+        return factory
+
+    def sequence(typ: Any) -> Any:
+        if typing.get_origin(typ) is tuple:
+            return cattrs.cols.homogenous_tuple_structure_factory(typ, conv)
+        return cattrs.cols.list_structure_factory(typ, conv)
+
+    def fixed_tuple(typ: Any) -> Any:
+        args = typing.get_args(typ)
+
+        def hook(value: Any, _: Any) -> tuple[Any, ...]:
+            if len(value) != len(args):
+                raise _TypeMismatch(f"an array of {len(args)}", value)
+            return tuple(conv.structure(v, a) for v, a in zip(value, args, strict=True))
+
+        return hook
+
+    conv.register_structure_hook_factory(
+        cattrs.cols.is_sequence, shaped(sequence, "an array", _is_array))
+    conv.register_structure_hook_factory(
+        lambda t: typing.get_origin(t) is tuple and not cattrs.cols.is_sequence(t),
+        shaped(fixed_tuple, "an array", _is_array))
+    conv.register_structure_hook_factory(
+        cattrs.cols.is_mapping,
+        shaped(lambda t: cattrs.cols.mapping_structure_factory(t, conv), "a table",
+               lambda v: isinstance(v, Mapping)))
+
+    def settled(cls: type) -> Any:
+        # A table laid over a default (``_over_defaults``) arrives as the instance itself.
+        from_dict = cattrs.gen.make_dict_structure_fn(cls, conv)
+
+        def hook(value: Any, typ: Any) -> Any:
+            if isinstance(value, cls):
+                return value
+            if not isinstance(value, Mapping):
+                raise _TypeMismatch("a table", value)
+            return from_dict(value, typ)
+
+        return hook
+
+    conv.register_structure_hook_factory(attrs.has, settled)
     return conv
+
+
+def _is_array(value: Any) -> bool:
+    return isinstance(value, list | tuple)
 
 
 class _TypeMismatch(ValueError):
@@ -74,16 +137,97 @@ def _config_converter() -> cattrs.Converter:
 
 
 def structure(data: Mapping[str, Any], cls: type[T], *, path: str = "") -> T:
-    """Structure ``data`` into ``cls``; a bad key or value raises a one-line InterplayError."""
+    """Structure ``data`` into ``cls``; a bad key or value raises a one-line InterplayError.
+
+    A table given for a field whose default is itself a table of settings is laid over that
+    default, key by key: ``--set env.relay.max_turns=1`` changes ``max_turns`` of the relay
+    settings the env's ``Config`` chose and keeps the rest of them, rather than starting over
+    from the relay's own defaults.
+    """
     if not isinstance(data, Mapping):
         raise InterplayError(f"{path or 'config'}: expected a table, got {data!r}")
-    conv = _config_converter()
+    return _structure(_over_defaults(data, cls, path), cls, path)
+
+
+def _structure(value: Any, typ: Any, path: str) -> Any:
     try:
-        return conv.structure(dict(data), cls)
+        return _config_converter().structure(value, typ)
     except (ClassValidationError, IterableValidationError, ForbiddenExtraKeysError) as exc:
-        raise InterplayError(_first_problem(exc, path, cls)) from None
+        raise InterplayError(_first_problem(exc, path, typ)) from None
     except (_TypeMismatch, ValueError, TypeError) as exc:
         raise InterplayError(f"{path or 'config'}: {exc}") from None
+
+
+def settle(value: Any, owner: Any, kind: str) -> Any:
+    """The settings ``owner`` (a step, a verifier, ... of ``kind``) is constructed with, as its
+    ``Config``: None is ``Config()``, an instance of ``Config`` is kept, a mapping is structured
+    as a config file's table would be; anything else is refused with one line."""
+    cls = owner.Config
+    name = getattr(owner, "name", "") or type(owner).__name__
+    if value is None:
+        return cls()
+    if isinstance(value, cls):
+        return value
+    if isinstance(value, Mapping):
+        return structure(value, cls, path=name)
+    raise InterplayError(f"{kind} {name!r} takes a {cls.__qualname__} or a mapping of its "
+                         f"settings, got {type(value).__qualname__} {value!r}")
+
+
+def _default_of(field: attrs.Attribute[Any]) -> Any:
+    """The field's default value (a factory called), or None when it has none to lay over."""
+    default = field.default
+    if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+        return None if default.takes_self else default.factory()
+    return None if default is attrs.NOTHING else copy.deepcopy(default)
+
+
+def _over_defaults(data: Mapping[str, Any], cls: Any, path: str) -> dict[str, Any]:
+    """``data`` with each table that sets part of a field whose default is a settings object
+    turned into that object with the table's keys changed (see :func:`structure`)."""
+    out = dict(data)
+    if not (isinstance(cls, type) and attrs.has(cls)):
+        return out
+    try:
+        fields = attrs.fields(attrs.resolve_types(cls))
+    except (NameError, TypeError):  # annotations that cannot be resolved: cattrs will say so
+        return out
+    for field in fields:
+        value = out.get(field.alias)
+        if not isinstance(value, Mapping) or not field.init:
+            continue
+        where = _join(path, field.alias)
+        default = _default_of(field)
+        if attrs.has(type(default)):
+            out[field.alias] = _evolve(default, value, where)
+        elif isinstance(field.type, type) and attrs.has(field.type):
+            out[field.alias] = _over_defaults(value, field.type, where)
+    return out
+
+
+def _evolve(instance: Any, data: Mapping[str, Any], path: str) -> Any:
+    """``instance`` with the keys of ``data`` changed (each structured into its field's type);
+    the values it already has are kept as they are."""
+    cls = type(instance)
+    fields = {f.alias: f for f in attrs.fields(attrs.resolve_types(cls)) if f.init}
+    extra = sorted(set(data) - set(fields))
+    if extra:
+        raise InterplayError(f"{path}: unknown key {', '.join(map(str, extra))}; "
+                             f"allowed: {', '.join(sorted(fields))}")
+    changes: dict[str, Any] = {}
+    for key, value in data.items():
+        field = fields[key]
+        current = getattr(instance, field.name)
+        where = _join(path, key)
+        if isinstance(value, Mapping) and attrs.has(type(current)):
+            changes[key] = _evolve(current, value, where)
+        else:
+            changes[key] = _structure(_over_defaults(value, field.type, where)
+                                      if isinstance(value, Mapping) else value, field.type, where)
+    try:
+        return attrs.evolve(instance, **changes)
+    except (ValueError, TypeError) as exc:  # the class's own validators
+        raise InterplayError(f"{path}: {exc}") from None
 
 
 def _describe_type(typ: Any) -> str:

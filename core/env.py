@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
+from interplay.config import settle
 from interplay.errors import InterplayError
 from interplay.harness import NoConfig
 from interplay.model.endpoint import Endpoint
@@ -50,7 +51,7 @@ class Env:
     seats: ClassVar[Mapping[str, SeatSpec]] = {"assistant": SeatSpec()}
 
     def __init__(self, config: Any = None) -> None:
-        self.config = config if config is not None else self.Config()
+        self.config = settle(config, self, "env")
 
     def tasks(self) -> Iterable[Task]:
         raise NotImplementedError(f"env {self.name!r} does not implement tasks()")

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
+from interplay.config import settle
 from interplay.errors import InterplayError
 from interplay.records import Message, Task
 
@@ -66,7 +67,7 @@ class Harness:
     accepts_messages: ClassVar[bool] = True
 
     def __init__(self, config: Any = None) -> None:
-        self.config = config if config is not None else self.Config()
+        self.config = settle(config, self, "harness")
 
     async def launch(self, task: Task, ctx: SegmentContext) -> Segment:
         """Run the first segment on ``task`` and return what it added."""

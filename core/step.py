@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from interplay.config import settle
 from interplay.harness import NoConfig
 
 if TYPE_CHECKING:
@@ -26,7 +27,7 @@ class Step:
     writes: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, config: Any = None) -> None:
-        self.config = config if config is not None else self.Config()
+        self.config = settle(config, self, "step")
 
     def seats(self) -> set[str]:
         """The seats this step opens sessions for."""

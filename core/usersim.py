@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
+from interplay.config import settle
 from interplay.harness import NoConfig
 
 if TYPE_CHECKING:
@@ -66,12 +67,7 @@ class UserSim:
 
     def configure(self, settings: Mapping[str, Any] | Any) -> None:
         """Take settings: a mapping (structured into ``Config``) or a ``Config`` instance."""
-        if isinstance(settings, self.Config):
-            self.config = settings
-            return
-        from interplay import config
-
-        self.config = config.structure(dict(settings), self.Config, path=f"user_sim.{self.name}")
+        self.config = settle(settings, self, "user sim")
 
     async def setup(self, person: Person, ctx: EpisodeContext) -> None:
         """Meet the person to play for one episode (open sessions, seed randomness)."""

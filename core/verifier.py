@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from interplay.config import settle
 from interplay.harness import NoConfig
 from interplay.records import Episode, Reward
 
@@ -30,7 +31,7 @@ class Verifier:
     Config: ClassVar[type] = NoConfig
 
     def __init__(self, config: Any = None) -> None:
-        self.config = config if config is not None else self.Config()
+        self.config = settle(config, self, "verifier")
 
     def check(self, steps: Sequence[Step]) -> list[str]:
         """Problems scoring an env made of ``steps`` (empty when it fits)."""
