@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import signal
 import sys
 from collections.abc import Mapping, Sequence
@@ -91,18 +92,23 @@ def cmd_plugins(args: argparse.Namespace) -> int:
         return 0
     if not infos:
         print("no external plugins installed (--all shows the builtins)")
+    elif all(i.builtin or i.skipped for i in infos) and not args.all:
+        print("no external plugins loaded: the ones installed are kept out by "
+              "INTERPLAY_LOAD_PLUGINS or INTERPLAY_BLOCK_PLUGINS")
     for info in infos:
         origin = "builtin" if info.builtin else f"{info.package} {info.version}"
         print(f"{info.name}  ({origin})")
+        if info.skipped:
+            print(f"  not loaded: {info.skipped}")
+            continue
         if info.error:
             print(f"  FAILED: {info.error}")
             continue
         print(f"  hooks: {', '.join(info.hooks) or '-'}")
         for kind, names in sorted(info.registered.items()):
             print(f"  {kind}: {', '.join(names)}")
-    clashes = plugins.registry().clashes()
-    for (kind, name), packages in sorted(clashes.items()):
-        print(f"CLASH: {plugins.SINGULAR[kind]} {name!r} registered by {' and '.join(packages)}")
+    for clash in plugins.registry().clashes().values():
+        print(f"CLASH: {clash.describe()}")
     return 0
 
 
@@ -120,18 +126,18 @@ def add_list(sub: Any) -> None:
 def cmd_list(args: argparse.Namespace) -> int:
     from interplay import plugins
 
-    entries = plugins.registry().entries(args.kind)
-    rows = [
-        {"name": e.name, "package": e.package, "plugin": e.plugin,
-         "summary": _summary(e.obj)}
-        for e in entries
-    ]
+    registry = plugins.registry()
+    found = [(e, registry.clash(args.kind, e.name)) for e in registry.entries(args.kind)]
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print(json.dumps([{"name": e.name, "package": e.package, "plugin": e.plugin,
+                           "summary": _summary(e.obj),
+                           "clash": None if clash is None else attrs.asdict(clash)}
+                          for e, clash in found], indent=2))
         return 0
-    width = max((len(r["name"]) for r in rows), default=0)
-    for r in rows:
-        print(f"{r['name']:<{width}}  {r['summary']}  [{r['package']}]")
+    width = max((len(e.name) for e, _ in found), default=0)
+    for e, clash in found:
+        flag = f"  CLASH: {clash.describe()}" if clash is not None else ""
+        print(f"{e.name:<{width}}  {_summary(e.obj)}  [{e.package}]{flag}")
     return 0
 
 
@@ -281,13 +287,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         from interplay import log
 
         log.configure(fmt=args.log_format, level=args.log_level)
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # here, where a closed pipe is caught, not at interpreter exit
+        return code
     except InterplayError as exc:
         print(f"interplay: error: {exc.message}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("interplay: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (`interplay list envs | head`): stop as a pipe's writer does.
+        # What is still buffered goes nowhere, so the exit does not fail to flush it again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
 
 
 if __name__ == "__main__":

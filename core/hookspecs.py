@@ -3,7 +3,8 @@
 Every hook receives a ``register`` callable (and nothing else) and returns nothing. The kernel
 calls each plugin's implementation on its own, so an implementation that raises is attributed to
 its package and skipped while every other plugin keeps working; the registry remembers which
-plugin registered which name, and a name registered twice is an error naming both packages.
+plugin registered which name. A name two installed packages register is an error naming both;
+a builtin's name registered again keeps the builtin, and the clash is reported.
 
 A plugin module implements hooks with ``@interplay.hookimpl`` and is found through the
 ``interplay`` entry-point group::

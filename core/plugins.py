@@ -1,9 +1,10 @@
-"""Plugin discovery and the registry of everything plugins bring.
+"""Plugin discovery: the pluggy plugin manager and what it loaded.
 
-Owns the pluggy plugin manager, the builtins (``DEFAULT_PLUGINS``, registered in-process so a
-broken third-party plugin can never take them down), the ``interplay`` entry-point group (each
-entry point loaded on its own), the allow- and block-lists, and the registry of names. It must
-not import any plugin by name, and importing it loads nothing: plugins load once, on first use.
+Owns the builtins (``DEFAULT_PLUGINS``, registered in-process so a broken third-party plugin can
+never take them down), the ``interplay`` entry-point group (each entry point loaded on its own,
+its failures, ``sys.exit()`` included, kept to itself), the allow- and block-lists, and calling
+each plugin's hooks to fill the registry of names (:mod:`interplay.registry`). It must not
+import any plugin by name, and importing it loads nothing: plugins load once, on first use.
 
 Environment:
 
@@ -14,9 +15,13 @@ Environment:
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import importlib
 import importlib.metadata
+import inspect
 import os
+import sys
 import threading
 import traceback
 from collections.abc import Callable
@@ -28,6 +33,10 @@ import structlog
 
 from interplay import hookspecs
 from interplay.errors import InterplayError
+from interplay.registry import KIND_BASES, Entry, Registry
+from interplay.registry import KINDS as KINDS  # the kinds, where callers have always found them
+from interplay.registry import SINGULAR as SINGULAR
+from interplay.registry import Clash as Clash
 
 log = structlog.get_logger("interplay.plugins")
 
@@ -37,24 +46,17 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "interplay.builtin_verifiers.plugin",
 )
 
-#: The kinds a plugin can register, by hook, with the base class each must subclass.
-KIND_BASES: dict[str, tuple[str, str]] = {
-    "harnesses": ("interplay.harness", "Harness"),
-    "user-sims": ("interplay.usersim", "UserSim"),
-    "steps": ("interplay.step", "Step"),
-    "verifiers": ("interplay.verifier", "Verifier"),
-    "envs": ("interplay.env", "Env"),
-}
-KINDS: tuple[str, ...] = tuple(KIND_BASES)
-#: One of each kind, for messages ("unknown harness 'x'").
-SINGULAR: dict[str, str] = {"harnesses": "harness", "user-sims": "user sim", "steps": "step",
-                            "verifiers": "verifier", "envs": "env"}
 BUILTIN_PACKAGE = "interplay"
 
 
 @attrs.define
 class PluginInfo:
-    """What `interplay plugins` reports about one plugin."""
+    """What `interplay plugins` reports about one plugin.
+
+    ``clashes`` lists the names it registered that another package registers too (see
+    :class:`Clash`); ``skipped`` says why an installed plugin was not loaded (the allow- or
+    block-list), and is None for every plugin that was.
+    """
 
     name: str
     package: str
@@ -63,63 +65,8 @@ class PluginInfo:
     hooks: list[str] = attrs.Factory(list)
     registered: dict[str, list[str]] = attrs.Factory(dict)
     error: str | None = None
-
-
-@attrs.define
-class Entry:
-    """One registered name: the object and the plugin that registered it."""
-
-    name: str
-    kind: str
-    obj: Any
-    plugin: str
-    package: str
-
-
-class Registry:
-    """Names of every kind, each remembering the plugin that registered it."""
-
-    def __init__(self) -> None:
-        self._entries: dict[str, dict[str, Entry]] = {k: {} for k in KINDS}
-        self._clashes: dict[tuple[str, str], list[str]] = {}
-
-    def add(self, entry: Entry) -> None:
-        bucket = self._entries[entry.kind]
-        prior = bucket.get(entry.name)
-        if prior is not None and prior.obj is not entry.obj:
-            packages = self._clashes.setdefault((entry.kind, entry.name), [prior.package])
-            packages.append(entry.package)
-            return
-        bucket[entry.name] = entry
-
-    def get(self, kind: str, name: str) -> Any:
-        return self.entry(kind, name).obj
-
-    def entry(self, kind: str, name: str) -> Entry:
-        if kind not in self._entries:
-            raise InterplayError(f"unknown kind {kind!r}; expected one of: {', '.join(KINDS)}")
-        clash = self._clashes.get((kind, name))
-        if clash:
-            raise InterplayError(
-                f"{SINGULAR[kind]} {name!r} is registered by both {clash[0]!r} and {clash[1]!r}; "
-                f"uninstall one or block it with INTERPLAY_BLOCK_PLUGINS"
-            )
-        try:
-            return self._entries[kind][name]
-        except KeyError:
-            known = ", ".join(sorted(self._entries[kind])) or "none"
-            raise InterplayError(
-                f"unknown {SINGULAR[kind]} {name!r}; known: {known} (`interplay list {kind}`)"
-            ) from None
-
-    def names(self, kind: str) -> list[str]:
-        return sorted(self._entries[kind])
-
-    def entries(self, kind: str) -> list[Entry]:
-        return [self._entries[kind][n] for n in self.names(kind)]
-
-    def clashes(self) -> dict[tuple[str, str], list[str]]:
-        return dict(self._clashes)
+    clashes: list[dict[str, Any]] = attrs.Factory(list)
+    skipped: str | None = None
 
 
 class PluginHost:
@@ -129,6 +76,8 @@ class PluginHost:
         self.pm = pluggy.PluginManager(hookspecs.PROJECT)
         self.pm.add_hookspecs(hookspecs)
         self.infos: dict[str, PluginInfo] = {}
+        #: Installed plugins the allow- or block-list kept from loading.
+        self.skipped: list[PluginInfo] = []
         self.registry = Registry()
         self._load_entry_points = load_entry_points
         self._loaded = False
@@ -151,7 +100,8 @@ class PluginHost:
                 module = importlib.import_module(module_name)
                 self._add(module, module_name, BUILTIN_PACKAGE, _own_version(), builtin=True)
             if self._load_entry_points:
-                for ep in _selected_entry_points():
+                chosen, self.skipped = _selected_entry_points()
+                for ep in chosen:
                     self._load_entry_point(ep)
             self._collect()
 
@@ -173,8 +123,12 @@ class PluginHost:
     def _load_entry_point(self, ep: importlib.metadata.EntryPoint) -> None:
         package, version = _dist_of(ep)
         try:
-            module = ep.load()
-        except Exception as exc:  # a broken plugin is reported, never fatal
+            # What a plugin prints must not end up in `interplay plugins --json`.
+            with contextlib.redirect_stdout(sys.stderr):
+                module = ep.load()
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # sys.exit() or the like in a plugin is its own failure
             self.infos[ep.name] = PluginInfo(
                 name=ep.name, package=package, version=version, builtin=False,
                 error=_describe(exc),
@@ -200,14 +154,9 @@ class PluginHost:
                                           builtin=builtin, error=_describe(exc))
             return
         hooks = sorted(caller.name for caller in self.pm.get_hookcallers(module) or [])
-        # pluggy accepts implementations of hooks nobody specified; a misspelt hook would
-        # then register nothing without a word, so it is reported as this plugin's error.
-        unknown = sorted(set(_marked_hooks(self.pm, module)) - set(hookspecs.HOOK_KINDS))
-        error = None
-        if unknown:
+        error = _hook_problem(self.pm, module)
+        if error is not None:
             self.pm.unregister(module, name=name)
-            error = (f"unknown hook(s) {', '.join(unknown)}; interplay's hooks are "
-                     f"{', '.join(hookspecs.HOOK_KINDS)}")
         self.infos[name] = PluginInfo(name=name, package=package, version=version,
                                       builtin=builtin, hooks=hooks, error=error)
 
@@ -218,6 +167,7 @@ class PluginHost:
         for info in self.infos.values():
             if info.error is None:
                 info.registered = {}
+            info.clashes = []
         added: dict[str, list[Entry]] = {}
         for hook_name, kind in hookspecs.HOOK_KINDS.items():
             hook = getattr(self.pm.hook, hook_name)
@@ -227,10 +177,11 @@ class PluginHost:
                 if info is None or info.error is not None:
                     continue
                 mine: list[Entry] = []
-                register = _make_register(kind, info, mine)
                 try:
-                    impl.function(register=register)
-                except Exception as exc:
+                    _call_hook(impl.function, hook_name, kind, info, mine)
+                except KeyboardInterrupt:
+                    raise
+                except BaseException as exc:  # reported, never fatal
                     info.error = f"{hook_name}: {_describe(exc)}"
                     info.registered = {}
                     log.warning("plugins.hook_failed", plugin=info.name, hook=hook_name,
@@ -246,11 +197,55 @@ class PluginHost:
             for entry in added.get(plugin_name, []):
                 registry.add(entry)
                 info.registered.setdefault(entry.kind, []).append(entry.name)
+        for clash in registry.clashes().values():
+            for info in self.infos.values():
+                if info.error is None and clash.name in info.registered.get(clash.kind, ()):
+                    info.clashes.append(attrs.asdict(clash))
+            log.warning("plugins.clash", kind=clash.kind, name=clash.name,
+                        packages=clash.packages, used=clash.used)
         self.registry = registry
 
     def plugin_infos(self, *, include_builtins: bool = True) -> list[PluginInfo]:
+        """Every plugin loaded (or that failed to), then the installed ones not loaded."""
         self.load()
-        return [i for i in self.infos.values() if include_builtins or not i.builtin]
+        return [i for i in self.infos.values() if include_builtins or not i.builtin] + list(
+            self.skipped)
+
+
+def _call_hook(function: Callable[..., Any], hook_name: str, kind: str, info: PluginInfo,
+               added: list[Entry]) -> None:
+    """One plugin's hook, with a ``register`` that works only while the hook runs."""
+    register = _make_register(kind, info, added)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            returned = function(register=register)
+    finally:
+        register.closed = True  # type: ignore[attr-defined]
+    if inspect.iscoroutine(returned):
+        returned.close()
+        raise InterplayError(f"{hook_name} is async; hooks are plain functions "
+                             "(def, not async def) that call register(...)")
+    if returned is not None:
+        raise InterplayError(f"{hook_name} returned {type(returned).__name__}; hooks return "
+                             "nothing: call register(cls) for each class instead")
+
+
+def _hook_problem(pm: pluggy.PluginManager, module: Any) -> str | None:
+    """Why a plugin module's hooks cannot work as written, or None."""
+    marked = set(_marked_hooks(pm, module))
+    # pluggy accepts implementations of hooks nobody specified; a misspelt hook would then
+    # register nothing without a word, so it is reported as this plugin's error.
+    unknown = sorted(marked - set(hookspecs.HOOK_KINDS))
+    if unknown:
+        return (f"unknown hook(s) {', '.join(unknown)}; interplay's hooks are "
+                f"{', '.join(hookspecs.HOOK_KINDS)}")
+    # A hook function without the marker is never called: as silent as a misspelt one.
+    unmarked = sorted(h for h in hookspecs.HOOK_KINDS
+                      if h not in marked and callable(getattr(module, h, None)))
+    if unmarked:
+        return (f"{', '.join(unmarked)} is not marked as a hook; decorate it with "
+                f"@interplay.hookimpl (from interplay import hookimpl)")
+    return None
 
 
 def _marked_hooks(pm: pluggy.PluginManager, module: Any) -> list[str]:
@@ -269,6 +264,9 @@ def _make_register(kind: str, info: PluginInfo, added: list[Entry]) -> Callable[
     module_name, class_name = KIND_BASES[kind]
 
     def register(obj: Any, name: str | None = None) -> None:
+        if register.closed:  # type: ignore[attr-defined]
+            raise InterplayError(f"{info.package}: register() was called after its hook "
+                                 f"returned; call it inside register_{kind.replace('-', '_')}")
         base = getattr(importlib.import_module(module_name), class_name)
         if kind == "envs" and isinstance(obj, str | os.PathLike):
             from interplay.env import env_from_toml
@@ -277,14 +275,20 @@ def _make_register(kind: str, info: PluginInfo, added: list[Entry]) -> Callable[
         if not (isinstance(obj, type) and issubclass(obj, base)):
             raise InterplayError(
                 f"{info.package}: register() for {kind} takes a subclass of "
-                f"{module_name}.{class_name}, got {obj!r}"
+                f"interplay.{class_name}, got {obj!r}"
             )
         resolved = name or getattr(obj, "name", None)
         if not resolved or not isinstance(resolved, str):
             raise InterplayError(f"{info.package}: {obj!r} has no name; pass name=...")
+        config_cls = getattr(obj, "Config", None)
+        if not (isinstance(config_cls, type)
+                and (attrs.has(config_cls) or dataclasses.is_dataclass(config_cls))):
+            raise InterplayError(f"{info.package}: {obj.__qualname__}.Config must be a class "
+                                 f"made with @attrs.define, got {config_cls!r}")
         added.append(Entry(name=resolved, kind=kind, obj=obj, plugin=info.name,
-                           package=info.package))
+                           package=info.package, builtin=info.builtin))
 
+    register.closed = False  # type: ignore[attr-defined]
     return register
 
 
@@ -295,19 +299,26 @@ def _env_list(var: str) -> list[str] | None:
     return [part.strip() for part in value.split(",") if part.strip()]
 
 
-def _selected_entry_points() -> list[importlib.metadata.EntryPoint]:
+def _selected_entry_points() -> tuple[list[importlib.metadata.EntryPoint], list[PluginInfo]]:
+    """The installed plugins to load, and the ones the allow- or block-list keeps out."""
     allow = _env_list("INTERPLAY_LOAD_PLUGINS")
     block = set(_env_list("INTERPLAY_BLOCK_PLUGINS") or [])
-    chosen = []
+    chosen, skipped = [], []
     for ep in importlib.metadata.entry_points(group=hookspecs.PROJECT):
-        package, _ = _dist_of(ep)
+        package, version = _dist_of(ep)
         names = {ep.name, package}
+        why = None
         if allow is not None and not names & set(allow):
-            continue
-        if names & block:
-            continue
-        chosen.append(ep)
-    return chosen
+            why = ("INTERPLAY_LOAD_PLUGINS is set and empty" if not allow
+                   else "not named in INTERPLAY_LOAD_PLUGINS")
+        elif names & block:
+            why = "named in INTERPLAY_BLOCK_PLUGINS"
+        if why is None:
+            chosen.append(ep)
+        else:
+            skipped.append(PluginInfo(name=ep.name, package=package, version=version,
+                                      builtin=False, skipped=why))
+    return chosen, skipped
 
 
 def _dist_of(ep: importlib.metadata.EntryPoint) -> tuple[str, str]:
@@ -324,8 +335,16 @@ def _own_version() -> str:
         return "0+unknown"
 
 
+_KERNEL = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
 def _describe(exc: BaseException) -> str:
-    frame = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
+    """``Type: message (file:line)``, the line being where the plugin went wrong: the frame
+    that raised, or for an error the kernel raised (a refused ``register()``), the plugin's
+    call into the kernel."""
+    frames = traceback.extract_tb(exc.__traceback__) if exc.__traceback__ else []
+    outside = [f for f in frames if not os.path.abspath(f.filename).startswith(_KERNEL)]
+    frame = (outside or frames)[-1:] if frames else []
     where = f" ({frame[0].filename}:{frame[0].lineno})" if frame else ""
     return f"{type(exc).__name__}: {exc}{where}"
 

@@ -18,7 +18,7 @@ import pytest
 pytestmark = pytest.mark.slow
 
 FIXTURES = Path(__file__).parent / "fixtures" / "plugins"
-PACKAGES = ("good", "bad_import", "bad_hook", "clash")
+PACKAGES = ("good", "bad_import", "bad_hook", "clash", "mistakes")
 
 Run = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -172,38 +172,161 @@ def test_a_name_registered_by_two_packages_is_an_error_naming_both(
     assert "INTERPLAY_BLOCK_PLUGINS" in message
 
 
+def _loaded(infos: dict[str, dict[str, Any]]) -> set[str]:
+    return {name for name, info in infos.items() if info["skipped"] is None}
+
+
 def test_allow_list_loads_only_the_named_plugins(run: Run) -> None:
     packages = ["good", "bad_import", "clash"]
     infos = _plugins(run, packages=packages,
                      env={"INTERPLAY_LOAD_PLUGINS": "interplay-fixture-good"})
-    assert "fixture_good" in infos
-    assert "fixture_bad_import" not in infos and "fixture_clash" not in infos
-    assert BUILTINS <= set(infos)
+    assert "fixture_good" in _loaded(infos)
+    assert "fixture_bad_import" not in _loaded(infos) and "fixture_clash" not in _loaded(infos)
+    assert infos["fixture_clash"]["skipped"] == "not named in INTERPLAY_LOAD_PLUGINS"
+    assert infos["fixture_clash"]["registered"] == {} and infos["fixture_clash"]["error"] is None
+    assert BUILTINS <= _loaded(infos)
 
     by_entry_point = _plugins(run, packages=packages,
                               env={"INTERPLAY_LOAD_PLUGINS": "fixture_clash, fixture_good"})
-    assert {"fixture_good", "fixture_clash"} <= set(by_entry_point)
-    assert "fixture_bad_import" not in by_entry_point
+    assert {"fixture_good", "fixture_clash"} <= _loaded(by_entry_point)
+    assert "fixture_bad_import" not in _loaded(by_entry_point)
 
 
 def test_empty_allow_list_loads_no_external_plugin(run: Run) -> None:
     out = run("plugins", "--json", packages=["good", "bad_import"],
               env={"INTERPLAY_LOAD_PLUGINS": ""})
     assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout) == []
-    infos = _plugins(run, packages=["good"], env={"INTERPLAY_LOAD_PLUGINS": ""})
-    assert set(infos) == BUILTINS
+    infos = {info["name"]: info for info in json.loads(out.stdout)}
+    assert {"fixture_good", "fixture_bad_import"} <= set(infos)
+    assert _loaded(infos) == set()
+    assert {info["skipped"] for info in infos.values()} == {
+        "INTERPLAY_LOAD_PLUGINS is set and empty"}
+    assert _loaded(_plugins(run, packages=["good"], env={"INTERPLAY_LOAD_PLUGINS": ""})) == (
+        BUILTINS)
+
+
+def test_the_plugins_command_tells_not_loaded_from_not_installed(run: Run) -> None:
+    out = run("plugins", packages=["good"], env={"INTERPLAY_LOAD_PLUGINS": ""})
+    assert out.returncode == 0, out.stderr
+    assert "no external plugins installed" not in out.stdout
+    assert out.stdout.startswith("no external plugins loaded")
+    assert ("fixture_good  (interplay-fixture-good 1.2.3)\n"
+            "  not loaded: INTERPLAY_LOAD_PLUGINS is set and empty") in out.stdout
+    blocked = run("plugins", packages=["good"], env={"INTERPLAY_BLOCK_PLUGINS": "fixture_good"})
+    assert "  not loaded: named in INTERPLAY_BLOCK_PLUGINS" in blocked.stdout
 
 
 def test_block_list_skips_the_named_plugins(run: Run) -> None:
     packages = ["good", "bad_import", "bad_hook"]
     infos = _plugins(run, packages=packages, env={
         "INTERPLAY_BLOCK_PLUGINS": "fixture_bad_import,interplay-fixture-bad-hook"})
-    assert "fixture_good" in infos
-    assert "fixture_bad_import" not in infos and "fixture_bad_hook" not in infos
+    assert "fixture_good" in _loaded(infos)
+    assert "fixture_bad_import" not in _loaded(infos)
+    assert "fixture_bad_hook" not in _loaded(infos)
+    assert infos["fixture_bad_import"]["error"] is None  # never imported
 
     both = _plugins(run, packages=packages, env={
         "INTERPLAY_LOAD_PLUGINS": "fixture_good,fixture_bad_hook",
         "INTERPLAY_BLOCK_PLUGINS": "fixture_good"})
-    assert "fixture_bad_hook" in both
-    assert "fixture_good" not in both
+    assert "fixture_bad_hook" in _loaded(both)
+    assert "fixture_good" not in _loaded(both)
+
+
+# -- a plugin author's mistakes, as an installed package (tests/fixtures/plugins/mistakes_plugin):
+# one entry point per mistake, each reported on its own while the rest keeps working.
+
+MISTAKES = FIXTURES / "mistakes_plugin" / "fixture_mistakes_plugin"
+
+
+def _line_of(module: str, text: str) -> int:
+    lines = (MISTAKES / f"{module}.py").read_text().splitlines()
+    return next(i for i, line in enumerate(lines, 1) if text in line)
+
+
+def test_a_package_registering_a_builtin_name_cannot_take_the_builtin_down(
+        run: Run, scripted_model: Any, tmp_path: Path) -> None:
+    """The builtin env that uses `exact` runs on the builtin `exact`; the clash is reported
+    by `plugins` and `list`, text and JSON."""
+    model = scripted_model(lambda request: request.last_user_text().rsplit(" ", 1)[-1])
+    out = run("eval", "echo-toml", "-n", "2", "--base-url", model.base_url, "--quiet",
+              "--no-report", "-o", str(tmp_path / "run"), packages=["mistakes"])
+    assert out.returncode == 0, out.stderr
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["reward_mean"] == 1.0  # the shadowing verifier scores every episode 0
+
+    infos = _plugins(run, packages=["mistakes"])
+    shadow = infos["fixture_shadow"]
+    assert shadow["error"] is None
+    expected = {"kind": "verifiers", "name": "exact",
+                "packages": ["interplay", "interplay-fixture-mistakes"], "used": "interplay"}
+    assert shadow["clashes"] == [expected]
+    assert expected in infos["interplay.builtin_verifiers.plugin"]["clashes"]
+    assert shadow["registered"]["harnesses"] == ["fixture_shadow_echo"]
+
+    verifiers = _listed(run, "verifiers", packages=["mistakes"])
+    assert verifiers["exact"]["package"] == "interplay"
+    assert verifiers["exact"]["clash"] == expected
+    assert verifiers["contains"]["clash"] is None
+    assert "fixture_shadow_echo" in _listed(run, "harnesses", packages=["mistakes"])
+
+    text = run("plugins", packages=["mistakes"])
+    assert ("CLASH: verifier 'exact' registered by interplay and interplay-fixture-mistakes; "
+            "the builtin one is used") in text.stdout
+    listed = run("list", "verifiers", packages=["mistakes"])
+    (exact_line,) = [line for line in listed.stdout.splitlines() if line.startswith("exact ")]
+    assert "[interplay]  CLASH:" in exact_line
+
+
+def test_each_mistake_is_reported_on_its_own_and_nothing_else_breaks(run: Run) -> None:
+    out = run("plugins", "--all", "--json", packages=["mistakes"])
+    assert out.returncode == 0, out.stderr
+    infos = {info["name"]: info for info in json.loads(out.stdout)}  # prints went to stderr
+    assert "fixture_shadow: loading" in out.stderr and "fixture_shadow: registering" in out.stderr
+    errors = {name: infos[name]["error"] for name in infos if name.startswith("fixture_")}
+
+    # sys.exit() and a BaseException at import are failed imports like any other
+    assert errors["fixture_exits"].startswith("SystemExit: 3 (")
+    assert errors["fixture_exits"].endswith(f"exits.py:{_line_of('exits', 'sys.exit(3)')})")
+    assert errors["fixture_base_exception"].startswith(
+        "GiveUp: fixture_base_exception gives up (")
+    assert errors["fixture_hook_exits"].startswith(
+        "register_verifiers: SystemExit: fixture_hook_exits leaves (")
+    # a refused register() points at the plugin's own line, not the kernel's
+    assert errors["fixture_refused"].startswith(
+        "register_verifiers: InterplayError: interplay-fixture-mistakes: register() for "
+        "verifiers takes a subclass of interplay.Verifier, got <")
+    refused_line = _line_of("refused", "register(Half())")
+    assert errors["fixture_refused"].endswith(f"refused.py:{refused_line})")
+    assert "core/plugins.py" not in errors["fixture_refused"]
+    assert errors["fixture_unmarked"] == (
+        "register_verifiers is not marked as a hook; decorate it with @interplay.hookimpl "
+        "(from interplay import hookimpl)")
+    assert errors["fixture_returns"].startswith(
+        "register_verifiers: InterplayError: register_verifiers returned list; hooks return "
+        "nothing: call register(cls) for each class instead")
+    assert "Config must be a class made with @attrs.define, got {'times': 2}" in (
+        errors["fixture_bad_config"])
+    assert errors["fixture_shadow"] is None
+    assert all(infos[name]["error"] is None for name in BUILTINS)
+
+    text = run("plugins", packages=["mistakes"])
+    assert text.returncode == 0 and "Traceback" not in text.stderr
+    for name in ("fixture_exits", "fixture_base_exception", "fixture_refused"):
+        assert f"{name}  (interplay-fixture-mistakes 0.4.0)\n  FAILED: " in text.stdout
+    envs = run("list", "envs", packages=["mistakes"])
+    assert envs.returncode == 0 and "echo-toml" in envs.stdout, envs.stderr
+
+
+def test_listing_into_a_closed_pipe_ends_quietly(installed: dict[str, Path]) -> None:
+    """`interplay list verifiers | head -0`: the reader is gone before anything is written."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        proc = subprocess.run([*_interplay_command(), "list", "verifiers"], stdout=write_end,
+                              stderr=subprocess.PIPE, text=True, timeout=120,
+                              env=_environ(installed, [], None))
+    finally:
+        os.close(write_end)
+    assert "Traceback" not in proc.stderr and "BrokenPipeError" not in proc.stderr, proc.stderr
+    assert proc.returncode == 141  # as a writer killed by SIGPIPE, which shells expect
+

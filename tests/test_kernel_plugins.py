@@ -186,7 +186,7 @@ def test_registering_a_non_subclass_is_refused_with_a_clear_message(
     error = host.infos["bad"].error
     assert error is not None
     assert error.startswith("register_verifiers: InterplayError: bad-pkg: register() for "
-                            "verifiers takes a subclass of interplay.verifier.Verifier")
+                            "verifiers takes a subclass of interplay.Verifier")
     assert "NotAVerifier" in error
     with pytest.raises(InterplayError, match="unknown verifier 'impostor'"):
         plugins.get("verifiers", "impostor")
@@ -197,7 +197,7 @@ def test_an_instance_is_refused_too(register_plugin: RegisterPlugin) -> None:
         register(EchoHarness())
 
     host = register_plugin(make_plugin("inst", register_harnesses=register_harnesses))
-    assert "takes a subclass of interplay.harness.Harness" in (host.infos["inst"].error or "")
+    assert "takes a subclass of interplay.Harness" in (host.infos["inst"].error or "")
 
 
 def test_a_class_without_a_name_needs_one(register_plugin: RegisterPlugin) -> None:
@@ -271,7 +271,8 @@ def test_a_name_registered_twice_is_an_error_naming_both_packages(
     assert str(info.value) == (
         "verifier 'test_one' is registered by both 'pkg-one' and 'pkg-two'; "
         "uninstall one or block it with INTERPLAY_BLOCK_PLUGINS")
-    assert plugins.registry().clashes() == {("verifiers", "test_one"): ["pkg-one", "pkg-two"]}
+    assert plugins.registry().clashes() == {("verifiers", "test_one"): plugins.Clash(
+        "verifiers", "test_one", ["pkg-one", "pkg-two"], used=None)}
 
 
 def test_the_same_class_registered_twice_is_not_a_clash(register_plugin: RegisterPlugin) -> None:
@@ -349,3 +350,156 @@ def test_importing_the_kernel_loads_no_plugin() -> None:
             "assert 'interplay.builtin_verifiers.plugin' not in sys.modules\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
+
+
+# -- a plugin author's mistakes at every hook ---------------------------------------------------
+
+
+class ZeroExact(Verifier):
+    """Wants the builtin's name."""
+
+    name = "exact"
+
+    async def score(self, episode: Episode, ctx: Any) -> Reward:
+        return Reward(self.name, 0.0)
+
+
+def test_a_builtin_name_registered_again_keeps_the_builtin(
+        register_plugin: RegisterPlugin) -> None:
+    from interplay.builtin_verifiers.match import Exact
+
+    def register_verifiers(register: Register) -> None:
+        register(ZeroExact)
+        register(AlwaysOne)
+
+    host = register_plugin(make_plugin("shadow", register_verifiers=register_verifiers),
+                           package="shadow-pkg")
+    assert plugins.get("verifiers", "exact") is Exact
+    assert plugins.get("verifiers", "test_one") is AlwaysOne  # the rest of it works
+    clash = plugins.Clash("verifiers", "exact", ["interplay", "shadow-pkg"], used="interplay")
+    assert plugins.registry().clashes() == {("verifiers", "exact"): clash}
+    info = host.infos["shadow"]
+    assert info.error is None and info.clashes == [attrs.asdict(clash)]
+    assert attrs.asdict(clash) in host.infos["interplay.builtin_verifiers.plugin"].clashes
+    # the builtin env that scores with `exact` still loads
+    plugins.get("envs", "echo-toml")().check()
+
+
+def test_clashes_are_forgotten_with_the_plugin(register_plugin: RegisterPlugin,
+                                               plugin_host: plugins.PluginHost) -> None:
+    plugin_host.register_module(make_plugin(
+        "shadow", register_verifiers=lambda register: register(ZeroExact)), "shadow")
+    assert plugins.registry().clashes()
+    plugin_host.unregister("shadow")
+    assert plugins.registry().clashes() == {}
+    assert all(not i.clashes for i in plugin_host.plugin_infos())
+
+
+@pytest.mark.parametrize("leave", [SystemExit(3), GeneratorExit(), type("Stop", (BaseException,),
+                                                                         {})("stop")])
+def test_a_hook_that_leaves_with_a_base_exception_is_reported(
+        register_plugin: RegisterPlugin, leave: BaseException) -> None:
+    def register_verifiers(register: Register) -> None:
+        raise leave
+
+    host = register_plugin(make_plugin("leaves", register_verifiers=register_verifiers))
+    assert (host.infos["leaves"].error or "").startswith(
+        f"register_verifiers: {type(leave).__name__}")
+    assert plugins.get("verifiers", "exact")  # the builtins are still there
+
+
+def test_ctrl_c_in_a_hook_is_not_swallowed(plugin_host: plugins.PluginHost) -> None:
+    def register_verifiers(register: Register) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        plugin_host.register_module(make_plugin("ctrl_c", register_verifiers=register_verifiers),
+                                    "ctrl_c")
+    plugin_host.unregister("ctrl_c")
+
+
+def test_register_kept_for_later_is_refused(register_plugin: RegisterPlugin) -> None:
+    kept: list[Register] = []
+
+    def register_verifiers(register: Register) -> None:
+        kept.append(register)
+
+    register_plugin(make_plugin("keeps", register_verifiers=register_verifiers),
+                    package="keeps-pkg")
+    with pytest.raises(InterplayError, match=r"keeps-pkg: register\(\) was called after its "
+                                             r"hook returned; call it inside register_verifiers"):
+        kept[0](AlwaysOne)
+    assert "test_one" not in plugins.registry().names("verifiers")
+
+
+def test_a_hook_that_returns_its_classes_is_reported(register_plugin: RegisterPlugin) -> None:
+    def register_verifiers(register: Register) -> list[type]:
+        return [AlwaysOne]
+
+    host = register_plugin(make_plugin("returns", register_verifiers=register_verifiers))
+    assert "register_verifiers returned list; hooks return nothing" in (
+        host.infos["returns"].error or "")
+
+
+def test_an_async_hook_is_reported_and_never_left_unawaited(
+        register_plugin: RegisterPlugin, recwarn: pytest.WarningsRecorder) -> None:
+    async def register_verifiers(register: Register) -> None:
+        register(AlwaysOne)
+
+    host = register_plugin(make_plugin("async_hook", register_verifiers=register_verifiers))
+    assert "register_verifiers is async; hooks are plain functions" in (
+        host.infos["async_hook"].error or "")
+    import gc
+
+    gc.collect()
+    assert not [w for w in recwarn if "never awaited" in str(w.message)]
+
+
+def test_a_hook_without_the_marker_is_reported(register_plugin: RegisterPlugin) -> None:
+    module = types.ModuleType("unmarked")
+    module.register_verifiers = lambda register: register(AlwaysOne)  # type: ignore[attr-defined]
+    host = register_plugin(module, "unmarked")
+    assert host.infos["unmarked"].error == (
+        "register_verifiers is not marked as a hook; decorate it with @interplay.hookimpl "
+        "(from interplay import hookimpl)")
+
+
+@pytest.mark.parametrize("config_cls", [dict, {"times": 2}, None, type("Plain", (), {})])
+def test_a_config_that_is_not_an_attrs_class_is_refused(register_plugin: RegisterPlugin,
+                                                        config_cls: Any) -> None:
+    class Loose(SayStep):
+        name = "test_loose"
+        Config = config_cls
+
+    host = register_plugin(make_plugin("loose", register_steps=lambda register: register(Loose)))
+    assert "Loose.Config must be a class made with @attrs.define" in (
+        host.infos["loose"].error or "")
+
+
+def test_a_dataclass_config_is_accepted(register_plugin: RegisterPlugin) -> None:
+    import dataclasses
+
+    @dataclasses.dataclass
+    class DataConfig:
+        seat: str = "assistant"
+        times: int = 3
+
+    class DataStep(SayStep):
+        name = "test_data"
+        Config = DataConfig
+
+    register_plugin(make_plugin("data", register_steps=lambda register: register(DataStep)))
+    step = plugins.get("steps", "test_data")({"times": 5})
+    assert step.config == DataConfig(times=5)
+
+
+def test_what_a_plugin_prints_goes_to_stderr(register_plugin: RegisterPlugin,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    def register_verifiers(register: Register) -> None:
+        print("hello from a hook")
+        register(AlwaysOne)
+
+    register_plugin(make_plugin("noisy", register_verifiers=register_verifiers))
+    captured = capsys.readouterr()
+    assert "hello from a hook" not in captured.out
+    assert "hello from a hook" in captured.err
