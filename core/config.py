@@ -186,7 +186,9 @@ def _over_defaults(data: Mapping[str, Any], cls: Any, path: str) -> dict[str, An
     """``data`` with each table that sets part of a field whose default is a settings object
     turned into that object with the table's keys changed (see :func:`structure`)."""
     out = dict(data)
-    if not (isinstance(cls, type) and attrs.has(cls)):
+    # Most settings (a seat's harness_config, every episode) hold no table at all.
+    if not any(isinstance(v, Mapping) for v in out.values()) or not (
+            isinstance(cls, type) and attrs.has(cls)):
         return out
     try:
         fields = attrs.fields(attrs.resolve_types(cls))
