@@ -49,7 +49,6 @@ class ChatHarness(Harness):
         cfg: ChatConfig = self.config
         for _ in range(cfg.max_turns):
             call = await ctx.client.chat(conv, tools=specs, stream=cfg.stream, **ctx.sampling)
-            ctx.record_call(call)
             if call.error_type is not None:
                 return Segment(added, stop_condition="error", error=call.error,
                                error_type=call.error_type)

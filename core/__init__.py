@@ -35,7 +35,7 @@ from interplay.records import (
     from_json,
     to_json,
 )
-from interplay.run.agent import Agent, ChatSession, Reply, SegmentContext
+from interplay.run.agent import Agent, ChatSession, Reply, SegmentClient, SegmentContext
 from interplay.run.episode import EpisodeContext, RunResources, run_episode
 from interplay.step import Step
 from interplay.taskset import load_jsonl
@@ -68,6 +68,7 @@ __all__ = [
     "RunResources",
     "SeatSpec",
     "Segment",
+    "SegmentClient",
     "SegmentContext",
     "Step",
     "Task",

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from interplay.clock import Clock
     from interplay.interception import TraceRoute
     from interplay.model.client import ModelClient
+    from interplay.model.endpoint import Endpoint
     from interplay.run.episode import EpisodeContext
     from interplay.tools import Tool
 
@@ -47,6 +48,48 @@ class Reply:
     messages: list[Message] = attrs.Factory(list)
 
 
+class SegmentClient:
+    """The model client as a harness reaches it (``ctx.client``): every call made through it is
+    kept on the trace as it returns, so a harness need not remember to record its calls (and a
+    call recorded again with ``ctx.record_call`` is kept once)."""
+
+    def __init__(self, client: ModelClient, trace: Trace) -> None:
+        #: The client itself, whose calls nothing records.
+        self.plain = client
+        # The trace, not the context: a context that held this client and was held by it would
+        # be a cycle, and a finished episode would wait for the cycle collector.
+        self._trace = trace
+
+    @property
+    def endpoint(self) -> Endpoint:
+        return self.plain.endpoint
+
+    def record(self, call: ModelCall) -> None:
+        """Keep ``call`` on the trace unless it is there already."""
+        # A trace holds tens of calls, and this runs only for calls a harness records itself.
+        if not any(c is call for c in self._trace.model_calls):
+            self._trace.model_calls.append(call)
+
+    async def chat(self, messages: Sequence[Message | Mapping[str, Any]],
+                   **params: Any) -> ModelCall:
+        """:meth:`ModelClient.chat <interplay.model.client.ModelClient.chat>`, recorded."""
+        call = await self.plain.chat(messages, **params)
+        self._trace.model_calls.append(call)
+        return call
+
+    async def chat_raw(self, *args: Any, **kwargs: Any) -> ModelCall:
+        """:meth:`ModelClient.chat_raw <interplay.model.client.ModelClient.chat_raw>`,
+        recorded."""
+        call = await self.plain.chat_raw(*args, **kwargs)
+        self._trace.model_calls.append(call)
+        return call
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "plain":  # not set yet (a copy being made): no recursion through here
+            raise AttributeError(name)
+        return getattr(self.plain, name)
+
+
 class SegmentContext:
     """Everything a harness may use while it runs segments for one trace."""
 
@@ -56,7 +99,8 @@ class SegmentContext:
         self.task: Task = session.task
         self.wire_task: Task = session.wire_task
         self.tools: list[Tool] = list(session.agent.tools)
-        self.client: ModelClient = session.agent.client
+        #: The model client; what is sent through it is recorded on this trace.
+        self.client = SegmentClient(session.agent.client, session.trace)
         self.sampling: dict[str, Any] = dict(session.agent.spec.sampling)
         self.timeout_s: float = session.agent.spec.timeout_s
         #: Per-trace state a harness keeps between segments (a session id, a home dir).
@@ -70,8 +114,9 @@ class SegmentContext:
         return self.agent.episode.clock if self.agent.episode is not None else None
 
     def record_call(self, call: ModelCall) -> None:
-        """Keep a model call on the trace."""
-        self.trace.model_calls.append(call)
+        """Keep a model call on the trace, once: calls made through ``ctx.client`` are kept
+        already; this is for calls a harness made another way."""
+        self.client.record(call)
 
     def record_tool(self, run: ToolRun) -> None:
         self.trace.tool_runs.append(run)
@@ -86,7 +131,10 @@ class SegmentContext:
         async with self._route_lock:
             if self._route is None:
                 server = await self.agent.interception_server()
-                self._route = server.open_trace(client=self.client, on_call=self.record_call,
+                # The server records each request itself (through on_call), so it gets the
+                # plain client.
+                self._route = server.open_trace(client=self.client.plain,
+                                                on_call=self.record_call,
                                                 model=self.client.endpoint.model,
                                                 sampling=self.sampling)
         return self._route
