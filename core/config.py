@@ -96,6 +96,29 @@ def make_config_converter() -> cattrs.Converter:
         shaped(lambda t: cattrs.cols.mapping_structure_factory(t, conv), "a table",
                _is_table))
 
+    # cattrs handles X | None but no other union: `arguments: dict | str` in a plugin's Config
+    # would be a traceback at load. Each member is tried in the order written.
+    def union(typ: Any) -> Any:
+        members = [a for a in typing.get_args(typ) if a is not type(None)]
+        optional = len(members) < len(typing.get_args(typ))
+        expected = _describe_type(typ)
+
+        def hook(value: Any, _: Any) -> Any:
+            if value is None and optional:
+                return None
+            for member in members:
+                try:
+                    return conv.structure(value, member)
+                except Exception:  # not this member; the next may fit
+                    continue
+            raise _TypeMismatch(expected, value)
+
+        return hook
+
+    conv.register_structure_hook_factory(
+        lambda t: typing.get_origin(t) in (typing.Union, types.UnionType)
+        and sum(a is not type(None) for a in typing.get_args(t)) > 1, union)
+
     def settled(cls: type) -> Any:
         # A table laid over a default (``_over_defaults``) arrives as the instance itself.
         from_dict = cattrs.gen.make_dict_structure_fn(cls, conv)

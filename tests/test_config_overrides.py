@@ -247,3 +247,28 @@ def test_an_env_whose_steps_get_a_dict_runs(tmp_path: Path, register_plugin: Any
     _, env, _ = resolve({"env": {"name": "dict-env"}})
     (relay,) = env.steps()
     assert relay.config.max_turns == 2 and relay.config.user_sim == "impatient"
+
+
+@attrs.define
+class Unions:
+    arguments: dict[str, Any] | str = ""
+    seed: int | str | None = None
+
+
+@pytest.mark.parametrize(("data", "expected"), [
+    ({"arguments": {"a": 1}}, Unions(arguments={"a": 1})),
+    ({"arguments": "{}"}, Unions(arguments="{}")),
+    ({"seed": 3}, Unions(seed=3)),
+    ({"seed": "x"}, Unions(seed="x")),
+    ({"seed": None}, Unions(seed=None)),
+])
+def test_a_union_takes_any_of_its_members(data: dict[str, Any], expected: Unions) -> None:
+    assert config.structure(data, Unions) == expected
+
+
+def test_a_union_none_of_whose_members_fits_is_one_line() -> None:
+    with pytest.raises(InterplayError) as info:
+        config.structure({"arguments": 3}, Unions)
+    assert str(info.value) == "arguments: expected dict or str, got 3"
+    with pytest.raises(InterplayError, match=r"^seed: expected int or str or null, got \[1\]$"):
+        config.structure({"seed": [1]}, Unions)

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import subprocess
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import httpx
 import openai
@@ -134,3 +136,91 @@ def test_runs_as_a_module_without_warnings() -> None:
         proc.terminate()
         _, err = proc.communicate(timeout=30)
     assert "Warning" not in err, err
+
+
+def _serve(*args: str) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen([sys.executable, "-W", "error", "-m", "interplay.testing.scripted",
+                             *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    url = (proc.stdout.readline() if proc.stdout else "").strip()
+    assert url.startswith("http://127.0.0.1:"), (url, proc.communicate(timeout=30))
+    return proc, url
+
+
+def _ask(url: str, text: str = "hi") -> httpx.Response:
+    return httpx.post(url + "/chat/completions",
+                      json={"messages": [{"role": "user", "content": text}]}, timeout=30)
+
+
+def test_a_process_serves_a_jsonl_script_in_order(tmp_path: Path) -> None:
+    script = tmp_path / "replies.jsonl"
+    script.write_text('"first"\n\n'
+                      '{"content": "let me look", "tool_calls": [{"name": "find_order", '
+                      '"arguments": {"order_id": "1042"}}]}\n'
+                      '{"status": 429, "retry_after": 0}\n')
+    proc, url = _serve("--script", str(script), "--model", "my-model")
+    try:
+        first = _ask(url).json()
+        assert first["choices"][0]["message"]["content"] == "first"
+        second = _ask(url).json()["choices"][0]["message"]
+        assert second["content"] == "let me look"
+        assert second["tool_calls"][0]["function"]["name"] == "find_order"
+        assert json.loads(second["tool_calls"][0]["function"]["arguments"]) == {
+            "order_id": "1042"}
+        fault = _ask(url)
+        assert fault.status_code == 429 and float(fault.headers["retry-after"]) == 0
+        assert _ask(url).status_code == 500  # the script ran out
+        models = httpx.get(url + "/models", timeout=30).json()
+        assert models["data"][0]["id"] == "my-model"
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)
+
+
+def test_a_json_array_script_can_repeat(tmp_path: Path) -> None:
+    script = tmp_path / "replies.json"
+    script.write_text('["one", {"content": "two", "latency_s": 0.01}]')
+    proc, url = _serve("--script", str(script), "--repeat")
+    try:
+        got = [_ask(url).json()["choices"][0]["message"]["content"] for _ in range(5)]
+        assert got == ["one", "two", "one", "two", "one"]
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ('"ok"\n{"contents": "x"}\n', "replies.jsonl line 2: reply: unknown key contents"),
+    ('"ok"\n{not json\n', "replies.jsonl line 2: not valid JSON"),
+    ('{"tool_calls": [{"arguments": {}}]}\n',
+     "replies.jsonl line 1: reply.tool_calls[0].name: missing value"),
+    ('{"hangs": "yes"}\n', "replies.jsonl line 1: reply.hangs: expected bool, got 'yes'"),
+    ("3\n", "replies.jsonl line 1: reply: expected a table, got 3"),
+    ("\n\n", "replies.jsonl: the script has no replies"),
+])
+def test_a_bad_script_is_one_line_exit_2(tmp_path: Path, text: str, message: str) -> None:
+    script = tmp_path / "replies.jsonl"
+    script.write_text(text)
+    proc = subprocess.run([sys.executable, "-m", "interplay.testing.scripted", "--script",
+                           str(script)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    last = proc.stderr.strip().splitlines()[-1]
+    assert message in last and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_an_eval_runs_on_a_scripted_model_process(tmp_path: Path) -> None:
+    """The command line a plugin author uses to try an env without a model."""
+    script = tmp_path / "replies.jsonl"
+    script.write_text("\n".join(json.dumps(w) for w in ("apple", "river")) + "\n")
+    proc, url = _serve("--script", str(script))
+    try:
+        out = tmp_path / "run"
+        run = subprocess.run(
+            [sys.executable, "-m", "interplay.cli", "eval", "echo-toml", "-n", "2", "-c", "1",
+             "--base-url", url, "-o", str(out), "--no-report", "--quiet"],
+            capture_output=True, text=True, timeout=120,
+            env={**os.environ, "INTERPLAY_LOAD_PLUGINS": ""})
+        assert run.returncode == 0, run.stderr
+        assert json.loads((out / "summary.json").read_text())["reward_mean"] == 1.0
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)

@@ -1,5 +1,6 @@
 """Test doubles shipped for plugin authors: a scripted OpenAI-compatible model over real HTTP
-(:class:`ScriptedModel`), :func:`run_scripted` (one episode of an env against it),
+(:class:`ScriptedModel`, whose script :func:`read_script` reads from a file),
+:func:`run_scripted` (one episode of an env against it),
 :func:`isolated_plugins` (the builtins plus the plugins a test names, nothing else installed) and
 a pytest plugin with fixtures (``interplay.testing.pytest_plugin``), and :func:`descendants` and
 :func:`survivors` to check that what a run started is gone once it ends.
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from interplay.testing.episodes import ScriptedRun, isolated_plugins, run_scripted
     from interplay.testing.processes import descendants, survivors
+    from interplay.testing.script_file import read_script
     from interplay.testing.scripted import (
         ScriptedModel,
         ScriptedReply,
@@ -27,9 +29,10 @@ _MODULES = {"ScriptedModel": "scripted", "ScriptedReply": "scripted",
             "ScriptedRequest": "scripted", "ScriptedToolCall": "scripted",
             "ScriptedRun": "episodes", "run_scripted": "episodes",
             "isolated_plugins": "episodes", "descendants": "processes",
-            "survivors": "processes"}
+            "survivors": "processes", "read_script": "script_file"}
 __all__ = ["ScriptedModel", "ScriptedReply", "ScriptedRequest", "ScriptedRun",
-           "ScriptedToolCall", "descendants", "isolated_plugins", "run_scripted", "survivors"]
+           "ScriptedToolCall", "descendants", "isolated_plugins", "read_script", "run_scripted",
+           "survivors"]
 
 
 def __getattr__(name: str) -> Any:

@@ -8,14 +8,25 @@ Every request received is kept in ``requests``; ``abandoned`` counts hung reques
 gave up (closed the connection). Usage figures count words.
 
 Run it in-process (``with ScriptedModel(script) as m:`` / ``async with``; the server lives in a
-background thread with its own loop) or as a process:
-``python -m interplay.testing.scripted --port N`` (echoes the last user message).
+background thread with its own loop) or as a process, which prints its base URL and then serves:
+``python -m interplay.testing.scripted [--port N] [--script FILE [--repeat]]``. Without a script
+it echoes the last user message; a script file
+(:func:`interplay.testing.script_file.read_script`) is a JSON array or a JSONL
+file of replies, each a string (the reply's text) or an object::
+
+    {"content": "I will look it up.", "tool_calls": [{"name": "find_order",
+     "arguments": {"order_id": "1042"}}], "latency_s": 0.2}
+    {"status": 429, "retry_after": 1}          # a fault; also "hangs", "drops", "malformed"
+
+Replies are served in order; past the end of the script every request is answered 500, or with
+``--repeat`` the script starts over.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import threading
 import time
@@ -425,12 +436,33 @@ class ScriptedModel:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m interplay.testing.scripted",
-                                     description="Serve the scripted model (echo handler).")
+    parser = argparse.ArgumentParser(
+        prog="python -m interplay.testing.scripted",
+        description="Serve the scripted model: an OpenAI-compatible server that answers from a "
+        "script file, or echoes the last user message. Prints its base URL, then serves until "
+        "stopped.")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--model", default="scripted", help="the model name it serves")
+    parser.add_argument("--script", metavar="FILE", help="replies to serve in order: a JSON "
+                        "array or JSONL file, each reply a string or an object such as "
+                        '{"content": "...", "tool_calls": [{"name": "...", "arguments": {}}]}')
+    parser.add_argument("--repeat", action="store_true",
+                        help="start the script over when it runs out (else: 500s)")
     args = parser.parse_args(argv)
-    model = ScriptedModel()
+    if args.repeat and not args.script:
+        parser.error("--repeat goes with --script FILE")
+    script: Script | None = None
+    if args.script:
+        from interplay import InterplayError
+        from interplay.testing.script_file import read_script
+
+        try:
+            replies = read_script(args.script)
+        except InterplayError as exc:
+            parser.error(exc.message)
+        script = _cycling(replies) if args.repeat else replies
+    model = ScriptedModel(script, model=args.model)
     server = asgi.AsgiServer(model.app, host=args.host, port=args.port, graceful_s=0.5)
 
     async def run() -> None:
@@ -444,6 +476,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         pass
     return 0
+
+
+def _cycling(replies: list[ScriptedReply]) -> Handler:
+    turn = itertools.count()
+    return lambda request: replies[next(turn) % len(replies)]
 
 
 if __name__ == "__main__":
