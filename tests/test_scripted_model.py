@@ -224,3 +224,24 @@ def test_an_eval_runs_on_a_scripted_model_process(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.communicate(timeout=30)
+
+
+def test_a_plugins_plain_tests_need_no_async_runner(tmp_path: Path) -> None:
+    """A plugin's test file as docs/plugins.md shows it, run by pytest without pytest-asyncio:
+    the scripted_episode fixture runs the episode from a plain test."""
+    (tmp_path / "test_plugin.py").write_text('''
+from interplay import Task, lookup
+
+
+def test_echo_env(scripted_episode) -> None:
+    env = lookup("envs", "echo")()
+    run = scripted_episode(env, Task(0, prompt="Say apple", answer="apple"), ["apple"])
+    assert run.episode.reward == 1.0
+    assert len(run.requests) == 1
+''')
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:asyncio", "-p",
+                           "no:cacheprovider", str(tmp_path / "test_plugin.py")],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                          env={**os.environ, "INTERPLAY_LOAD_PLUGINS": ""})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "1 passed" in proc.stdout

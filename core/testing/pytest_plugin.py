@@ -1,7 +1,8 @@
 """pytest fixtures for plugin authors (registered through the ``pytest11`` entry point).
 
 ``scripted_model(script)`` starts a :class:`~interplay.testing.ScriptedModel` and stops it after
-the test.
+the test. ``scripted_episode(env, task, script)`` runs one episode against one from a plain
+(not async) test, so a plugin's tests need no async test runner.
 """
 
 from __future__ import annotations
@@ -27,3 +28,17 @@ def scripted_model() -> Iterator[Callable[..., ScriptedModel]]:
     yield make
     for model in started:
         model.stop()
+
+
+@pytest.fixture
+def scripted_episode() -> Callable[..., Any]:
+    """``scripted_episode(env, task, script, **kwargs) -> ScriptedRun``: what
+    :func:`interplay.testing.run_scripted` returns, from a plain test (it runs an event loop of
+    its own, so an ``async def`` test awaits ``run_scripted`` instead)."""
+    from interplay import _aio
+    from interplay.testing.episodes import run_scripted
+
+    def run(env: Any, task: Any, script: Any = None, **kwargs: Any) -> Any:
+        return _aio.run(run_scripted(env, task, script, **kwargs))
+
+    return run
