@@ -2,7 +2,10 @@
 and simulated worlds.
 
 This module is the public API: everything a plugin (a harness, a user sim, a step, a verifier,
-an env) needs is importable from here, and test helpers from :mod:`interplay.testing`. The
+an env) needs is importable from here, and test helpers from :mod:`interplay.testing`. So are
+the builtins a plugin builds on: the relay step (``Relay``, ``RelayConfig``,
+``person_from_task``) for an env with a modeled user, and the rubric judge (``Rubric``,
+``RubricConfig``, ``Criterion``) to subclass. The
 subpackages (``interplay.model``, ``interplay.run``, ``interplay.interception``, ...) are the
 implementation and may move; modules whose names start with ``_`` are internal to the kernel.
 
@@ -11,6 +14,9 @@ Importing the package has no side effects: plugins load lazily, once, on the fir
 
 from __future__ import annotations
 
+from interplay.builtin_envs.steps import Relay, RelayConfig
+from interplay.builtin_envs.usersims import person_from_task
+from interplay.builtin_verifiers.rubric import Criterion, Rubric, RubricConfig
 from interplay.clock import Clock
 from interplay.config import structure as structure_config
 from interplay.env import Env, SeatSpec, env_from_toml
@@ -19,7 +25,7 @@ from interplay.harness import Harness, NoConfig, Segment
 from interplay.hookspecs import Register, hookimpl
 from interplay.model.client import assistant_message, request_messages
 from interplay.model.endpoint import Endpoint
-from interplay.plugins import lookup
+from interplay.plugins import is_kind, lookup
 from interplay.processes import owner_tag, popen, start_process
 from interplay.records import (
     Episode,
@@ -50,6 +56,7 @@ __all__ = [
     "Answer",
     "ChatSession",
     "Clock",
+    "Criterion",
     "Endpoint",
     "Env",
     "Episode",
@@ -63,8 +70,12 @@ __all__ = [
     "Person",
     "Read",
     "Register",
+    "Relay",
+    "RelayConfig",
     "Reply",
     "Reward",
+    "Rubric",
+    "RubricConfig",
     "RunResources",
     "SeatSpec",
     "Segment",
@@ -84,9 +95,11 @@ __all__ = [
     "env_from_toml",
     "from_json",
     "hookimpl",
+    "is_kind",
     "load_jsonl",
     "lookup",
     "owner_tag",
+    "person_from_task",
     "popen",
     "request_messages",
     "run_episode",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import inspect
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -82,3 +83,81 @@ def test_the_docs_examples_register_what_they_say(tmp_path: Path) -> None:
         assert [t.answer for t in plugins.get("envs", "quiz")().tasks()] == ["4"]
     finally:
         host.unregister("docs_examples")
+
+
+def _python_blocks() -> list[str]:
+    import re
+
+    return re.findall(r"```python\n(.*?)```", DOCS.read_text(), re.S)
+
+
+def _block(marker: str) -> str:
+    (block,) = [b for b in _python_blocks() if marker in b]
+    return block
+
+
+def test_the_docs_import_only_the_public_api() -> None:
+    """A plugin author copies the imports: every name comes from `interplay` or
+    `interplay.testing` (or the plugin's own package), never from a module behind them."""
+    for block in _python_blocks():
+        if "import" not in block:  # a hook's signature, not code
+            continue
+        for node in ast.walk(ast.parse(block)):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("interplay"):
+                assert node.module in ("interplay", "interplay.testing") or (
+                    node.module.startswith("interplay_")), node.module
+            if isinstance(node, ast.ImportFrom) and node.module in ("interplay",
+                                                                    "interplay.testing"):
+                target = __import__(node.module, fromlist=["_"])
+                for alias in node.names:
+                    assert hasattr(target, alias.name), f"{node.module}.{alias.name}"
+
+
+def test_the_docs_env_config_example_merges_overrides(register_plugin: Any) -> None:
+    import types
+
+    from interplay import config, hookimpl
+    from interplay.run.config import load_env
+
+    namespace: dict[str, Any] = {}
+    exec(compile(_block("class HelpDesk(Env)"), str(DOCS), "exec", dont_inherit=True), namespace)
+    help_desk = namespace["HelpDesk"]
+    register_plugin(types.SimpleNamespace(
+        register_envs=hookimpl(lambda register: register(help_desk))), "help_desk")
+    settings = config.apply_overrides({}, ["relay.max_turns=2", "taskset=other.jsonl"])
+    env = load_env("help-desk", settings)
+    assert env.config.relay.max_turns == 2
+    assert env.config.relay.persona == "a hurried nurse"
+    assert env.config.taskset == "other.jsonl"
+    env.check()
+
+
+async def test_the_docs_rubric_example_subclasses_the_judge(tmp_path: Path) -> None:
+    from interplay import Episode, EpisodeInfo, Message, Task, Trace, is_kind
+    from interplay.testing import ScriptedModel
+
+    namespace: dict[str, Any] = {}
+    exec(compile(_block("class StrictRubric(Rubric)"), str(DOCS), "exec", dont_inherit=True),
+         namespace)
+    judge = namespace["judge"]
+    assert is_kind(judge, "verifiers", "rubric")
+    info = EpisodeInfo(episode_id="e", env="x", task_idx=0)
+    episode = Episode(info=info, task=Task(0, prompt="p"), traces=[Trace(
+        agent="assistant", episode=info, seat="assistant",
+        messages=[Message("user", "cancel it"), Message("assistant", "done")])])
+    assert judge.prompt(episode)[1].text.endswith("Be strict.")
+    verdicts = ['{"criteria": [{"name": "resolved", "score": 0.5, "reason": "half"}]}',
+                '{"criteria": [{"name": "resolved", "score": 0.9, "reason": "yes"}]}']
+    from interplay import RunResources
+    from interplay.run.episode import EpisodeContext
+
+    for verdict, expected in zip(verdicts, (0.0, 0.9), strict=True):
+        with ScriptedModel([verdict]) as model:
+            resources = RunResources(endpoint=model.endpoint)
+            ctx = EpisodeContext(env=None, task=episode.task, info=info,  # type: ignore[arg-type]
+                                 resources=resources)
+            try:
+                reward = await judge.score(episode, ctx)
+            finally:
+                await resources.aclose()
+        assert reward.value == expected
