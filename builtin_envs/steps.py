@@ -15,6 +15,7 @@ import attrs
 
 from interplay import plugins
 from interplay.builtin_envs.usersims import person_from_task
+from interplay.errors import InterplayError
 from interplay.run.episode import EpisodeContext
 from interplay.step import Step
 from interplay.usersim import Answer, Read, UserSim
@@ -84,8 +85,9 @@ class Relay(Step):
         if cfg.empty_retries < 0:
             problems.append(f"empty_retries must be 0 or more, got {cfg.empty_retries}")
         try:
-            plugins.get("user-sims", cfg.user_sim)
-        except Exception as exc:
+            # Its settings too: a bad one would otherwise fail every episode, not the load.
+            plugins.get("user-sims", cfg.user_sim)().configure(cfg.user_sim_settings)
+        except InterplayError as exc:
             problems.append(str(exc))
         return problems
 

@@ -186,10 +186,11 @@ def _structure(value: Any, typ: Any, path: str) -> Any:
         raise InterplayError(f"{path or 'config'}: {exc}") from None
 
 
-def settle(value: Any, owner: Any, kind: str) -> Any:
+def settle(value: Any, owner: Any, kind: str, *, path: str | None = None) -> Any:
     """The settings ``owner`` (a step, a verifier, ... of ``kind``) is constructed with, as its
     ``Config``: None is ``Config()``, an instance of ``Config`` is kept, a mapping is structured
-    as a config file's table would be; anything else is refused with one line."""
+    as a config file's table would be (its errors name ``path``, by default the owner's name);
+    anything else is refused with one line."""
     cls = owner.Config
     name = getattr(owner, "name", "") or type(owner).__name__
     if value is None:
@@ -197,7 +198,7 @@ def settle(value: Any, owner: Any, kind: str) -> Any:
     if isinstance(value, cls):
         return value
     if isinstance(value, Mapping):
-        return structure(value, cls, path=name)
+        return structure(value, cls, path=path or name)
     raise InterplayError(f"{kind} {name!r} takes a {cls.__qualname__} or a mapping of its "
                          f"settings, got {type(value).__qualname__} {value!r}")
 

@@ -67,7 +67,8 @@ class UserSim:
 
     def configure(self, settings: Mapping[str, Any] | Any) -> None:
         """Take settings: a mapping (structured into ``Config``) or a ``Config`` instance."""
-        self.config = settle(settings, self, "user sim")
+        self.config = settle(settings, self, "user sim",
+                             path=f"user_sim.{self.name or type(self).__name__}")
 
     async def setup(self, person: Person, ctx: EpisodeContext) -> None:
         """Meet the person to play for one episode (open sessions, seed randomness)."""

@@ -50,10 +50,16 @@ class Shop(Env):
         return [Contains(self.config.verifier)]
 
 
+@attrs.define
+class ImpatientConfig:
+    patience: int = 1
+
+
 class Impatient(interplay.UserSim):
     """A user sim the shop env names."""
 
     name = "impatient"
+    Config: ClassVar[type] = ImpatientConfig
 
     async def answer(self, read: interplay.Read) -> interplay.Answer:
         return interplay.Answer("bye", done=True)
@@ -132,6 +138,11 @@ def test_a_table_inside_a_default_table_merges_too() -> None:
     ("env.relay=3", "env.relay: expected a table, got 3"),
     ("env.relay.user_sim_settings=3", "env.relay.user_sim_settings: expected a table, got 3"),
     ("env.relay.persona=[1]", "env.relay.persona: expected str, got [1]"),
+    # the user sim's own settings are checked when the env loads, not in every episode
+    ("env.relay.user_sim_settings.patience=x", "env 'shop-test' does not fit together: step "
+     "'relay': user_sim.impatient.patience: expected int, got 'x'"),
+    ("env.relay.user_sim_settings.patient=3", "env 'shop-test' does not fit together: step "
+     "'relay': user_sim.impatient: unknown key patient; allowed: patience"),
 ])
 def test_a_bad_override_onto_chosen_settings_is_one_line(shop: None, override: str,
                                                          message: str) -> None:

@@ -221,3 +221,23 @@ async def test_a_worker_that_breaks_the_protocol_costs_only_its_running_episodes
     assert lines == []
     assert lost == [[(0, 0)]]
     assert proc.returncode is not None
+
+
+def test_a_worker_killed_as_it_starts_leaves_the_run_to_the_other(
+        tmp_path: Path, scripted_model: ScriptedFactory) -> None:
+    """Killed before it has answered anything (perhaps before it read its set-up): what it
+    was sent is lost, and every other pair goes to the worker that lives."""
+    model = scripted_model(paced)
+    kinds = ["fast"] * 8
+    proc, out = _start(tmp_path, model, kinds)
+    _wait(lambda: len(_workers(proc.pid)) >= 1, proc, "a worker")
+    os.kill(_workers(proc.pid)[0], signal.SIGKILL)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stderr
+    assert "Traceback" not in stderr
+    found = _by_pair(out)
+    assert sorted(found) == [(t, 0) for t in range(len(kinds))]
+    lost = [r for r in found.values() if r["error_type"] is not None]
+    assert len(lost) <= 2  # at most its share of -c 4
+    assert {r["error_type"] for r in lost} <= {"worker_error"}
+    assert all(r["reward"] == 1.0 for r in found.values() if r["error_type"] is None)
