@@ -59,7 +59,9 @@ _encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
 def dumps(obj: Any) -> bytes:
-    return _encode(obj).encode()
+    # A lone surrogate (a model may answer "\ud800") cannot be UTF-8; it only ever sits in a
+    # JSON string, where backslashreplace writes it as the JSON escape it came as.
+    return _encode(obj).encode("utf-8", "backslashreplace")
 
 
 async def send_bytes(send: Send, status: int, body: bytes,

@@ -237,7 +237,7 @@ class ChatSession:
         try:
             # In this task, not a task of its own as wait_for would make: one less task and
             # its scheduling per turn.
-            return await aio.within(self.ctx.timeout_s, run)
+            segment = await aio.within(self.ctx.timeout_s, run)
         except TimeoutError:
             return Segment(stop_condition="timeout", error_type="timeout",
                            error=f"segment exceeded {self.ctx.timeout_s:g} s")
@@ -248,6 +248,15 @@ class ChatSession:
                         harness=self.agent.harness.name, error_type=type(exc).__name__)
             return Segment(stop_condition="error", error_type="harness_error",
                            error=f"{type(exc).__name__}: {exc}")
+        # What a harness hands back becomes the trace: anything but Messages in a Segment
+        # would fail only when the episode is written, and take the run down with it.
+        problem = _segment_problem(segment)
+        if problem is not None:
+            log.warning("agent.harness_error", agent=self.agent.name,
+                        harness=self.agent.harness.name, error_type="bad_segment")
+            return Segment(stop_condition="error", error_type="harness_error",
+                           error=f"harness {self.agent.harness.name!r} {problem}")
+        return segment  # type: ignore[no-any-return]
 
     def _fail(self, exc: BaseException) -> None:
         if self.trace.error_type is None:
@@ -275,6 +284,17 @@ class ChatSession:
         finally:
             await self.ctx._release()
             self.trace.ended_at = time.time()
+
+
+def _segment_problem(segment: Any) -> str | None:
+    if not isinstance(segment, Segment):
+        return (f"returned {type(segment).__name__} from a segment; launch() and resume() "
+                f"return an interplay.Segment")
+    for i, message in enumerate(segment.messages):
+        if not isinstance(message, Message):
+            return (f"returned a Segment whose messages[{i}] is a {type(message).__name__}; "
+                    f"each is an interplay.Message")
+    return None
 
 
 def _as_user_message(message: str | Message | None) -> Message | None:
