@@ -138,3 +138,40 @@ async def test_a_failed_call_is_kept_too() -> None:
                                                                 "max_retries": 0}}})
     calls = run.episode.trace("assistant").model_calls
     assert len(calls) == 2 and all(c.error_type is not None for c in calls)
+
+
+# -- a harness that hands back the wrong thing ----------------------------------------------------
+
+
+class Sloppy(Harness):
+    """Returns what the test's prompt names instead of a Segment of Messages."""
+
+    name = "test_sloppy"
+
+    async def launch(self, task: Task, ctx: SegmentContext) -> Any:
+        await ctx.client.chat(task.messages())
+        return {"text": "hi", "none": None, "list": [Message("assistant", "hi")],
+                "dicts": Segment([{"role": "assistant", "content": "hi"}]),  # type: ignore[list-item]
+                }[str(task.prompt)]
+
+
+@pytest.mark.parametrize(("returned", "message"), [
+    ("text", "returned str from a segment; launch() and resume() return an interplay.Segment"),
+    ("none", "returned NoneType from a segment"),
+    ("list", "returned list from a segment"),
+    ("dicts", "returned a Segment whose messages[0] is a dict; each is an interplay.Message"),
+])
+async def test_a_harness_that_returns_the_wrong_thing_is_a_harness_error(
+        register_plugin: Any, returned: str, message: str) -> None:
+    register_plugin(types.SimpleNamespace(
+        register_harnesses=hookimpl(lambda register: register(Sloppy))), "sloppy")
+    from interplay.run.results import episode_line
+
+    run = await run_scripted(OneSeat(), Task(0, prompt=returned), None,
+                             seats={"assistant": {"harness": "test_sloppy"}})
+    trace = run.episode.trace("assistant")
+    assert trace.error_type == "harness_error" and trace.stop_condition == "error"
+    assert (trace.error or "").startswith("harness 'test_sloppy' returned")
+    assert message in (trace.error or "")
+    assert len(trace.model_calls) == 1  # what it did send is kept
+    assert episode_line(run.episode)  # the episode can be written
