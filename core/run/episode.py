@@ -188,11 +188,25 @@ async def _run(ctx: EpisodeContext, env: Env, task: Task) -> Episode:
                 episode.error, episode.error_type = trace.error, trace.error_type
                 break
     await score(episode, env, ctx)
-    episode.metrics = {**ctx.metrics, **episode.metrics}
+    episode.metrics = {**_numbers(ctx.metrics, episode), **episode.metrics}
     episode.wall_s = time.monotonic() - t0
     log.debug("episode.end", episode_id=info.episode_id, env=env.name, wall_s=episode.wall_s,
               error_type=episode.error_type)
     return episode
+
+
+def _numbers(metrics: dict[str, Any], episode: Episode) -> dict[str, float]:
+    """A step's metrics as numbers; one that is not a number (a step's mistake) is left out
+    and makes the episode an env_error, rather than vanishing from the summary unseen."""
+    out: dict[str, float] = {}
+    for key, value in metrics.items():
+        if isinstance(value, int | float):
+            out[key] = float(value)
+        elif episode.error is None:
+            episode.error = (f"ctx.metrics[{key!r}] is {type(value).__name__} {value!r}; "
+                             f"a step's metrics are numbers")
+            episode.error_type = "env_error"
+    return out
 
 
 def _mark_open_traces(ctx: EpisodeContext, stop_condition: str) -> None:
