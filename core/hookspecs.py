@@ -37,7 +37,7 @@ def register_harnesses(register: Register) -> None:
     Fires once per process, the first time anything looks up a harness (or lists plugins).
 
     :param register: ``register(harness_class, name=None)``. ``harness_class`` is a subclass of
-        :class:`interplay.harness.Harness`; ``name`` defaults to its ``name`` attribute. Its
+        :class:`interplay.Harness`; ``name`` defaults to its ``name`` attribute. Its
         ``launch(task, ctx)`` runs the first segment and ``resume(messages, ctx)`` every
         continuation.
     """
@@ -50,7 +50,7 @@ def register_user_sims(register: Register) -> None:
     Fires once per process, the first time anything looks up a user sim (or lists plugins).
 
     :param register: ``register(user_sim_class, name=None)``. ``user_sim_class`` is a subclass
-        of :class:`interplay.usersim.UserSim` with ``configure(settings)``, ``setup(person)``
+        of :class:`interplay.UserSim` with ``configure(settings)``, ``setup(person)``
         and ``answer(read) -> Answer``; ``name`` defaults to its ``name`` attribute.
     """
 
@@ -62,7 +62,7 @@ def register_steps(register: Register) -> None:
     Fires once per process, the first time anything looks up a step (or lists plugins).
 
     :param register: ``register(step_class, name=None)``. ``step_class`` is a subclass of
-        :class:`interplay.step.Step` with ``check(steps) -> problems`` (run when a task loads)
+        :class:`interplay.Step` with ``check(steps) -> problems`` (run when a task loads)
         and ``async run(ctx)``; ``name`` defaults to its ``name`` attribute.
     """
 
@@ -74,7 +74,7 @@ def register_verifiers(register: Register) -> None:
     Fires once per process, the first time anything looks up a verifier (or lists plugins).
 
     :param register: ``register(verifier_class, name=None)``. ``verifier_class`` is a subclass
-        of :class:`interplay.verifier.Verifier` with ``check(steps) -> problems`` (run when a
+        of :class:`interplay.Verifier` with ``check(steps) -> problems`` (run when a
         task loads) and ``async score(episode)``; ``name`` defaults to its ``name`` attribute.
     """
 
@@ -86,7 +86,7 @@ def register_envs(register: Register) -> None:
     Fires once per process, the first time anything looks up an env (or lists plugins).
 
     :param register: ``register(env, name=None)``. ``env`` is a subclass of
-        :class:`interplay.env.Env` (written in Python) or a path to a TOML file of steps;
+        :class:`interplay.Env` (written in Python) or a path to a TOML file of steps;
         ``name`` defaults to its ``name`` attribute (the file's stem for a path).
     """
 
