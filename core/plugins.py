@@ -215,12 +215,12 @@ class PluginHost:
 def _call_hook(function: Callable[..., Any], hook_name: str, kind: str, info: PluginInfo,
                added: list[Entry]) -> None:
     """One plugin's hook, with a ``register`` that works only while the hook runs."""
-    register = _make_register(kind, info, added)
+    register = _Register(kind, info, added)
     try:
         with contextlib.redirect_stdout(sys.stderr):
             returned = function(register=register)
     finally:
-        register.closed = True  # type: ignore[attr-defined]
+        register.closed = True
     if inspect.iscoroutine(returned):
         returned.close()
         raise InterplayError(f"{hook_name} is async; hooks are plain functions "
@@ -260,36 +260,39 @@ def _marked_hooks(pm: pluggy.PluginManager, module: Any) -> list[str]:
     return names
 
 
-def _make_register(kind: str, info: PluginInfo, added: list[Entry]) -> Callable[..., None]:
-    module_name, class_name = KIND_BASES[kind]
+class _Register:
+    """The ``register`` one hook call receives: it checks what a plugin registers, keeps what
+    passes, and refuses to be called once its hook has returned (what it kept is counted by
+    then)."""
 
-    def register(obj: Any, name: str | None = None) -> None:
-        if register.closed:  # type: ignore[attr-defined]
-            raise InterplayError(f"{info.package}: register() was called after its hook "
-                                 f"returned; call it inside register_{kind.replace('-', '_')}")
+    def __init__(self, kind: str, info: PluginInfo, added: list[Entry]) -> None:
+        self.kind, self.info, self.added = kind, info, added
+        self.closed = False
+
+    def __call__(self, obj: Any, name: str | None = None) -> None:
+        kind, package = self.kind, self.info.package
+        if self.closed:
+            raise InterplayError(f"{package}: register() was called after its hook returned; "
+                                 f"call it inside register_{kind.replace('-', '_')}")
+        module_name, class_name = KIND_BASES[kind]
         base = getattr(importlib.import_module(module_name), class_name)
         if kind == "envs" and isinstance(obj, str | os.PathLike):
             from interplay.env import env_from_toml
 
             obj = env_from_toml(obj)
         if not (isinstance(obj, type) and issubclass(obj, base)):
-            raise InterplayError(
-                f"{info.package}: register() for {kind} takes a subclass of "
-                f"interplay.{class_name}, got {obj!r}"
-            )
+            raise InterplayError(f"{package}: register() for {kind} takes a subclass of "
+                                 f"interplay.{class_name}, got {obj!r}")
         resolved = name or getattr(obj, "name", None)
         if not resolved or not isinstance(resolved, str):
-            raise InterplayError(f"{info.package}: {obj!r} has no name; pass name=...")
+            raise InterplayError(f"{package}: {obj!r} has no name; pass name=...")
         config_cls = getattr(obj, "Config", None)
         if not (isinstance(config_cls, type)
                 and (attrs.has(config_cls) or dataclasses.is_dataclass(config_cls))):
-            raise InterplayError(f"{info.package}: {obj.__qualname__}.Config must be a class "
+            raise InterplayError(f"{package}: {obj.__qualname__}.Config must be a class "
                                  f"made with @attrs.define, got {config_cls!r}")
-        added.append(Entry(name=resolved, kind=kind, obj=obj, plugin=info.name,
-                           package=info.package, builtin=info.builtin))
-
-    register.closed = False  # type: ignore[attr-defined]
-    return register
+        self.added.append(Entry(name=resolved, kind=kind, obj=obj, plugin=self.info.name,
+                                package=package, builtin=self.info.builtin))
 
 
 def _env_list(var: str) -> list[str] | None:

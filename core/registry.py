@@ -26,6 +26,7 @@ KINDS: tuple[str, ...] = tuple(KIND_BASES)
 SINGULAR: dict[str, str] = {"harnesses": "harness", "user-sims": "user sim", "steps": "step",
                             "verifiers": "verifier", "envs": "env"}
 
+
 @attrs.define
 class Entry:
     """One registered name: the object and the plugin that registered it."""

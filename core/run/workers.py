@@ -202,19 +202,19 @@ async def _read(worker: _Worker, feed: Callable[[_Worker], None], on_line: OnLin
             break  # the worker exited, or died mid-message
         try:
             header = json.loads(header_line)
-            if "error" in header:
-                raise InterplayError(f"a worker process could not start: {header['error']}")
-            pair = (int(header["task_idx"]), int(header["rollout"]))
-            slim = dict(header["slim"])
-        except InterplayError:
-            raise
-        except (ValueError, TypeError, KeyError):
+            failed = header.get("error")
+            if failed is None:
+                pair = (int(header["task_idx"]), int(header["rollout"]))
+                slim = dict(header["slim"])
+        except (ValueError, TypeError, KeyError, AttributeError):
             # Not the protocol (something wrote into the worker's private pipe): the worker
             # cannot be trusted to go on; what it was running is lost like a crash's.
             log.warning("workers.bad_message", worker=worker.index, length=len(header_line))
             with contextlib.suppress(ProcessLookupError):
                 worker.proc.kill()
             break
+        if failed is not None:
+            raise InterplayError(f"a worker process could not start: {failed}")
         line = await out.readline()
         if not line.endswith(b"\n"):
             break  # cut off mid-message: the worker died
