@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
+from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest, descendants
 
 ScriptedFactory = Callable[..., ScriptedModel]
 
@@ -89,15 +89,15 @@ def _written(out: Path) -> int:
 
 
 def _workers(parent: int) -> list[int]:
-    found = []
-    for children in Path(f"/proc/{parent}/task").glob("*/children"):
-        for pid in children.read_text().split():
-            try:
-                if b"interplay.run.workers" in Path(f"/proc/{pid}/cmdline").read_bytes():
-                    found.append(int(pid))
-            except OSError:
-                continue
-    return sorted(found)
+    """The run's live worker processes."""
+    return sorted(pid for pid in descendants(parent) if b"interplay.run.workers" in _cmdline(pid))
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:  # gone meanwhile
+        return b""
 
 
 @pytest.fixture
