@@ -151,6 +151,7 @@ def test_a_bad_override_onto_chosen_settings_is_one_line(shop: None, override: s
     assert str(info.value).startswith(message)
 
 
+@pytest.mark.slow
 def test_the_merged_settings_reach_the_episode(tmp_path: Path) -> None:
     """End to end: an override of one relay setting, and the relay still runs the 8 turns
     user-sim-tools chose (the scripted model echoes, so the user is never done)."""

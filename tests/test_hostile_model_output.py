@@ -11,7 +11,11 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
+
+pytestmark = pytest.mark.slow  # real evals in subprocesses
 
 ScriptedFactory = Callable[..., ScriptedModel]
 

@@ -151,6 +151,7 @@ def _ask(url: str, text: str = "hi") -> httpx.Response:
                       json={"messages": [{"role": "user", "content": text}]}, timeout=30)
 
 
+@pytest.mark.slow
 def test_a_process_serves_a_jsonl_script_in_order(tmp_path: Path) -> None:
     script = tmp_path / "replies.jsonl"
     script.write_text('"first"\n\n'
@@ -176,6 +177,7 @@ def test_a_process_serves_a_jsonl_script_in_order(tmp_path: Path) -> None:
         proc.communicate(timeout=30)
 
 
+@pytest.mark.slow
 def test_a_json_array_script_can_repeat(tmp_path: Path) -> None:
     script = tmp_path / "replies.json"
     script.write_text('["one", {"content": "two", "latency_s": 0.01}]')
@@ -188,6 +190,7 @@ def test_a_json_array_script_can_repeat(tmp_path: Path) -> None:
         proc.communicate(timeout=30)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("text", "message"), [
     ('"ok"\n{"contents": "x"}\n', "replies.jsonl line 2: reply: unknown key contents"),
     ('"ok"\n{not json\n', "replies.jsonl line 2: not valid JSON"),
@@ -207,6 +210,7 @@ def test_a_bad_script_is_one_line_exit_2(tmp_path: Path, text: str, message: str
     assert message in last and "Traceback" not in proc.stderr, proc.stderr
 
 
+@pytest.mark.slow
 def test_an_eval_runs_on_a_scripted_model_process(tmp_path: Path) -> None:
     """The command line a plugin author uses to try an env without a model."""
     script = tmp_path / "replies.jsonl"
@@ -226,6 +230,7 @@ def test_an_eval_runs_on_a_scripted_model_process(tmp_path: Path) -> None:
         proc.communicate(timeout=30)
 
 
+@pytest.mark.slow
 def test_a_plugins_plain_tests_need_no_async_runner(tmp_path: Path) -> None:
     """A plugin's test file as docs/plugins.md shows it, run by pytest without pytest-asyncio:
     the scripted_episode fixture runs the episode from a plain test."""

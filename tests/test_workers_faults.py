@@ -118,6 +118,7 @@ def stopped() -> Iterator[list[int]]:
 KINDS = ["fast", "slow", "fast", "slow", *["fast"] * 10]
 
 
+@pytest.mark.slow
 def test_a_worker_killed_while_its_parent_is_stopped_costs_only_its_running_episode(
         tmp_path: Path, scripted_model: ScriptedFactory, stopped: list[int]) -> None:
     """Its finished episodes are still in the pipe when the parent resumes: they are recorded,
@@ -147,6 +148,7 @@ def test_a_worker_killed_while_its_parent_is_stopped_costs_only_its_running_epis
     assert summary["episodes"] == len(KINDS)
 
 
+@pytest.mark.slow
 def test_a_worker_stopped_and_resumed_loses_nothing(
         tmp_path: Path, scripted_model: ScriptedFactory, stopped: list[int]) -> None:
     model = scripted_model(paced)
@@ -164,6 +166,7 @@ def test_a_worker_stopped_and_resumed_loses_nothing(
     assert all(r["error_type"] is None and r["reward"] == 1.0 for r in found.values())
 
 
+@pytest.mark.slow
 def test_every_worker_killed_is_one_line_and_a_resume_finishes_the_run(
         tmp_path: Path, scripted_model: ScriptedFactory) -> None:
     model = scripted_model(paced)
@@ -223,6 +226,7 @@ async def test_a_worker_that_breaks_the_protocol_costs_only_its_running_episodes
     assert proc.returncode is not None
 
 
+@pytest.mark.slow
 def test_a_worker_killed_as_it_starts_leaves_the_run_to_the_other(
         tmp_path: Path, scripted_model: ScriptedFactory) -> None:
     """Killed before it has answered anything (perhaps before it read its set-up): what it
