@@ -6,8 +6,8 @@ The scripted model and the interception server each run in their own process, so
 generator (aiohttp, in this process) does not share a core's event loop with either. For 1, 64
 and 256 concurrent streamed Chat Completions it prints p50/p99 latency straight to the scripted
 model and through the interception server, the added latency, the throughput ratio, and the
-interception process's CPU per request. Then the ModelClient's own CPU per request with its
-own transport (interplay.model.http) and with httpx's.
+interception process's CPU per request. Then the ModelClient's own CPU per request through
+each transport (``Endpoint.transport``: aiohttp, and the openai SDK's client over httpx2).
 """
 
 from __future__ import annotations
@@ -85,8 +85,8 @@ async def client_cpu(url: str, transport: str, concurrency: int, total: int) -> 
     from interplay.model.client import ModelClient
     from interplay.model.endpoint import Endpoint
 
-    client = ModelClient(Endpoint(base_url=url, model="m"), max_connections=concurrency,
-                         transport=transport)
+    client = ModelClient(Endpoint(base_url=url, model="m", transport=transport),  # type: ignore[arg-type]
+                         max_connections=concurrency)
     msgs = BODY["messages"]
     sem = asyncio.Semaphore(concurrency)
 
@@ -136,10 +136,10 @@ def main() -> None:
         print("\nModelClient CPU per streamed call (client process only, ms):")
         for conc in (1, 64):
             n = max(200, int(2000 * scale))
-            a = uvloop.run(client_cpu(model_url, "interplay", conc, n))
-            h = uvloop.run(client_cpu(model_url, "httpx", conc, n))
-            print(f"  {conc:>3} at once: interplay.model.http {a:.3f} ms   httpx {h:.3f} ms   "
-                  f"(httpx/interplay.model.http {h / a:.1f}x)")
+            a = uvloop.run(client_cpu(model_url, "aiohttp", conc, n))
+            o = uvloop.run(client_cpu(model_url, "openai", conc, n))
+            print(f"  {conc:>3} at once: aiohttp {a:.3f} ms   openai {o:.3f} ms   "
+                  f"(openai/aiohttp {o / a:.1f}x)")
     finally:
         for p in (proxy, model):
             p.terminate()

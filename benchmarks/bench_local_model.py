@@ -12,8 +12,9 @@ import os
 import statistics
 import time
 
-from interplay.model.client import ModelClient, assistant_message
+from interplay.model.client import ModelClient
 from interplay.model.local import LocalModel
+from interplay.model.wire import assistant_message
 
 PROMPTS = ["Write three sentences about the sea.",
            "Explain what a hash table is, briefly.",

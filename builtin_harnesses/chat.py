@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 import attrs
 
 from interplay.harness import Harness, Segment
-from interplay.model.client import assistant_message
+from interplay.model.wire import assistant_message
 from interplay.records import Message, Task, ToolCall, ToolRun
 from interplay.run.agent import SegmentContext
 from interplay.tools import Tool

@@ -25,8 +25,8 @@ import attrs
 import structlog
 
 from interplay import plugins
-from interplay.model.client import assistant_message
 from interplay.model.endpoint import Endpoint
+from interplay.model.wire import assistant_message
 from interplay.records import Episode, Message, Reward
 from interplay.run.episode import EpisodeContext
 from interplay.step import Step

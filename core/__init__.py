@@ -23,8 +23,8 @@ from interplay.env import Env, SeatSpec, env_from_toml
 from interplay.errors import InterplayError
 from interplay.harness import Harness, NoConfig, Segment
 from interplay.hookspecs import Register, hookimpl
-from interplay.model.client import assistant_message, request_messages
 from interplay.model.endpoint import Endpoint
+from interplay.model.wire import assistant_message, request_messages
 from interplay.plugins import is_kind, lookup
 from interplay.processes import owner_tag, popen, start_process
 from interplay.records import (

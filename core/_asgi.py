@@ -10,11 +10,12 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import json
 import socket
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from typing import Any
+
+from interplay import _codec
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -55,15 +56,6 @@ def header(scope: Scope, name: bytes) -> bytes | None:
     return None
 
 
-_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-
-
-def dumps(obj: Any) -> bytes:
-    # A lone surrogate (a model may answer "\ud800") cannot be UTF-8; it only ever sits in a
-    # JSON string, where backslashreplace writes it as the JSON escape it came as.
-    return _encode(obj).encode("utf-8", "backslashreplace")
-
-
 async def send_bytes(send: Send, status: int, body: bytes,
                      headers: list[tuple[bytes, bytes]] | None = None) -> None:
     await send({"type": "http.response.start", "status": status,
@@ -74,7 +66,7 @@ async def send_bytes(send: Send, status: int, body: bytes,
 
 async def send_json(send: Send, status: int, obj: Any,
                     extra: list[tuple[bytes, bytes]] | None = None) -> None:
-    await send_bytes(send, status, dumps(obj), JSON_HEADERS + (extra or []))
+    await send_bytes(send, status, _codec.dumps(obj), JSON_HEADERS + (extra or []))
 
 
 def error_body(message: str, *, type_: str = "invalid_request_error", param: str | None = None,

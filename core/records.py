@@ -4,62 +4,34 @@ Messages keep the OpenAI chat shape (tool calls included) so they go on the wire
 Every stored top-level record (Trace, Episode) carries ``schema_version``. JSON goes through a
 converter built by :func:`make_converter`, never cattrs' global one.
 
-This module holds plain data: no I/O, no model calls, no logging.
+This module holds plain data: no I/O, no model calls, no logging. It runs past 400 lines
+because a record and its JSON change together: a field added to ModelCall or Trace is a key in
+the episode line :func:`to_json_bytes` writes.
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import threading
 from collections.abc import Mapping
 from typing import Any, Literal
 
 import attrs
 import cattrs
-import orjson
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
+from interplay import _codec
 from interplay.errors import InterplayError
 
 SCHEMA_VERSION = 1
-
-# Compact UTF-8 JSON; one encoder, since json.dumps with options builds a new one per call.
-_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-
-
-def dumps(value: Any) -> bytes:
-    """``value`` as compact UTF-8 JSON. orjson writes it several times faster than the
-    standard library (a run encodes every request and every episode); what orjson refuses
-    (integers past 64 bits) goes through the standard library. The two write the same JSON,
-    save NaN and the infinities, which are not JSON: orjson writes them as null."""
-    try:
-        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
-    except TypeError:
-        return _encode(value).encode()
-
-
-def dumps_kept(value: Any) -> bytes:
-    """:func:`dumps` for bytes that are kept (a message's JSON, a response): orjson's result
-    holds a 4 KB buffer whatever its length, so a kept one is copied to its own size."""
-    return bytes(memoryview(dumps(value)))
-
-
-def loads(data: bytes | str) -> Any:
-    """Parse JSON: orjson first, the standard library for what orjson refuses (NaN and
-    Infinity tokens, which some servers write in logprobs)."""
-    try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return json.loads(data)
 
 Role = Literal["system", "developer", "user", "assistant", "tool"]
 _ROLES = ("system", "developer", "user", "assistant", "tool")
 
 
 def _check_role(_: Any, __: Any, role: Any) -> None:
-    # A plain function: attrs' in_ validator is a class whose call costs several times more,
-    # and two messages are made per model call.
+    # A plain function rather than attrs' in_ validator, a class: two messages are made per
+    # model call.
     if role not in _ROLES:
         raise ValueError(f"message role must be one of {', '.join(_ROLES)}; got {role!r}")
 
@@ -74,7 +46,7 @@ class ToolCall:
 
     def parsed_arguments(self) -> dict[str, Any]:
         """The arguments as a dict; raises ValueError when they are not a JSON object."""
-        value = json.loads(self.arguments or "{}")
+        value = _codec.loads(self.arguments or "{}")
         if not isinstance(value, dict):
             raise ValueError("tool arguments must be a JSON object")
         return value
@@ -110,7 +82,7 @@ class Message:
         """:meth:`wire` as compact UTF-8 JSON, encoded once."""
         data = self._wire_json
         if data is None:
-            data = dumps_kept(self.wire())
+            data = _codec.dumps_kept(self.wire())
             object.__setattr__(self, "_wire_json", data)
         return data
 
@@ -167,7 +139,8 @@ def message_from_openai(data: Mapping[str, Any]) -> Message:
                                  f"got {type(fn).__name__}")
         args = fn.get("arguments", "{}")
         calls.append(ToolCall(id=str(raw.get("id", "")), name=str(fn.get("name", "")),
-                              arguments=args if isinstance(args, str) else json.dumps(args)))
+                              arguments=args if isinstance(args, str)
+                              else _codec.dumps(args).decode()))
     content = data.get("content")
     if content is not None and not isinstance(content, str | list):
         raise InterplayError("message content must be a string, a list of parts, or null")
@@ -242,26 +215,30 @@ class Usage:
                      self.total_tokens + other.total_tokens)
 
 
-def _parsed(value: bytes | dict[str, Any] | None) -> dict[str, Any] | None:
-    return loads(value) if isinstance(value, bytes) else value
+def _parsed(value: bytes | None) -> Any:
+    return None if value is None else _codec.loads(value)
+
+
+def _json_bytes(value: bytes | Mapping[str, Any] | None, _: Any = None) -> bytes | None:
+    return value if value is None or isinstance(value, bytes) else _codec.dumps_kept(value)
 
 
 @attrs.define
 class ModelCall:
     """One request to a model and what came of it.
 
-    ``response`` is the response body as JSON. A call can hold it as the bytes that came over
-    the wire (the model client does): a parsed chat.completion costs five times its bytes in
-    objects, and a run keeps every call of every live episode. Reading ``response`` then parses
-    it afresh each time, so changes made to what it returns are not kept; assign instead.
+    ``response`` is the answer's body: JSON bytes as the endpoint sent them (for a streamed
+    call, the chat.completion its chunks add up to; for a failed one, the error body when it
+    is a JSON object). Bytes, not a parsed dict: a parsed chat.completion costs several times
+    its bytes in objects, and a run keeps every call of every live episode.
+    :meth:`parsed_response` parses it.
     """
 
     id: str
     api: str = "chat.completions"
     model: str = ""
     request: dict[str, Any] = attrs.Factory(dict)
-    _response: bytes | dict[str, Any] | None = attrs.field(default=None, alias="response",
-                                                           eq=_parsed)
+    response: bytes | None = attrs.field(default=None, eq=_parsed)
     usage: Usage | None = None
     started_at: float = 0.0
     latency_s: float = 0.0
@@ -272,18 +249,14 @@ class ModelCall:
     status: int | None = None
     error: str | None = None
     error_type: str | None = None
-    # The assistant Message in the response, made once by the model client
-    # (interplay.model.assistant_message); not stored, and dropped when response changes.
-    _message: Message | None = attrs.field(default=None, init=False, eq=False, repr=False)
+    # The assistant Message of ``response`` (interplay.assistant_message), with the response
+    # it was read from: made once, not stored.
+    _message: tuple[bytes, Message | None] | None = attrs.field(default=None, init=False,
+                                                                eq=False, repr=False)
 
-    @property
-    def response(self) -> dict[str, Any] | None:
-        return _parsed(self._response)
-
-    @response.setter
-    def response(self, value: bytes | dict[str, Any] | None) -> None:
-        self._response = value
-        self._message = None
+    def parsed_response(self) -> Any:
+        """``response`` parsed (a new object on every call), or None."""
+        return _parsed(self.response)
 
 
 @attrs.define
@@ -399,10 +372,6 @@ def _as_is(value: Any) -> Any:
     return value
 
 
-def _as_is_structured(value: Any, _: Any) -> Any:
-    return value
-
-
 def make_converter() -> cattrs.Converter:
     """A converter for every record here (JSON-ready dicts both ways)."""
     conv = cattrs.Converter(omit_if_default=False)
@@ -416,13 +385,12 @@ def make_converter() -> cattrs.Converter:
         lambda v: v if v is None or isinstance(v, str) else [message_to_openai(m) for m in v],
     )
     # A call's request went over the wire as JSON and its response came back as JSON: both are
-    # JSON-ready as they are. Walking them (every resent message of every call) was nine
-    # tenths of the cost of writing an episode.
+    # JSON-ready as they are, and walking them would visit every resent message of every call.
     conv.register_unstructure_hook(ModelCall, make_dict_unstructure_fn(
         ModelCall, conv, request=override(unstruct_hook=_as_is),
-        _response=override(rename="response", unstruct_hook=_parsed)))
+        response=override(unstruct_hook=_parsed)))
     conv.register_structure_hook(ModelCall, make_dict_structure_fn(
-        ModelCall, conv, _response=override(rename="response", struct_hook=_as_is_structured)))
+        ModelCall, conv, response=override(struct_hook=_json_bytes)))
     conv.register_structure_hook(Any, lambda v, _: v)
     conv.register_structure_hook(
         str | list[dict[str, Any]] | None, lambda v, _: v  # type: ignore[arg-type]
@@ -455,16 +423,16 @@ def converter() -> cattrs.Converter:
 
 
 def to_json(record: Any) -> str:
-    return dumps(converter().unstructure(record)).decode()
+    return _codec.dumps(converter().unstructure(record)).decode()
 
 
 def from_json(text: str | bytes, cls: type[Any]) -> Any:
-    return converter().structure(loads(text), cls)
+    return converter().structure(_codec.loads(text), cls)
 
 
 # -- JSON lines with the JSON a record already holds spliced in ------------------------------------
 
-_Fragment = orjson.Fragment  # JSON orjson writes out as it is, unchecked
+_Fragment = _codec.Fragment
 
 
 class _Splicing(threading.local):
@@ -496,11 +464,10 @@ def _splice_request(request: Any) -> Any:
     return {**request, "messages": _Fragment(b"[" + joined + b"]")}
 
 
-def _splice_response(value: bytes | dict[str, Any] | None) -> Any:
+def _splice_response(value: bytes | None) -> Any:
     # Only bytes that are one UTF-8 JSON object on one line go in as they are: a pretty-printed
     # response would break the line, and JSON in UTF-16 is legal but is not UTF-8.
-    # find() rather than `in`: a bytes `in` tries the operand as an integer first, and the
-    # error it makes and drops cost more than the search (twice per call of every line).
+    # find() rather than `in`: a bytes `in` first tries its operand as an integer.
     if (isinstance(value, bytes) and value[:1] == b"{" and value[1:2] != b"\x00"
             and value.find(b"\n") < 0 and value.find(b"\r") < 0):
         return _Fragment(value)
@@ -509,11 +476,11 @@ def _splice_response(value: bytes | dict[str, Any] | None) -> Any:
 
 def _splice_call(c: ModelCall) -> dict[str, Any]:
     # Written out rather than generated: an episode holds a call per turn, and cattrs' generic
-    # handling of each optional field was most of the cost of its line. The round-trip tests
-    # hold it to the converter's own form.
+    # handling of each optional field would dominate its line. The round-trip tests hold it to
+    # the converter's own form.
     usage = c.usage
     return {"id": c.id, "api": c.api, "model": c.model, "request": _splice_request(c.request),
-            "response": _splice_response(c._response),
+            "response": _splice_response(c.response),
             "usage": None if usage is None else {
                 "prompt_tokens": usage.prompt_tokens,
                 "completion_tokens": usage.completion_tokens,
@@ -554,7 +521,7 @@ def to_json_bytes(record: Trace | Episode) -> bytes:
     finally:
         _splicing.known = None
     try:
-        return orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS)
+        return _codec.dumps(data)
     except TypeError:
         # Something orjson refuses (an integer past 64 bits in an env's results): the plain
         # way, which hands it to the standard library.

@@ -12,11 +12,12 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import aiohttp
 import pytest
 
-from interplay.model.client import ModelClient, assistant_message
+from interplay.model.client import ModelClient
 from interplay.model.endpoint import Endpoint
-from interplay.model.http import HttpPool
+from interplay.model.wire import assistant_message
 from interplay.records import Message
 
 # Each test starts the benchmark model server as a subprocess.
@@ -57,12 +58,9 @@ def _client(port: int, model: str = "m", max_connections: int = 64) -> ModelClie
 
 
 async def _get(port: int, path: str) -> tuple[int, dict[str, object]]:
-    pool = HttpPool(f"http://127.0.0.1:{port}")
-    try:
-        resp = await pool.request("GET", path)
+    async with aiohttp.ClientSession() as session, \
+            session.get(f"http://127.0.0.1:{port}{path}") as resp:
         return resp.status, json.loads(await resp.read())
-    finally:
-        await pool.aclose()
 
 
 def _exchange(port: int, request: bytes, until: bytes | None = None) -> bytes:
@@ -95,7 +93,7 @@ async def test_chat_completion_as_the_model_client_reads_it(port: int) -> None:
     assert call.usage.completion_tokens == 3
     assert call.usage.prompt_tokens > 0
     assert call.usage.total_tokens == call.usage.prompt_tokens + 3
-    raw = call.response
+    raw = call.parsed_response()
     assert raw is not None
     assert raw["object"] == "chat.completion"
     assert raw["id"].startswith("chatcmpl-fast-")
@@ -143,7 +141,7 @@ async def test_concurrent_calls_over_a_small_pool_are_all_counted(port: int) -> 
         await client.aclose()
     assert [c.error_type for c in calls] == [None] * 200
     assert {assistant_message(c).text for c in calls} == {"ok, noted"}  # type: ignore[union-attr]
-    ids = {c.response["id"] for c in calls if c.response is not None}
+    ids = {c.parsed_response()["id"] for c in calls if c.response is not None}
     assert len(ids) == 200
     status, stats = await _get(port, "/stats")
     assert status == 200

@@ -77,7 +77,7 @@ async def test_sdk_chat_completions(rig: Rig) -> None:
     assert [c.streamed for c in rig.calls] == [False, True]
     assert all(c.api == "chat.completions" and c.error_type is None for c in rig.calls)
     assert rig.calls[0].request == CHAT  # as the program sent it
-    assert rig.calls[1].response["choices"][0]["message"]["content"] == "echo: hello there"
+    assert rig.calls[1].parsed_response()["choices"][0]["message"]["content"] == "echo: hello there"
     assert rig.calls[1].usage.total_tokens > 0
     # the upstream got the endpoint's model, whatever the program named
     assert {r.body["model"] for r in rig.model.requests} == {"scripted"}
@@ -101,7 +101,7 @@ async def test_sdk_responses(rig: Rig) -> None:
     assert "response.output_item.done" in types and "response.output_text.delta" in types
     assert [c.api for c in rig.calls] == ["responses", "responses"]
     assert rig.calls[1].request["input"] == "hello again"
-    assert rig.calls[1].response["object"] == "response"
+    assert rig.calls[1].parsed_response()["object"] == "response"
     assert rig.calls[1].usage.completion_tokens == 3
 
 
@@ -224,7 +224,7 @@ async def test_responses_tool_call_round_trip(rig: Rig, stream: bool) -> None:
     assert sent["messages"][2]["tool_calls"][0]["id"] == "c9"
     assert sent["messages"][3] == {"role": "tool", "tool_call_id": "c9", "content": "hi\n"}
     assert [t["function"]["name"] for t in sent["tools"]] == ["exec_command"]
-    assert len(rig.calls) == 2 and rig.calls[0].response["output"][1]["call_id"] == "c9"
+    assert len(rig.calls) == 2 and rig.calls[0].parsed_response()["output"][1]["call_id"] == "c9"
 
 
 def test_sync_callers_serve_from_a_thread() -> None:
@@ -490,8 +490,9 @@ async def test_responses_are_forwarded_as_they_are(passthrough: Passthrough) -> 
     assert [(c.api, c.streamed, c.error_type, c.finish_reason) for c in p.calls] == [
         ("responses", False, None, "stop"), ("responses", True, None, "stop")]
     assert p.calls[0].request["max_output_tokens"] == 100  # as the program sent it
-    assert p.calls[0].response["id"] == whole.id and p.calls[1].response["id"] == streamed.id
-    assert p.calls[1].response["output"][0]["content"][0]["text"] == "echo: hello again"
+    assert p.calls[0].parsed_response()["id"] == whole.id
+    assert p.calls[1].parsed_response()["id"] == streamed.id
+    assert p.calls[1].parsed_response()["output"][0]["content"][0]["text"] == "echo: hello again"
     assert p.calls[1].usage.completion_tokens == 3 and p.calls[1].first_token_s is not None
 
 
@@ -516,7 +517,7 @@ async def test_passthrough_keeps_items_translation_would_lose(passthrough: Passt
     assert whole.json()["output"] == [CUSTOM]
     assert b'"custom_tool_call"' in streamed.content
     assert passthrough.model.requests[0].body["tools"] == tools
-    assert [c.response["output"] for c in passthrough.calls] == [[CUSTOM], [CUSTOM]]
+    assert [c.parsed_response()["output"] for c in passthrough.calls] == [[CUSTOM], [CUSTOM]]
 
 
 @pytest.mark.parametrize("passthrough", [[ScriptedReply.fault(429, retry_after=9),
@@ -580,7 +581,7 @@ async def test_a_streamed_request_answered_with_json_still_streams(rig: Rig) -> 
     assert call.function.name == "look" and json.loads(call.function.arguments) == {"q": 1}
     assert len(rig.model.requests) == 2 and all(r.stream for r in rig.model.requests)
     assert [c.error_type for c in rig.calls] == [None, None]
-    assert rig.calls[0].response["choices"][0]["message"]["content"] == "plain answer"
+    assert rig.calls[0].parsed_response()["choices"][0]["message"]["content"] == "plain answer"
 
 
 def test_stopping_a_threaded_server_ends_its_calls_in_flight() -> None:

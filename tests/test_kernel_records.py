@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from interplay import InterplayError, records
+from interplay import InterplayError, _codec, records
 from interplay.records import (
     Episode,
     EpisodeInfo,
@@ -61,7 +61,8 @@ usages = st.builds(Usage, small_int, small_int, small_int)
 model_calls = st.builds(
     ModelCall,
     id=text, api=st.sampled_from(["chat.completions", "responses"]), model=text,
-    request=json_object, response=st.none() | json_object, usage=st.none() | usages,
+    request=json_object, response=st.none() | json_object.map(_codec.dumps_kept),
+    usage=st.none() | usages,
     started_at=finite, latency_s=finite, first_token_s=st.none() | finite,
     finish_reason=st.none() | text, streamed=st.booleans(), attempts=small_int,
     status=st.none() | small_int, error=st.none() | text, error_type=st.none() | text,
@@ -226,12 +227,12 @@ def test_to_json_bytes_reads_back_as_to_json(episode: Episode, form: str, warm: 
 def test_json_helpers_agree_with_the_standard_library_and_fall_back_to_it() -> None:
     value = {"a": [1, 2.5, None, True, "é ✓ \u2028"], 3: {"nested": "x"}, "big": 2**70}
     # orjson refuses the integer past 64 bits: the standard library writes it, the same way.
-    assert json.loads(records.dumps(value)) == json.loads(json.dumps(value))
-    assert records.dumps({"k": 1}) == b'{"k":1}'
+    assert json.loads(_codec.dumps(value)) == json.loads(json.dumps(value))
+    assert _codec.dumps({"k": 1}) == b'{"k":1}'
     # Some servers write NaN and Infinity in logprobs: not JSON, but read as Python reads them.
-    parsed = records.loads(b'{"logprob": -Infinity, "x": NaN}')
+    parsed = _codec.loads(b'{"logprob": -Infinity, "x": NaN}')
     assert parsed["logprob"] == float("-inf") and parsed["x"] != parsed["x"]
-    assert records.loads('{"a": 1}') == {"a": 1}
+    assert _codec.loads('{"a": 1}') == {"a": 1}
 
 
 def test_a_kept_message_json_costs_its_size_not_a_buffer() -> None:

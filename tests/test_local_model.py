@@ -13,9 +13,10 @@ import pytest
 
 from interplay.interception import InterceptionServer
 from interplay.model import local as local_model
-from interplay.model.client import ModelClient, Models, assistant_message
+from interplay.model.client import ModelClient, Models
 from interplay.model.endpoint import Endpoint
 from interplay.model.local import MODEL_NAME, LocalModel, to_template_messages
+from interplay.model.wire import assistant_message
 from interplay.records import ModelCall
 
 needs_llama = pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None,

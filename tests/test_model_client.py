@@ -1,5 +1,6 @@
-"""The model client against the scripted model over real HTTP: results, streaming reassembly,
-and the retry policy for every fault class."""
+"""The model client against the scripted model over real HTTP, through each transport (aiohttp
+and the openai SDK's client, which must behave alike): results, streaming reassembly, and the
+retry policy for every fault class."""
 
 from __future__ import annotations
 
@@ -12,40 +13,40 @@ import attrs
 import pytest
 
 from interplay.errors import InterplayError
-from interplay.model.client import (
-    ModelClient,
-    Models,
-    _Failure,
-    assistant_message,
-    encode_body,
-    parse_retry_after,
-    redact_url,
-    retry_delay,
-)
+from interplay.model.client import ModelClient, Models, encode_body
 from interplay.model.endpoint import Endpoint
+from interplay.model.retries import Failure, Policy, parse_retry_after
+from interplay.model.transport import redact_url
+from interplay.model.wire import assistant_message
 from interplay.records import Message
 from interplay.testing import ScriptedModel, ScriptedReply
 
 HI = [Message(role="user", content="hi there")]
+TRANSPORTS = ["aiohttp", "openai"]
 
 
-def fast(ep: Endpoint, **changes: object) -> Endpoint:
+@pytest.fixture(params=TRANSPORTS)
+def transport(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def fast(ep: Endpoint, transport: str = "aiohttp", **changes: object) -> Endpoint:
     return attrs.evolve(ep, **{"timeout_s": 1.0, "max_retries": 3, "retry_max_s": 8.0,
-                               **changes})
+                               "transport": transport, **changes})
 
 
 @pytest.mark.parametrize("stream", [False, True])
-async def test_text_and_tool_call(stream: bool) -> None:
+async def test_text_and_tool_call(stream: bool, transport: str) -> None:
     script = [ScriptedReply.text("hello you"),
               ScriptedReply.tool_call("lookup", {"q": "x"}, call_id="c1", text="checking")]
     async with ScriptedModel(script) as m:
-        client = ModelClient(fast(m.endpoint, sampling={"temperature": 0.5}))
+        client = ModelClient(fast(m.endpoint, transport, sampling={"temperature": 0.5}))
         try:
             call = await client.chat(HI, stream=stream, temperature=0.1)
             assert call.error_type is None and call.status == 200
             assert call.request["temperature"] == 0.1
             assert call.streamed is stream
-            assert call.response["object"] == "chat.completion"
+            assert call.parsed_response()["object"] == "chat.completion"
             assert assistant_message(call).text == "hello you"
             assert call.usage.completion_tokens == 2 and call.finish_reason == "stop"
             if stream:
@@ -62,13 +63,13 @@ async def test_text_and_tool_call(stream: bool) -> None:
             await client.aclose()
 
 
-async def test_the_wire_body_is_the_recorded_request() -> None:
+async def test_the_wire_body_is_the_recorded_request(transport: str) -> None:
     """Messages are encoded once and spliced into each body; what the model receives must be
     exactly the request recorded, for Message objects, plain dicts and text beyond ASCII."""
     system = Message("system", "Réponds en français ✓")
     tool_msg = {"role": "tool", "content": "42 °C", "tool_call_id": "c1"}
     async with ScriptedModel([ScriptedReply.text("un"), ScriptedReply.text("deux")]) as m:
-        client = ModelClient(fast(m.endpoint, sampling={"temperature": 0.5}))
+        client = ModelClient(fast(m.endpoint, transport, sampling={"temperature": 0.5}))
         try:
             first = await client.chat([system, *HI], max_tokens=7)
             second = await client.chat([system, *HI, tool_msg], stream=True,
@@ -102,9 +103,9 @@ def test_encode_body_matches_json_dumps() -> None:
     (ScriptedReply.drop(), "connection_error"),
 ])
 async def test_retryable_faults_are_retried(fault: ScriptedReply, error_type: str,
-                                            stream: bool) -> None:
+                                            stream: bool, transport: str) -> None:
     async with ScriptedModel([fault, ScriptedReply.text("ok")]) as m:
-        client = ModelClient(fast(m.endpoint, timeout_s=0.3))
+        client = ModelClient(fast(m.endpoint, transport, timeout_s=0.3))
         call = await client.chat(HI, stream=stream)
         await client.aclose()
     assert call.error_type is None, call.error
@@ -112,7 +113,7 @@ async def test_retryable_faults_are_retried(fault: ScriptedReply, error_type: st
     assert assistant_message(call).text == "ok"
 
     async with ScriptedModel(lambda req: fault) as m:
-        client = ModelClient(fast(m.endpoint, timeout_s=0.3, max_retries=2))
+        client = ModelClient(fast(m.endpoint, transport, timeout_s=0.3, max_retries=2))
         t0 = time.monotonic()
         call = await client.chat(HI, stream=stream)
         await client.aclose()
@@ -123,36 +124,40 @@ async def test_retryable_faults_are_retried(fault: ScriptedReply, error_type: st
 
 @pytest.mark.parametrize(("status", "error_type"), [
     (400, "bad_request"), (401, "auth_error"), (404, "not_found"), (422, "bad_request")])
-async def test_client_errors_are_not_retried(status: int, error_type: str) -> None:
+async def test_client_errors_are_not_retried(status: int, error_type: str,
+                                             transport: str) -> None:
     async with ScriptedModel(lambda req: ScriptedReply.fault(status)) as m:
-        client = ModelClient(fast(m.endpoint))
+        client = ModelClient(fast(m.endpoint, transport))
         call = await client.chat(HI)
         await client.aclose()
     assert call.error_type == error_type and call.status == status
     assert call.attempts == 1 and len(m.requests) == 1
-    assert call.response["error"]["message"]
+    assert call.parsed_response()["error"]["message"] == f"scripted fault {status}"
+    assert call.error == f"HTTP {status}: scripted fault {status}"
 
 
-async def test_malformed_output_is_a_bad_response() -> None:
+async def test_malformed_output_is_a_bad_response(transport: str) -> None:
     async with ScriptedModel(lambda req: ScriptedReply.malformed()) as m:
-        client = ModelClient(fast(m.endpoint))
+        client = ModelClient(fast(m.endpoint, transport))
         plain = await client.chat(HI)
         streamed = await client.chat(HI, stream=True)
         await client.aclose()
     assert plain.error_type == streamed.error_type == "bad_response"
+    assert plain.attempts == streamed.attempts == 1 and len(m.requests) == 2
 
 
-async def test_connection_refused() -> None:
+async def test_connection_refused(transport: str) -> None:
     client = ModelClient(Endpoint(base_url="http://127.0.0.1:9/v1", max_retries=2,
-                                  retry_max_s=5.0, timeout_s=1.0))
+                                  retry_max_s=5.0, timeout_s=1.0, transport=transport))
     call = await client.chat(HI)
     await client.aclose()
     assert call.error_type == "connection_error" and call.attempts == 3
+    assert call.error.startswith("connection error sending the request: ")
 
 
-async def test_retry_after_beyond_the_budget_stops_at_once() -> None:
+async def test_retry_after_beyond_the_budget_stops_at_once(transport: str) -> None:
     async with ScriptedModel(lambda req: ScriptedReply.fault(429, retry_after=30)) as m:
-        client = ModelClient(fast(m.endpoint, retry_max_s=2.0))
+        client = ModelClient(fast(m.endpoint, transport, retry_max_s=2.0))
         t0 = time.monotonic()
         call = await client.chat(HI)
         await client.aclose()
@@ -161,13 +166,17 @@ async def test_retry_after_beyond_the_budget_stops_at_once() -> None:
 
 
 @pytest.mark.slow
-async def test_retry_budget_bounds_the_attempts() -> None:
+async def test_retry_budget_bounds_the_attempts(transport: str) -> None:
     async with ScriptedModel(lambda req: ScriptedReply.fault(429, retry_after=0.4)) as m:
-        client = ModelClient(fast(m.endpoint, max_retries=50, retry_max_s=1.0))
+        client = ModelClient(fast(m.endpoint, transport, max_retries=50, retry_max_s=1.0,
+                                  timeout_s=0.5))
+        t0 = time.monotonic()
         call = await client.chat(HI)
         await client.aclose()
     assert call.error_type == "rate_limited"
     assert 2 <= call.attempts <= 3
+    # Retry-After was waited each time, and no wait ran past the budget.
+    assert 0.4 * (call.attempts - 1) <= time.monotonic() - t0 < 1.0 + 0.5
 
 
 def test_parse_retry_after() -> None:
@@ -189,9 +198,9 @@ async def test_models_pool_shares_clients() -> None:
     assert assistant_message(call).text == "echo: hi there"
 
 
-async def test_a_closed_remote_client_reopens_on_its_next_call() -> None:
+async def test_a_closed_remote_client_reopens_on_its_next_call(transport: str) -> None:
     async with ScriptedModel() as m:
-        client = ModelClient(fast(m.endpoint))
+        client = ModelClient(fast(m.endpoint, transport))
         first = await client.chat(HI)
         await client.aclose()
         again = await client.chat(HI, stream=True)
@@ -202,9 +211,9 @@ async def test_a_closed_remote_client_reopens_on_its_next_call() -> None:
     assert client.endpoint.base_url == m.base_url
 
 
-def test_a_client_follows_a_new_loop_and_refuses_a_second_running_one() -> None:
+def test_a_client_follows_a_new_loop_and_refuses_a_second_running_one(transport: str) -> None:
     with ScriptedModel() as m:
-        client = ModelClient(fast(m.endpoint))
+        client = ModelClient(fast(m.endpoint, transport))
         # A script calling asyncio.run twice: the first loop is closed, the client goes on.
         assert asyncio.run(client.chat(HI)).error_type is None
         assert asyncio.run(client.chat(HI)).error_type is None
@@ -239,12 +248,22 @@ def test_redact_url_masks_credentials() -> None:
     assert redact_url("http://127.0.0.1:9/v1") == "http://127.0.0.1:9/v1"
 
 
-def test_retry_delay_policy() -> None:
-    ep = Endpoint(base_url="http://127.0.0.1:9/v1", max_retries=2, retry_max_s=5.0)
-    t0 = time.monotonic()
-    assert retry_delay(_Failure("bad_request", "no", 400), 1, t0, ep) is None
-    assert retry_delay(_Failure("server_error", "x", 500, retry_after=1.5), 1, t0, ep) == 1.5
-    assert retry_delay(_Failure("server_error", "x", 500, retry_after=9), 1, t0, ep) is None
-    assert retry_delay(_Failure("timeout", "x"), 3, t0, ep) is None
-    delay = retry_delay(_Failure("timeout", "x"), 2, t0, ep)
-    assert delay is not None and 0 <= delay <= 1.0
+def test_the_policy_waits_with_full_jitter_and_honours_retry_after_in_the_budget() -> None:
+    policy = Policy(Endpoint(base_url="http://127.0.0.1:9/v1", max_retries=3, retry_max_s=10.0,
+                             timeout_s=1.0))
+    assert policy.delay(Failure("bad_request", "no", 400), 1, 0.0) is None
+    assert policy.delay(Failure("server_error", "x", 500, retry_after=1.5), 1, 0.0) == 1.5
+    assert policy.delay(Failure("server_error", "x", 500, retry_after=9), 1, 2.0) is None
+    assert policy.delay(Failure("timeout", "x"), 4, 0.0) is None  # three retries made
+    final = Failure("connection_error", "x")
+    final.final = True
+    assert policy.delay(final, 1, 0.0) is None
+    waits = [policy.delay(Failure("timeout", "x"), 3, 0.0) for _ in range(300)]
+    assert all(w is not None and 0 <= w <= 2.0 for w in waits)
+    assert min(waits) < 0.5 < 1.5 < max(waits)  # type: ignore[type-var]
+
+
+def test_with_the_default_settings_a_hung_request_is_retried() -> None:
+    ep = Endpoint(base_url="http://127.0.0.1:9/v1")
+    # The first attempt hung for the whole timeout: a retry must still fit in the budget.
+    assert Policy(ep).delay(Failure("timeout", "timed out"), 1, ep.timeout_s) is not None

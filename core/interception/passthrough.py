@@ -1,41 +1,32 @@
 """Responses requests forwarded as they are, to an endpoint that serves the Responses API itself
 (``Endpoint.api = "responses"``, e.g. OpenAI).
 
-The bytes the upstream answers go to the program unchanged (a stream as it arrives); the
-final Response object is read from them for the record. Failures before the first byte are
-retried with the same policy as :class:`~interplay.model.ModelClient`; an upstream error that
-is final is returned to the program with the upstream's own status and body.
+The request goes through the trace's model client: its transport and its retry policy, as any
+model call. The bytes the upstream answers go to the program unchanged (a stream as it
+arrives) and are what the record keeps (for a stream, the final Response object read from its
+events). Failures before the first byte are retried; an upstream error that is final is
+returned to the program with the upstream's own status and body.
 
 No translation, no user logic; logs carry no bodies or message text.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import json
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-import httpx2
 import structlog
 
 from interplay import _asgi as asgi
+from interplay import _codec
 from interplay._ids import new_id
 from interplay.interception import responses as rs
-
-# The same classification and retry policy as the Chat Completions client.
-from interplay.model.client import (
-    _error_message,
-    _status_error_type,
-    aiter_sse_data,
-    parse_body,
-    parse_retry_after,
-    retry_delay,
-)
-from interplay.model.client import _Failure as _ModelFailure
-from interplay.model.endpoint import Endpoint
+from interplay.model.client import ModelClient
+from interplay.model.retries import Failure
+from interplay.model.transport import Answer
+from interplay.model.wire import aiter_sse_data, parse_body
 from interplay.records import ModelCall, Usage
 
 log = structlog.get_logger("interplay.interception")
@@ -46,16 +37,6 @@ _TERMINAL = ("response.completed", "response.incomplete", "response.failed")
 OnStart = Callable[[int, list[tuple[bytes, bytes]]], None]
 #: Called with each piece of the answer's body, as it arrives.
 OnData = Callable[[bytes], None]
-
-
-class _Failure(_ModelFailure):
-    """A failed attempt, with the headers of the upstream's own error answer."""
-
-    def __init__(self, error_type: str, message: str, status: int | None = None,
-                 retry_after: float | None = None, body: bytes | None = None,
-                 headers: list[tuple[bytes, bytes]] | None = None) -> None:
-        super().__init__(error_type, message, status, retry_after, body)
-        self.headers = headers or []
 
 
 def usage_of(response: Mapping[str, Any] | None) -> Usage | None:
@@ -87,10 +68,8 @@ def finish_reason_of(response: Mapping[str, Any]) -> str | None:
 class Forward:
     """One program request forwarded to a Responses upstream (with retries)."""
 
-    def __init__(self, http: httpx2.AsyncClient, endpoint: Endpoint,
-                 body: dict[str, Any]) -> None:
-        self.http = http
-        self.endpoint = endpoint
+    def __init__(self, client: ModelClient, body: dict[str, Any]) -> None:
+        self.client = client
         self.body = body
         self.stream = bool(body.get("stream"))
         self.started = False
@@ -98,12 +77,6 @@ class Forward:
         self.ended = False
         self.resp_id: str | None = None
         self.seq = -1
-        # One request's URL, headers and timeout serve all its attempts.
-        self.url = str(endpoint.base_url).rstrip("/") + "/responses"
-        self.headers = {"Authorization": f"Bearer {endpoint.api_key()}",
-                        "Content-Type": "application/json",
-                        "Accept": "text/event-stream" if self.stream else "application/json"}
-        self.timeout = httpx2.Timeout(endpoint.timeout_s, connect=min(10.0, endpoint.timeout_s))
 
     def failed_event(self, message: str, code: str = "server_error") -> bytes:
         """A ``response.failed`` event that ends a stream already begun."""
@@ -117,33 +90,41 @@ class Forward:
 
     async def run(self, on_start: OnStart, on_data: OnData) -> ModelCall:
         """Forward the request; the program's answer goes through on_start/on_data."""
-        ep = self.endpoint
         call = ModelCall(id=f"mc_{new_id(10)}", api="responses",
-                         model=str(self.body.get("model") or ep.model), request=self.body,
-                         started_at=time.time(), streamed=self.stream)
+                         model=str(self.body.get("model") or self.client.endpoint.model),
+                         request=self.body, started_at=time.time(), streamed=self.stream,
+                         attempts=0)
         t0 = time.monotonic()
-        payload = json.dumps(self.body, ensure_ascii=False, separators=(",", ":")).encode()
-        attempt = 0
-        while True:
-            attempt += 1
-            call.attempts = attempt
+        transport = await self.client.transport()
+        payload = _codec.dumps(self.body)
+
+        async def attempt() -> None:
+            call.attempts += 1
+            answer = await transport.post("/responses", self.body, payload, stream=self.stream)
             try:
-                await self._attempt(call, payload, t0, on_start, on_data)
-                call.error = call.error_type = None
-                break
-            except _Failure as f:
-                call.status, call.error, call.error_type = f.status, f.message, f.error_type
-                delay = None if self.started else retry_delay(f, attempt, t0, ep)
-                if delay is None:
-                    self._deliver_failure(f, on_start, on_data)
-                    break
-                log.info("interception.passthrough_retry", attempt=attempt,
-                         error_type=f.error_type, status=f.status, delay_s=round(delay, 3))
-                await asyncio.sleep(delay)
+                call.status = answer.status
+                if self.stream and "text/event-stream" in answer.headers.get("content-type",
+                                                                             ""):
+                    await self._read_stream(call, answer, t0, on_start, on_data)
+                else:
+                    data = await answer.read()
+                    parsed = parse_body(data, answer.status, "output", "a Response object")
+                    self.started = True
+                    on_start(answer.status, asgi.JSON_HEADERS)
+                    on_data(data)
+                    _finish(call, data, parsed)
+            finally:
+                await answer.close()
+
+        try:
+            await self.client.policy.run(attempt, event="interception.passthrough_retry")
+        except Failure as f:
+            call.status, call.error, call.error_type = f.status, f.message, f.error_type
+            self._deliver_failure(f, on_start, on_data)
         call.latency_s = time.monotonic() - t0
         return call
 
-    def _deliver_failure(self, f: _Failure, on_start: OnStart, on_data: OnData) -> None:
+    def _deliver_failure(self, f: Failure, on_start: OnStart, on_data: OnData) -> None:
         if self.started:  # the stream had begun: end it with a failure event, if it is open
             if not self.ended:
                 on_data(self.failed_event(f.message, f.error_type))
@@ -153,103 +134,64 @@ class Forward:
         else:
             status = {"timeout": 504}.get(f.error_type, 502)
             on_start(status, asgi.JSON_HEADERS)
-            on_data(asgi.dumps(asgi.error_body(f.message, type_="server_error",
-                                               code=f.error_type)))
+            on_data(_codec.dumps(asgi.error_body(f.message, type_="server_error",
+                                                 code=f.error_type)))
 
-    async def _attempt(self, call: ModelCall, payload: bytes, t0: float, on_start: OnStart,
-                       on_data: OnData) -> None:
-        try:
-            resp = await self.http.send(self.http.build_request(
-                "POST", self.url, content=payload, headers=self.headers, timeout=self.timeout),
-                stream=True)
-        except httpx2.TimeoutException:
-            raise _Failure("timeout", "request timed out") from None
-        except (httpx2.TransportError, OSError) as exc:
-            raise _Failure("connection_error", f"connection error: {type(exc).__name__}") \
-                from None
-        try:
-            call.status = resp.status_code
-            ctype = resp.headers.get("content-type", "")
-            if resp.status_code >= 400:
-                content = await resp.aread()
-                keep = [(b"content-type", (ctype or "application/json").encode("latin-1"))]
-                if resp.headers.get("retry-after"):
-                    keep.append((b"retry-after", resp.headers["retry-after"].encode("latin-1")))
-                raise _Failure(_status_error_type(resp.status_code),
-                               _error_message(content, resp.status_code), resp.status_code,
-                               parse_retry_after(resp.headers.get("retry-after")), content,
-                               keep)
-            if self.stream and "text/event-stream" in ctype:
-                await self._read_stream(call, resp, t0, on_start, on_data)
-            else:
-                data = await resp.aread()
-                try:
-                    parsed = parse_body(data, resp.status_code, "output", "a Response object")
-                except _ModelFailure as f:
-                    raise _Failure(f.error_type, f.message, f.status) from None
-                self.started = True
-                on_start(resp.status_code, asgi.JSON_HEADERS)
-                on_data(data)
-                self._finish(call, parsed)
-        except httpx2.TimeoutException:
-            raise _Failure("timeout", "timed out reading the response") from None
-        except (httpx2.TransportError, httpx2.StreamError) as exc:
-            raise _Failure("connection_error", f"connection error: {type(exc).__name__}") \
-                from None
-        finally:
-            await resp.aclose()
-
-    async def _read_stream(self, call: ModelCall, resp: httpx2.Response, t0: float,
+    async def _read_stream(self, call: ModelCall, answer: Answer, t0: float,
                            on_start: OnStart, on_data: OnData) -> None:
         final: dict[str, Any] | None = None
         failure: str | None = None
 
-        async def forwarded() -> AsyncIterator[bytes]:
-            async for piece in resp.aiter_bytes():
+        async def forwarded() -> Any:
+            async for piece in answer.chunks():
                 if not piece:
                     continue
                 if not self.started:
                     self.started = True
-                    on_start(resp.status_code, asgi.SSE_HEADERS)
+                    on_start(answer.status, asgi.SSE_HEADERS)
                 on_data(piece)  # the upstream's bytes, unchanged
                 yield piece
 
-        async with contextlib.aclosing(aiter_sse_data(forwarded())) as lines:
-            async for line in lines:
-                try:
-                    event = json.loads(line)
-                except ValueError:
-                    continue  # not ours to judge: the program reads the same bytes
-                if not isinstance(event, dict):
-                    continue
-                kind = event.get("type")
-                if isinstance(event.get("sequence_number"), int):
-                    self.seq = event["sequence_number"]
-                if call.first_token_s is None and isinstance(kind, str) and (
-                        kind.endswith(".delta") or kind == "response.output_item.added"):
-                    call.first_token_s = time.monotonic() - t0
-                if kind == "response.created" and isinstance(event.get("response"), dict):
-                    self.resp_id = event["response"].get("id")
-                elif kind in _TERMINAL and isinstance(event.get("response"), dict):
-                    self.ended = True
-                    final = event["response"]
-                    if kind == "response.failed":
-                        err = final.get("error") or {}
-                        failure = str(err.get("message") or "the response failed")
-                elif kind == "error":
-                    self.ended = True
-                    failure = str(event.get("message") or "error in stream")
-        if final is None:
-            raise _Failure("server_error" if failure else "connection_error",
-                           failure or "stream ended before it finished", resp.status_code)
-        self._finish(call, final)
-        if failure is not None:
-            raise _Failure("server_error", failure, resp.status_code)
+        try:
+            async with contextlib.aclosing(aiter_sse_data(forwarded())) as lines:
+                async for line in lines:
+                    try:
+                        event = _codec.loads(line)
+                    except ValueError:
+                        continue  # not ours to judge: the program reads the same bytes
+                    if not isinstance(event, dict):
+                        continue
+                    kind = event.get("type")
+                    if isinstance(event.get("sequence_number"), int):
+                        self.seq = event["sequence_number"]
+                    if call.first_token_s is None and isinstance(kind, str) and (
+                            kind.endswith(".delta") or kind == "response.output_item.added"):
+                        call.first_token_s = time.monotonic() - t0
+                    if kind == "response.created" and isinstance(event.get("response"), dict):
+                        self.resp_id = event["response"].get("id")
+                    elif kind in _TERMINAL and isinstance(event.get("response"), dict):
+                        self.ended = True
+                        final = event["response"]
+                        if kind == "response.failed":
+                            err = final.get("error") or {}
+                            failure = str(err.get("message") or "the response failed")
+                    elif kind == "error":
+                        self.ended = True
+                        failure = str(event.get("message") or "error in stream")
+            if final is None:
+                raise Failure("server_error" if failure else "connection_error",
+                              failure or "stream ended before it finished", answer.status)
+            _finish(call, _codec.dumps_kept(final), final)
+            if failure is not None:
+                raise Failure("server_error", failure, answer.status)
+        except Failure as f:
+            f.final = self.started  # the program has part of this answer
+            raise
 
-    @staticmethod
-    def _finish(call: ModelCall, response: dict[str, Any]) -> None:
-        call.response = response
-        call.usage = usage_of(response)
-        call.finish_reason = finish_reason_of(response)
-        if response.get("model"):
-            call.model = str(response["model"])
+
+def _finish(call: ModelCall, raw: bytes, response: dict[str, Any]) -> None:
+    call.response = raw
+    call.usage = usage_of(response)
+    call.finish_reason = finish_reason_of(response)
+    if response.get("model"):
+        call.model = str(response["model"])

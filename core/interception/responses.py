@@ -10,11 +10,11 @@ translated; other tool types are dropped. Pure functions and a small stateful st
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Mapping
 from typing import Any
 
+from interplay import _codec
 from interplay import _ids as ids
 
 _CHAT_ROLES = {"system": "system", "developer": "system", "user": "user",
@@ -147,7 +147,7 @@ def _add_item(messages: list[dict[str, Any]], item: Any, where: str) -> None:
         args = item.get("arguments")
         call = {"id": call_id, "type": "function",
                 "function": {"name": name, "arguments": args if isinstance(args, str)
-                             else json.dumps(args if args is not None else {})}}
+                             else _codec.dumps({} if args is None else args).decode()}}
         last = messages[-1] if messages else None
         # Calls of one turn belong to one assistant message (after its text, if any).
         if last is not None and last["role"] == "assistant":
@@ -163,7 +163,7 @@ def _add_item(messages: list[dict[str, Any]], item: Any, where: str) -> None:
         output = item.get("output")
         text = output if isinstance(output, str) else _text_of(output, where)
         if not isinstance(text, str):
-            text = json.dumps(text)
+            text = _codec.dumps(text).decode()
         messages.append({"role": "tool", "tool_call_id": call_id, "content": text})
     # reasoning and other item types have no Chat Completions form: dropped
 
@@ -219,7 +219,7 @@ def call_item(call: Mapping[str, Any], item_id: str) -> dict[str, Any]:
     args = fn.get("arguments")
     return {"type": "function_call", "id": item_id, "status": "completed",
             "call_id": call.get("id") or new_id("call"), "name": fn.get("name") or "",
-            "arguments": args if isinstance(args, str) else json.dumps(args or {})}
+            "arguments": args if isinstance(args, str) else _codec.dumps(args or {}).decode()}
 
 
 def response_object(*, resp_id: str, model: str, output: list[dict[str, Any]],
@@ -260,8 +260,7 @@ def chat_to_response(completion: Mapping[str, Any], request: Mapping[str, Any], 
 
 
 def sse(event: Mapping[str, Any]) -> bytes:
-    data = json.dumps(event, ensure_ascii=False, separators=(",", ":"))
-    return f"event: {event['type']}\ndata: {data}\n\n".encode()
+    return b"event: %s\ndata: %s\n\n" % (str(event["type"]).encode(), _codec.dumps(event))
 
 
 class ResponsesEvents:

@@ -16,14 +16,15 @@ An upstream call lives only as long as someone waits for it: when every program 
 waiting on it has gone (the program was killed) or its trace is closed, it is cancelled and
 not recorded; requests still waiting get an error. Nothing is recorded on a closed trace.
 
-It holds no user logic and logs no bodies, message text or secrets.
+It holds no user logic and logs no bodies, message text or secrets. It runs past 400 lines
+because one request's way through it (route, coalesce, forward in one of three forms, record)
+is one story, read in one place.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import secrets
 import threading
 import time
@@ -31,10 +32,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
-import httpx2
 import structlog
 
 from interplay import _asgi as asgi
+from interplay import _codec
 from interplay.errors import InterplayError
 from interplay.interception import passthrough
 from interplay.interception import responses as rs
@@ -161,7 +162,7 @@ def _sampled(body: Mapping[str, Any], under: Mapping[str, Any], over: Mapping[st
 
 
 def _chat_stream_error(message: str, code: str) -> bytes:
-    return b"data: " + asgi.dumps(asgi.error_body(message, type_="server_error",
+    return b"data: " + _codec.dumps(asgi.error_body(message, type_="server_error",
                                                   code=code)) + b"\n\n"
 
 
@@ -197,7 +198,7 @@ def _error_json(call: ModelCall) -> tuple[int, bytes]:
     status = call.status if call.status and call.status >= 400 else \
         _ERROR_STATUS.get(call.error_type or "", 502)
     kind = "invalid_request_error" if status < 500 else "server_error"
-    body = asgi.dumps(asgi.error_body(call.error or "upstream model call failed", type_=kind,
+    body = _codec.dumps(asgi.error_body(call.error or "upstream model call failed", type_=kind,
                                       code=call.error_type))
     return status, body
 
@@ -211,8 +212,8 @@ class InterceptionServer:
         self._routes: dict[str, TraceRoute] = {}
         self._flights: dict[tuple[str, str, bytes], _Flight] = {}
         self._tasks: set[asyncio.Task[None]] = set()
-        # One pool for Responses passthrough, shared by every trace; made in the serving loop.
-        self._passthrough_http: httpx2.AsyncClient | None = None
+        #: The clients of every trace opened (closed with the serving thread's loop).
+        self._clients: set[ModelClient] = set()
         self._server = asgi.AsgiServer(self.app, host=host, port=port, graceful_s=2.0)
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -233,17 +234,18 @@ class InterceptionServer:
         await self._shutdown()
         await self._server.stop()
 
-    async def _shutdown(self) -> None:
+    async def _shutdown(self, *, close_clients: bool = False) -> None:
         """End the upstream calls in flight (their programs get a 503 ``server_stopping``
-        while the server still serves them) and close the passthrough pool, in the serving
-        loop."""
+        while the server still serves them), in the serving loop; with ``close_clients``,
+        close the connections the traces' clients hold in that loop too."""
         tasks = list(self._tasks)
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        http, self._passthrough_http = self._passthrough_http, None
-        if http is not None:
-            await http.aclose()
+        if close_clients:
+            clients, self._clients = self._clients, set()
+            for client in clients:
+                await client.aclose()
 
     @property
     def inflight(self) -> int:
@@ -264,11 +266,12 @@ class InterceptionServer:
 
     def start_in_thread(self) -> None:
         """For sync callers: serve from a background thread with its own event loop. The
-        ModelClients of its traces are then used from that loop only."""
+        ModelClients of its traces are then used from that loop only, and their connections
+        are closed with it (a client reopens in the next loop that uses it)."""
         self._server.start_in_thread()
 
     def stop_thread(self) -> None:
-        if self._server.run_in_thread(self._shutdown()) is False:
+        if self._server.run_in_thread(self._shutdown(close_clients=True)) is False:
             log.warning("interception.shutdown_timed_out")
         self._server.stop_thread()
 
@@ -301,6 +304,7 @@ class InterceptionServer:
                            path_base_url=f"{self._server.url}/t/{secret}/v1", client=client,
                            on_call=on_call, model=model, sampling=dict(sampling or {}))
         self._routes[secret] = route
+        self._clients.add(client)
         return route
 
     def close_trace(self, secret: str) -> None:
@@ -388,7 +392,7 @@ class InterceptionServer:
             log.info("interception.coalesced", api=api)
         else:
             try:
-                body = json.loads(raw)
+                body = _codec.loads(raw)
             except ValueError:
                 await asgi.send_error(send, 400, "the request body is not valid JSON")
                 return
@@ -480,15 +484,13 @@ class InterceptionServer:
         t0 = time.monotonic()
         stream = bool(upstream.get("stream"))
         call: ModelCall | None = None
-        response: dict[str, Any] | None = None
         try:
             if api == "chat.completions":
-                call, response = await self._forward_chat(route, body, upstream, flight, stream)
+                call = await self._forward_chat(route, body, upstream, flight, stream)
             elif route.client.endpoint.api == "responses":
                 call = await self._forward_responses(route, upstream, flight, stream)
             else:
-                call, response = await self._forward_translated(route, body, upstream, flight,
-                                                                stream)
+                call = await self._forward_translated(route, body, upstream, flight, stream)
         except asyncio.CancelledError:
             # Nobody waits for the answer any more, or the trace was closed: the program never
             # got an answer, so there is no turn to record.
@@ -503,14 +505,10 @@ class InterceptionServer:
                                  error=f"{type(exc).__name__}", error_type="server_error")
         finally:
             self._land(route, flight)
-        # One request is one recorded turn: the request as the program sent it, the answer
-        # as the program got it.
-        record = attrs.evolve(call, api=api, request=body,
-                              response=response if response is not None else call.response,
-                              streamed=stream)
-        if api == "responses" and record.usage is None:
-            record.usage = passthrough.usage_of(response)
-        self._record(route, record)
+        # One request is one recorded turn: the request as the program sent it (the answer as
+        # the program got it is the call's response: the forwarders see to that).
+        call.api, call.request, call.streamed = api, body, stream
+        self._record(route, call)
 
     def _land(self, route: TraceRoute, flight: _Flight) -> None:
         flight.finish()
@@ -555,7 +553,7 @@ class InterceptionServer:
     def _fail(flight: _Flight, status: int, message: str, code: str) -> None:
         """End the flight's answer with an error, in whatever form it has taken so far."""
         if not flight.status:
-            flight.answer(status, asgi.dumps(asgi.error_body(
+            flight.answer(status, _codec.dumps(asgi.error_body(
                 message, type_="invalid_request_error" if status < 500 else "server_error",
                 code=code)))
         elif flight.abort is not None:
@@ -563,7 +561,7 @@ class InterceptionServer:
 
     async def _forward_chat(self, route: TraceRoute, body: dict[str, Any],
                             upstream: dict[str, Any], flight: _Flight,
-                            stream: bool) -> tuple[ModelCall, dict[str, Any] | None]:
+                            stream: bool) -> ModelCall:
         opts = body.get("stream_options")
         want_usage = bool(opts.get("include_usage")) if isinstance(opts, dict) else False
 
@@ -578,32 +576,26 @@ class InterceptionServer:
 
         call = await route.client.chat_raw(upstream, on_chunk=on_chunk if stream else None,
                                            on_start=on_start)
-        response = None
-        if call.error_type is None:
-            response = call.response
-            if stream:
+        if call.error_type is None and call.response is not None:
+            if not stream:
+                flight.answer(200, call.response)  # the upstream's bytes, as they came
+            else:
                 if not flight.status:  # the upstream answered JSON to a streamed request
                     on_start()
-                    for chunk in _as_chunks(response, want_usage):
-                        flight.push(b"data: " + asgi.dumps(chunk) + b"\n\n")
+                    for chunk in _as_chunks(call.parsed_response(), want_usage):
+                        flight.push(b"data: " + _codec.dumps(chunk) + b"\n\n")
                 flight.push(b"data: [DONE]\n\n")
-            else:
-                flight.answer(200, asgi.dumps(response))
         elif flight.status:  # the stream had begun: end it with an error chunk
             flight.push(_chat_stream_error(call.error or "upstream model call failed",
                                            call.error_type or "server_error"))
         else:
             flight.answer(*_error_json(call))
-        return call, response
+        return call
 
     async def _forward_responses(self, route: TraceRoute, upstream: dict[str, Any],
                                  flight: _Flight, stream: bool) -> ModelCall:
         """A Responses request forwarded as it is to an upstream that serves Responses."""
-        if self._passthrough_http is None:
-            self._passthrough_http = httpx2.AsyncClient(
-                timeout=None, limits=httpx2.Limits(max_connections=256,
-                                                  max_keepalive_connections=64))
-        forward = passthrough.Forward(self._passthrough_http, route.client.endpoint, upstream)
+        forward = passthrough.Forward(route.client, upstream)
 
         def on_start(status: int, headers: list[tuple[bytes, bytes]]) -> None:
             flight.start(status, headers)
@@ -613,9 +605,10 @@ class InterceptionServer:
         return await forward.run(on_start, flight.push)
 
     async def _forward_translated(self, route: TraceRoute, body: dict[str, Any],
-                                  upstream: dict[str, Any], flight: _Flight, stream: bool,
-                                  ) -> tuple[ModelCall, dict[str, Any] | None]:
-        """A Responses request sent upstream as Chat Completions, answered as Responses."""
+                                  upstream: dict[str, Any], flight: _Flight,
+                                  stream: bool) -> ModelCall:
+        """A Responses request sent upstream as Chat Completions, answered as Responses (and
+        recorded as the Responses object the program got)."""
         streamer = rs.ChatToResponsesStream(body, upstream["model"])
 
         def on_start() -> None:
@@ -630,20 +623,21 @@ class InterceptionServer:
 
         call = await route.client.chat_raw(upstream, on_chunk=on_chunk if stream else None,
                                            on_start=on_start)
-        response = None
         if call.error_type is None and call.response is not None:
+            completion = call.parsed_response()
             if stream:
                 if not flight.status:
                     on_start()
-                events, response = streamer.finish(call.response)
+                events, response = streamer.finish(completion)
                 for ev in events:
                     flight.push(ev)
+                call.response = _codec.dumps_kept(response)
             else:
-                response = rs.chat_to_response(call.response, body)
-                flight.answer(200, asgi.dumps(response))
+                call.response = _codec.dumps_kept(rs.chat_to_response(completion, body))
+                flight.answer(200, call.response)
         elif flight.status:
             flight.push(streamer.events.failed(call.error or "upstream failed",
                                                call.error_type or "server_error"))
         else:
             flight.answer(*_error_json(call))
-        return call, response
+        return call

@@ -1,4 +1,7 @@
-"""The model boundary: where a model lives (:class:`~interplay.model.endpoint.Endpoint`), the
-client every Chat Completions call interplay makes goes through
-(:mod:`interplay.model.client`), and the embedded default model (:mod:`interplay.model.local`).
+"""The model boundary: where a model lives and how to reach it
+(:class:`~interplay.model.endpoint.Endpoint`), the client every Chat Completions call interplay
+makes goes through (:mod:`interplay.model.client`) with its transport
+(:mod:`interplay.model.transport`), retry policy (:mod:`interplay.model.retries`) and reading of
+what comes back (:mod:`interplay.model.wire`), and the embedded default model
+(:mod:`interplay.model.local`).
 """

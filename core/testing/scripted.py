@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
-import json
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -37,6 +36,7 @@ import attrs
 
 from interplay import _aio as aio
 from interplay import _asgi as asgi
+from interplay import _codec
 from interplay.interception import responses as rs
 from interplay.model.endpoint import Endpoint
 
@@ -48,7 +48,9 @@ class ScriptedToolCall:
     call_id: str | None = None
 
     def arguments_json(self) -> str:
-        return self.arguments if isinstance(self.arguments, str) else json.dumps(self.arguments)
+        if isinstance(self.arguments, str):
+            return self.arguments
+        return _codec.dumps(self.arguments).decode()
 
 
 @attrs.frozen
@@ -307,7 +309,7 @@ class ScriptedModel:
         api = "responses" if path.endswith("/responses") else "chat.completions"
         raw = await asgi.read_body(receive, 64 << 20)
         try:
-            body = json.loads(raw)
+            body = _codec.loads(raw)
             if not isinstance(body, dict):
                 raise ValueError
         except ValueError:
@@ -406,11 +408,11 @@ class ScriptedModel:
         await asgi.start_sse(send)
         if reply.drops:
             cut = max(1, len(chunks) // 2)
-            payload = b"".join(b"data: " + asgi.dumps(c) + b"\n\n" for c in chunks[:cut])
+            payload = b"".join(b"data: " + _codec.dumps(c) + b"\n\n" for c in chunks[:cut])
             await send({"type": "http.response.body", "body": payload, "more_body": True})
             await _cut(send, receive)
             return
-        payload = b"".join(b"data: " + asgi.dumps(c) + b"\n\n" for c in chunks)
+        payload = b"".join(b"data: " + _codec.dumps(c) + b"\n\n" for c in chunks)
         await send({"type": "http.response.body", "body": payload + b"data: [DONE]\n\n",
                     "more_body": False})
 

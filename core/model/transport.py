@@ -1,0 +1,304 @@
+"""What sends a model request: one pooled HTTP session per endpoint, and the answer it gives.
+
+:func:`open_transport` makes the endpoint's transport: aiohttp's client by default, or the
+openai SDK's own (``AsyncOpenAI`` over httpx2) when ``Endpoint.transport`` is "openai". Either
+posts JSON under the endpoint's base URL with its key, headers, proxy and TLS settings,
+follows redirects (a 307 or 308 sends the body again), and gives back an :class:`Answer`
+(status, headers, the body whole or as it arrives) or raises a
+:class:`~interplay.model.retries.Failure`: ``timeout``, ``connection_error``, or the answer's
+own error status with its body. What to do with an answer, and whether to try again, is the
+caller's.
+
+A transport belongs to the event loop that first uses it; once that loop is closed, the next
+use starts afresh on the new loop. It logs nothing: headers and bodies carry keys and user data.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import ssl
+import urllib.request
+import warnings
+from collections.abc import AsyncIterator, Mapping
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+import aiohttp
+import yarl
+
+from interplay.errors import InterplayError
+from interplay.model.endpoint import Endpoint
+from interplay.model.retries import Failure
+
+if TYPE_CHECKING:
+    import httpx2
+    import openai
+
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]+@")
+
+
+def redact_url(text: str) -> str:
+    """``text`` with the credentials of any URL in it masked (``https://***@host``)."""
+    return _USERINFO.sub(r"\1***@", text)
+
+
+def _broken(exc: BaseException, while_: str, *, timed_out: bool) -> Failure:
+    """A failed exchange as a ``timeout`` or ``connection_error`` Failure whose message
+    names the cause (credentials in a URL masked). A certificate the endpoint's CAs do not
+    trust will not be trusted on the next try either: that failure is final."""
+    if timed_out:
+        return Failure("timeout", f"timed out {while_}")
+    chain = [exc]
+    while len(chain) < 10 and (chain[-1].__cause__ or chain[-1].__context__) is not None:
+        chain.append(chain[-1].__cause__ or chain[-1].__context__)  # type: ignore[arg-type]
+    named = next((e for e in chain if str(e)), exc)
+    failure = Failure("connection_error", f"connection error {while_}: "
+                      f"{redact_url(str(named)) or type(named).__name__}")
+    failure.final = any(isinstance(e, ssl.SSLCertVerificationError) for e in chain) or \
+        isinstance(exc, aiohttp.ClientConnectorCertificateError)
+    return failure
+
+
+def env_proxy(url: str) -> str | None:
+    """The proxy ``HTTP_PROXY``/``HTTPS_PROXY`` name for ``url``, unless ``NO_PROXY`` covers
+    its host (the standard library's reading of those variables)."""
+    parts = urlsplit(url)
+    if parts.hostname is None or urllib.request.proxy_bypass(parts.hostname):
+        return None
+    proxy = urllib.request.getproxies().get(parts.scheme)
+    if proxy is not None and urlsplit(proxy).scheme not in ("http", "https"):
+        raise InterplayError(f"{parts.scheme.upper()}_PROXY names {redact_url(proxy)!r}: only "
+                             "http:// and https:// proxies are supported; change it, or set "
+                             "model.proxy or NO_PROXY")
+    return proxy
+
+
+class Answer:
+    """An answer with a status below 400, its body not yet read. Read it once, whole
+    (:meth:`read`) or as it arrives (:meth:`chunks`), then :meth:`close` it."""
+
+    status: int
+    headers: Mapping[str, str]
+
+    async def read(self) -> bytes:
+        raise NotImplementedError
+
+    def chunks(self) -> AsyncIterator[bytes]:
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        raise NotImplementedError
+
+
+class Transport:
+    """Sends an endpoint's requests from one event loop (see the module docstring)."""
+
+    def __init__(self, endpoint: Endpoint, max_connections: int) -> None:
+        if endpoint.base_url is None:
+            raise ValueError("a transport needs an endpoint with a base_url")
+        self.endpoint = endpoint
+        self.max_connections = max(1, int(max_connections))
+        self.base_url = endpoint.base_url.rstrip("/")
+        self.api_key = endpoint.api_key()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._client: Any = None
+
+    def client(self) -> Any:
+        """The HTTP client of the running loop, made on first use."""
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:
+            if self._loop is not None and not self._loop.is_closed():
+                raise InterplayError("this model client is in use from another event loop; "
+                                     "make one client per event loop")
+            # The old loop is closed, and its connections with it: nothing left to close.
+            self._loop, self._client = loop, self._make_client()
+        return self._client
+
+    def _make_client(self) -> Any:
+        raise NotImplementedError
+
+    async def post(self, path: str, body: Mapping[str, Any], payload: bytes, *,
+                   stream: bool) -> Answer:
+        """POST ``payload`` (``body`` encoded) to ``path`` under the base URL."""
+        raise NotImplementedError
+
+    async def aclose(self) -> None:
+        """Close the client, in the loop it belongs to (an interception server serving from
+        a thread uses its clients in its own loop)."""
+        client, loop, self._client, self._loop = self._client, self._loop, None, None
+        if client is None or loop is None:
+            return
+        if loop is asyncio.get_running_loop():
+            await self._close_client(client)
+        elif loop.is_running():
+            await asyncio.wrap_future(
+                asyncio.run_coroutine_threadsafe(self._close_client(client), loop))
+
+    async def _close_client(self, client: Any) -> None:
+        raise NotImplementedError
+
+
+def open_transport(endpoint: Endpoint, max_connections: int = 64) -> Transport:
+    """The transport ``endpoint.transport`` names."""
+    if endpoint.transport == "openai":
+        return OpenAITransport(endpoint, max_connections)
+    return AiohttpTransport(endpoint, max_connections)
+
+
+# -- aiohttp -------------------------------------------------------------------------------------
+
+class _AiohttpAnswer(Answer):
+    def __init__(self, resp: aiohttp.ClientResponse) -> None:
+        self._resp = resp
+        self.status = resp.status
+        self.headers = resp.headers
+
+    async def read(self) -> bytes:
+        try:
+            return await self._resp.read()
+        except (aiohttp.ClientError, OSError) as exc:
+            raise _broken(exc, "reading the answer",
+                          timed_out=isinstance(exc, TimeoutError)) from None
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        try:
+            async for piece in self._resp.content.iter_any():
+                yield piece
+        except (aiohttp.ClientError, OSError) as exc:
+            raise _broken(exc, "reading the answer",
+                          timed_out=isinstance(exc, TimeoutError)) from None
+
+    async def close(self) -> None:
+        self._resp.release()
+
+
+class AiohttpTransport(Transport):
+    """aiohttp's client: a session per endpoint and loop, keeping up to ``max_connections``
+    connections.
+
+    The proxy is the endpoint's, else the one the environment names for the base URL, read
+    once when the session is made: aiohttp's ``trust_env`` reads it (and ~/.netrc) again on
+    every request, in worker threads, which costs more than the rest of the request.
+    """
+
+    def __init__(self, endpoint: Endpoint, max_connections: int) -> None:
+        super().__init__(endpoint, max_connections)
+        base = {"Authorization": f"Bearer {self.api_key}",
+                "Content-Type": "application/json"}
+        self._headers = {False: {**base, "Accept": "application/json", **endpoint.headers},
+                         True: {**base, "Accept": "text/event-stream", **endpoint.headers}}
+        self._timeout = aiohttp.ClientTimeout(total=None,
+                                              sock_connect=min(10.0, endpoint.timeout_s),
+                                              sock_read=endpoint.timeout_s)
+
+    def _make_client(self) -> aiohttp.ClientSession:
+        ep = self.endpoint
+        proxy = ep.proxy or env_proxy(self.base_url)
+        proxy_auth = None
+        if proxy is not None:
+            url = yarl.URL(proxy)
+            proxy_auth = aiohttp.BasicAuth.from_url(url)
+            proxy = str(url.with_user(None))
+        connector = aiohttp.TCPConnector(limit=self.max_connections,
+                                         ssl=ep.ssl_context() or True)
+        with warnings.catch_warnings():
+            # Deprecated for proxy_headers, which aiohttp 3 sends only with a CONNECT: a
+            # plain request through the proxy would go without its credentials.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return aiohttp.ClientSession(connector=connector, timeout=self._timeout,
+                                         proxy=proxy, proxy_auth=proxy_auth,
+                                         cookie_jar=aiohttp.DummyCookieJar())
+
+    async def post(self, path: str, body: Mapping[str, Any], payload: bytes, *,
+                   stream: bool) -> Answer:
+        session: aiohttp.ClientSession = self.client()
+        try:
+            resp = await session.post(self.base_url + path, data=payload,
+                                      headers=self._headers[stream])
+        except (aiohttp.ClientError, OSError) as exc:
+            raise _broken(exc, "sending the request",
+                          timed_out=isinstance(exc, TimeoutError)) from None
+        if resp.status < 400:
+            return _AiohttpAnswer(resp)
+        try:
+            content = await resp.read()
+        except (aiohttp.ClientError, OSError):
+            content = b""
+        finally:
+            resp.release()
+        raise Failure.from_status(resp.status, content, resp.headers)
+
+    async def _close_client(self, client: aiohttp.ClientSession) -> None:
+        await client.close()
+
+
+# -- the openai SDK ------------------------------------------------------------------------------
+
+class _HttpxAnswer(Answer):
+    def __init__(self, resp: httpx2.Response) -> None:
+        self._resp = resp
+        self.status = resp.status_code
+        self.headers = resp.headers
+
+    async def read(self) -> bytes:
+        import httpx2
+
+        try:
+            return await self._resp.aread()
+        except (httpx2.TransportError, httpx2.StreamError, OSError) as exc:
+            raise _broken(exc, "reading the answer", timed_out=isinstance(
+                exc, httpx2.TimeoutException | TimeoutError)) from None
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        import httpx2
+
+        try:
+            async for piece in self._resp.aiter_bytes():
+                yield piece
+        except (httpx2.TransportError, httpx2.StreamError, OSError) as exc:
+            raise _broken(exc, "reading the answer", timed_out=isinstance(
+                exc, httpx2.TimeoutException | TimeoutError)) from None
+
+    async def close(self) -> None:
+        await self._resp.aclose()
+
+
+class OpenAITransport(Transport):
+    """The openai SDK's client (``AsyncOpenAI``, its own retries off: the policy is ours).
+    Its typed errors are told apart here; the answer's bytes are read raw, as aiohttp's are."""
+
+    def _make_client(self) -> openai.AsyncOpenAI:
+        import httpx2
+        import openai
+
+        ep = self.endpoint
+        timeout = httpx2.Timeout(ep.timeout_s, connect=min(10.0, ep.timeout_s))
+        limits = httpx2.Limits(max_connections=self.max_connections,
+                               max_keepalive_connections=self.max_connections)
+        http = openai.DefaultAsyncHttpx2Client(timeout=timeout, limits=limits, proxy=ep.proxy,
+                                               verify=ep.ssl_context() or True)
+        return openai.AsyncOpenAI(base_url=self.base_url, api_key=self.api_key,
+                                  default_headers=ep.headers or None, max_retries=0,
+                                  timeout=timeout, http_client=http)
+
+    async def post(self, path: str, body: Mapping[str, Any], payload: bytes, *,
+                   stream: bool) -> Answer:
+        import httpx2
+        import openai
+
+        client: openai.AsyncOpenAI = self.client()
+        accept = "text/event-stream" if stream else "application/json"
+        try:
+            resp = await client.post(path, cast_to=httpx2.Response, body=body, stream=True,
+                                     options={"headers": {"Accept": accept}})
+        except openai.APIStatusError as exc:
+            raise Failure.from_status(exc.status_code, exc.response.content,
+                                      exc.response.headers) from None
+        except openai.APIConnectionError as exc:  # APITimeoutError is one too
+            raise _broken(exc.__cause__ or exc, "sending the request",
+                          timed_out=isinstance(exc, openai.APITimeoutError)) from None
+        return _HttpxAnswer(resp)
+
+    async def _close_client(self, client: openai.AsyncOpenAI) -> None:
+        await client.close()
