@@ -17,8 +17,11 @@ from interplay.builtin_envs.steps import Relay, RelayConfig
 from interplay.builtin_verifiers.match import Contains, MatchConfig
 from interplay.env import Env, SeatSpec
 from interplay.errors import InterplayError
+from interplay.harness import Harness, Segment
+from interplay.model.client import ModelClient
 from interplay.model.endpoint import Endpoint
 from interplay.records import Message, Reward, Task
+from interplay.run.agent import Agent, SegmentContext
 from interplay.run.config import check_seats
 from interplay.run.episode import EpisodeContext, RunResources, run_episode
 from interplay.step import Step
@@ -669,3 +672,24 @@ async def test_a_third_party_user_sim_replaces_the_default(
 async def test_unknown_user_sim_is_refused_at_load() -> None:
     with pytest.raises(InterplayError, match="unknown user sim 'nobody'"):
         relay_env(user_sim="nobody").check()
+
+
+class HangingHarness(Harness):
+    name = "test_hanging"
+
+    async def launch(self, task: Task, ctx: SegmentContext) -> Segment:
+        await asyncio.sleep(60)
+        return Segment()
+
+
+async def test_a_segment_past_its_timeout_ends_with_timeout() -> None:
+    client = ModelClient(Endpoint(base_url="http://127.0.0.1:9/v1"))
+    agent = Agent(name="assistant", harness=HangingHarness(), client=client,
+                  spec=SeatSpec(timeout_s=0.1))
+    try:
+        async with agent.chat(Task(0, prompt="hi")) as chat:
+            reply = await asyncio.wait_for(chat.turn(), timeout=5)
+    finally:
+        await client.aclose()
+    assert reply.stopped and reply.stop_condition == "timeout"
+    assert chat.trace.error_type == "timeout" and chat.trace.error == "segment exceeded 0.1 s"

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import structlog
 
-from interplay import _aio as aio
 from interplay.env import SeatSpec
 from interplay.errors import InterplayError
 from interplay.harness import Harness, Segment
@@ -235,9 +234,8 @@ class ChatSession:
 
     async def _run_segment(self, run: Any) -> Segment:
         try:
-            # In this task, not a task of its own as wait_for would make: one less task and
-            # its scheduling per turn.
-            segment = await aio.within(self.ctx.timeout_s, run)
+            async with asyncio.timeout(self.ctx.timeout_s):
+                segment = await run
         except TimeoutError:
             return Segment(stop_condition="timeout", error_type="timeout",
                            error=f"segment exceeded {self.ctx.timeout_s:g} s")
