@@ -6,7 +6,8 @@ answers with a JSON verdict: a score in [0, 1] and a reason per criterion. The v
 tolerantly (a bare object, one inside a code fence, or one inside prose; a list of
 ``{name, score, reason}`` or a mapping by criterion name). Output that cannot be read is sent
 back to the judge with what was wrong, up to ``retries`` times; after that the verifier raises,
-and the episode records a ``verifier_error`` (no reward is invented). Every judge call is
+and the episode records a ``verifier_error`` (no reward is invented). A judge call that fails
+(after the retries its endpoint's policy makes) is such an error at once. Every judge call is
 appended to ``episode.judge_calls`` (so its usage counts in the episode's).
 
 Subclass :class:`Rubric` for a judge of your own; :func:`is_rubric` recognizes any verifier
@@ -242,8 +243,10 @@ class Rubric(Verifier):
             call = await client.chat(messages, **cfg.sampling)
             episode.judge_calls.append(call)
             if call.error_type is not None:
-                problem = f"the judge call failed ({call.error_type})"
-                continue
+                # The client has retried it as the endpoint's policy says: asking again here
+                # would be a second policy.
+                raise JudgeFailed(f"the judge call failed ({call.error_type}) after "
+                                  f"{call.attempts} attempt(s): {call.error}")
             msg = assistant_message(call)
             text = msg.text if msg is not None else ""
             try:

@@ -111,6 +111,15 @@ async def test_malformed_twice_is_a_recorded_failure_not_a_score() -> None:
     assert len(episode.judge_calls) == 2
 
 
+async def test_a_failed_judge_call_is_not_asked_again_by_the_rubric() -> None:
+    """Transport failures are retried by the endpoint's policy alone: the rubric's retries
+    are for unreadable verdicts."""
+    episode, requests = await judged([ScriptedReply.fault(400), GOOD], retries=1)
+    assert episode.error_type == "verifier_error" and episode.reward is None
+    assert "the judge call failed (bad_request) after 1 attempt(s)" in (episode.error or "")
+    assert len(episode.judge_calls) == 1 and len([r for r in requests if is_judge(r)]) == 1
+
+
 async def test_retries_are_configurable_and_a_failed_judge_call_is_recorded() -> None:
     episode, _ = await judged([ScriptedReply.fault(400)], retries=0)
     assert episode.error_type == "verifier_error"
