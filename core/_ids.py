@@ -1,7 +1,7 @@
 """Ids for episodes, model calls and responses: unique, not secret.
 
 Drawn from one generator seeded from the OS, rather than from ``os.urandom`` per id: a run
-makes one per model call, and a system call each was a measurable part of a call's cost.
+makes one per model call, and a system call each would add to every call.
 A forked child seeds afresh, so parent and child never draw the same ids.
 """
 

@@ -156,8 +156,7 @@ _converter: cattrs.Converter | None = None
 
 
 def _config_converter() -> cattrs.Converter:
-    # Building a converter costs about a millisecond, and every agent of every episode
-    # structures its harness settings: build it once.
+    # Every agent of every episode structures its harness settings: build the converter once.
     global _converter
     if _converter is None:
         _converter = make_config_converter()

@@ -93,8 +93,8 @@ async def run_pairs(env: Env, pairs: Sequence[tuple[Task, int]], *, resources: A
             workers.append(asyncio.ensure_future(worker()))
             if i % START_BATCH == START_BATCH - 1:
                 # Started a few at a time, the loop turning in between: at -c 1000 the first
-                # requests would otherwise wait for all 1000 episodes to be set up (a fifth
-                # of a second) before any went out, and come back as one burst.
+                # requests would otherwise wait for all 1000 episodes to be set up before any
+                # went out, and come back as one burst.
                 await asyncio.sleep(0)
         await asyncio.gather(*workers)
     finally:

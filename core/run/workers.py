@@ -347,8 +347,7 @@ def _die_with_parent() -> None:
 def main() -> None:
     _die_with_parent()
     # One step below the parent (the only writer of the results) and below a model server on
-    # the same machine, whose every wait for the CPU is added to every call: two workers at
-    # -c 1000 reached 0.85-0.86 of ideal at nice 0 and 0.89 at nice +1 (benchmarks/).
+    # the same machine, whose every wait for the CPU is added to every call.
     os.nice(1)
     # Ctrl-C is the parent's to answer: it decides and stops the workers.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
