@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import Any
 
 import structlog
@@ -142,7 +142,7 @@ class Forward:
         final: dict[str, Any] | None = None
         failure: str | None = None
 
-        async def forwarded() -> Any:
+        async def forwarded() -> AsyncGenerator[bytes, None]:
             async for piece in answer.chunks():
                 if not piece:
                     continue

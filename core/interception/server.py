@@ -163,7 +163,7 @@ def _sampled(body: Mapping[str, Any], under: Mapping[str, Any], over: Mapping[st
 
 def _chat_stream_error(message: str, code: str) -> bytes:
     return b"data: " + _codec.dumps(asgi.error_body(message, type_="server_error",
-                                                  code=code)) + b"\n\n"
+                                                    code=code)) + b"\n\n"
 
 
 def _masked(path: str | None) -> str | None:
@@ -199,7 +199,7 @@ def _error_json(call: ModelCall) -> tuple[int, bytes]:
         _ERROR_STATUS.get(call.error_type or "", 502)
     kind = "invalid_request_error" if status < 500 else "server_error"
     body = _codec.dumps(asgi.error_body(call.error or "upstream model call failed", type_=kind,
-                                      code=call.error_type))
+                                        code=call.error_type))
     return status, body
 
 

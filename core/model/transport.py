@@ -20,7 +20,7 @@ import re
 import ssl
 import urllib.request
 import warnings
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -84,7 +84,7 @@ class Answer:
     async def read(self) -> bytes:
         raise NotImplementedError
 
-    def chunks(self) -> AsyncIterator[bytes]:
+    def chunks(self) -> AsyncGenerator[bytes, None]:
         raise NotImplementedError
 
     async def close(self) -> None:
@@ -161,7 +161,7 @@ class _AiohttpAnswer(Answer):
             raise _broken(exc, "reading the answer",
                           timed_out=isinstance(exc, TimeoutError)) from None
 
-    async def chunks(self) -> AsyncIterator[bytes]:
+    async def chunks(self) -> AsyncGenerator[bytes, None]:
         try:
             async for piece in self._resp.content.iter_any():
                 yield piece
@@ -250,7 +250,7 @@ class _HttpxAnswer(Answer):
             raise _broken(exc, "reading the answer", timed_out=isinstance(
                 exc, httpx2.TimeoutException | TimeoutError)) from None
 
-    async def chunks(self) -> AsyncIterator[bytes]:
+    async def chunks(self) -> AsyncGenerator[bytes, None]:
         import httpx2
 
         try:

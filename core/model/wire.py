@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any
 
 from interplay import _codec
@@ -20,18 +20,19 @@ from interplay.model.retries import Failure
 from interplay.records import Message, ModelCall, ToolCall, Usage
 
 
-async def aiter_sse_data(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    """The ``data:`` payloads of an SSE byte stream."""
+async def aiter_sse_data(chunks: AsyncGenerator[bytes, None]) -> AsyncIterator[bytes]:
+    """The ``data:`` payloads of an SSE byte stream (``chunks`` is closed with it)."""
     buf = b""
-    async for piece in chunks:
-        buf += piece
-        while True:
-            nl = buf.find(b"\n")
-            if nl < 0:
-                break
-            line, buf = buf[:nl].rstrip(b"\r"), buf[nl + 1:]
-            if line.startswith(b"data:"):
-                yield line[5:].strip()
+    async with contextlib.aclosing(chunks):
+        async for piece in chunks:
+            buf += piece
+            while True:
+                nl = buf.find(b"\n")
+                if nl < 0:
+                    break
+                line, buf = buf[:nl].rstrip(b"\r"), buf[nl + 1:]
+                if line.startswith(b"data:"):
+                    yield line[5:].strip()
 
 
 def parse_body(data: bytes, status: int, list_key: str, what: str) -> dict[str, Any]:
