@@ -253,7 +253,8 @@ async def one_run(server: Server, episodes: int, concurrency: int, work: Path,
     sampling = asyncio.ensure_future(sampler())
     rusage0, server0, t0 = _rusage_seconds(), server.cpu_seconds(), time.perf_counter()
     own0 = cpu_seconds()
-    outcome = await runner.run(cfg, env, resolved, out)
+    with runner.collector_tuned_for_runs():  # as `interplay eval` runs
+        outcome = await runner.run(cfg, env, resolved, out)
     wall, own = time.perf_counter() - t0, cpu_seconds() - own0
     cpu = tree.cpu_seconds() if tree else _rusage_seconds() - rusage0
     server_cpu = server.cpu_seconds() - server0

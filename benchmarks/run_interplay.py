@@ -106,7 +106,8 @@ async def eval_once(args: argparse.Namespace, n: int, out: Path) -> list[dict[st
             "output": str(out)}
     cfg, env, resolved = config.resolve(data)
     await asyncio.to_thread(out.mkdir, parents=True)
-    outcome = await runner.run(cfg, env, resolved, out)
+    with runner.collector_tuned_for_runs():  # as `interplay eval` runs
+        outcome = await runner.run(cfg, env, resolved, out)
     assert outcome.ran == n
     return results.read_episodes(out / results.EPISODES_FILE)
 
