@@ -290,13 +290,19 @@ def test_good_tls_settings_and_no_retries_are_accepted(files: dict[str, str]) ->
         "base_url": "https://127.0.0.1:8443/v1", "ca_bundle": files["ca"],
         "client_cert": files["cert"], "client_key": files["key"], "proxy": "http://p:3128",
         "headers": {"X-Lab": "7"}, "timeout_s": 900, "max_retries": 0}}, RunConfig)
-    assert cfg.model.ssl_context() is not None and cfg.model.retry_max_s == 600
+    assert cfg.model.ssl_context() is not None and cfg.model.retry_budget_s == 900
+
+
+def test_an_unset_budget_leaves_room_for_every_attempt_to_hang() -> None:
+    assert Endpoint().retry_budget_s == 5 * 120.0
+    assert Endpoint(timeout_s=900.0, max_retries=2).retry_budget_s == 2700.0
+    assert Endpoint(timeout_s=900.0, retry_max_s=3600.0).retry_budget_s == 3600.0
 
 
 def test_the_default_budget_leaves_room_to_retry_a_hang() -> None:
     ep = Endpoint()
     # A hang takes timeout_s; the longest first wait is a second: the retry must still fit.
-    assert ep.timeout_s + 1.0 < ep.retry_max_s
+    assert ep.timeout_s + 1.0 < ep.retry_budget_s
     with pytest.raises(InterplayError, match="must exceed timeout_s"):
         Endpoint(timeout_s=120.0, retry_max_s=60.0)
 

@@ -38,8 +38,9 @@ class Endpoint:
     Each attempt waits up to ``timeout_s`` for the endpoint (to connect: at most 10 s; then
     for each read of its answer, so a stream may last longer). A transient failure (429, 5xx,
     a timeout, a broken connection) is retried up to ``max_retries`` times within
-    ``retry_max_s`` from the call's start, so ``retry_max_s`` must exceed ``timeout_s``: a
-    request that hangs is retried like any other failure.
+    ``retry_max_s`` from the call's start; unset, that budget is ``(max_retries + 1) *
+    timeout_s``, room for every attempt to hang. Set, it must exceed ``timeout_s``: a request
+    that hangs is retried like any other failure.
 
     ``transport`` is what sends: "aiohttp" (the default) or "openai", the openai SDK's own
     client (for what only it does, such as its typed errors). Both honour ``HTTP_PROXY``,
@@ -55,7 +56,7 @@ class Endpoint:
     sampling: dict[str, Any] = attrs.Factory(dict)
     timeout_s: float = 120.0
     max_retries: int = 4
-    retry_max_s: float = 600.0
+    retry_max_s: float | None = None
     api: Literal["chat", "responses"] = "chat"
     transport: Literal["aiohttp", "openai"] = "aiohttp"
     headers: dict[str, str] = attrs.Factory(dict)
@@ -83,6 +84,13 @@ class Endpoint:
     @property
     def is_local(self) -> bool:
         return self.base_url is None
+
+    @property
+    def retry_budget_s(self) -> float:
+        """Seconds from a call's start within which its retries must begin."""
+        if self.retry_max_s is not None:
+            return self.retry_max_s
+        return (self.max_retries + 1) * self.timeout_s
 
     def ssl_context(self) -> ssl.SSLContext | None:
         """The TLS context ``ca_bundle`` and ``client_cert`` ask for; None when neither is
@@ -116,7 +124,7 @@ def _problem(ep: Endpoint) -> str | None:
         return f"timeout_s must be above 0, got {ep.timeout_s}"
     if ep.max_retries < 0:
         return f"max_retries must be 0 or more, got {ep.max_retries}"
-    if ep.max_retries > 0 and not ep.retry_max_s > ep.timeout_s:
+    if ep.max_retries > 0 and ep.retry_max_s is not None and not ep.retry_max_s > ep.timeout_s:
         return (f"retry_max_s ({ep.retry_max_s:g}) must exceed timeout_s ({ep.timeout_s:g}), "
                 f"or a request that hangs is never retried; raise retry_max_s, lower "
                 f"timeout_s, or set max_retries = 0")

@@ -118,7 +118,7 @@ class Policy:
 
     def __init__(self, endpoint: Endpoint) -> None:
         self.max_retries = endpoint.max_retries
-        self.budget_s = endpoint.retry_max_s
+        self.budget_s = endpoint.retry_budget_s
 
     def delay(self, failure: Failure, attempt: int, elapsed_s: float) -> float | None:
         """Seconds to wait before trying again after ``failure`` ended attempt number

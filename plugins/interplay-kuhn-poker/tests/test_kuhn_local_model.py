@@ -30,8 +30,7 @@ def test_interplay_eval_on_the_embedded_model(tmp_path: Path) -> None:
     script = Path(sys.executable).parent / "interplay"
     command = [str(script)] if script.exists() else [sys.executable, "-m", "interplay.cli"]
     out_dir = tmp_path / "run"
-    settings = ["env.invalid_retries=0", "model.timeout_s=900",
-                "model.retry_max_s=3600"]
+    settings = ["env.invalid_retries=0", "model.timeout_s=900"]
     for seat in ("player0", "player1"):
         settings += [f"seats.{seat}.sampling.max_tokens=24", f"seats.{seat}.sampling.temperature=0"]
     out = subprocess.run(
