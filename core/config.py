@@ -256,7 +256,7 @@ def _evolve(instance: Any, data: Mapping[str, Any], path: str) -> Any:
                                       if isinstance(value, Mapping) else value, field.type, where)
     try:
         return attrs.evolve(instance, **changes)
-    except (ValueError, TypeError) as exc:  # the class's own validators
+    except (ValueError, TypeError, InterplayError) as exc:  # the class's own validators
         raise InterplayError(f"{path}: {exc}") from None
 
 
