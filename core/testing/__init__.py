@@ -3,7 +3,8 @@
 :func:`run_scripted` (one episode of an env against it),
 :func:`isolated_plugins` (the builtins plus the plugins a test names, nothing else installed) and
 a pytest plugin with fixtures (``interplay.testing.pytest_plugin``), and :func:`descendants` and
-:func:`survivors` to check that what a run started is gone once it ends.
+:func:`survivors` to check that what a run started is gone once it ends; :func:`run_interplay`
+(the ``interplay`` command in a subprocess, as a user runs it) and :data:`needs_local_model`.
 
 The names are imported on first use, so that ``python -m interplay.testing.scripted`` runs the
 module once, as ``__main__``, rather than after this package has already imported it.
@@ -15,6 +16,12 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from interplay.testing.cli import (
+        command_env,
+        interplay_command,
+        needs_local_model,
+        run_interplay,
+    )
     from interplay.testing.episodes import ScriptedRun, isolated_plugins, run_scripted
     from interplay.testing.processes import descendants, survivors
     from interplay.testing.script_file import read_script
@@ -29,10 +36,13 @@ _MODULES = {"ScriptedModel": "scripted", "ScriptedReply": "scripted",
             "ScriptedRequest": "scripted", "ScriptedToolCall": "scripted",
             "ScriptedRun": "episodes", "run_scripted": "episodes",
             "isolated_plugins": "episodes", "descendants": "processes",
-            "survivors": "processes", "read_script": "script_file"}
+            "survivors": "processes", "read_script": "script_file",
+            "run_interplay": "cli", "interplay_command": "cli", "command_env": "cli",
+            "needs_local_model": "cli"}
 __all__ = ["ScriptedModel", "ScriptedReply", "ScriptedRequest", "ScriptedRun",
-           "ScriptedToolCall", "descendants", "isolated_plugins", "read_script", "run_scripted",
-           "survivors"]
+           "ScriptedToolCall", "command_env", "descendants", "interplay_command",
+           "isolated_plugins", "needs_local_model", "read_script", "run_interplay",
+           "run_scripted", "survivors"]
 
 
 def __getattr__(name: str) -> Any:

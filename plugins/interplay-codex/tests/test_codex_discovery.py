@@ -3,25 +3,18 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+
+from interplay.testing import run_interplay
 
 # Each test runs the real command, which loads every installed plugin.
 pytestmark = pytest.mark.slow
 
 
 def interplay(*args: str) -> str:
-    exe = Path(sys.executable).parent / "interplay"
-    argv = [str(exe)] if exe.exists() else [sys.executable, "-m", "interplay.cli"]
-    # The allow/block lists of the caller's environment must not hide the plugin.
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("INTERPLAY_LOAD_PLUGINS", "INTERPLAY_BLOCK_PLUGINS")}
-    done = subprocess.run([*argv, *args], capture_output=True, text=True, env=env, timeout=120,
-                          check=True)
+    done = run_interplay(*args, timeout=120)
+    assert done.returncode == 0, done.stderr
     return done.stdout
 
 

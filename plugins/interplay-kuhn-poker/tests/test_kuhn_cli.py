@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -14,29 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from interplay.testing import ScriptedModel
+from interplay.testing import ScriptedModel, run_interplay
 from interplay_kuhn_poker import strategies
 from interplay_kuhn_poker.scripted import Situation, handler, playing
 
 Run = Callable[..., subprocess.CompletedProcess[str]]
 
 
-def _interplay() -> list[str]:
-    script = Path(sys.executable).parent / "interplay"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "interplay.cli"]
-
-
 @pytest.fixture
 def run() -> Run:
-    def run_(*args: str, env: dict[str, str] | None = None,
-             ) -> subprocess.CompletedProcess[str]:
-        environ = {k: v for k, v in os.environ.items()
-                   if k not in ("INTERPLAY_LOAD_PLUGINS", "INTERPLAY_BLOCK_PLUGINS")}
-        environ.update(env or {})
-        return subprocess.run([*_interplay(), *args], capture_output=True, text=True,
-                              env=environ, timeout=300)
-
-    return run_
+    return run_interplay
 
 
 def test_it_registers_only_through_its_own_entry_point() -> None:

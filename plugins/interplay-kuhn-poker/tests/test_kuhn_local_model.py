@@ -9,36 +9,24 @@ hand settled (played out or forfeited), payoffs zero-sum and on each seat's trac
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-pytestmark = [
-    pytest.mark.local_model,
-    pytest.mark.slow,
-    pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None,
-                       reason="llama_cpp is not installed (run: bash .ci/setup)"),
-]
+from interplay.testing import needs_local_model, run_interplay
+
+pytestmark = [*needs_local_model, pytest.mark.slow]
 
 
 def test_interplay_eval_on_the_embedded_model(tmp_path: Path) -> None:
-    script = Path(sys.executable).parent / "interplay"
-    command = [str(script)] if script.exists() else [sys.executable, "-m", "interplay.cli"]
     out_dir = tmp_path / "run"
     settings = ["env.invalid_retries=0", "model.timeout_s=900"]
     for seat in ("player0", "player1"):
         settings += [f"seats.{seat}.sampling.max_tokens=24", f"seats.{seat}.sampling.temperature=0"]
-    out = subprocess.run(
-        [*command, "eval", "kuhn-poker", "-n", "1", "-o", str(out_dir), "-q", "--no-report",
-         *[arg for s in settings for arg in ("--set", s)]],
-        capture_output=True, text=True, timeout=3600,
-        env={k: v for k, v in os.environ.items()
-             if k not in ("INTERPLAY_LOAD_PLUGINS", "INTERPLAY_BLOCK_PLUGINS")})
+    out = run_interplay(
+        "eval", "kuhn-poker", "-n", "1", "-o", str(out_dir), "-q", "--no-report",
+        *[arg for s in settings for arg in ("--set", s)], timeout=3600)
     assert out.returncode == 0, out.stderr
     (episode,) = [json.loads(line) for line in
                   (out_dir / "episodes.jsonl").read_text().splitlines()]

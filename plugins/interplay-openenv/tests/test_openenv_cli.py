@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
-import os
 import re
 import signal
 import subprocess
@@ -21,30 +20,19 @@ from interplay.testing import (
     ScriptedModel,
     ScriptedReply,
     ScriptedRequest,
+    command_env,
     descendants,
+    interplay_command,
+    run_interplay,
     survivors,
 )
 
 Run = Callable[..., subprocess.CompletedProcess[str]]
 
 
-def _interplay() -> list[str]:
-    script = Path(sys.executable).parent / "interplay"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "interplay.cli"]
-
-
-def _environ() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items()
-            if k not in ("INTERPLAY_LOAD_PLUGINS", "INTERPLAY_BLOCK_PLUGINS")}
-
-
 @pytest.fixture
 def run() -> Run:
-    def run_(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([*_interplay(), *args], capture_output=True, text=True,
-                              env=_environ(), timeout=300)
-
-    return run_
+    return run_interplay
 
 
 def bisect(request: ScriptedRequest) -> ScriptedReply:
@@ -119,9 +107,9 @@ def _server_gone(url: str) -> bool:
 def test_a_killed_run_leaves_no_server_behind(tmp_path: Path) -> None:
     with ScriptedModel(lambda r: ScriptedReply.text("50", latency_s=30)) as model:
         proc = subprocess.Popen(
-            [*_interplay(), "eval", "openenv", "--set", "env.app=interplay_openenv.demo:app",
+            [*interplay_command(), "eval", "openenv", "--set", "env.app=interplay_openenv.demo:app",
              "-n", "1", "--base-url", model.base_url, "-o", str(tmp_path / "run"), "-q",
-             "--no-report"], env=_environ(), stdout=subprocess.DEVNULL,
+             "--no-report"], env=command_env(), stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL)
         try:
             deadline = time.monotonic() + 120

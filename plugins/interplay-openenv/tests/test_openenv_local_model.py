@@ -9,36 +9,25 @@ either stepped or told why not, the rewards summed, the server gone afterwards.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import httpx
 import pytest
 
-pytestmark = [
-    pytest.mark.local_model,
-    pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None,
-                       reason="llama_cpp is not installed (run: bash .ci/setup)"),
-]
+from interplay.testing import needs_local_model, run_interplay
+
+pytestmark = [*needs_local_model]
 
 
 def test_interplay_eval_openenv_on_the_embedded_model(tmp_path: Path) -> None:
-    script = Path(sys.executable).parent / "interplay"
-    command = [str(script)] if script.exists() else [sys.executable, "-m", "interplay.cli"]
     out_dir = tmp_path / "run"
     settings = ["env.app=interplay_openenv.demo:app", "env.reask_budget=0", "env.max_steps=2",
                 "model.timeout_s=900", "seats.assistant.sampling.max_tokens=16",
                 "seats.assistant.sampling.temperature=0"]
-    out = subprocess.run(
-        [*command, "eval", "openenv", "-n", "1", "-o", str(out_dir), "-q", "--no-report",
-         *[arg for s in settings for arg in ("--set", s)]],
-        capture_output=True, text=True, timeout=3600,
-        env={k: v for k, v in os.environ.items()
-             if k not in ("INTERPLAY_LOAD_PLUGINS", "INTERPLAY_BLOCK_PLUGINS")})
+    out = run_interplay(
+        "eval", "openenv", "-n", "1", "-o", str(out_dir), "-q", "--no-report",
+        *[arg for s in settings for arg in ("--set", s)], timeout=3600)
     assert out.returncode == 0, out.stderr
     (episode,) = [json.loads(line) for line in
                   (out_dir / "episodes.jsonl").read_text().splitlines()]

@@ -1,0 +1,46 @@
+"""Running the ``interplay`` command as a user types it, for plugin tests: the installed
+script (or ``python -m interplay.cli``) in a subprocess, with the plugin allow- and block-lists
+of the test's own environment taken away, so what is installed is what the command finds.
+Also :data:`needs_local_model`, the marks of a test that runs on the embedded model."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+
+#: Variables that choose which plugins load; a test names its own or none.
+PLUGIN_VARS = ("INTERPLAY_LOAD_PLUGINS", "INTERPLAY_BLOCK_PLUGINS")
+
+#: ``pytestmark = needs_local_model``: the test runs on the embedded llama.cpp model (marked
+#: ``local_model``), and is skipped, saying how to install it, where it is not installed.
+needs_local_model = [
+    pytest.mark.local_model,
+    pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None,
+                       reason="llama_cpp is not installed (run: bash .ci/setup)"),
+]
+
+
+def interplay_command() -> list[str]:
+    """The argv that starts the ``interplay`` command of the running interpreter."""
+    script = Path(sys.executable).parent / "interplay"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "interplay.cli"]
+
+
+def command_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """This process's environment without the plugin lists, with ``env`` over it."""
+    environ = {k: v for k, v in os.environ.items() if k not in PLUGIN_VARS}
+    environ.update(env or {})
+    return environ
+
+
+def run_interplay(*args: str, env: Mapping[str, str] | None = None, timeout: float = 300,
+                  cwd: str | Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``interplay ARGS...`` in a subprocess, its output captured as text."""
+    return subprocess.run([*interplay_command(), *args], capture_output=True, text=True,
+                          env=command_env(env), timeout=timeout, cwd=cwd)
