@@ -1,0 +1,249 @@
+"""Contacts: people other than the user who answer the agent (a venue, a friend).
+
+A contact is played by a seat (an untrainable agent with a persona; one chat session per contact
+per episode, its turns taken one at a time) or by a script (its ``replies`` in order, the last
+one repeated). Asked something at task time t, a contact answers after a delay drawn from the
+world's seeded generator, moved into its working hours, and is given ``limit_s`` real seconds
+to compute the answer. :meth:`Contacts.settle` waits for the answers in progress, each up to its
+limit; an answer that lands just past its limit is kept, a later one is dropped and recorded.
+
+The world hands a seat-played answer to an ``ask`` function the step supplies (so this module
+opens no sessions itself).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import structlog
+
+from interplay.world import times
+from interplay.world.events import Event
+
+if TYPE_CHECKING:
+    from interplay.world.world import World
+
+log = structlog.get_logger("interplay.world.contacts")
+
+#: How long past its limit an answer in progress is still waited for (and kept): a share of
+#: the limit, between GRACE_MIN_S and GRACE_MAX_S.
+GRACE_SHARE = 0.05
+GRACE_MIN_S = 0.1
+GRACE_MAX_S = 1.0
+
+
+@attrs.define
+class Contact:
+    """A contact as a scenario writes it."""
+
+    name: str
+    #: Who they are, for a seat-played contact.
+    persona: str = ""
+    #: Scripted answers, in order (the last repeats); set these or a persona.
+    replies: list[str] = attrs.Factory(list)
+    #: The seat that plays a persona (its model and sampling).
+    seat: str = "contact"
+    #: How long they take to answer: one ISO-8601 duration or [low, high].
+    delay: Any = "PT1H"
+    #: Working hours (local, ``HH:MM``) and days; none means any time.
+    hours: list[str] = attrs.Factory(list)
+    days: list[str] = attrs.Factory(list)
+    timezone: str = ""
+    #: Real seconds a seat-played answer may take to compute.
+    limit_s: float = 120.0
+    #: The app their answers land in (an inbox); empty: an alert only.
+    app: str = ""
+    address: str = ""
+    channel: str = "email"
+
+    def problems(self, apps: dict[str, Any], tz: str) -> list[str]:
+        where = f"contact {self.name!r}"
+        out = times.check_delay(self.delay, f"{where}.delay")
+        if bool(self.persona) == bool(self.replies):
+            out.append(f"{where}: give a persona (played by a seat) or replies (scripted), "
+                       f"not both and not neither")
+        if self.hours:
+            if len(self.hours) != 2:
+                out.append(f"{where}.hours: two times of day, e.g. [\"09:00\", \"18:00\"]")
+            else:
+                for value in self.hours:
+                    try:
+                        times.parse_clock_time(value)
+                    except ValueError as exc:
+                        out.append(f"{where}.hours: {exc}")
+        try:
+            times.parse_days(self.days)
+            times.zone(self.timezone or tz)
+        except ValueError as exc:
+            out.append(f"{where}: {exc}")
+        if self.limit_s <= 0:
+            out.append(f"{where}.limit_s: must be more than 0")
+        if self.app and self.app not in apps:
+            out.append(f"{where}.app: no app named {self.app!r}")
+        return out
+
+    def next_working(self, t: float, tz: str) -> float:
+        """The first moment at or after ``t`` inside this contact's working hours."""
+        if not self.hours and not self.days:
+            return t
+        zone_name = self.timezone or tz
+        zone = times.zone(zone_name)
+        days = times.parse_days(self.days)
+        start, end = (times.parse_clock_time(h) for h in (self.hours or ["00:00", "24:00"]))
+        today = times.local(t, zone_name).date()
+        for offset in range(0, 15):
+            day = today + dt.timedelta(days=offset)
+            if day.weekday() not in days:
+                continue
+            midnight = dt.datetime.combine(day, dt.time(), zone)
+            opens = (midnight + dt.timedelta(minutes=start)).timestamp()
+            closes = (midnight + dt.timedelta(minutes=end)).timestamp()
+            if t < closes:
+                return max(t, opens)
+        return t
+
+
+Ask = Callable[[Contact, str], Awaitable[str]]
+
+
+@attrs.define(eq=False)
+class Call:
+    """One question to a contact and its answer."""
+
+    contact: str
+    number: int
+    key: tuple[Any, ...]
+    message: str
+    requested_us: int
+    delay_s: float
+    limit_s: float
+    started_real: float
+    task: asyncio.Task[str] | None = None
+    text: str | None = None
+    status: str = "computing"  # computing, scheduled, delivered, timed_out, failed
+    event: Event | None = None
+    context: dict[str, Any] = attrs.Factory(dict)
+
+
+class Contacts:
+    def __init__(self, world: World, ask: Ask | None = None) -> None:
+        self.world = world
+        self.ask = ask
+        self.specs: dict[str, Contact] = {}
+        self.calls: list[Call] = []
+        self._counts: dict[str, int] = {}
+        self._scripted_next: dict[str, int] = {}
+
+    def add(self, spec: Contact) -> None:
+        self.specs[spec.name] = spec
+
+    def request(self, name: str, message: str, key: tuple[Any, ...],
+                context: dict[str, Any]) -> Call:
+        """Ask contact ``name``; the answer is scheduled once computed."""
+        spec = self.specs[name]
+        self._counts[name] = self._counts.get(name, 0) + 1
+        call = Call(contact=name, number=self._counts[name], key=key, message=message,
+                    requested_us=self.world.clock.now_us(),
+                    delay_s=times.draw_delay(spec.delay, self.world.rng),
+                    limit_s=spec.limit_s, started_real=time.monotonic(), context=context)
+        self.calls.append(call)
+        self.world.timeline.add("contact_asked", call.requested_us, contact=name,
+                                call=call.number, chars=len(message))
+        if spec.replies:
+            i = self._scripted_next.get(name, 0)
+            self._scripted_next[name] = i + 1
+            self._answered(call, spec.replies[min(i, len(spec.replies) - 1)])
+        elif self.ask is None:
+            call.status = "failed"
+            self.world.timeline.add("contact_failed", call.requested_us, contact=name,
+                                    call=call.number, error="no seat can play this contact")
+        else:
+            call.task = asyncio.ensure_future(self.ask(spec, message))
+            call.task.add_done_callback(lambda task, c=call: self._computed(c, task))
+        return call
+
+    def _computed(self, call: Call, task: asyncio.Task[str]) -> None:
+        if call.status != "computing":
+            return
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is not None:
+            call.status = "failed"
+            log.warning("contacts.answer_failed", contact=call.contact, call=call.number,
+                        error_type=type(exc).__name__)
+            self.world.timeline.add("contact_failed", self.world.clock.now_us(),
+                                    contact=call.contact, call=call.number,
+                                    error=type(exc).__name__)
+            return
+        self._answered(call, task.result())
+
+    def _answered(self, call: Call, text: str) -> None:
+        spec = self.specs[call.contact]
+        call.text = text
+        call.status = "scheduled"
+        due = spec.next_working(call.requested_us / 1e6 + call.delay_s, self.world.timezone)
+        call.event = self.world.queue.push(Event(
+            self.world.us(due), "contact_reply", key=("contact", call.contact, call.number),
+            data={"call": call}))
+
+    def in_progress(self) -> list[Call]:
+        return [c for c in self.calls if c.status == "computing"]
+
+    async def settle(self) -> int:
+        """Wait for the answers being computed, each up to its limit (plus a short grace, so
+        an answer landing just past it is kept); the rest are dropped. Returns how many were
+        waited for."""
+        waiting = self.in_progress()
+        for call in waiting:
+            assert call.task is not None
+            left = call.started_real + call.limit_s - time.monotonic()
+            if left > 0 and not call.task.done():
+                await asyncio.wait({call.task}, timeout=left)
+            if not call.task.done():
+                grace = min(GRACE_MAX_S, max(GRACE_MIN_S, call.limit_s * GRACE_SHARE))
+                await asyncio.wait({call.task}, timeout=grace)
+            if not call.task.done():
+                call.task.cancel()
+                call.status = "timed_out"
+                log.info("contacts.answer_timed_out", contact=call.contact, call=call.number,
+                         limit_s=call.limit_s)
+                self.world.timeline.add("contact_timed_out", self.world.clock.now_us(),
+                                        contact=call.contact, call=call.number,
+                                        limit_s=call.limit_s)
+            else:
+                # The done callback may not have run yet when wait() returns.
+                self._computed(call, call.task)
+        return len(waiting)
+
+    def deliver(self, event: Event) -> Call:
+        """The answer reaches the user's side: into the contact's app, if it has one."""
+        call: Call = event.data["call"]
+        call.status = "delivered"
+        spec = self.specs[call.contact]
+        if spec.app:
+            with self.world.acting("others"):
+                self.world.apps[spec.app].deliver(spec.address or spec.name, call.text or "",
+                                                  subject=f"Re: {call.context.get('subject', '')}"
+                                                  if call.context.get("subject") else "")
+        return call
+
+    def state(self) -> list[dict[str, Any]]:
+        """Answers being computed, with the real time left of their limits."""
+        now = time.monotonic()
+        return [{"contact": c.contact, "call": c.number,
+                 "limit_left_s": round(max(0.0, c.started_real + c.limit_s - now), 3)}
+                for c in self.in_progress()]
+
+    async def aclose(self) -> None:
+        for call in self.in_progress():
+            assert call.task is not None
+            call.task.cancel()
+        tasks = [c.task for c in self.calls if c.task is not None]
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)

@@ -1,0 +1,230 @@
+"""The World: one episode's simulated world. It owns the clock's use, the one event queue, the
+apps and their changelog, the triggers and their fires, the contacts, the user's chat and the
+timeline; it carries out what a fire does and wraps the tools the agent calls, so that every
+change says who made it (``agent``, ``others`` or ``none``), in which wake and in which phase
+(``before_turn``, ``turn``, ``nudge``, ``after_turn``, ``end``).
+
+It does not run the agent or the user: the always_on step's loop takes events from the queue,
+jumps the clock to each, and decides what wakes the agent and when the user reads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import inspect
+import json
+import random
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from interplay.clock import Clock, to_us
+from interplay.tools import Tool
+from interplay.world import times
+from interplay.world.apps import App
+from interplay.world.chat import ALWAYS_ON_TOOLS, ChatSettings, UserChat
+from interplay.world.contacts import Ask, Contact, Contacts
+from interplay.world.events import Event, EventQueue
+from interplay.world.timeline import Timeline
+from interplay.world.triggers import Action, Fire, Trigger, TriggerLoop, Triggers, render
+
+PHASES = ("before_turn", "turn", "nudge", "after_turn", "end")
+ACTORS = ("agent", "others", "none")
+
+
+class World:
+    def __init__(self, *, clock: Clock, timezone: str, start: float, end: float | None = None,
+                 rng: random.Random | None = None, user_name: str = "the user",
+                 chat: ChatSettings | None = None, ask: Ask | None = None) -> None:
+        self.clock = clock
+        self.timezone = timezone
+        self.start = start
+        self.end = end
+        self.rng = rng or random.Random(0)
+        self.queue = EventQueue()
+        self.timeline = Timeline(start, timezone)
+        self.apps: dict[str, App] = {}
+        self.triggers = Triggers(self)
+        self.contacts = Contacts(self, ask)
+        self.chat = UserChat(self, user_name, chat or ChatSettings())
+        #: The wake the world is in (changes between two wakes count for the coming one).
+        self.wake = 1
+        self.phase = "before_turn"
+        #: The agent's tool calls in the current wake (the loop takes them for its record).
+        self.tool_calls: list[dict[str, Any]] = []
+        #: A scenario error found mid-run (a trigger loop); the loop raises it.
+        self.failure: Exception | None = None
+        self._actor: contextvars.ContextVar[str] = contextvars.ContextVar("actor",
+                                                                         default="none")
+        self._unsubscribe: Callable[[], None] | None = None
+
+    # -- building ------------------------------------------------------------------------------
+
+    def add_app(self, app: App) -> None:
+        app.world = self
+        self.apps[app.name] = app
+
+    def add_trigger(self, spec: Trigger) -> None:
+        self.triggers.add(spec)
+
+    def add_contact(self, spec: Contact) -> None:
+        self.contacts.add(spec)
+
+    def begin(self) -> None:
+        """Put the clock at the start, frozen, and arm the time triggers."""
+        self.clock.freeze()
+        self.clock.set_time(self.start)
+        self.triggers.arm(self.start)
+        # From here on a new time re-arms the triggers; the start itself is not one.
+        self._unsubscribe = self.clock.on_set_time(self._rearm)
+        self.timeline.add("start", self.clock.now_us(), end=None if self.end is None
+                          else times.iso(self.end, self.timezone))
+
+    def close(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+
+    def _rearm(self, new_time: float) -> None:
+        self.triggers.arm(new_time, rearm=True)
+        self.timeline.add("set_time", to_us(new_time))
+
+    # -- time ----------------------------------------------------------------------------------
+
+    @staticmethod
+    def us(t: float) -> int:
+        return to_us(t)
+
+    def jump_to(self, due_us: int, to_kind: str) -> None:
+        """Move the clock forward to an event's mark (never past it; never back)."""
+        now_us = self.clock.now_us()
+        if due_us > now_us:
+            self.clock.advance_to(due_us / 1_000_000)
+            self.timeline.jump(now_us, due_us, to_kind)
+
+    def enter(self, phase: str, wake: int | None = None) -> None:
+        if phase not in PHASES:
+            raise ValueError(f"unknown phase {phase!r}")
+        self.phase = phase
+        if wake is not None:
+            self.wake = wake
+
+    @contextlib.contextmanager
+    def acting(self, actor: str) -> Iterator[None]:
+        """Changes made inside count as made by ``actor``."""
+        if actor not in ACTORS:
+            raise ValueError(f"unknown actor {actor!r}")
+        token = self._actor.set(actor)
+        try:
+            yield
+        finally:
+            self._actor.reset(token)
+
+    # -- changes and events --------------------------------------------------------------------
+
+    def record_change(self, app: App, action: str, data: dict[str, Any]) -> None:
+        change = {"app": app.name, "action": action, "by": self._actor.get(),
+                  "phase": self.phase, "data": data}
+        self.timeline.change(self.clock.now_us(), self.wake, change)
+        self.triggers.on_change(change)
+
+    def run_event(self, event: Event) -> bool:
+        """Carry out a world event (a time trigger comes due, a fire's wait ends); False for
+        the events the loop handles itself (what wakes the agent, the user's reads)."""
+        if event.kind == "trigger":
+            self.triggers.on_time(event)
+        elif event.kind == "fire_step":
+            self.triggers.on_step(event)
+        else:
+            return False
+        return True
+
+    def act(self, action: Action, fire: Fire) -> None:
+        """Carry out one action of a fire."""
+        context = fire.context
+        now_us = self.clock.now_us()
+        key = (fire.trigger, fire.number, fire.index)
+        if action.kind == "notify":
+            text = render(action.text, context)
+            if action.to == "agent":
+                self.queue.push(Event(now_us, "alert", key=key, data={
+                    "source": action.source or fire.trigger, "text": text,
+                    "trigger": fire.trigger, "fire": fire.number}))
+            elif action.to == "phone":
+                self.chat.add_phone_item(action.channel, action.source or fire.trigger, text)
+                self.timeline.add("phone", now_us, channel=action.channel,
+                                  sender=action.source or fire.trigger, text=text)
+            else:
+                self.queue.push(Event(now_us, "user_line", key=key, data={
+                    "text": text, "trigger": fire.trigger, "fire": fire.number}))
+        elif action.kind == "reply":
+            message = render(action.message, context) if action.message else _describe(context)
+            args = context.get("args") or {}
+            self.contacts.request(action.contact, message, key,
+                                  {"subject": str(args.get("subject") or "")})
+        else:
+            app = self.apps[action.app]
+            method = next(t.fn for t in app.tools() if t.name == action.tool)
+            args = {k: render(v, context) if isinstance(v, str) else v
+                    for k, v in action.args.items()}
+            try:
+                with self.acting(action.by):
+                    method(**args)
+            except TriggerLoop:
+                raise
+            except Exception as exc:
+                self.timeline.add("action_failed", now_us, trigger=fire.trigger,
+                                  fire=fire.number, tool=action.tool,
+                                  error=f"{type(exc).__name__}: {exc}")
+
+    async def settle(self) -> None:
+        """Let the contacts' answers in progress land (each up to its limit)."""
+        waited = await self.contacts.settle()
+        if waited:
+            self.timeline.add("settle", self.clock.now_us(), calls=waited)
+
+    # -- the agent's tools ---------------------------------------------------------------------
+
+    def tools_for(self, seat: str, deny: Sequence[str] = ()) -> list[Tool]:
+        """The user-chat tools and every app's tools, for the agent in ``seat``: each call is
+        recorded in the wake, its changes count as the agent's, and action triggers see it.
+        ``deny`` names tools to leave out (``get_time`` stays while the clock is set)."""
+        tools = [*self.chat.tools(seat), *(t for app in self.apps.values() for t in app.tools())]
+        return [self._agent_tool(t) for t in tools
+                if t.name not in deny or t.name in ALWAYS_ON_TOOLS]
+
+    def _agent_tool(self, inner: Tool) -> Tool:
+        fn = inner.fn
+
+        async def call(**arguments: Any) -> Any:
+            entry: dict[str, Any] = {"name": inner.name, **self.timeline.stamp(
+                self.clock.now_us()), "phase": self.phase, "arguments": arguments}
+            self.tool_calls.append(entry)
+            token = self._actor.set("agent")
+            try:
+                result = fn(**arguments)
+                if inspect.isawaitable(result):
+                    result = await result
+            except Exception as exc:
+                entry["error"] = f"{type(exc).__name__}: {exc}"
+                raise
+            finally:
+                self._actor.reset(token)
+            self.triggers.on_tool(inner.name, arguments)
+            return result
+
+        call.__signature__ = inspect.signature(fn)  # type: ignore[attr-defined]
+        return Tool(inner.name, inner.description, inner.parameters, call, inner.timeout_s)
+
+    def take_tool_calls(self) -> list[dict[str, Any]]:
+        calls, self.tool_calls = self.tool_calls, []
+        return calls
+
+
+def _describe(context: dict[str, Any]) -> str:
+    """What a contact is asked when the action gives no message: the tool call's arguments."""
+    args = context.get("args")
+    if isinstance(args, dict) and args:
+        return "\n".join(f"{k}: {v}" for k, v in args.items())
+    return json.dumps({k: v for k, v in context.items() if k not in ("trigger", "fire")},
+                      ensure_ascii=False)
