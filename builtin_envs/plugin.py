@@ -26,9 +26,11 @@ def register_envs(register: Register) -> None:
 
 @hookimpl
 def register_steps(register: Register) -> None:
+    from interplay.builtin_envs.always_on import AlwaysOn
     from interplay.builtin_envs.puzzles import AlphabetSort, ColorCodeword
     from interplay.builtin_envs.shop import InitState
     from interplay.builtin_envs.steps import OneShot, Relay
+    from interplay.builtin_envs.user_sim import UserSimStep
     from interplay.builtin_envs.wordle import Wordle
 
     register(OneShot)
@@ -37,6 +39,8 @@ def register_steps(register: Register) -> None:
     register(ColorCodeword)
     register(Wordle)
     register(InitState)
+    register(UserSimStep)
+    register(AlwaysOn)
 
 
 @hookimpl

@@ -4,7 +4,8 @@ same loop without tools.
 One segment: call the model; run any tool calls it made against the task's tools (in
 parallel, each under its own timeout); feed the results back; repeat until the model answers
 without calling a tool or the turn cap is reached. A malformed or failing tool call gets an
-error message back to the model, never a crash.
+error message back to the model, never a crash. A ``tool_choice`` the caller asked for the
+turn (``ChatSession.turn(..., tool_choice=...)``) goes with the first model call only.
 """
 
 from __future__ import annotations
@@ -47,8 +48,14 @@ class ChatHarness(Harness):
         by_name = {t.name: t for t in tools}
         added: list[Message] = []
         cfg: ChatConfig = self.config
+        sampling = ctx.sampling
+        if specs and ctx.tool_choice is not None:
+            # The caller's choice for this segment's first call; later calls answer tool
+            # results and are left to the model (a forced tool on each would never end).
+            sampling = {**sampling, "tool_choice": ctx.tool_choice}
         for _ in range(cfg.max_turns):
-            call = await ctx.client.chat(conv, tools=specs, stream=cfg.stream, **ctx.sampling)
+            call = await ctx.client.chat(conv, tools=specs, stream=cfg.stream, **sampling)
+            sampling = ctx.sampling
             if call.error_type is not None:
                 return Segment(added, stop_condition="error", error=call.error,
                                error_type=call.error_type)

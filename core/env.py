@@ -1,8 +1,8 @@
 """The Env contract: a taskset, an ordered list of steps, verifiers and seats under one name.
 
-An env is written in Python (subclass :class:`Env`) or as a TOML file of steps
-(:func:`env_from_toml`). ``Env.check`` runs every step's and verifier's ``check`` when the env
-loads, so a misfit is refused before any model is called.
+An env is written in Python (subclass :class:`Env`), as a TOML file of steps
+(:func:`env_from_toml`), or as an always_on scenario file. ``Env.check`` runs every step's and
+verifier's ``check`` when the env loads, so a misfit is refused before any model is called.
 """
 
 from __future__ import annotations
@@ -111,7 +111,8 @@ def _entries(p: Path, data: dict[str, Any], key: str) -> list[dict[str, Any]]:
 
 
 def env_from_toml(path: str | Path) -> type[Env]:
-    """An Env class from a TOML file of steps::
+    """An Env class from a TOML file of steps (or from an always_on scenario file, TOML or
+    JSON: see :mod:`interplay.world.env`)::
 
         name = "my-env"
         taskset = "tasks.jsonl"          # relative to this file
@@ -125,7 +126,15 @@ def env_from_toml(path: str | Path) -> type[Env]:
     from interplay import config, taskset
 
     p = Path(path)
+    if p.suffix == ".json":
+        from interplay.world.env import scenario_env
+
+        return scenario_env(p)
     data = config.read_toml(p)
+    from interplay.world.env import looks_like_scenario, scenario_env
+
+    if looks_like_scenario(data):
+        return scenario_env(p)
     allowed = {"name", "description", "taskset", "seats", "steps", "verifiers"}
     extra = set(data) - allowed
     if extra:

@@ -3,7 +3,14 @@
 The user-sim relay and always_on both go through this interface, so a third-party package
 can replace the builtin default by name. ``configure(settings)`` takes the sim's settings,
 ``setup(person, ctx)`` meets the person it plays for one episode, ``answer(read)`` returns
-the user's next line (or ``done``).
+the user's next line (or ``done``, or in always_on ``nothing``).
+
+In the relay a read is the assistant's last reply (``text``). In always_on a read holds what
+reached her since her last read: the assistant's messages with their times, new items on her
+phone, her own earlier lines, whether saying done ends the run, and whether this is the last
+read (the wrap-up, whose answer is recorded and never delivered). Nothing meant for the agent
+alone (its notes, alerts, rules) is ever in a read. Every field added to these classes has a
+default, so a sim written for the relay works unchanged.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ import attrs
 
 from interplay.config import settle
 from interplay.harness import NoConfig
+from interplay.world.schedule import Schedule
 
 if TYPE_CHECKING:
     from interplay.run.episode import EpisodeContext
@@ -23,7 +31,11 @@ if TYPE_CHECKING:
 @attrs.define
 class Person:
     """Who the simulated user is: a description and the task's scenario, plus when they are
-    around (used by always_on; the relay ignores the schedule)."""
+    around (used by always_on; the relay ignores the schedule).
+
+    ``awake_hours``, ``busy_hours`` and ``reply_delay_s`` are the coarse form a relay-era sim
+    may read; always_on fills them from ``schedule`` (awake hours rounded to whole hours, busy
+    blocks as hour pairs, the free-mode delay), which holds the full schedule in her zone."""
 
     description: str = "a typical user"
     scenario: str = ""
@@ -33,27 +45,104 @@ class Person:
     busy_hours: tuple[tuple[int, int], ...] = ()
     reply_delay_s: float = 0.0
     info: dict[str, Any] = attrs.Factory(dict)
+    email: str = ""
+    #: Her schedule (awake hours, busy blocks, reply delays per mode), or None when the step
+    #: has none (the relay).
+    schedule: Schedule | None = None
+
+
+@attrs.define
+class ReadMessage:
+    """One message the assistant sent her: its number, text, task time (ISO-8601 in her zone),
+    the wake that sent it and the seat that sent it."""
+
+    number: int
+    text: str
+    at: str = ""
+    wake: int = 0
+    seat: str = "assistant"
+
+
+@attrs.define
+class PhoneNote:
+    """An item on her phone from someone other than the assistant: when, by which channel,
+    from whom, and the full text."""
+
+    at: str
+    channel: str
+    sender: str
+    text: str
+
+
+@attrs.define
+class SentLine:
+    """A line she wrote to the assistant earlier: what, when, and which kind (``opening``,
+    ``line`` for a scripted line, ``reply``)."""
+
+    text: str
+    at: str = ""
+    kind: str = "reply"
 
 
 @attrs.define
 class Read:
-    """What the user reads: the assistant's message (None before anyone has spoken)."""
+    """What the user reads.
+
+    ``text`` is the assistant's message (None before anyone has spoken); in always_on it is the
+    texts of ``messages`` joined, so a sim that reads only ``text`` still works. ``at`` is the
+    task time in epoch seconds. The rest is filled by always_on (the relay fills ``messages``
+    with the one reply): ``messages`` every message since her last read, oldest first;
+    ``phone`` new phone items; ``you_sent`` her own lines so far; ``done_ends_run`` whether
+    saying done ends the run (a one-sitting run) or is only recorded (a multi-day run);
+    ``last_read`` the wrap-up after the last wake; ``mode`` why she reads now (``free``, or
+    ``busy`` at the end of a busy block, or ``woken`` on waking); ``local_time`` the time on
+    her watch (ISO-8601 with offset)."""
 
     text: str | None
     turn: int = 0
     at: float | None = None
+    messages: tuple[ReadMessage, ...] = ()
+    phone: tuple[PhoneNote, ...] = ()
+    you_sent: tuple[SentLine, ...] = ()
+    done_ends_run: bool = True
+    last_read: bool = False
+    mode: str = "free"
+    local_time: str = ""
+
+    def render(self) -> str:
+        """The read as a person sees it: the time, the new messages with their numbers and
+        times, and the phone's new items. In the relay, just the text."""
+        if not (self.messages or self.phone or self.local_time):
+            return self.text or ""
+        lines = [f"It is {self.local_time}." if self.local_time else ""]
+        if self.messages:
+            lines.append("New messages from your assistant:")
+            lines += [f"#{m.number} ({m.at}): {m.text}" for m in self.messages]
+        if self.phone:
+            lines.append("New on your phone:")
+            lines += [f"- {p.at} {p.channel} from {p.sender}: {p.text}" for p in self.phone]
+        return "\n".join(line for line in lines if line)
 
 
 @attrs.define
 class Answer:
     """The user's reply. ``done`` ends the exchange; ``delay_s`` is how long they took.
     ``error`` says the simulator could not answer at all (its model failed): the exchange
-    ends, and not because the user was done."""
+    ends, and not because the user was done.
+
+    Also: ``nothing`` (she read and does not answer; always_on), ``replying_to`` (the number of
+    the message she answers, or a quote from it), ``score`` (her own rating of the assistant,
+    recorded and never sent) and ``used`` (what producing the answer took: model calls,
+    attempts, malformed replies retried; recorded and never sent)."""
 
     text: str
     done: bool = False
     delay_s: float = 0.0
     error: str | None = None
+    nothing: bool = False
+    used: dict[str, float] = attrs.Factory(dict)
+    score: float | None = None
+    replying_to: int | str | None = None
 
 
 class UserSim:

@@ -104,6 +104,10 @@ class SegmentContext:
         self.timeout_s: float = session.agent.spec.timeout_s
         #: Per-trace state a harness keeps between segments (a session id, a home dir).
         self.state: dict[str, Any] = {}
+        #: The ``tool_choice`` the caller asked for this segment's first model call (None: the
+        #: model chooses). A tool loop sends it on its first call only, since later calls of
+        #: the segment answer tool results.
+        self.tool_choice: str | dict[str, Any] | None = None
         self._route: TraceRoute | None = None
         # Two segments' callers awaiting the server at once must share one route.
         self._route_lock = asyncio.Lock()
@@ -188,9 +192,13 @@ class ChatSession:
             self._fail(exc)
         await self.close()
 
-    async def turn(self, message: str | Message | None = None) -> Reply:
-        """Run one segment: the opening reply, or the agent's answer to ``message``."""
+    async def turn(self, message: str | Message | None = None, *,
+                   tool_choice: str | dict[str, Any] | None = None) -> Reply:
+        """Run one segment: the opening reply, or the agent's answer to ``message``.
+        ``tool_choice`` (``"required"``, a tool's name, or an OpenAI tool_choice object) asks
+        the harness to make its first model call of this segment with it."""
         async with self._lock:
+            self.ctx.tool_choice = _tool_choice(tool_choice)
             if self._over or self._closed:
                 raise InterplayError(
                     f"the chat with {self.agent.name!r} is over "
@@ -293,6 +301,13 @@ def _segment_problem(segment: Any) -> str | None:
             return (f"returned a Segment whose messages[{i}] is a {type(message).__name__}; "
                     f"each is an interplay.Message")
     return None
+
+
+def _tool_choice(choice: str | dict[str, Any] | None) -> str | dict[str, Any] | None:
+    """A tool_choice in the OpenAI shape: a bare tool name becomes the object forcing it."""
+    if isinstance(choice, str) and choice not in ("auto", "none", "required"):
+        return {"type": "function", "function": {"name": choice}}
+    return choice
 
 
 def _as_user_message(message: str | Message | None) -> Message | None:

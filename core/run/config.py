@@ -84,11 +84,12 @@ def episode_seed(seed: int, task_idx: int, rollout: int) -> int:
 
 
 def load_env(name: str, settings: Mapping[str, Any]) -> Env:
-    """The env registered as ``name`` (or a TOML env file), configured with ``settings``."""
+    """The env registered as ``name`` (or a TOML env file, or an always_on scenario file),
+    configured with ``settings``."""
     if not name:
         raise InterplayError("no env given; name one, e.g. `interplay eval echo` "
                              "(`interplay list envs` shows them)")
-    if name.endswith(".toml") and Path(name).is_file():
+    if name.endswith((".toml", ".json")) and Path(name).is_file():
         from interplay.env import env_from_toml
 
         env_cls = env_from_toml(name)

@@ -39,6 +39,8 @@ class Sent:
     wake: int
     phase: str
     read_at_us: int | None = None
+    #: Seen only in the user's wrap-up read after the last wake (not a read that counts).
+    wrap_up: bool = False
     #: Sent in a turn that then failed or timed out.
     leftover: bool = False
 
@@ -97,7 +99,7 @@ class UserChat:
         return message
 
     def unread(self) -> list[Sent]:
-        return [m for m in self.sent if m.read_at_us is None]
+        return [m for m in self.sent if m.read_at_us is None and not m.wrap_up]
 
     def add_phone_item(self, channel: str, sender: str, text: str) -> PhoneItem:
         item = PhoneItem(self.world.clock.now_us(), channel, sender, text)
