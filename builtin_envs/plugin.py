@@ -22,6 +22,10 @@ def register_envs(register: Register) -> None:
     register(UserSimToolsEnv)
     # An env written as a TOML file of steps, registered by its path.
     register(data_file("echo_toml.toml"))
+    # always_on scenarios, registered by their paths like any scenario file.
+    register(data_file("always_on_week.toml"))
+    register(data_file("always_on_sitting.toml"))
+    register(data_file("always_on_month.json"))
 
 
 @hookimpl

@@ -1,10 +1,13 @@
-"""``exact``, ``contains`` and ``regex``: compare a seat's last reply with the task's answer."""
+"""``exact``, ``contains`` and ``regex``: compare a seat's last reply with the task's answer.
+
+For the agent of an always_on run a "reply" is a message it sent the user (the run's graded
+response), never its plain replies: those are private notes the user never read."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import attrs
 
@@ -25,14 +28,28 @@ class MatchConfig:
     scope: Literal["last", "any"] = "last"
 
 
+def always_on_record(episode: Episode, seat: str) -> dict[str, Any] | None:
+    """The always_on record of ``seat``'s run in the episode, if it ran one."""
+    record = episode.results.get("always_on")
+    return record if isinstance(record, dict) and record.get("seat") == seat else None
+
+
 def replies(episode: Episode, seat: str) -> list[str]:
-    """Every assistant text of ``seat`` in the episode, in order."""
+    """Every assistant text of ``seat`` in the episode, in order (for an always_on agent: its
+    messages to the user)."""
+    record = always_on_record(episode, seat)
+    if record is not None:
+        return [m["text"] for m in record["response"]]
     return [m.text for t in episode.traces if t.seat == seat
             for m in t.messages if m.role == "assistant" and m.text]
 
 
 def last_reply(episode: Episode, seat: str) -> str:
-    """The text of the last assistant message of ``seat``'s last trace ("" when none)."""
+    """The text of the last assistant message of ``seat``'s last trace ("" when none); for an
+    always_on agent, its last message to the user."""
+    record = always_on_record(episode, seat)
+    if record is not None:
+        return record["response"][-1]["text"] if record["response"] else ""
     for trace in reversed(episode.traces):
         if trace.seat == seat:
             for m in reversed(trace.messages):

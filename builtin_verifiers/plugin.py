@@ -8,6 +8,7 @@ from interplay.hookspecs import Register
 
 @hookimpl
 def register_verifiers(register: Register) -> None:
+    from interplay.builtin_verifiers.asked_before import AskedBefore
     from interplay.builtin_verifiers.match import Contains, Exact, Regex
     from interplay.builtin_verifiers.payoff import Payoff
     from interplay.builtin_verifiers.rubric import Rubric
@@ -20,3 +21,4 @@ def register_verifiers(register: Register) -> None:
     register(Payoff)
     register(StateMatch)
     register(StepScore)
+    register(AskedBefore)

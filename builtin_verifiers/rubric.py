@@ -26,6 +26,7 @@ import attrs
 import structlog
 
 from interplay import plugins
+from interplay.builtin_verifiers.match import always_on_record
 from interplay.model.endpoint import Endpoint
 from interplay.model.wire import assistant_message
 from interplay.records import Episode, Message, Reward
@@ -84,9 +85,11 @@ def is_rubric(obj_or_name: Any) -> bool:
 
 
 def render_transcript(episode: Episode, seat: str, max_chars: int) -> str:
-    """The seat's messages as text, its own messages marked ASSISTANT."""
-    lines: list[str] = []
-    for trace in episode.traces:
+    """The seat's messages as text, its own messages marked ASSISTANT. For the agent of an
+    always_on run: the user's chat with its times (never the agent's private notes)."""
+    record = always_on_record(episode, seat)
+    lines: list[str] = [] if record is None else render_chat(record)
+    for trace in episode.traces if record is None else ():
         if trace.seat != seat:
             continue
         for m in trace.messages:
@@ -101,6 +104,26 @@ def render_transcript(episode: Episode, seat: str, max_chars: int) -> str:
         text = f"{text[:half]}\n[... {len(text) - max_chars} characters left out ...]\n" \
                f"{text[-half:]}"
     return text
+
+
+def render_chat(record: Mapping[str, Any]) -> list[str]:
+    """An always_on run's conversation for graders as lines of text."""
+    lines = []
+    for entry in record["conversation"]:
+        kind = entry["kind"]
+        if entry["from"] == "agent":
+            lines.append(f"[ASSISTANT message #{entry['n']}, {entry['at']}, wake "
+                         f"{entry['wake']}] {entry['text']}")
+        elif entry["from"] == "step":
+            lines.append(f"[END {entry['reason']}, {entry['at']}] {entry['note']}")
+        elif kind == "undelivered":
+            lines.append(f"[USER, {entry['at']}, never reached the assistant] {entry['text']}")
+        elif kind == "wrap_up":
+            lines.append(f"[USER after the end, {entry['at']}, not sent] {entry['text']}")
+        else:
+            about = f" to #{entry['reply_to']}" if entry.get("reply_to") else ""
+            lines.append(f"[USER {kind}{about}, {entry['at']}] {entry['text']}")
+    return lines
 
 
 def _candidates(text: str) -> list[Any]:
