@@ -46,14 +46,17 @@ from interplay.run.episode import EpisodeContext, RunResources, run_episode
 from interplay.step import Step
 from interplay.taskset import load_jsonl
 from interplay.tools import Tool, tool
-from interplay.usersim import Answer, Person, Read, UserSim
+from interplay.usersim import Answer, Person, PhoneNote, Read, ReadMessage, SentLine, UserSim
 from interplay.verifier import Verifier
+from interplay.world import App, BusyBlock, Schedule, app_tool
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Agent",
     "Answer",
+    "App",
+    "BusyBlock",
     "ChatSession",
     "Clock",
     "Criterion",
@@ -68,7 +71,9 @@ __all__ = [
     "ModelCall",
     "NoConfig",
     "Person",
+    "PhoneNote",
     "Read",
+    "ReadMessage",
     "Register",
     "Relay",
     "RelayConfig",
@@ -77,10 +82,12 @@ __all__ = [
     "Rubric",
     "RubricConfig",
     "RunResources",
+    "Schedule",
     "SeatSpec",
     "Segment",
     "SegmentClient",
     "SegmentContext",
+    "SentLine",
     "Step",
     "Task",
     "Tool",
@@ -91,6 +98,7 @@ __all__ = [
     "UserSim",
     "Verifier",
     "__version__",
+    "app_tool",
     "assistant_message",
     "env_from_toml",
     "from_json",

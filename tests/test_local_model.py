@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import json
 from collections.abc import AsyncIterator
 
 import attrs
@@ -44,8 +45,10 @@ async def test_models_pool_starts_and_stops_the_local_model(local: LocalModel) -
     # The resolved model's name, not "default", in the client, the request and the record.
     assert client.endpoint.model == MODEL_NAME and client.endpoint.base_url is None
     assert call.request["model"] == MODEL_NAME and call.model == MODEL_NAME
-    assert assistant_message(call).text
-    assert call.usage.completion_tokens > 0 and call.first_token_s is not None
+    # With tools and no tool_choice (auto) the model answers in text or calls the tool.
+    reply = assistant_message(call)
+    assert reply.text or [c.name for c in reply.tool_calls] == ["t"]
+    assert call.usage.completion_tokens > 0
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -70,6 +73,46 @@ async def test_chat_through_interception(local: LocalModel, stream: bool) -> Non
     assert text and out.output_text
     assert len(calls) == 2 and all(c.error_type is None for c in calls)
     assert calls[0].model == MODEL_NAME and calls[0].usage.completion_tokens > 0
+
+
+MESSAGE_USER = {"type": "function", "function": {
+    "name": "message_user", "description": "Send the user a message.",
+    "parameters": {"type": "object", "properties": {"text": {"type": "string", "maxLength": 60}},
+                   "required": ["text"], "additionalProperties": False}}}
+GET_TIME = {"type": "function", "function": {
+    "name": "get_time", "description": "The current time.",
+    "parameters": {"type": "object", "properties": {}, "additionalProperties": False}}}
+WAKE = [{"role": "system", "content": "You are Dana's assistant. Reach her with message_user."},
+        {"role": "user", "content": "[Mon 09:00] Dana wrote: Is the venue free on Saturday?"}]
+
+
+async def test_tool_calls_through_the_grammar_constrained_handler(local: LocalModel) -> None:
+    client = ModelClient(local.endpoint)
+    try:
+        forced = await client.chat(WAKE, tools=[MESSAGE_USER, GET_TIME], max_tokens=64,
+                                   temperature=0.0, tool_choice={
+                                       "type": "function", "function": {"name": "message_user"}})
+        required = await client.chat(WAKE, tools=[MESSAGE_USER, GET_TIME], max_tokens=64,
+                                     temperature=0.0, tool_choice="required", stream=True)
+        unknown = await client.chat(WAKE, tools=[GET_TIME], tool_choice={
+            "type": "function", "function": {"name": "fly"}})
+    finally:
+        await client.aclose()
+    # A forced tool: always a valid call of it, its arguments JSON that fits the schema.
+    [call] = assistant_message(forced).tool_calls
+    assert call.name == "message_user" and forced.finish_reason == "tool_calls"
+    assert isinstance(json.loads(call.arguments)["text"], str)
+    # required: a call of one of the tools (answered whole though streaming was asked).
+    names = [c.name for c in assistant_message(required).tool_calls]
+    assert names and set(names) <= {"message_user", "get_time"}
+    assert (unknown.status, unknown.error_type) == (400, "bad_request")
+
+
+def test_template_messages_keep_tool_calls_for_the_tool_handler() -> None:
+    call = {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    msgs = to_template_messages([{"role": "assistant", "content": None, "tool_calls": [call]}],
+                                keep_calls=True)
+    assert msgs == [{"role": "assistant", "content": None, "tool_calls": [call]}]
 
 
 def test_template_messages_flatten_tools() -> None:

@@ -1,21 +1,25 @@
 """No message text, tool argument or user data reaches a log line, even at debug level.
 
 A run is driven with known sentinel strings in every place user data lives (task prompt,
-system prompt, persona, the model's replies, tool arguments and tool output) and the whole log
+system prompt, persona, the model's replies, tool arguments and tool output; in an always_on
+run also the scenario's alerts, phone items, scripted lines, app state, contacts' personas and
+replies, the user's description and replies, and the agent's private notes) and the whole log
 is searched for them.
 """
 
 from __future__ import annotations
 
 import io
+import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import structlog
 
 from interplay import log
 from interplay.builtin_envs.steps import Relay, RelayConfig
-from interplay.env import Env, SeatSpec
+from interplay.env import Env, SeatSpec, env_from_toml
 from interplay.records import Task
 from interplay.run.episode import EpisodeContext, RunResources, run_episode
 from interplay.step import Step
@@ -108,3 +112,62 @@ def test_urls_and_paths_lose_their_credentials(log_buffer: io.StringIO) -> None:
     assert "/t/<redacted>/v1/chat/completions" in text
     assert "/data/tasks.jsonl" in text
     assert "404" in text
+
+
+AO = {k: f"SENTINEL-AO-{k.upper()}-{i}" for i, k in enumerate(
+    ("opening", "description", "persona", "alert", "phone", "line", "state", "args", "message",
+     "note", "contact", "user", "system"))}
+
+
+def always_on_handler(request: ScriptedRequest) -> ScriptedReply:
+    msgs = request.messages
+    system = str(msgs[0]["content"]) if msgs and msgs[0]["role"] == "system" else ""
+    if "role-playing a user" in system:
+        return ScriptedReply.text(f"#1 {AO['user']}")
+    if "You receive messages from" in system:
+        return ScriptedReply.text(AO["contact"])
+    if msgs[-1]["role"] == "tool":
+        return ScriptedReply.text(f"private {AO['note']}")
+    if AO["opening"] not in str(msgs[-1]["content"]):
+        return ScriptedReply.tool_call("stay_quiet", {"reason": AO["note"]})
+    return ScriptedReply.calls([("message_user", {"text": AO["message"]}),
+                                ("send_email", {"to": "friend@example.com",
+                                                "subject": AO["args"], "body": AO["args"]}),
+                                ("list_notes", {})])
+
+
+async def test_no_user_data_of_an_always_on_run_reaches_the_log(log_buffer: io.StringIO,
+                                                                 tmp_path: Path) -> None:
+    scenario = {
+        "start": "2025-06-02T08:00", "end": "P1D", "timezone": "Europe/Berlin",
+        "user": {"name": "Dana", "timezone": "Europe/Berlin", "description": AO["description"],
+                 "awake": ["07:00", "23:00"], "reply_delays": {"free": "PT5M"}},
+        "apps": [{"kind": "notes", "state": {"notes": [{"id": "n1", "text": AO["state"]}]}},
+                 {"kind": "inbox"}],
+        "contacts": [{"name": "friend", "persona": AO["persona"], "delay": "PT1H"}],
+        "triggers": [
+            {"name": "mail", "on_tool": "send_email",
+             "actions": [{"kind": "reply", "contact": "friend"}]},
+            {"name": "alert", "at": "2025-06-02T12:00",
+             "actions": [{"kind": "notify", "text": AO["alert"]},
+                         {"kind": "notify", "to": "phone", "text": AO["phone"]}]}],
+        "lines": [{"at": "2025-06-02T18:00", "text": AO["line"]}],
+        "tasks": [{"prompt": AO["opening"], "system_prompt": AO["system"]}]}
+    path = tmp_path / "sentinel.json"
+    path.write_text(json.dumps(scenario))
+    env = env_from_toml(path)()
+    env.check()
+    with ScriptedModel(always_on_handler) as model:
+        resources = RunResources(endpoint=model.endpoint)
+        try:
+            episode = await run_episode(env, next(iter(env.tasks())), resources=resources)
+        finally:
+            await resources.aclose()
+    assert episode.error is None, episode.error
+    record = episode.results["always_on"]
+    assert record["summary"]["counts"]["contact_replies"] == 1
+    assert record["summary"]["counts"]["user_replies"] >= 1
+    text = log_buffer.getvalue()
+    assert '"always_on.wake"' in text and '"user_sim.read"' in text
+    for where, sentinel in AO.items():
+        assert sentinel not in text, f"the always_on run's {where} leaked into the log"

@@ -4,8 +4,15 @@ OpenAI-compatible server, so interplay runs with no model configured.
 It owns the ``interplay serve-local`` command (the server process: ``POST /v1/chat/completions``
 streamed and not, ``GET /v1/models``; one generation at a time in a worker thread),
 :class:`LocalModel` (starts that process on a free port, stops it on exit), and the one shared
-LocalModel per process that ``Endpoint(base_url=None)`` resolves to. The model's chat template
-has no tool calling: ``tools`` are ignored, never an error.
+LocalModel per process that ``Endpoint(base_url=None)`` resolves to.
+
+SmolLM2's own chat template has no tool syntax. A request with ``tools`` goes through
+llama-cpp-python's grammar-constrained ChatML tool handler (``chatml-function-calling``): a
+forced ``tool_choice`` (a tool by name) always gives a valid call of that tool; ``auto`` gives a
+call when the model picks one and a plain answer otherwise (the handler's own answer is empty),
+and after a tool result always a plain answer; ``required`` forces the first tool listed. That
+is what a 135M model can do (see the README). Tool requests are answered whole, also when
+streaming was asked for.
 """
 
 from __future__ import annotations
@@ -78,10 +85,12 @@ def _plain(content: Any) -> str:
     return str(content)
 
 
-def to_template_messages(messages: list[dict[str, Any]]) -> list[dict[str, str]]:
+def to_template_messages(messages: list[dict[str, Any]], *,
+                         keep_calls: bool = False) -> list[dict[str, Any]]:
     """Messages the model's template can render: roles system/user/assistant, text content.
-    Tool calls and results become text, since the template has no tool syntax."""
-    out: list[dict[str, str]] = []
+    Tool results become text; so do tool calls, unless ``keep_calls`` (the tool handler's
+    template renders them in its own syntax)."""
+    out: list[dict[str, Any]] = []
     for m in messages:
         role = m.get("role")
         text = _plain(m.get("content"))
@@ -89,6 +98,10 @@ def to_template_messages(messages: list[dict[str, Any]]) -> list[dict[str, str]]
             role = "system"
         if role == "tool":
             role, text = "user", f"Tool result: {text}"
+        if role == "assistant" and m.get("tool_calls") and keep_calls:
+            out.append({"role": "assistant", "content": text or None,
+                        "tool_calls": [c for c in m["tool_calls"] if isinstance(c, dict)]})
+            continue
         if role == "assistant" and m.get("tool_calls"):
             calls = "; ".join(f"{(c.get('function') or {}).get('name')}("
                               f"{(c.get('function') or {}).get('arguments')})"
@@ -98,6 +111,35 @@ def to_template_messages(messages: list[dict[str, Any]]) -> list[dict[str, str]]
             role = "user"
         out.append({"role": role, "content": text})
     return out
+
+
+#: Settings the tool handler takes (it has no seed: that is set on the model instead).
+_HANDLER_KEYS = ("temperature", "top_p", "top_k", "min_p", "stop", "max_tokens",
+                 "presence_penalty", "frequency_penalty", "repeat_penalty")
+
+
+def _tool_choice(body: dict[str, Any]) -> str | dict[str, Any] | None:
+    """The request's tools and tool_choice checked; None when it asks for no tool."""
+    tools = body.get("tools")
+    if not tools:
+        return None
+    if not isinstance(tools, list) or not all(
+            isinstance(t, dict) and isinstance(t.get("function"), dict)
+            and isinstance(t["function"].get("name"), str) for t in tools):
+        raise ValueError("'tools' must be a list of {type: function, function: {name, ...}}")
+    choice = body.get("tool_choice", "auto")
+    if choice == "none":
+        return None
+    if choice in ("auto", "required"):
+        return str(choice)
+    if isinstance(choice, dict) and isinstance((choice.get("function") or {}).get("name"), str):
+        return {"type": "function", "function": {"name": choice["function"]["name"]}}
+    raise ValueError("'tool_choice' must be none, auto, required or "
+                     "{type: function, function: {name}}")
+
+
+def _calls(result: dict[str, Any]) -> list[Any]:
+    return (result["choices"][0].get("message") or {}).get("tool_calls") or []
 
 
 class LocalServer:
@@ -137,6 +179,35 @@ class LocalServer:
         kw["max_tokens"] = int(max_tokens) if max_tokens else DEFAULT_MAX_TOKENS
         return kw
 
+    def _with_tools(self, body: dict[str, Any], kw: dict[str, Any],
+                    choice: str | dict[str, Any]) -> dict[str, Any]:
+        """A completion through the grammar-constrained tool handler (see the module doc)."""
+        from llama_cpp import llama_chat_format
+
+        handler = llama_chat_format.get_chat_completion_handler("chatml-function-calling")
+        args = {k: kw[k] for k in _HANDLER_KEYS if k in kw}
+        messages = to_template_messages(body["messages"], keep_calls=True)
+        tools = body["tools"]
+        if "seed" in kw:
+            self.llm.set_seed(int(kw["seed"]))
+        if choice == "auto" and body["messages"][-1].get("role") == "tool":
+            # One round of tool calls per turn: left to choose, a 135M model calls the same
+            # tool again and again; after a tool result it answers.
+            return self.llm.create_chat_completion(**kw)
+        if choice == "required":
+            # It cannot weigh tools against each other: required forces the first one.
+            choice = {"type": "function", "function": {"name": tools[0]["function"]["name"]}}
+        result = handler(llama=self.llm, messages=messages, tools=tools, tool_choice=choice,
+                         **args)
+        if not _calls(result):
+            # The handler's message branch answers empty: a plain answer instead.
+            return self.llm.create_chat_completion(**kw)
+        choice0 = result["choices"][0]
+        # The legacy function_call the handler adds can carry a mangled name ("f:").
+        (choice0.get("message") or {}).pop("function_call", None)
+        choice0["finish_reason"] = "tool_calls"
+        return result
+
     async def app(self, scope: asgi.Scope, receive: asgi.Receive, send: asgi.Send) -> None:
         if scope["type"] != "http":
             return
@@ -153,6 +224,7 @@ class LocalServer:
             if not isinstance(body, dict):
                 raise ValueError("the request body must be a JSON object")
             kw = self._kwargs(body)
+            choice = _tool_choice(body)
         except asgi.BodyTooLarge:
             await asgi.send_error(send, 413, "request body too large")
             return
@@ -160,7 +232,12 @@ class LocalServer:
             await asgi.send_error(send, 400, str(exc) or "the request body is not valid JSON")
             return
         try:
-            if body.get("stream"):
+            if choice is not None:
+                async with self.lock:
+                    result = await asyncio.to_thread(self._with_tools, body, kw, choice)
+                result["model"] = MODEL_NAME
+                await asgi.send_json(send, 200, result)
+            elif body.get("stream"):
                 usage = bool((body.get("stream_options") or {}).get("include_usage")) \
                     if isinstance(body.get("stream_options"), dict) else False
                 await self._stream(send, receive, kw, usage)
