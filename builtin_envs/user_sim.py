@@ -22,6 +22,7 @@ import attrs
 import structlog
 
 from interplay import plugins
+from interplay.errors import InterplayError
 from interplay.records import Task
 from interplay.run.episode import EpisodeContext
 from interplay.step import Step
@@ -80,8 +81,9 @@ class UserSimStep(Step):
         if cfg.awake is not None and len(cfg.awake) != 2:
             problems.append("awake: give two times of day, e.g. [\"07:00\", \"23:00\"]")
         try:
-            plugins.get("user-sims", cfg.user_sim)
-        except Exception as exc:
+            make_sim({"user_sim": cfg.user_sim, "user_sim_settings": cfg.user_sim_settings,
+                      "seat": cfg.seat})
+        except InterplayError as exc:
             problems.append(str(exc))
         return problems
 

@@ -2,7 +2,9 @@
 
 Owns rendering ``DIR/report.html`` from ``config.json``, ``summary.json`` and
 ``episodes.jsonl``: the summary figures, a filterable table of episodes, and each episode's
-transcript per seat (tool calls, user turns, rewards, the verifiers' reasons). The page is
+transcript per seat (tool calls, user turns, rewards, the verifiers' reasons); an always_on
+episode also as the user's chat with times and wake by wake (values from
+:mod:`interplay.report.always_on`). The page is
 self-contained (inline CSS and JS, no network). The markup is a Jinja2 template
 (``templates/report.html.j2``) with autoescape on, so every piece of a run's text is escaped
 without a call anyone could forget; this module only turns records into plain values for it,
@@ -25,6 +27,7 @@ import jinja2
 from markupsafe import Markup
 
 from interplay.errors import InterplayError
+from interplay.report import always_on
 from interplay.run.results import finite
 from interplay.run.summary import completion_text, is_error, reward_text, scored_reward
 
@@ -174,6 +177,7 @@ def _episode(i: int, ep: Mapping[str, Any]) -> dict[str, Any]:
         "prompt": _prompt_text(task.get("prompt")), "answer": _json(task.get("answer")),
         "results": _json(ep["results"], indent=2) if ep.get("results") else "",
         "traces": [_trace(t, is_error(ep)) for t in traces],
+        "always_on": always_on.view(_map(ep.get("results")).get("always_on")),
     }
 
 
