@@ -10,7 +10,7 @@ prints:
   later minute than the one it fell due in (or than the end of the agent's previous turn, when
   it fell due while the agent was busy), early when the wake starts before it is due;
 * real sleeps waiting for simulated time (target 0): waits on the clock that slept in real time,
-  plus every ``asyncio.sleep`` with a delay called while the episode ran;
+  plus every ``asyncio.sleep`` with a delay called on the episode's event loop while it ran;
 * wall time for the simulated month (target <= 10 s on this 2-core machine), and per wake;
 * memory of the timeline: its entries, its JSON size, its objects (a recursive sizeof), and the
   peak traced allocation of the whole episode.
@@ -91,10 +91,12 @@ async def one_run(trace_memory: bool) -> dict[str, Any]:
     task = next(iter(env.tasks()))
     sleeps = 0
     real_sleep = asyncio.sleep
+    loop = asyncio.get_running_loop()
 
     async def counting_sleep(delay: float, *args: Any, **kwargs: Any) -> Any:
         nonlocal sleeps
-        if delay > 0:
+        # The episode's loop only: the scripted model's server ticks on a loop of its own.
+        if delay > 0 and asyncio.get_running_loop() is loop:
             sleeps += 1
         return await real_sleep(delay, *args, **kwargs)
 

@@ -10,6 +10,7 @@ every key. :func:`load_scenario` reads and checks one; :func:`build_world` makes
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 from collections.abc import Mapping
@@ -190,8 +191,20 @@ def read_scenario_file(path: str | Path) -> dict[str, Any]:
 
 
 def load_scenario(path: str | Path) -> Scenario:
-    """Read and check a scenario file (``.toml`` or ``.json``)."""
-    return scenario_from(read_scenario_file(path), source=str(path))
+    """Read and check a scenario file (``.toml`` or ``.json``). A file read before and not
+    changed since is not read again: every episode's steps name it (a Scenario is only read,
+    never changed: worlds are built from it)."""
+    p = Path(path)
+    try:
+        stat = p.stat()
+    except OSError:
+        return scenario_from(read_scenario_file(p), source=str(path))
+    return _load_cached(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=64)
+def _load_cached(path: str, mtime_ns: int, size: int) -> Scenario:
+    return scenario_from(read_scenario_file(path), source=path)
 
 
 def build_world(scenario: Scenario, *, clock: Clock, rng: random.Random,
