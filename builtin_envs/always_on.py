@@ -205,6 +205,8 @@ class Loop:
         self.wakes: list[dict[str, Any]] = []
         self.wake_real_s: list[float] = []
         self.end_reason = ""
+        #: She said done without a word in a one-sitting run: it ended at once.
+        self.done_at_once = False
         self.error_type: str | None = None
         self.error: str | None = None
         self.free_at_us = self.world.clock.now_us()
@@ -237,11 +239,13 @@ class Loop:
                     self.error = f"{type(exc).__name__}: {exc}"
                     raise
                 if self.error_type is None:
-                    session.stop(f"always_on_{_reason_name(self.end_reason)}")
+                    session.stop(f"always_on_{self.end_reason}")
         finally:
             world.enter("end")
             try:
-                if self.end_reason not in ("error", "user_error", "user_done_at_once", ""):
+                # She left (a blank done), or the run broke: no wrap-up to read.
+                if self.end_reason not in ("error", "user_error", "cancelled", "") \
+                        and not self.done_at_once:
                     await self.user.wrap_up()
             finally:
                 await self._close()
@@ -264,7 +268,7 @@ class Loop:
     async def _loop(self, session: ChatSession) -> None:
         n = 0
         while True:
-            items, ending = await self._next_wake(n)
+            items, ending = await self._next_wake()
             if items is None:
                 self.end_reason = ending or "finished_nothing_pending"
                 return
@@ -284,7 +288,7 @@ class Loop:
                 self.end_reason = final_reason
                 return
 
-    async def _next_wake(self, n: int) -> tuple[list[Event] | None, str | None]:
+    async def _next_wake(self) -> tuple[list[Event] | None, str | None]:
         """The events of the next wake (and, for a final wake, why it is final); None with the
         reason when the run ends without one more wake."""
         world, queue = self.world, self.world.queue
@@ -338,7 +342,8 @@ class Loop:
                     self.error = record.get("error")
                     return "user_error"
                 if record is not None and record["outcome"] == "done" and self.user.done_ends_run:
-                    return "user_done_at_once"
+                    self.done_at_once = True
+                    return "user_done"
                 continue
             items.append(event)
         return items
@@ -530,10 +535,6 @@ class Loop:
         if reply.stopped and not reply.text:
             raise RuntimeError(f"the contact's turn stopped ({reply.stop_condition})")
         return reply.text
-
-
-def _reason_name(reason: str) -> str:
-    return "user_done" if reason == "user_done_at_once" else reason
 
 
 def _due(world: World, due_us: int) -> dict[str, Any]:

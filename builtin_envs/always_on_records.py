@@ -56,8 +56,6 @@ def build(loop: Loop) -> dict[str, Any]:
 
 
 def _reason(loop: Loop) -> str:
-    if loop.end_reason == "user_done_at_once":
-        return "user_done"
     return loop.end_reason or ("error" if loop.error_type else "cancelled")
 
 
@@ -142,7 +140,8 @@ def pending(loop: Loop) -> dict[str, dict[str, Any]]:
     kinds["unread_by_user"] = [{"n": m.number, "seat": m.seat, "text": m.text,
                                 "leftover": m.leftover}
                                for m in world.chat.sent if m.read_at_us is None]
-    kinds["contact_replies_in_progress"] = world.contacts.state()
+    kinds["contact_replies_in_progress"] = [{k: v for k, v in c.items() if k != "key"}
+                                            for c in world.contacts.state()]
     return {kind: {"count": len(items), "first": items[:PENDING_LISTED]}
             for kind, items in kinds.items()}
 
@@ -199,7 +198,7 @@ def end_note(loop: Loop, reason: str) -> str:
         return (f"The task's time ran out at {times.readable(world.end, world.timezone)}; "
                 f"the agent had a final check-in.")
     if reason == "user_done":
-        if loop.end_reason == "user_done_at_once":
+        if loop.done_at_once:
             return f"{name} said she was done without a word; the run ended at once."
         return f"{name} said she was done; the run ended after the agent's turn on it."
     if reason == "max_wakes":

@@ -5,6 +5,7 @@ same timeline byte for byte."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -274,3 +275,58 @@ async def test_the_same_seed_gives_the_same_timeline_byte_for_byte(tmp_path: Pat
     assert a == b
     assert timeline_bytes(one) != timeline_bytes(other)  # the delays are drawn from the seed
     assert len(timeline(one, "wake")) >= 5
+
+
+async def test_a_cancelled_run_keeps_its_records(tmp_path: Path) -> None:
+    import asyncio
+
+    from interplay.run.episode import EpisodeContext, RunResources
+    from interplay.testing import ScriptedModel
+
+    env = make_env(tmp_path, {"end": "P1D", "tasks": [{"prompt": "go"}]})
+    task = next(iter(env.tasks()))
+    agent = Agent(by_pattern({"go": say("first")}),
+                  after_tools=ScriptedReply.text("slow", latency_s=30))
+    busy = threading.Event()  # set once the agent's turn is waiting on its model
+
+    def handler(request: ScriptedRequest) -> ScriptedReply | str:
+        if request.messages[-1]["role"] == "tool":
+            busy.set()
+        return agent(request)
+
+    async with ScriptedModel(handler) as model:
+        resources = RunResources(endpoint=model.endpoint)
+        ctx = EpisodeContext(env=env, task=task, info=support_info(), resources=resources)
+        try:
+            steps = env.steps()
+            await steps[0].run(ctx)
+            running = asyncio.ensure_future(steps[1].run(ctx))
+            assert await asyncio.to_thread(busy.wait, 30)
+            running.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await running
+        finally:
+            ctx.release()
+            await resources.aclose()
+    record = ctx.results["always_on"]
+    assert (record["end_reason"], record["error_type"]) == ("cancelled", "cancelled")
+    assert record["end_note"] == "The run was cancelled."
+    assert record["response"][0]["text"] == "first"
+
+
+def support_info() -> Any:
+    from interplay.records import EpisodeInfo
+
+    return EpisodeInfo(episode_id="cancel-test", env="test-world", task_idx=0)
+
+
+async def test_checks_are_on_by_default_when_the_run_spans_days(tmp_path: Path) -> None:
+    agent = Agent(lambda text: quiet())
+    for end, offered in (("PT8H", False), ("P2D", True)):
+        env = make_env(tmp_path, {"end": end, "tasks": [{"prompt": "hi"}]})
+        agent.requests.clear()
+        await run(env, agent)
+        names = {t["function"]["name"] for t in agent.requests[0].body["tools"]}
+        assert ("schedule_check" in names) is offered, end
+        # The rules say so too.
+        assert ("schedule_check" in agent.requests[0].messages[0]["content"]) is offered

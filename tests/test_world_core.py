@@ -289,6 +289,9 @@ async def test_seat_contacts_are_settled_up_to_their_limit() -> None:
     await drain(world, MONDAY_8 + 60)
     assert {c["contact"] for c in world.contacts.state()} == {"quick", "late", "slow"}
     assert all(0 < c["limit_left_s"] <= 5 for c in world.contacts.state())
+    # The trigger that asked reports them too, with the time left of each limit.
+    in_progress = world.triggers.state()["go"]["contact_calls"]
+    assert [c["contact"] for c in in_progress] == ["quick", "late", "slow"]
     await world.settle()
     status = {c.contact: c.status for c in world.contacts.calls}
     # Past its limit but inside the grace: kept. Far past: dropped and recorded.

@@ -236,7 +236,7 @@ class Contacts:
     def state(self) -> list[dict[str, Any]]:
         """Answers being computed, with the real time left of their limits."""
         now = time.monotonic()
-        return [{"contact": c.contact, "call": c.number,
+        return [{"contact": c.contact, "call": c.number, "key": c.key,
                  "limit_left_s": round(max(0.0, c.started_real + c.limit_s - now), 3)}
                 for c in self.in_progress()]
 

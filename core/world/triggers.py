@@ -347,8 +347,14 @@ class Triggers:
     # -- reports ---------------------------------------------------------------------------
 
     def state(self) -> dict[str, Any]:
-        """Each trigger's fires so far, running fires with their waits, and queued fires."""
+        """Each trigger's fires so far, running fires with their waits (when each goes on),
+        queued fires, and its contacts' answers still being computed with the real time left
+        of their limits."""
         tz = self.world.timezone
+        calls: dict[str, list[dict[str, Any]]] = {}
+        for call in self.world.contacts.state():
+            calls.setdefault(str(call["key"][0]), []).append(
+                {k: v for k, v in call.items() if k != "key"})
         out: dict[str, Any] = {}
         for name, run in self.runs.items():
             entry: dict[str, Any] = {"fired": run.fired, "running": [
@@ -359,5 +365,7 @@ class Triggers:
                 entry["queued"] = [number for number, _ in run.backlog]
             if run.next_event is not None:
                 entry["next"] = times.iso(run.next_event.due, tz)
+            if name in calls:
+                entry["contact_calls"] = calls[name]
             out[name] = entry
         return out
