@@ -328,3 +328,20 @@ async def test_jumps_and_app_changes_fold(tmp_path: Path) -> None:
     assert sum(e["kind"] == "change" for e in entries) == 200
     counts = episode.results["always_on"]["summary"]["counts"]
     assert counts["app_changes"] == 230 and counts["clock_jumps"] > 40
+
+
+def test_what_her_reply_answers() -> None:
+    from interplay.builtin_envs.user_sim import reply_target
+    from interplay.usersim import Answer
+    from interplay.world.chat import Sent
+
+    def sent(number: int, text: str) -> Sent:
+        return Sent(number=number, text=text, seat="assistant", at_us=0, wake=1, phase="turn")
+
+    two = [sent(3, "I booked the table."), sent(4, "Shall I invite Alex?")]
+    assert reply_target(Answer("yes", replying_to=3), two) == 3          # the number she names
+    assert reply_target(Answer("yes", replying_to=9), two) == 4          # unknown: the question
+    assert reply_target(Answer("ok", replying_to="booked the"), two) == 3  # a quote
+    assert reply_target(Answer("ok"), two) == 4                           # the only question
+    assert reply_target(Answer("ok"), two[:1]) == 3                       # the only message
+    assert reply_target(Answer("ok"), [sent(1, "a?"), sent(2, "b?")]) is None
