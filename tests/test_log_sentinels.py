@@ -23,7 +23,7 @@ from interplay.env import Env, SeatSpec, env_from_toml
 from interplay.records import Task
 from interplay.run.episode import EpisodeContext, RunResources, run_episode
 from interplay.step import Step
-from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
+from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest, run_scripted
 from interplay.tools import Tool, tool
 
 SENTINELS = {
@@ -157,12 +157,7 @@ async def test_no_user_data_of_an_always_on_run_reaches_the_log(log_buffer: io.S
     path.write_text(json.dumps(scenario))
     env = env_from_toml(path)()
     env.check()
-    with ScriptedModel(always_on_handler) as model:
-        resources = RunResources(endpoint=model.endpoint)
-        try:
-            episode = await run_episode(env, next(iter(env.tasks())), resources=resources)
-        finally:
-            await resources.aclose()
+    episode = (await run_scripted(env, next(iter(env.tasks())), always_on_handler)).episode
     assert episode.error is None, episode.error
     record = episode.results["always_on"]
     assert record["summary"]["counts"]["contact_replies"] == 1
