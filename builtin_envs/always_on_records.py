@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from interplay.world import times
 
 if TYPE_CHECKING:
-    from interplay.builtin_envs.always_on import Loop
+    from interplay.builtin_envs.always_on_loop import Loop
 
 #: Items of each pending kind listed by name (the rest are counted).
 PENDING_LISTED = 20
@@ -46,7 +46,7 @@ def build(loop: Loop) -> dict[str, Any]:
         "conversation": conversation(loop, end),
         "replies": loop.user.records,
         "timeline": world.timeline.entries,
-        "wake_real_s": loop.wake_real_s,
+        "real": {"wake_s": loop.wake_real_s, "settled_calls": world.settled},
         "summary": {"counts": counts(loop), "end_reason": reason, "end_note": end["note"],
                     "settings": settings(loop), "pending": pending_now},
         "apps": {name: {k: v for k, v in app.state.items() if k != "_ids"}

@@ -213,7 +213,8 @@ async def test_settling_waits_for_contacts_up_to_their_limit(tmp_path: Path) -> 
     episode = await run(env, agent)
     assert episode.error is None, episode.error
     kinds = [e["kind"] for e in timeline(episode)]
-    assert "settle" in kinds and "contact_timed_out" in kinds
+    assert "contact_timed_out" in kinds
+    assert episode.results["always_on"]["real"]["settled_calls"] >= 1  # slow was computing
     [reply] = [s for w in wakes(episode) for s in w["sources"] if s["kind"] == "contact_reply"]
     assert reply["text"] == "Sure, count me in!" and reply["due_t"] == 1800.0
     assert not reply["late"]

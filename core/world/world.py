@@ -52,6 +52,8 @@ class World:
         self.phase = "before_turn"
         #: The agent's tool calls in the current wake (the loop takes them for its record).
         self.tool_calls: list[dict[str, Any]] = []
+        #: Contacts' answers the world had to wait for before a wake.
+        self.settled = 0
         #: A scenario error found mid-run (a trigger loop); the loop raises it.
         self.failure: Exception | None = None
         self._actor: contextvars.ContextVar[str] = contextvars.ContextVar("actor",
@@ -178,10 +180,10 @@ class World:
                                   error=f"{type(exc).__name__}: {exc}")
 
     async def settle(self) -> None:
-        """Let the contacts' answers in progress land (each up to its limit)."""
-        waited = await self.contacts.settle()
-        if waited:
-            self.timeline.add("settle", self.clock.now_us(), calls=waited)
+        """Let the contacts' answers in progress land (each up to its limit). How many were
+        still computing depends on real time, so it is counted (``settled``), not put in the
+        timeline, which a seed replays to the byte."""
+        self.settled += await self.contacts.settle()
 
     # -- the agent's tools ---------------------------------------------------------------------
 
