@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import datetime as dt
 import random
-from collections.abc import Mapping
 from typing import Any
 
 import attrs
@@ -168,11 +167,3 @@ def _time_problem(value: Any, where: str) -> list[str]:
         return [f"{where}: {exc}"]
     return []
 
-
-def schedule_from(data: Mapping[str, Any]) -> Schedule:
-    """A Schedule from plain settings (``timezone``, ``awake``, ``busy``, ``reply_delays``)."""
-    busy = [b if isinstance(b, BusyBlock) else BusyBlock(**b) for b in data.get("busy") or ()]
-    awake = data.get("awake")
-    return Schedule(timezone=str(data.get("timezone") or "UTC"),
-                    awake=tuple(awake) if awake else None,  # type: ignore[arg-type]
-                    busy=busy, reply_delays=dict(data.get("reply_delays") or {}))
