@@ -18,7 +18,7 @@ from interplay.builtin_envs.usersims import person_from_task
 from interplay.errors import InterplayError
 from interplay.run.episode import EpisodeContext
 from interplay.step import Step
-from interplay.usersim import Answer, Read, UserSim
+from interplay.usersim import Answer, Read, ReadMessage, UserSim
 
 
 @attrs.define
@@ -138,7 +138,9 @@ class Relay(Step):
                     if reply.stopped:
                         ended_by = "assistant_stopped"
                         break
-                    answer = await ask(Read(text=reply.text, turn=turns))
+                    answer = await ask(Read(
+                        text=reply.text, turn=turns,
+                        messages=(ReadMessage(turns, reply.text, seat=cfg.seat),)))
         finally:
             await sim.close()
             ctx.metrics["turns"] = float(turns)

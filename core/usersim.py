@@ -112,7 +112,7 @@ class Read:
     def render(self) -> str:
         """The read as a person sees it: the time, the new messages with their numbers and
         times, and the phone's new items. In the relay, just the text."""
-        if not (self.messages or self.phone or self.local_time):
+        if not self.local_time:  # the relay: the reply is all there is
             return self.text or ""
         lines = [f"It is {self.local_time}." if self.local_time else ""]
         if self.messages:

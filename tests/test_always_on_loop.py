@@ -346,3 +346,20 @@ def test_what_her_reply_answers() -> None:
     assert reply_target(Answer("ok"), two) == 4                           # the only question
     assert reply_target(Answer("ok"), two[:1]) == 3                       # the only message
     assert reply_target(Answer("ok"), [sent(1, "a?"), sent(2, "b?")]) is None
+
+
+async def test_the_relay_reads_go_through_the_same_contract() -> None:
+    """A user sim written for always_on reads ``read.messages`` in the relay too."""
+    from interplay import plugins
+    from interplay.builtin_envs.steps import RelayConfig
+    from interplay.testing import run_scripted
+
+    env_cls = plugins.get("envs", "user-sim")
+    env = env_cls(env_cls.Config(relay=RelayConfig(user_sim="script", user_sim_settings={
+        "answers": [{"text": "hello"}, {"text": "bye", "done": True}]})))
+    support.READS.clear()
+    await run_scripted(env, next(iter(env.tasks())), ["hi there"])
+    opening, reply = support.READS
+    assert opening.text is None and opening.messages == ()
+    assert [(m.number, m.text) for m in reply.messages] == [(1, "hi there")]
+    assert reply.done_ends_run and not reply.last_read and reply.render() == "hi there"
