@@ -154,3 +154,10 @@ async def test_a_pool_release_leaves_the_shared_model_to_a_client_outside_pools(
     again = await local_model.acquire_shared()  # a fresh one after a full stop
     await local_model.release_shared()
     assert again is not held and again.proc is None  # the last release stopped it
+
+
+def test_tool_arguments_become_strict_json() -> None:
+    from interplay.model.local import _json_arguments
+
+    assert json.loads(_json_arguments('{"text": "two\nlines"}')) == {"text": "two\nlines"}
+    assert _json_arguments("not json") == "not json"

@@ -22,6 +22,7 @@ import asyncio
 import atexit
 import ctypes
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -138,6 +139,15 @@ def _tool_choice(body: dict[str, Any]) -> str | dict[str, Any] | None:
                      "{type: function, function: {name}}")
 
 
+def _json_arguments(text: str) -> str:
+    """Arguments as strict JSON: the handler's grammar lets a raw line break into a string,
+    which a JSON reader refuses (and a tool loop then answers with an error)."""
+    try:
+        return json.dumps(json.loads(text, strict=False), ensure_ascii=False)
+    except ValueError:
+        return text
+
+
 def _calls(result: dict[str, Any]) -> list[Any]:
     return (result["choices"][0].get("message") or {}).get("tool_calls") or []
 
@@ -206,6 +216,8 @@ class LocalServer:
         # The legacy function_call the handler adds can carry a mangled name ("f:").
         (choice0.get("message") or {}).pop("function_call", None)
         choice0["finish_reason"] = "tool_calls"
+        for call in _calls(result):
+            call["function"]["arguments"] = _json_arguments(call["function"]["arguments"])
         return result
 
     async def app(self, scope: asgi.Scope, receive: asgi.Receive, send: asgi.Send) -> None:
