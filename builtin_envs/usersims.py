@@ -9,7 +9,8 @@ system prompt is the persona with the task's scenario. It works in the relay and
   times, new phone items) with how to answer: a leading ``#N`` answers message N, the nothing
   marker alone says nothing, and the done marker ends a one-sitting run.
 
-A blank reply is malformed: it is asked for again once, and counted in ``Answer.used``.
+A blank reply in always_on is malformed: it is asked for again once, and counted in
+``Answer.used`` (in the relay the relay itself asks for an empty line again).
 """
 
 from __future__ import annotations
@@ -93,7 +94,9 @@ class LlmUserSim(UserSim):
             self._session = self._ctx.agent(self.config.seat).chat(task)
         prompt = self._prompt(read) if structured else read.text  # None: the opening
         malformed = 0
-        for attempt in (1, 2):
+        # The relay asks for an empty line again itself (empty_retries); always_on does not.
+        attempts = 2 if structured else 1
+        for attempt in range(1, attempts + 1):
             reply = await self._session.turn(prompt)
             text = reply.text.strip()
             used = {"model_calls": float(attempt), "malformed": float(malformed)}
@@ -102,9 +105,9 @@ class LlmUserSim(UserSim):
             if text:
                 return self._read_reply(text, used)
             malformed += 1
-            nothing = f", or exactly {self.config.nothing_marker}" if structured else ""
-            prompt = RETRY.format(nothing=nothing)
-        return Answer(text="", used={"model_calls": 2.0, "malformed": float(malformed)})
+            prompt = RETRY.format(nothing=f", or exactly {self.config.nothing_marker}")
+        return Answer(text="", used={"model_calls": float(attempts),
+                                     "malformed": float(malformed)})
 
     def _prompt(self, read: Read) -> str:
         cfg: LlmUserConfig = self.config
