@@ -70,10 +70,8 @@ class UserSimStep(Step):
 
     def schedule(self) -> Schedule:
         cfg: UserSimStepConfig = self.config
-        return Schedule(timezone=cfg.timezone,
-                        awake=(cfg.awake[0], cfg.awake[1]) if cfg.awake and len(cfg.awake) == 2
-                        else None,
-                        busy=list(cfg.busy), reply_delays=dict(cfg.reply_delays))
+        return Schedule.from_plain({"timezone": cfg.timezone, "awake": cfg.awake,
+                                    "busy": cfg.busy, "reply_delays": cfg.reply_delays})
 
     def check(self, steps: Sequence[Step]) -> list[str]:
         cfg: UserSimStepConfig = self.config
@@ -103,10 +101,7 @@ class UserSimStep(Step):
 
 def person_from(record: dict[str, Any]) -> tuple[Person, Schedule]:
     """The Person a user sim plays, and her schedule, from ``ctx.results["user"]``."""
-    schedule = Schedule(timezone=record["timezone"],
-                        awake=tuple(record["awake"]) if record.get("awake") else None,
-                        busy=[BusyBlock(**b) for b in record.get("busy") or ()],
-                        reply_delays=dict(record.get("reply_delays") or {}))
+    schedule = Schedule.from_plain(record)
     awake = ((int(times.parse_clock_time(schedule.awake[0]) // 60),
               int(times.parse_clock_time(schedule.awake[1]) // 60)) if schedule.awake
              else (0, 24))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import random
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
@@ -114,6 +115,16 @@ class Schedule:
     def reply_delay(self, mode: str, rng: random.Random) -> float:
         spec = self.reply_delays.get(mode)
         return 0.0 if spec is None else times.draw_delay(spec, rng)
+
+    @classmethod
+    def from_plain(cls, data: Mapping[str, Any]) -> Schedule:
+        """A schedule from plain data: :meth:`describe`'s, or settings with the same keys."""
+        awake = data.get("awake")
+        return cls(timezone=str(data.get("timezone") or "UTC"),
+                   awake=(awake[0], awake[1]) if awake and len(awake) == 2 else None,
+                   busy=[b if isinstance(b, BusyBlock) else BusyBlock(**b)
+                         for b in data.get("busy") or ()],
+                   reply_delays=dict(data.get("reply_delays") or {}))
 
     def describe(self) -> dict[str, Any]:
         """The schedule as plain data (for records and prompts)."""
