@@ -101,7 +101,8 @@ class LlmUserSim(UserSim):
             text = reply.text.strip()
             used = {"model_calls": float(attempt), "malformed": float(malformed)}
             if reply.stopped:
-                return Answer(text=text, error=reply.stop_condition or "stopped", used=used)
+                why = self._session.trace.error_type or reply.stop_condition or "stopped"
+                return Answer(text=text, error=why, used=used)
             if text:
                 return self._read_reply(text, used)
             malformed += 1
