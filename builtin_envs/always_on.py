@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 import attrs
 
 from interplay.builtin_envs.always_on_loop import Loop
-from interplay.builtin_envs.user_sim import UserSimStep
+from interplay.builtin_envs.user_sim import UserSimStep, make_sim
 from interplay.errors import InterplayError
 from interplay.run.episode import EpisodeContext
 from interplay.step import Step
@@ -107,6 +107,16 @@ class AlwaysOn(Step):
                 problems.append(f"the user's time zone {users[-1].config.timezone!r} disagrees "
                                 f"with the world's {scenario.timezone!r}; set "
                                 f"user_sim.timezone to the scenario's")
+        if users and users[-1].config.tools:
+            offered = _app_tool_names(scenario)
+            missing = [t for t in users[-1].config.tools if t not in offered]
+            if missing:
+                problems.append(f"user_sim.tools: no app of the scenario offers "
+                                f"{', '.join(missing)}; its apps offer "
+                                f"{', '.join(sorted(offered)) or 'no tools'}")
+            if not make_sim(users[-1].record_settings()).seats():
+                problems.append(f"user_sim.tools: the user sim {users[-1].config.user_sim!r} "
+                                f"plays her with no seat, so nothing could call her tools")
         if cfg.max_wakes < 1:
             problems.append("max_wakes must be at least 1")
         if cfg.idle_jumps < 1:
@@ -146,6 +156,10 @@ class AlwaysOn(Step):
             raise InterplayError("always_on needs a user_sim step before it")
         loop = Loop(self, ctx)
         await loop.run()
+
+
+def _app_tool_names(scenario: Scenario) -> set[str]:
+    return {t.name for app in scenario.make_apps() for t in app.tools()}
 
 
 def _seat_timeout(ctx_or_seats: Any, seat: str) -> float:

@@ -89,6 +89,11 @@ class Loop:
         log.debug("always_on.start", episode_id=ctx.info.episode_id, triggers=len(
             world.triggers.runs), contacts=len(world.contacts.specs), apps=len(world.apps))
         try:
+            if self.user_record.get("tools"):
+                for seat in self.user.sim.seats():
+                    user_agent = ctx.agent(seat)
+                    user_agent.tools = [*user_agent.tools,
+                                        *world.user_tools(self.user_record["tools"])]
             await self.user.sim.setup(self.person, ctx)
             self._queue_opening()
             agent = ctx.agent(self.cfg.seat)

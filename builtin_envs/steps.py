@@ -39,7 +39,8 @@ class OneShot(Step):
 @attrs.define
 class RelayConfig:
     seat: str = "assistant"
-    #: The user sim, by registered name (``llm`` plays the user with the ``user`` seat).
+    #: The user sim, by registered name (``llm`` plays the user with the ``user`` seat; the
+    #: seats a sim plays with are its ``seats()``).
     user_sim: str = "llm"
     user_sim_settings: dict[str, Any] = attrs.Factory(dict)
     #: The persona when the task names none.
@@ -67,12 +68,11 @@ class Relay(Step):
     Config: ClassVar[type] = RelayConfig
 
     def seats(self) -> set[str]:
-        seats = {self.config.seat}
-        seat = self.config.user_sim_settings.get("seat", "user" if self.config.user_sim == "llm"
-                                                 else None)
-        if seat:
-            seats.add(str(seat))
-        return seats
+        cfg: RelayConfig = self.config
+        try:
+            return {cfg.seat, *make_user_sim(cfg.user_sim, cfg.user_sim_settings).seats()}
+        except InterplayError:  # check() reports it
+            return {cfg.seat}
 
     def check(self, steps: Sequence[Step]) -> list[str]:
         cfg: RelayConfig = self.config
@@ -86,20 +86,21 @@ class Relay(Step):
             problems.append(f"empty_retries must be 0 or more, got {cfg.empty_retries}")
         try:
             # Its settings too: a bad one would otherwise fail every episode, not the load.
-            plugins.get("user-sims", cfg.user_sim)().configure(cfg.user_sim_settings)
+            make_user_sim(cfg.user_sim, cfg.user_sim_settings)
         except InterplayError as exc:
             problems.append(str(exc))
         return problems
 
     async def run(self, ctx: EpisodeContext) -> None:
         cfg: RelayConfig = self.config
-        sim: UserSim = plugins.get("user-sims", cfg.user_sim)()
-        sim.configure(cfg.user_sim_settings)
+        sim = make_user_sim(cfg.user_sim, cfg.user_sim_settings)
         person = person_from_task(ctx.task, cfg.persona, done_marker=cfg.done_marker)
         await sim.setup(person, ctx)
         turns = 0
         empty_lines = 0
         ended_by = "max_turns"
+        lines: list[str] = []
+        done_reason = ""
 
         async def ask(read: Read) -> Answer:
             """The sim's next line, asked again while it is empty (within the budget)."""
@@ -123,7 +124,7 @@ class Relay(Step):
                         chat.stop("user_error")
                         break
                     if answer.done or answer.text.strip() == cfg.done_marker:
-                        ended_by = "user_done"
+                        ended_by, done_reason = "user_done", answer.done_reason
                         chat.stop("user_done")
                         break
                     if not answer.text.strip():
@@ -133,6 +134,7 @@ class Relay(Step):
                     if turns >= cfg.max_turns:
                         chat.stop("max_turns")
                         break
+                    lines.append(answer.text)
                     reply = await chat.turn(answer.text)
                     turns += 1
                     if reply.stopped:
@@ -145,7 +147,15 @@ class Relay(Step):
             await sim.close()
             ctx.metrics["turns"] = float(turns)
             ctx.metrics["empty_user_lines"] = float(empty_lines)
-            ctx.results["relay"] = {"turns": turns, "ended_by": ended_by}
+            ctx.results["relay"] = {"turns": turns, "ended_by": ended_by,
+                                    "done_reason": done_reason, "user_lines": lines}
+
+
+def make_user_sim(name: str, settings: dict[str, Any]) -> UserSim:
+    """The user sim registered as ``name``, configured with ``settings``."""
+    sim: UserSim = plugins.get("user-sims", name)()
+    sim.configure(settings)
+    return sim
 
 
 def _is_empty(answer: Answer) -> bool:

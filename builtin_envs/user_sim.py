@@ -15,6 +15,7 @@ reply delay for the mode she read in.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -54,6 +55,9 @@ class UserSimStepConfig:
     seat: str = "user"
     #: What she writes when she is done (the llm sim ends a message with it).
     done_marker: str = "###DONE###"
+    #: App tools on her side (dual control): the seat that plays her may call these tools of
+    #: the world's apps while she reads; her changes count as made by ``user``.
+    tools: list[str] = attrs.Factory(list)
 
 
 class UserSimStep(Step):
@@ -64,9 +68,15 @@ class UserSimStep(Step):
     writes = frozenset({"user"})
 
     def seats(self) -> set[str]:
+        try:
+            return make_sim(self.record_settings()).seats()
+        except InterplayError:  # check() reports it
+            return set()
+
+    def record_settings(self) -> dict[str, Any]:
         cfg: UserSimStepConfig = self.config
-        seat = cfg.user_sim_settings.get("seat", cfg.seat if cfg.user_sim == "llm" else None)
-        return {str(seat)} if seat else set()
+        return {"user_sim": cfg.user_sim, "user_sim_settings": cfg.user_sim_settings,
+                "seat": cfg.seat}
 
     def schedule(self) -> Schedule:
         cfg: UserSimStepConfig = self.config
@@ -79,8 +89,7 @@ class UserSimStep(Step):
         if cfg.awake is not None and len(cfg.awake) != 2:
             problems.append("awake: give two times of day, e.g. [\"07:00\", \"23:00\"]")
         try:
-            make_sim({"user_sim": cfg.user_sim, "user_sim_settings": cfg.user_sim_settings,
-                      "seat": cfg.seat})
+            make_sim(self.record_settings())
         except InterplayError as exc:
             problems.append(str(exc))
         return problems
@@ -96,7 +105,7 @@ class UserSimStep(Step):
         return {"name": cfg.name, "email": cfg.email, "description": cfg.description,
                 "scenario": str(scenario), **self.schedule().describe(),
                 "user_sim": cfg.user_sim, "user_sim_settings": dict(cfg.user_sim_settings),
-                "seat": cfg.seat, "done_marker": cfg.done_marker}
+                "seat": cfg.seat, "done_marker": cfg.done_marker, "tools": list(cfg.tools)}
 
 
 def person_from(record: dict[str, Any]) -> tuple[Person, Schedule]:
@@ -117,12 +126,22 @@ def person_from(record: dict[str, Any]) -> tuple[Person, Schedule]:
 
 
 def make_sim(record: dict[str, Any]) -> UserSim:
-    sim: UserSim = plugins.get("user-sims", record["user_sim"])()
+    """The user sim a ``user`` record names, configured; a sim whose settings have a seat
+    plays her with the step's ``seat`` unless its settings name another."""
+    cls = plugins.get("user-sims", record["user_sim"])
     settings = dict(record.get("user_sim_settings") or {})
-    if record["user_sim"] == "llm":
+    if _has_field(cls.Config, "seat"):
         settings.setdefault("seat", record.get("seat", "user"))
+    sim: UserSim = cls()
     sim.configure(settings)
     return sim
+
+
+def _has_field(config: type, name: str) -> bool:
+    if attrs.has(config):
+        return name in attrs.fields_dict(config)
+    return dataclasses.is_dataclass(config) and name in {
+        f.name for f in dataclasses.fields(config)}
 
 
 def reply_target(answer: Answer, messages: Sequence[Sent]) -> int | None:
@@ -237,7 +256,7 @@ class UserSide:
             "outcome": "", "text": answer.text, "done": answer.done,
             "wrote_at": None, "wrote_t": None, "reached_at": None, "reached_t": None,
             "reached_wake": None, "reply_to": None, "score": answer.score,
-            "used": dict(answer.used)}
+            "used": dict(answer.used), "done_reason": answer.done_reason}
         self.records.append(record)
         text = answer.text.strip()
         if answer.error is not None:
@@ -251,8 +270,11 @@ class UserSide:
             record["outcome"] = "nothing"
         else:
             record["outcome"] = "replied"
-            delay = self.schedule.reply_delay(mode, world.rng) + max(0.0, answer.delay_s)
-            wrote_us = world.us(now + delay)
+            if answer.at is not None:
+                wrote_us = world.us(max(now, answer.at))
+            else:
+                delay = self.schedule.reply_delay(mode, world.rng) + max(0.0, answer.delay_s)
+                wrote_us = world.us(now + delay)
             record.update(_stamp(world, wrote_us, "wrote"))
             record["reply_to"] = reply_target(answer, messages)
             self.lines.append((wrote_us / 1e6, "reply", text))

@@ -11,6 +11,11 @@ system prompt is the persona with the task's scenario. It works in the relay and
 
 A blank reply in always_on is malformed: it is asked for again once, and counted in
 ``Answer.used`` (in the relay the relay itself asks for an empty line again).
+
+:class:`LlmUserSim` is also the base of other LLM-played sims: a subclass changes the system
+prompt, what each read shows and how a reply is read (``parse`` returns an Answer, or what to
+tell her when the reply is malformed), and keeps the session, the one retry, the counts and
+``Answer.error`` on a model failure.
 """
 
 from __future__ import annotations
@@ -64,6 +69,9 @@ class LlmUserSim(UserSim):
     name = "llm"
     Config: ClassVar[type] = LlmUserConfig
 
+    #: How many times one read may be answered: a malformed reply is asked for again once.
+    attempts: ClassVar[int] = 2
+
     def __init__(self) -> None:
         super().__init__()
         self._session: ChatSession | None = None
@@ -73,44 +81,50 @@ class LlmUserSim(UserSim):
         # Scripted lines of hers (the opening request, timed lines) already shown to the model.
         self._shown_lines = 0
 
+    @property
+    def done_marker(self) -> str:
+        """What she writes when she is done (the step's, from ``person.info``)."""
+        return self._done_marker
+
+    @property
+    def ctx(self) -> EpisodeContext:
+        assert self._ctx is not None, "setup() first"
+        return self._ctx
+
     async def setup(self, person: Person, ctx: EpisodeContext) -> None:
         await super().setup(person, ctx)
-        cfg: LlmUserConfig = self.config
         self._done_marker = str(person.info.get("done_marker", ""))
-        self._system = fill(cfg.template, {"description": person.description,
-                                           "scenario": person.scenario,
-                                           "done_marker": self._done_marker,
-                                           "name": person.name})
         self._ctx = ctx
+        self._system = self.system_prompt(person)
 
-    async def answer(self, read: Read) -> Answer:
-        assert self._ctx is not None, "setup() first"
-        # always_on fills local_time: the read is shown whole, and she never writes an opening
-        # (hers comes from the task).
-        structured = bool(read.local_time)
-        if self._session is None:
-            task = Task(idx=self._ctx.task.idx, prompt=None if structured else self.config.opening,
-                        system_prompt=self._system)
-            self._session = self._ctx.agent(self.config.seat).chat(task)
-        prompt = self._prompt(read) if structured else read.text  # None: the opening
-        malformed = 0
-        # The relay asks for an empty line again itself (empty_retries); always_on does not.
-        attempts = 2 if structured else 1
-        for attempt in range(1, attempts + 1):
-            reply = await self._session.turn(prompt)
-            text = reply.text.strip()
-            used = {"model_calls": float(attempt), "malformed": float(malformed)}
-            if reply.stopped:
-                why = self._session.trace.error_type or reply.stop_condition or "stopped"
-                return Answer(text=text, error=why, used=used)
-            if text:
-                return self._read_reply(text, used)
-            malformed += 1
-            prompt = RETRY.format(nothing=f", or exactly {self.config.nothing_marker}")
-        return Answer(text="", used={"model_calls": float(attempts),
-                                     "malformed": float(malformed)})
+    # -- what a subclass changes -----------------------------------------------------------
 
-    def _prompt(self, read: Read) -> str:
+    def system_prompt(self, person: Person) -> str:
+        """The user seat's system prompt: ``template`` filled with :meth:`prompt_values`."""
+        return fill(self.config.template, self.prompt_values(person))
+
+    def prompt_values(self, person: Person) -> dict[str, str]:
+        """What ``template``'s placeholders are filled with."""
+        return {"description": person.description, "scenario": person.scenario,
+                "done_marker": self._done_marker, "name": person.name}
+
+    def opening(self) -> str:
+        """What the model is asked for her first line in the relay."""
+        return str(self.config.opening)
+
+    def prompt(self, read: Read) -> str:
+        """What the model is shown for a read: in the relay the assistant's reply, in
+        always_on the read rendered with :meth:`how_to_answer`."""
+        if not read.local_time:
+            return read.text or ""
+        scripted = [line for line in read.you_sent if line.kind != "reply"]
+        earlier = "".join(f"Earlier ({line.at}) you wrote to the assistant: {line.text}\n"
+                          for line in scripted[self._shown_lines:])
+        self._shown_lines = len(scripted)
+        return f"{earlier}{read.render()}\n\n{' '.join(self.how_to_answer(read))}"
+
+    def how_to_answer(self, read: Read) -> list[str]:
+        """The always_on instructions that follow a rendered read."""
         cfg: LlmUserConfig = self.config
         example = read.messages[-1].number if read.messages else 1
         how = [f"Reply with only your message to the assistant. To answer one of its "
@@ -120,28 +134,66 @@ class LlmUserSim(UserSim):
                f"If you have nothing to say, reply with exactly {cfg.nothing_marker}."]
         if self._done_marker and read.done_ends_run and not read.last_read:
             how.append(f"When your goal is met, end your message with {self._done_marker}.")
-        scripted = [line for line in read.you_sent if line.kind != "reply"]
-        earlier = "".join(f"Earlier ({line.at}) you wrote to the assistant: {line.text}\n"
-                          for line in scripted[self._shown_lines:])
-        self._shown_lines = len(scripted)
-        return f"{earlier}{read.render()}\n\n{' '.join(how)}"
+        return how
 
-    def _read_reply(self, text: str, used: dict[str, float]) -> Answer:
+    def parse(self, text: str, read: Read) -> Answer | str:
+        """Her reply (stripped) as an Answer, or, when it is malformed, what she is told when
+        asked again. A blank reply in the relay is passed on (the relay asks again itself)."""
+        if not text:
+            if not read.local_time:
+                return Answer(text="")
+            return RETRY.format(nothing=f", or exactly {self.config.nothing_marker}")
         if text == self.config.nothing_marker:
-            return Answer(text="", nothing=True, used=used)
+            return Answer(text="", nothing=True)
         done = bool(self._done_marker) and text.endswith(self._done_marker)
         if done:
             text = text[:-len(self._done_marker)].strip()
-        replying_to: int | str | None = None
-        if match := _REPLYING_TO.match(text):
-            replying_to, text = int(match[1]), text[match.end():].strip()
-        elif match := _QUOTE.match(text):
-            replying_to, text = match[1], text[match.end():].strip() or text
-        return Answer(text=text, done=done, used=used, replying_to=replying_to)
+        replying_to, text = reply_target_of(text)
+        return Answer(text=text, done=done, replying_to=replying_to)
+
+    # -- the exchange ------------------------------------------------------------------------
+
+    async def answer(self, read: Read) -> Answer:
+        """One answer: the read shown to the model; a malformed reply asked for again (up to
+        ``attempts`` replies in all) and counted in ``used["malformed"]``; a model failure
+        is ``Answer.error``."""
+        ctx = self.ctx
+        opening = read.text is None and not read.local_time
+        if self._session is None:
+            # always_on never asks her for an opening: hers comes from the task.
+            task = Task(idx=ctx.task.idx, prompt=self.opening() if opening else None,
+                        system_prompt=self._system)
+            self._session = ctx.agent(self.config.seat).chat(task)
+        prompt: str | None = None if opening else self.prompt(read)
+        malformed = 0
+        for attempt in range(1, self.attempts + 1):
+            reply = await self._session.turn(prompt)
+            used = {"model_calls": float(attempt), "malformed": float(malformed)}
+            if reply.stopped:
+                why = self._session.trace.error_type or reply.stop_condition or "stopped"
+                return Answer(text=reply.text.strip(), error=why, used=used)
+            parsed = self.parse(reply.text.strip(), read)
+            if isinstance(parsed, Answer):
+                parsed.used = {**used, **parsed.used}
+                return parsed
+            malformed += 1
+            prompt = parsed
+        return Answer(text="", used={"model_calls": float(self.attempts),
+                                     "malformed": float(malformed)})
 
     async def close(self) -> None:
         if self._session is not None:
             await self._session.close()
+
+
+def reply_target_of(text: str) -> tuple[int | str | None, str]:
+    """The message a reply names (``#N`` first) or quotes (a leading ``> ...`` line), and the
+    reply without it."""
+    if match := _REPLYING_TO.match(text):
+        return int(match[1]), text[match.end():].strip()
+    if match := _QUOTE.match(text):
+        return match[1], text[match.end():].strip() or text
+    return None, text
 
 
 def person_from_task(task: Task, description: str, **info: Any) -> Person:

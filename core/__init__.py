@@ -4,7 +4,8 @@ and simulated worlds.
 This module is the public API: everything a plugin (a harness, a user sim, a step, a verifier,
 an env) needs is importable from here, and test helpers from :mod:`interplay.testing`. So are
 the builtins a plugin builds on: the relay step (``Relay``, ``RelayConfig``,
-``person_from_task``) for an env with a modeled user, and the rubric judge (``Rubric``,
+``person_from_task``) for an env with a modeled user, the LLM-played user sim (``LlmUserSim``,
+``LlmUserConfig``, ``reply_target_of``) to subclass, and the rubric judge (``Rubric``,
 ``RubricConfig``, ``Criterion``) to subclass. The
 subpackages (``interplay.model``, ``interplay.run``, ``interplay.interception``, ...) are the
 implementation and may move; modules whose names start with ``_`` are internal to the kernel.
@@ -15,7 +16,12 @@ Importing the package has no side effects: plugins load lazily, once, on the fir
 from __future__ import annotations
 
 from interplay.builtin_envs.steps import Relay, RelayConfig
-from interplay.builtin_envs.usersims import person_from_task
+from interplay.builtin_envs.usersims import (
+    LlmUserConfig,
+    LlmUserSim,
+    person_from_task,
+    reply_target_of,
+)
 from interplay.builtin_verifiers.rubric import Criterion, Rubric, RubricConfig
 from interplay.clock import Clock
 from interplay.config import structure as structure_config
@@ -67,6 +73,8 @@ __all__ = [
     "EpisodeInfo",
     "Harness",
     "InterplayError",
+    "LlmUserConfig",
+    "LlmUserSim",
     "Message",
     "ModelCall",
     "NoConfig",
@@ -109,6 +117,7 @@ __all__ = [
     "owner_tag",
     "person_from_task",
     "popen",
+    "reply_target_of",
     "request_messages",
     "run_episode",
     "start_process",

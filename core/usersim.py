@@ -133,7 +133,12 @@ class Answer:
     Also: ``nothing`` (she read and does not answer; always_on), ``replying_to`` (the number of
     the message she answers, or a quote from it), ``score`` (her own rating of the assistant,
     recorded and never sent) and ``used`` (what producing the answer took: model calls,
-    attempts, malformed replies retried; recorded and never sent)."""
+    attempts, malformed replies retried; recorded and never sent).
+
+    ``at`` (always_on) is the task time, in epoch seconds, at which she writes the reply,
+    instead of after her reply delay (a replayed user keeps her recorded times); a time before
+    the read is the read's. ``done_reason`` says why she is done (e.g. ``stop``,
+    ``transfer``): recorded with the exchange's ending, never sent."""
 
     text: str
     done: bool = False
@@ -143,6 +148,8 @@ class Answer:
     used: dict[str, float] = attrs.Factory(dict)
     score: float | None = None
     replying_to: int | str | None = None
+    at: float | None = None
+    done_reason: str = ""
 
 
 class UserSim:
@@ -158,6 +165,13 @@ class UserSim:
         """Take settings: a mapping (structured into ``Config``) or a ``Config`` instance."""
         self.config = settle(settings, self, "user sim",
                              path=f"user_sim.{self.name or type(self).__name__}")
+
+    def seats(self) -> set[str]:
+        """The seats this sim plays the user with: its ``seat`` setting, when its ``Config``
+        has one (a sim without a model uses none). The steps declare them, so an env without
+        the seat is refused when it loads."""
+        seat = getattr(self.config, "seat", None)
+        return {str(seat)} if seat else set()
 
     async def setup(self, person: Person, ctx: EpisodeContext) -> None:
         """Meet the person to play for one episode (open sessions, seed randomness)."""

@@ -584,7 +584,8 @@ async def test_relay_ends_on_exact_done_marker(model_and_resources: Any) -> None
     task = Task(0, prompt="SCENARIO: ask about {done_marker} hours", system_prompt="desk")
     ep = await run_episode(relay_env(), task, resources=resources)
     assert ep.error is None
-    assert ep.results["relay"] == {"turns": 2, "ended_by": "user_done"}
+    assert ep.results["relay"] == {"turns": 2, "ended_by": "user_done", "done_reason": "",
+                                   "user_lines": ["user says 1", "user says 2"]}
     assistant, user = ep.trace("assistant"), ep.trace("user")
     assert assistant.stop_condition == "user_done"
     assert user.trainable is False
@@ -602,7 +603,8 @@ async def test_relay_does_not_end_on_a_line_merely_containing_the_marker(
         model_and_resources: Any) -> None:
     _, resources = model_and_resources(relay_model(done_after=1, contains_marker=True))
     ep = await run_episode(relay_env(max_turns=3), Task(0, prompt="s"), resources=resources)
-    assert ep.results["relay"] == {"turns": 3, "ended_by": "max_turns"}
+    assert ep.results["relay"]["turns"] == 3
+    assert ep.results["relay"]["ended_by"] == "max_turns"
     assert ep.trace("assistant").stop_condition == "max_turns"
 
 
@@ -617,7 +619,8 @@ async def test_relay_ends_with_user_error_when_the_user_model_fails(
 
     _, resources = model_and_resources(handler)
     ep = await run_episode(relay_env(), Task(0, prompt="s"), resources=resources)
-    assert ep.results["relay"] == {"turns": 2, "ended_by": "user_error"}
+    assert ep.results["relay"] == {"turns": 2, "ended_by": "user_error", "done_reason": "",
+                                   "user_lines": ["user says 1", "user says 2"]}
     # The user did not say they were done: the assistant's trace says so, and the episode
     # carries the user's error.
     assert ep.trace("assistant").stop_condition == "user_error"
@@ -664,7 +667,8 @@ async def test_a_third_party_user_sim_replaces_the_default(
     ep = await run_episode(env, Task(0, prompt="s"), resources=resources)
     assert ep.error is None
     assert [t.seat for t in ep.traces] == ["assistant"]
-    assert ep.results["relay"] == {"turns": 2, "ended_by": "user_done"}
+    assert ep.results["relay"] == {"turns": 2, "ended_by": "user_done", "done_reason": "",
+                                   "user_lines": ["a", "b"]}
     assert [m.text for m in ep.trace("assistant").messages if m.role == "user"] == ["a", "b"]
     assert len(model.requests) == 2
 

@@ -67,7 +67,8 @@ async def run(user_lines: list[str], **cfg: object):
 async def test_an_empty_user_line_is_asked_again_and_never_reaches_the_assistant() -> None:
     episode, requests = await run(["", "  \n", "hello there"])
     assert episode.error is None
-    assert episode.results["relay"] == {"turns": 1, "ended_by": "user_done"}
+    assert episode.results["relay"] == {"turns": 1, "ended_by": "user_done",
+                                        "done_reason": "", "user_lines": ["hello there"]}
     assert episode.metrics["empty_user_lines"] == 2.0
     assistant_users = [m.text for m in episode.trace("assistant").messages if m.role == "user"]
     assert assistant_users == ["hello there"]
@@ -81,7 +82,8 @@ async def test_an_empty_user_line_is_asked_again_and_never_reaches_the_assistant
 async def test_an_empty_line_past_the_budget_ends_the_relay_with_a_reason() -> None:
     episode, requests = await run(["first line", "", "", ""], empty_retries=2)
     assert episode.error is None
-    assert episode.results["relay"] == {"turns": 1, "ended_by": "user_empty"}
+    assert episode.results["relay"] == {"turns": 1, "ended_by": "user_empty",
+                                        "done_reason": "", "user_lines": ["first line"]}
     assert episode.metrics["empty_user_lines"] == 3.0
     assistant = episode.trace("assistant")
     assert assistant.stop_condition == "user_empty"
@@ -91,7 +93,8 @@ async def test_an_empty_line_past_the_budget_ends_the_relay_with_a_reason() -> N
 
 async def test_an_empty_opening_line_never_opens_the_assistant_chat() -> None:
     episode, requests = await run(["", ""], empty_retries=1)
-    assert episode.results["relay"] == {"turns": 0, "ended_by": "user_empty"}
+    assert episode.results["relay"] == {"turns": 0, "ended_by": "user_empty",
+                                        "done_reason": "", "user_lines": []}
     assert all(is_user(r) for r in requests)
     assert episode.trace("assistant").messages == []
 

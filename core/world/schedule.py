@@ -132,6 +132,21 @@ class Schedule:
                 "busy": [attrs.asdict(b) for b in self.busy],
                 "reply_delays": dict(self.reply_delays)}
 
+    def busy_near(self, t: float, within_s: float = 0.0,
+                  ) -> tuple[BusyBlock, float, float] | None:
+        """The busy block she is in at ``t``, else the first to start within ``within_s``
+        after it: the block and its start and end (epoch seconds); None when there is none."""
+        near: tuple[BusyBlock, float, float] | None = None
+        for block in self.busy:
+            days = times.parse_days(block.days)
+            for day in self._days(t, 1):
+                if day.weekday() not in days:
+                    continue
+                a, b = self._span(day, block.start, block.end)
+                if (a <= t < b or t <= a <= t + within_s) and (near is None or a < near[1]):
+                    near = (block, a, b)
+        return near
+
     # -- spans ---------------------------------------------------------------------------
 
     def _days(self, t: float, ahead: int) -> list[dt.date]:

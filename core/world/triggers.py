@@ -69,7 +69,7 @@ class ChangeMatch:
 
     app: str
     action: str = ""
-    by: Literal["any", "agent", "others", "none"] = "any"
+    by: Literal["any", "agent", "others", "none", "user"] = "any"
 
 
 @attrs.define

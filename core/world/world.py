@@ -1,8 +1,9 @@
 """The World: one episode's simulated world. It owns the clock's use, the one event queue, the
 apps and their changelog, the triggers and their fires, the contacts, the user's chat and the
-timeline; it carries out what a fire does and wraps the tools the agent calls, so that every
-change says who made it (``agent``, ``others`` or ``none``), in which wake and in which phase
-(``before_turn``, ``turn``, ``nudge``, ``after_turn``, ``end``).
+timeline; it carries out what a fire does and wraps the tools the agent (and the user, on her
+side) calls, so that every change says who made it (``agent``, ``others``, ``none`` or
+``user``), in which wake and in which phase (``before_turn``, ``turn``, ``nudge``,
+``after_turn``, ``end``).
 
 It does not run the agent or the user: the always_on step's loop takes events from the queue,
 jumps the clock to each, and decides what wakes the agent and when the user reads.
@@ -29,7 +30,7 @@ from interplay.world.timeline import Timeline
 from interplay.world.triggers import Action, Fire, Trigger, TriggerLoop, Triggers, render
 
 PHASES = ("before_turn", "turn", "nudge", "after_turn", "end")
-ACTORS = ("agent", "others", "none")
+ACTORS = ("agent", "others", "none", "user")
 
 
 class World:
@@ -194,6 +195,32 @@ class World:
         tools = [*self.chat.tools(seat), *(t for app in self.apps.values() for t in app.tools())]
         return [self._agent_tool(t) for t in tools
                 if t.name not in deny or t.name in ALWAYS_ON_TOOLS]
+
+    def user_tools(self, names: Sequence[str]) -> list[Tool]:
+        """The apps' tools named in ``names``, for the user's side (dual control): her changes
+        count as made by ``user``; each call is a ``user_tool`` timeline entry (its name, no
+        arguments) and no action trigger sees it (those watch the agent)."""
+        wanted = set(names)
+        tools = [t for app in self.apps.values() for t in app.tools() if t.name in wanted]
+        return [self._user_tool(t) for t in tools]
+
+    def _user_tool(self, inner: Tool) -> Tool:
+        fn = inner.fn
+
+        async def call(**arguments: Any) -> Any:
+            entry = self.timeline.add("user_tool", self.clock.now_us(), name=inner.name)
+            with self.acting("user"):
+                try:
+                    result = fn(**arguments)
+                    if inspect.isawaitable(result):
+                        result = await result
+                except Exception as exc:
+                    entry["error"] = type(exc).__name__
+                    raise
+            return result
+
+        call.__signature__ = inspect.signature(fn)  # type: ignore[attr-defined]
+        return Tool(inner.name, inner.description, inner.parameters, call, inner.timeout_s)
 
     def _agent_tool(self, inner: Tool) -> Tool:
         fn = inner.fn
