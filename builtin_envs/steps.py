@@ -101,16 +101,19 @@ class Relay(Step):
         ended_by = "max_turns"
         lines: list[str] = []
         done_reason = ""
+        malformed = 0
 
         async def ask(read: Read) -> Answer:
             """The sim's next line, asked again while it is empty (within the budget)."""
-            nonlocal empty_lines
+            nonlocal empty_lines, malformed
             answer = await sim.answer(read)
+            malformed += int(answer.used.get("malformed", 0))
             for _ in range(cfg.empty_retries):
                 if not _is_empty(answer):
                     break
                 empty_lines += 1
                 answer = await sim.answer(Read(text=EMPTY_LINE_REASK, turn=read.turn))
+                malformed += int(answer.used.get("malformed", 0))
             if _is_empty(answer):
                 empty_lines += 1
             return answer
@@ -147,6 +150,8 @@ class Relay(Step):
             await sim.close()
             ctx.metrics["turns"] = float(turns)
             ctx.metrics["empty_user_lines"] = float(empty_lines)
+            # Replies the user sim found malformed and asked for again (Answer.used).
+            ctx.metrics["user_malformed"] = float(malformed)
             ctx.results["relay"] = {"turns": turns, "ended_by": ended_by,
                                     "done_reason": done_reason, "user_lines": lines}
 

@@ -1,0 +1,22 @@
+"""Fixtures for the user sims' tests.
+
+Every test starts from a plugin host holding the builtins and this plugin, registered by name
+(not through whatever entry points happen to be installed), and the host is reset afterwards.
+The entry point itself is tested in test_user_sims_cli.py, in subprocesses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+import interplay_user_sims.plugin
+from interplay.testing import isolated_plugins
+
+
+@pytest.fixture(autouse=True)
+def plugin_host() -> Iterator[None]:
+    """The builtins plus this plugin, registered by name for one test."""
+    with isolated_plugins(("user_sims", interplay_user_sims.plugin, "interplay-user-sims")):
+        yield
