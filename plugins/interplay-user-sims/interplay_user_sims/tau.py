@@ -150,14 +150,16 @@ class TauUser(LlmUserSim):
             return Answer("") if not read.local_time else BLANK
         if read.local_time and text == cfg.nothing_marker:
             return Answer("", nothing=True)
+        done_reason = ""
         for token, reason in self.tokens():
             if text.endswith(token) and token not in text[:-len(token)]:
-                return Answer(text[:-len(token)].strip(), done=True, done_reason=reason)
-        for token, _ in self.tokens():
-            if token in text:
-                return (f"Your message had {token} inside it. Write your message to the "
-                        f"assistant; {token} may only end it, or be your whole reply.")
-        if read.local_time:
-            replying_to, text = reply_target_of(text)
-            return Answer(text, replying_to=replying_to)
-        return Answer(text)
+                text, done_reason = text[:-len(token)].strip(), reason
+                break
+        else:
+            for token, _ in self.tokens():
+                if token in text:
+                    return (f"Your message had {token} inside it. Write your message to the "
+                            f"assistant; {token} may only end it, or be your whole reply.")
+        replying_to, text = reply_target_of(text) if read.local_time else (None, text)
+        return Answer(text, done=bool(done_reason), done_reason=done_reason,
+                      replying_to=replying_to)
