@@ -55,6 +55,7 @@ from interplay.tools import Tool, tool
 from interplay.usersim import Answer, Person, PhoneNote, Read, ReadMessage, SentLine, UserSim
 from interplay.verifier import Verifier
 from interplay.world import App, BusyBlock, Schedule, app_tool
+from interplay.world.times import parse_duration
 
 __version__ = "0.1.0"
 
@@ -115,6 +116,7 @@ __all__ = [
     "load_jsonl",
     "lookup",
     "owner_tag",
+    "parse_duration",
     "person_from_task",
     "popen",
     "reply_target_of",

@@ -4,7 +4,8 @@
 :func:`isolated_plugins` (the builtins plus the plugins a test names, nothing else installed) and
 a pytest plugin with fixtures (``interplay.testing.pytest_plugin``), and :func:`descendants` and
 :func:`survivors` to check that what a run started is gone once it ends; :func:`run_interplay`
-(the ``interplay`` command in a subprocess, as a user runs it) and :data:`needs_local_model`.
+(the ``interplay`` command in a subprocess, as a user runs it), :data:`needs_local_model` and
+:func:`captured_log` (the process log of a block, to search for what must never be logged).
 
 The names are imported on first use, so that ``python -m interplay.testing.scripted`` runs the
 module once, as ``__main__``, rather than after this package has already imported it.
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
         run_interplay,
     )
     from interplay.testing.episodes import ScriptedRun, isolated_plugins, run_scripted
+    from interplay.testing.logs import captured_log
     from interplay.testing.processes import descendants, survivors
     from interplay.testing.script_file import read_script
     from interplay.testing.scripted import (
@@ -38,9 +40,9 @@ _MODULES = {"ScriptedModel": "scripted", "ScriptedReply": "scripted",
             "isolated_plugins": "episodes", "descendants": "processes",
             "survivors": "processes", "read_script": "script_file",
             "run_interplay": "cli", "interplay_command": "cli", "command_env": "cli",
-            "needs_local_model": "cli"}
+            "needs_local_model": "cli", "captured_log": "logs"}
 __all__ = ["ScriptedModel", "ScriptedReply", "ScriptedRequest", "ScriptedRun",
-           "ScriptedToolCall", "command_env", "descendants", "interplay_command",
+           "ScriptedToolCall", "captured_log", "command_env", "descendants", "interplay_command",
            "isolated_plugins", "needs_local_model", "read_script", "run_interplay",
            "run_scripted", "survivors"]
 

@@ -3,9 +3,9 @@
 An app is a Python class with a JSON-able ``state`` and methods marked :func:`app_tool`, which
 become the agent's tools (the signature is the JSON schema, the docstring the description).
 Every change an app makes goes through :meth:`App.change`, which the world records in its
-changelog with who made it (``agent``, ``others`` or ``none``), the wake and the phase. Apps are
-made fresh per episode from a scenario's initial state; a scenario names a builtin app by its
-kind, or an app of its own by import path (``my_pkg.apps:Pantry``).
+changelog with who made it (``agent``, ``others``, ``none`` or ``user``), the wake and the
+phase. Apps are made fresh per episode from a scenario's initial state; a scenario names a
+builtin app by its kind, or an app of its own by import path (``my_pkg.apps:Pantry``).
 
 The builtin apps here keep to what a scenario needs; write your own for more.
 """

@@ -14,14 +14,23 @@ her goal is met.
 
 from __future__ import annotations
 
+import datetime as dt
 import random
+import zoneinfo
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import attrs
 
-from interplay import Answer, EpisodeContext, InterplayError, LlmUserSim, Person, Read
-from interplay.world import parse_duration, readable
+from interplay import (
+    Answer,
+    EpisodeContext,
+    InterplayError,
+    LlmUserSim,
+    Person,
+    Read,
+    parse_duration,
+)
 
 TEMPLATE = (
     "You are role-playing a busy person who is talking to her AI assistant by chat. Never act "
@@ -47,6 +56,11 @@ class BusyPersonConfig:
     pressed_within: str = "PT30M"
     #: When pressed, the chance she leaves a read that asks her nothing unanswered.
     skip_chance: float = 0.3
+
+
+def clock(t: float, tz: str) -> str:
+    """A time of day as she says it (``14:00``)."""
+    return f"{dt.datetime.fromtimestamp(t, zoneinfo.ZoneInfo(tz)):%H:%M}"
 
 
 class BusyPerson(LlmUserSim):
@@ -98,8 +112,8 @@ class BusyPerson(LlmUserSim):
         what = block.label or "something"
         tz = schedule.timezone
         if start <= read.at:
-            return f"You are in the middle of {what} until {readable(end, tz)}."
-        return f"You have {what} at {readable(start, tz)}."
+            return f"You are in the middle of {what} until {clock(end, tz)}."
+        return f"You have {what} at {clock(start, tz)}."
 
     def schedule_line(self) -> str:
         schedule = self.person.schedule

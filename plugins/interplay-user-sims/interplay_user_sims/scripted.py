@@ -25,8 +25,15 @@ from typing import Any, ClassVar
 
 import attrs
 
-from interplay import Answer, EpisodeContext, InterplayError, Person, Read, UserSim
-from interplay.world import parse_duration
+from interplay import (
+    Answer,
+    EpisodeContext,
+    InterplayError,
+    Person,
+    Read,
+    UserSim,
+    parse_duration,
+)
 
 
 @attrs.define

@@ -51,7 +51,7 @@ async def test_pressed_before_work_she_is_terse_and_knows_her_day(tmp_path: Path
     first, retry = [r.last_user_text() for r in requests if is_user(r)][:2]
     assert "It is Mon 2025-06-02 08:00 Europe/Berlin." in first
     assert "Your day: awake 07:00-23:00; work 09:00-17:30 (weekdays)." in first
-    assert "You have work at Mon 2025-06-02 09:00 Europe/Berlin." in first
+    assert "You have work at 09:00." in first
     assert "at most 6 words" in first and "end your message with ###DONE###" in first
     assert "That was 15 words" in retry
 

@@ -9,12 +9,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import structlog
 from user_sims_support import agent, first_task, relay_env, replies, run_relay, say, scenario_env
 from user_sims_support import seats as by_seat
 
 from interplay import Task, to_json
-from interplay.testing import ScriptedReply
+from interplay.testing import ScriptedReply, captured_log
 
 S = {k: f"SENTINEL-SIMS-{k.upper()}-{i}" for i, k in enumerate(
     ("reason", "known", "unknown", "how", "persona", "scenario", "line", "description",
@@ -25,12 +24,8 @@ INSTRUCTIONS = {"reason_for_call": S["reason"], "known_info": S["known"],
 
 @pytest.fixture
 def log_buffer() -> Iterator[io.StringIO]:
-    from interplay import log
-
-    buffer = io.StringIO()
-    log.configure(fmt="json", level="debug", stream=buffer)
-    yield buffer
-    structlog.reset_defaults()
+    with captured_log() as buffer:
+        yield buffer
 
 
 def assert_clean(text: str) -> None:
