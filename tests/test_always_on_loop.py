@@ -5,6 +5,7 @@ side by side, settling contacts, the nudge, the rules, and what a read may hold.
 from __future__ import annotations
 
 import json
+import types
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +14,10 @@ import attrs
 import pytest
 from always_on_support import Agent, by_pattern, make_env, quiet, run, say, timeline, wakes
 
+from interplay import hookimpl
 from interplay.errors import InterplayError
 from interplay.testing import ScriptedReply
+from interplay.usersim import Answer, Read, UserSim
 from interplay.world import times
 
 BERLIN = "Europe/Berlin"
@@ -363,3 +366,57 @@ async def test_the_relay_reads_go_through_the_same_contract() -> None:
     assert opening.text is None and opening.messages == ()
     assert [(m.number, m.text) for m in reply.messages] == [(1, "hi there")]
     assert reply.done_ends_run and not reply.last_read and reply.render() == "hi there"
+
+
+async def test_an_answer_may_say_when_she_writes_it_and_why_she_is_done(tmp_path: Path) -> None:
+    start = times.parse_instant("2025-06-02T08:00", BERLIN)
+    env = make_env(tmp_path, {"end": "PT12H", "tasks": [{"prompt": "go"}]},
+                   user={"reply_delays": {"free": "PT5M"}, "answers": [
+                       {"text": "later", "at": start + 3 * 3600},
+                       {"text": "bye", "done": True, "done_reason": "stop", "at": start - 60}]})
+    episode = await run(env, Agent(by_pattern({"go": say("hi"), "later": say("ok?")})))
+    first, second = episode.results["always_on"]["replies"][:2]
+    # At the time the answer names, not after her reply delay; a time already past is the
+    # read's own.
+    assert (first["read_t"], first["wrote_t"]) == (0.0, t("2025-06-02T11:00"))
+    assert second["wrote_t"] == second["read_t"]
+    assert (second["done"], second["done_reason"]) == (True, "stop")
+
+
+class Hands(UserSim):
+    """Calls her own tool at each read and says which tools she has."""
+
+    name = "hands"
+
+    def seats(self) -> set[str]:
+        return {"user"}
+
+    async def setup(self, person: Any, ctx: Any) -> None:
+        await super().setup(person, ctx)
+        self.tools = {tool.name: tool for tool in ctx.agent("user").tools}
+
+    async def answer(self, read: Read) -> Answer:
+        await self.tools["add_note"].fn(text="from her")
+        return Answer(f"tools: {sorted(self.tools)}")
+
+
+async def test_her_own_tools_change_the_world_as_the_user(tmp_path: Path,
+                                                          register_plugin: Any) -> None:
+    """Dual control: the user_sim step's tools are on her seat's agent; her changes count as
+    made by ``user``, and a state trigger can watch for them."""
+    register_plugin(types.SimpleNamespace(
+        register_user_sims=hookimpl(lambda register: register(Hands))), "hands")
+    env = make_env(tmp_path, {
+        "end": "PT6H", "tasks": [{"prompt": "go"}],
+        "apps": [{"kind": "notes"}, {"kind": "calendar"}],
+        "triggers": [{"name": "hers", "on_change": {"app": "notes", "by": "user"},
+                      "actions": [{"kind": "notify", "text": "she wrote a note"}]}]},
+        user={"user_sim": "hands", "tools": ["add_note"]})
+    episode = await run(env, Agent(by_pattern({"go": say("hi")}, default=quiet())))
+    record = episode.results["always_on"]
+    assert record["replies"][0]["text"] == "tools: ['add_note']"
+    changes = [e for e in record["timeline"] if e["kind"] == "change"]
+    assert [(c["action"], c["by"]) for c in changes][:1] == [("note_added", "user")]
+    assert any(s.get("text") == "she wrote a note" for w in wakes(episode) for s in w["sources"])
+    assert [e["name"] for e in record["timeline"] if e["kind"] == "user_tool"][:1] == [
+        "add_note"]
