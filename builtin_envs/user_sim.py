@@ -23,6 +23,7 @@ import attrs
 import structlog
 
 from interplay import plugins
+from interplay.builtin_envs.steps import make_user_sim
 from interplay.errors import InterplayError
 from interplay.records import Task
 from interplay.run.episode import EpisodeContext
@@ -128,13 +129,10 @@ def person_from(record: dict[str, Any]) -> tuple[Person, Schedule]:
 def make_sim(record: dict[str, Any]) -> UserSim:
     """The user sim a ``user`` record names, configured; a sim whose settings have a seat
     plays her with the step's ``seat`` unless its settings name another."""
-    cls = plugins.get("user-sims", record["user_sim"])
     settings = dict(record.get("user_sim_settings") or {})
-    if _has_field(cls.Config, "seat"):
+    if _has_field(plugins.get("user-sims", record["user_sim"]).Config, "seat"):
         settings.setdefault("seat", record.get("seat", "user"))
-    sim: UserSim = cls()
-    sim.configure(settings)
-    return sim
+    return make_user_sim(record["user_sim"], settings)
 
 
 def _has_field(config: type, name: str) -> bool:

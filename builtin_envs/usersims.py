@@ -132,9 +132,15 @@ class LlmUserSim(UserSim):
                else "This is the last time you look at this chat: say briefly how well the "
                     "assistant helped you.",
                f"If you have nothing to say, reply with exactly {cfg.nothing_marker}."]
-        if self._done_marker and read.done_ends_run and not read.last_read:
-            how.append(f"When your goal is met, end your message with {self._done_marker}.")
+        done = self.done_line()
+        if done and read.done_ends_run and not read.last_read:
+            how.append(done)
         return how
+
+    def done_line(self) -> str:
+        """How she says she is done ("" when she has no way to)."""
+        marker = self._done_marker
+        return f"When your goal is met, end your message with {marker}." if marker else ""
 
     def parse(self, text: str, read: Read) -> Answer | str:
         """Her reply (stripped) as an Answer, or, when it is malformed, what she is told when

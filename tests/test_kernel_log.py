@@ -118,7 +118,8 @@ def test_bad_settings_are_user_errors() -> None:
 
 
 def test_library_code_never_configures_logging() -> None:
-    """Only the command configures logging: no module but log.py and cli.py calls it."""
+    """Only the command configures logging: no module but log.py and cli.py calls it, and the
+    test helper that captures the log for one test (testing/logs.py, a host like the command)."""
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
@@ -126,6 +127,8 @@ def test_library_code_never_configures_logging() -> None:
     for folder in ("core", "builtin_harnesses", "builtin_envs", "builtin_verifiers"):
         for path in (root / folder).rglob("*.py"):
             if path.name in ("log.py", "cli.py") and path.parent.name == "core":
+                continue
+            if path.relative_to(root).as_posix() == "core/testing/logs.py":
                 continue
             source = path.read_text()
             if ("structlog.configure(" in source or "logging.basicConfig(" in source

@@ -131,16 +131,13 @@ class BusyPerson(LlmUserSim):
         return "\n".join(x for x in (*lines, super().prompt(read)) if x)
 
     def how_to_answer(self, read: Read) -> list[str]:
-        how = [h for h in super().how_to_answer(read)
-               if not (self.done_marker and self.done_marker in h)]
+        how = super().how_to_answer(read)
         if self.pressed(read) and not read.last_read:
             how.append(f"You are pressed for time: at most {self.config.terse_words} words.")
         if len(read.messages) > 1 and not read.last_read:
             how.append("Start with the number of the message you answer (e.g. "
                        f"#{read.messages[-1].number}), or quote it on a first line "
                        "starting with >.")
-        if self.done_marker and read.done_ends_run and not read.last_read:
-            how.append(f"When your goal is met, end your message with {self.done_marker}.")
         return how
 
     async def answer(self, read: Read) -> Answer:

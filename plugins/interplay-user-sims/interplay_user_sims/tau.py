@@ -136,13 +136,9 @@ class TauUser(LlmUserSim):
                 .replace("{out_of_scope}", cfg.out_of_scope_token)
                 .replace("{instructions}", instructions.render()))
 
-    def how_to_answer(self, read: Read) -> list[str]:
-        cfg: TauConfig = self.config
-        how = super().how_to_answer(read)
+    def done_line(self) -> str:
         # The step's done marker is not hers: her stop token ends the chat.
-        return [h for h in how if not (self.done_marker and self.done_marker in h)] + (
-            [f"When your goal is met, end your message with {cfg.stop_token}."]
-            if read.done_ends_run and not read.last_read else [])
+        return f"When your goal is met, end your message with {self.config.stop_token}."
 
     def parse(self, text: str, read: Read) -> Answer | str:
         cfg: TauConfig = self.config
