@@ -19,7 +19,6 @@ from interplay.world.events import Event, EventQueue
 from interplay.world.scenario import Scenario, build_world, load_scenario, scenario_from
 from interplay.world.schedule import BusyBlock, Schedule
 from interplay.world.timeline import Timeline
-from interplay.world.times import format_duration, parse_duration, readable
 from interplay.world.triggers import Action, ChangeMatch, Trigger
 from interplay.world.world import World
 
@@ -44,9 +43,6 @@ __all__ = [
     "World",
     "app_tool",
     "build_world",
-    "format_duration",
     "load_scenario",
-    "parse_duration",
-    "readable",
     "scenario_from",
 ]
