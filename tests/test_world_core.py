@@ -147,6 +147,17 @@ def test_what_she_is_doing_and_when_she_reads() -> None:
     assert 600 <= s.reply_delay("busy", random.Random(1)) <= 1200
 
 
+def test_the_busy_block_she_is_in_or_that_comes_soon() -> None:
+    s = dana()
+    work = s.busy[0]
+    assert s.busy_near(at("2025-06-02T10:00")) == (work, at("2025-06-02T09:00"),
+                                                   at("2025-06-02T17:00"))
+    assert s.busy_near(at("2025-06-02T08:00"), within_s=3600) == (
+        work, at("2025-06-02T09:00"), at("2025-06-02T17:00"))
+    assert s.busy_near(at("2025-06-02T07:30"), within_s=1800) is None
+    assert s.busy_near(at("2025-06-07T08:30"), within_s=3600) is None  # Saturday
+
+
 def test_awake_hours_across_midnight() -> None:
     owl = Schedule(timezone="UTC", awake=("10:00", "02:00"))
     assert owl.state_at(times.parse_instant("2025-06-02T01:00", "UTC")) == "free"
