@@ -11,7 +11,13 @@ and the episode records a ``verifier_error`` (no reward is invented). A judge ca
 appended to ``episode.judge_calls`` (so its usage counts in the episode's).
 
 Subclass :class:`Rubric` for a judge of your own; :func:`is_rubric` recognizes any verifier
-(a class, an instance or a registered name, e.g. from a stored config) whose class is one.
+(a class, an instance, a registered name or a stored config) whose class is one. A subclass adds
+to the judge's prompt through :meth:`Rubric.judge_prompt_sections` (nothing by default, so a
+plain rubric's prompt is what it always was).
+
+A plain rubric is refused on the seat of an always_on step: one run's wakes, world and chat do
+not fit one transcript; ``always_on_agent_verifier`` (the interplay-always-on-verifier
+package) grades such a run from the user's chat, the run's context and a summary of its wakes.
 """
 
 from __future__ import annotations
@@ -80,8 +86,15 @@ class JudgeFailed(RuntimeError):
 
 
 def is_rubric(obj_or_name: Any) -> bool:
-    """Is this verifier (class, instance or registered name) a rubric or a subclass of one?"""
+    """Is this verifier (class, instance, registered name, or a stored config row or
+    description, see :func:`interplay.plugins.is_kind`) a rubric or a subclass of one?"""
     return plugins.is_kind(obj_or_name, "verifiers", "rubric")
+
+
+def always_on_seats(steps: Sequence[Step]) -> list[str]:
+    """The agent seats of the always_on steps among ``steps``."""
+    return [str(getattr(getattr(s, "config", None), "seat", "")) for s in steps
+            if "always_on" in s.writes]
 
 
 def render_transcript(episode: Episode, seat: str, max_chars: int) -> str:
@@ -234,10 +247,31 @@ class Rubric(Verifier):
         if cfg.seat not in opened:
             problems.append(f"no step opens seat {cfg.seat!r}, whose transcript the judge reads; "
                             f"set seat = one of {sorted(opened)}")
+        adds_nothing = type(self).judge_prompt_sections is Rubric.judge_prompt_sections
+        if adds_nothing and any(cfg.seat == seat for seat in always_on_seats(steps)):
+            problems.append(f"seat {cfg.seat!r} is an always_on step's agent, whose run a plain "
+                            f"rubric cannot grade from one transcript; use kind = "
+                            f"\"always_on_agent_verifier\" (pip install "
+                            f"interplay-always-on-verifier)")
         return problems
 
-    def prompt(self, episode: Episode) -> list[Message]:
-        """The judge's messages: instructions, criteria, the reference answer, the transcript."""
+    def judge_prompt_sections(self, episode: Episode,
+                              ctx: EpisodeContext | None) -> list[str]:
+        """Sections of text a subclass adds to the judge's prompt, after the transcript (e.g. a
+        summary of the run): none here. ``ctx`` is the episode's context while it is scored,
+        None when the prompt is built outside a run."""
+        return []
+
+    def judge_messages(self, episode: Episode,
+                       ctx: EpisodeContext | None = None) -> list[Message]:
+        """What the judge is first sent: :meth:`prompt`, with the sections
+        :meth:`judge_prompt_sections` adds, if any."""
+        sections = self.judge_prompt_sections(episode, ctx)
+        return self.prompt(episode, sections) if sections else self.prompt(episode)
+
+    def prompt(self, episode: Episode, sections: Sequence[str] = ()) -> list[Message]:
+        """The judge's messages: instructions, criteria, the reference answer, the transcript,
+        then ``sections``."""
         cfg: RubricConfig = self.config
         parts = []
         if cfg.instructions:
@@ -250,6 +284,7 @@ class Rubric(Verifier):
         parts.append(f"Transcript (the conversation as the {cfg.seat!r} seat saw it; its own "
                      f"messages are marked ASSISTANT):\n<transcript>\n{transcript or '(empty)'}\n"
                      f"</transcript>")
+        parts.extend(sections)
         parts.append(f"Reply with only a JSON object with one entry per criterion:\n"
                      f"{VERDICT_SHAPE}")
         return [Message("system", JUDGE_SYSTEM), Message("user", "\n\n".join(parts))]
@@ -258,7 +293,7 @@ class Rubric(Verifier):
         cfg: RubricConfig = self.config
         client = ctx.resources.client(cfg.judge)
         names = [c.name for c in cfg.criteria]
-        messages = self.prompt(episode)
+        messages = self.judge_messages(episode, ctx)
         problem = "no attempt made"
         attempts = 0
         for attempt in range(1, cfg.retries + 2):

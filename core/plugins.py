@@ -24,7 +24,7 @@ import os
 import sys
 import threading
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
@@ -392,15 +392,42 @@ def lookup(kind: str, name: str) -> Any:
 
 
 def is_kind(obj_or_name: Any, kind: str, base_name: str) -> bool:
-    """Is this (a class, or a registered name) a ``base_name`` or a subclass of one?
+    """Is this a ``base_name`` or a subclass of one? It may be a class, an instance, a
+    registered name, or a stored config: a row naming its ``kind`` (a TOML env's
+    ``[[verifiers]]``, ``env.verifiers`` in a results folder's config.json), or a
+    :func:`describe_kinds` record (config.json's ``verifiers``), which answers without the
+    plugin installed.
 
     ``is_kind("my_judge", "verifiers", "rubric")`` is true for any verifier registered under a
     name whose class subclasses the class registered as ``rubric``. Used wherever code asks
-    "is this a rubric verifier?", stored configs included.
+    "is this a rubric verifier?".
     """
+    if isinstance(obj_or_name, Mapping):
+        if isinstance(obj_or_name.get("is"), list):
+            return base_name in obj_or_name["is"]
+        obj_or_name = obj_or_name.get("kind")
+        if not isinstance(obj_or_name, str):
+            what = SINGULAR.get(kind, kind)
+            raise InterplayError(f"a stored {what} config needs a kind (its registered name) "
+                                 f"to tell what it is")
     reg = registry()
     base = reg.get(kind, base_name)
     cls = reg.get(kind, obj_or_name) if isinstance(obj_or_name, str) else obj_or_name
     if not isinstance(cls, type):
         cls = type(cls)
     return issubclass(cls, base)
+
+
+def kinds_of(obj: Any, kind: str) -> list[str]:
+    """The registered names of ``obj``'s class and of its registered base classes, nearest
+    first: ``["always_on_agent_verifier", "rubric"]`` for a verifier subclassing the rubric."""
+    cls = obj if isinstance(obj, type) else type(obj)
+    names = {entry.obj: entry.name for entry in registry().entries(kind)}
+    return [names[c] for c in cls.__mro__ if c in names]
+
+
+def describe_kinds(obj: Any, kind: str) -> dict[str, Any]:
+    """What a results folder keeps of one of an env's verifiers (or steps): its name and
+    :func:`kinds_of`, so that :func:`is_kind` answers for it later, with or without the plugin
+    that registered it."""
+    return {"name": getattr(obj, "name", "") or type(obj).__name__, "is": kinds_of(obj, kind)}

@@ -577,7 +577,8 @@ class FailingEnv(Env):
 
 
 class BrokenEnv(Env):
-    """verifiers() works for the load check, then raises: run_episode itself raises."""
+    """verifiers() works while the run loads (its check, and what config.json records of
+    them), then raises: run_episode itself raises."""
 
     name = "test-broken"
     seats: ClassVar = {"assistant": SeatSpec(harness="null")}
@@ -591,7 +592,7 @@ class BrokenEnv(Env):
 
     def verifiers(self) -> list[Any]:
         type(self).calls += 1
-        if type(self).calls > 1:
+        if type(self).calls > 2:
             raise RuntimeError("no verifiers today")
         return []
 

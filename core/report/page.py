@@ -19,7 +19,7 @@ import argparse
 import functools
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -130,13 +130,24 @@ def _messages(messages: Any) -> list[dict[str, Any]]:
     return [_message(_map(m)) for m in _seq(messages)]
 
 
-def _rewards(rewards: Any) -> list[dict[str, str]]:
-    return [{"name": _text(r.get("name")), "value": _fmt(r.get("value")),
-             "weight": _fmt(r.get("weight")), "seat": _text(r.get("seat")),
-             "reason": _text(r.get("reason"))} for r in map(_map, _seq(rewards))]
+def _rewards(rewards: Any, judged: Collection[str]) -> list[dict[str, Any]]:
+    """Rewards as rows; a judge's (a rubric verifier's, named in ``judged``) with a row per
+    criterion: its score, weight and reason."""
+    out = []
+    for r in map(_map, _seq(rewards)):
+        name = _text(r.get("name"))
+        criteria = _map(_map(r.get("info")).get("criteria")) if name in judged else {}
+        out.append({"name": name, "value": _fmt(r.get("value")),
+                    "weight": _fmt(r.get("weight")), "seat": _text(r.get("seat")),
+                    "reason": _text(r.get("reason")),
+                    "criteria": [{"name": _text(c), "score": _fmt(_map(v).get("score")),
+                                  "weight": _fmt(_map(v).get("weight")),
+                                  "reason": _text(_map(v).get("reason"))}
+                                 for c, v in criteria.items()]})
+    return out
 
 
-def _trace(t: Mapping[str, Any], errored: bool) -> dict[str, Any]:
+def _trace(t: Mapping[str, Any], errored: bool, judged: Collection[str]) -> dict[str, Any]:
     calls = [_map(c) for c in _seq(t.get("model_calls"))]
     tokens = 0
     for c in calls:
@@ -150,10 +161,10 @@ def _trace(t: Mapping[str, Any], errored: bool) -> dict[str, Any]:
             "tool_runs": len(_seq(t.get("tool_runs"))),
             "error_type": _text(t.get("error_type")), "error": _text(t.get("error")),
             "messages": _messages(t.get("messages")),
-            "rewards": _rewards(t.get("rewards"))}
+            "rewards": _rewards(t.get("rewards"), judged)}
 
 
-def _episode(i: int, ep: Mapping[str, Any]) -> dict[str, Any]:
+def _episode(i: int, ep: Mapping[str, Any], judged: Collection[str]) -> dict[str, Any]:
     info, task = _map(ep.get("info")), _map(ep.get("task"))
     reward = scored_reward(ep)
     traces = [_map(t) for t in _seq(ep.get("traces"))]
@@ -172,11 +183,11 @@ def _episode(i: int, ep: Mapping[str, Any]) -> dict[str, Any]:
         "wall_s": _fmt(ep.get("wall_s"), 3),
         "label": label[:90] + ("…" if len(label) > 90 else ""),
         "metrics": ", ".join(f"{k} = {_fmt(v)}" for k, v in _map(ep.get("metrics")).items()),
-        "rewards": _rewards(ep.get("rewards")),
+        "rewards": _rewards(ep.get("rewards"), judged),
         "system_prompt": _text(task.get("system_prompt")),
         "prompt": _prompt_text(task.get("prompt")), "answer": _json(task.get("answer")),
         "results": _json(ep["results"], indent=2) if ep.get("results") else "",
-        "traces": [_trace(t, is_error(ep)) for t in traces],
+        "traces": [_trace(t, is_error(ep), judged) for t in traces],
         "always_on": always_on.view(_map(ep.get("results")).get("always_on")),
     }
 
@@ -205,8 +216,12 @@ def _summary(summary: Mapping[str, Any]) -> dict[str, Any]:
     passk += [(f"pass^{k}", _fmt(v)) for k, v in _map(summary.get("pass_hat_k")).items()]
     seats = [(seat, _fmt(_map(v).get("mean"))) for seat, v in
              _map(summary.get("seat_rewards")).items()]
+    criteria = [(f"{name}.{c}", f"{_fmt(_map(v).get('mean'))} (n={_fmt(_map(v).get('n'))})")
+                for name, by in _map(summary.get("criteria")).items()
+                for c, v in _map(by).items()]
     tables = [
         (f"pass (reward ≥ {_fmt(summary.get('pass_threshold'))})", passk, "passk"),
+        ("judge criteria (mean)", criteria, "criteria"),
         ("reward per seat (mean)", seats, "seats"),
         ("metrics (mean)", _map(summary.get("metrics")).items(), "metrics"),
         ("stop conditions", _map(summary.get("stop_conditions")).items(), "stops"),
@@ -223,11 +238,13 @@ def _summary(summary: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def render(config: Mapping[str, Any], summary: Mapping[str, Any],
-           episodes: Sequence[Mapping[str, Any]], *, title: str = "") -> str:
-    """The whole page as text."""
+           episodes: Sequence[Mapping[str, Any]], *, title: str = "",
+           judged: Collection[str] = ()) -> str:
+    """The whole page as text; ``judged`` names the rubric verifiers, whose rewards are
+    shown per criterion."""
     env_name = _text(_map(config.get("env")).get("name")) or "run"
     model = _map(config.get("model"))
-    views = [_episode(i, ep) for i, ep in enumerate(episodes)]
+    views = [_episode(i, ep, judged) for i, ep in enumerate(episodes)]
     return _template().render(
         title=title or f"interplay · {env_name}", env_name=env_name,
         model=_text(model.get("model")),
@@ -253,14 +270,23 @@ def _read_json(path: Path) -> Any:
 
 def write_report(folder: str | Path) -> Path:
     """Render ``folder/report.html`` from the results there; returns its path."""
-    from interplay.run.results import CONFIG_FILE, EPISODES_FILE, SUMMARY_FILE, read_episodes
+    from interplay.run.results import (
+        CONFIG_FILE,
+        EPISODES_FILE,
+        SUMMARY_FILE,
+        judged_names,
+        read_episodes,
+        recorded_verifiers,
+    )
     from interplay.run.summary import summarize
 
     out = Path(folder)
     if not (out / EPISODES_FILE).is_file() and not (out / CONFIG_FILE).is_file():
         raise InterplayError(f"{out}: not a results folder (no {EPISODES_FILE}); "
                              f"point `interplay report` at the -o folder of `interplay eval`")
-    config = _map(_map(_read_json(out / CONFIG_FILE)).get("config"))
+    stored = _map(_read_json(out / CONFIG_FILE))
+    config = _map(stored.get("config"))
+    judged = judged_names(recorded_verifiers(stored))
     episodes = read_episodes(out / EPISODES_FILE)
     episodes.sort(key=lambda e: (int(e["info"]["task_idx"]), int(e["info"].get("rollout") or 0)))
     summary = _read_json(out / SUMMARY_FILE)
@@ -269,8 +295,8 @@ def write_report(folder: str | Path) -> Path:
         # No summary yet (a killed run) or an older one: the episodes are the truth.
         threshold = config.get("pass_threshold", 1.0)
         summary = summarize(episodes, pass_threshold=float(threshold)
-                            if isinstance(threshold, int | float) else 1.0)
-    page = render(config, summary, episodes)
+                            if isinstance(threshold, int | float) else 1.0, judged=judged)
+    page = render(config, summary, episodes, judged=judged)
     path = out / REPORT_FILE
     tmp = path.with_suffix(".html.tmp")
     try:

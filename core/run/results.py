@@ -11,7 +11,7 @@ import math
 import os
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -186,7 +186,9 @@ def slim_record(record: Any) -> dict[str, Any]:
             "error_type": _get(record, "error_type", str), "metrics": metrics,
             "started_at": _get(record, "started_at", float),
             "wall_s": _get(record, "wall_s", float),
-            "traces": traces, "usage": dict(record_usage(record))}
+            "traces": traces, "usage": dict(record_usage(record)),
+            "criteria": criteria_scores((_map(r).get("name"), _map(r).get("info"))
+                                        for r in _get(record, "rewards", list) or ())}
 
 
 def _kind(value: Any) -> str:
@@ -232,7 +234,28 @@ def slim_episode(episode: Episode) -> dict[str, Any]:
                         "reward": t.reward}
                        for t in episode.traces],
             "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
-                      "total_tokens": total, "model_calls": calls}}
+                      "total_tokens": total, "model_calls": calls},
+            "criteria": criteria_scores((r.name, r.info) for r in episode.rewards)}
+
+
+def criteria_scores(rewards: Iterable[tuple[Any, Any]]) -> dict[str, dict[str, float]]:
+    """Per-criterion scores by reward name, from ``(name, info)`` pairs: what a judge (a
+    rubric verifier) keeps in its reward's ``info["criteria"]``; rewards without are left
+    out. Which of them came from a judge, the summary is told by name."""
+    out: dict[str, dict[str, float]] = {}
+    for name, info in rewards:
+        criteria = info.get("criteria") if isinstance(info, Mapping) else None
+        if not isinstance(name, str) or not isinstance(criteria, Mapping):
+            continue
+        scores = {str(k): float(v["score"]) for k, v in criteria.items()
+                  if isinstance(v, Mapping) and finite_number(v.get("score"))}
+        if scores:
+            out[name] = scores
+    return out
+
+
+def _map(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
 
 
 def default_output(env_name: str) -> str:
@@ -340,11 +363,57 @@ def prepare(data: dict[str, Any],
         raise InterplayError(f"-o {output}: not a folder; choose another -o")
     try:
         output.mkdir(parents=True, exist_ok=True)
-        write_json(output / CONFIG_FILE, {"config": resolved, "interplay": _version()})
+        write_json(output / CONFIG_FILE, {"config": resolved, "interplay": _version(),
+                                          "verifiers": stored_verifiers(env)})
     except OSError as exc:
         raise InterplayError(f"-o {output}: cannot write a results folder there "
                              f"({exc.strerror or type(exc).__name__}); choose another -o") from None
     return cfg, env, resolved, output
+
+
+def stored_verifiers(env: Env) -> list[dict[str, Any]]:
+    """What config.json keeps of the env's verifiers: each one's name and the registered
+    names of its class and bases (:func:`interplay.plugins.describe_kinds`), so a report
+    tells a judge's rewards apart without the plugin that registered it."""
+    from interplay import plugins
+
+    return [plugins.describe_kinds(v, "verifiers") for v in env.verifiers()]
+
+
+def recorded_verifiers(stored: Mapping[str, Any]) -> list[Any]:
+    """The verifiers a results folder's config.json records: its ``verifiers``, or for a
+    folder written before it kept them, the rows of ``env.verifiers`` if the run set them."""
+    rows = stored.get("verifiers")
+    if not isinstance(rows, list):
+        rows = _map(_map(stored.get("config")).get("env")).get("verifiers")
+    return rows if isinstance(rows, list) else []
+
+
+def judged_in(folder: Path) -> set[str]:
+    """:func:`judged_names` of the verifiers a results folder's config.json records (none
+    when it cannot be read)."""
+    try:
+        stored = json.loads((folder / CONFIG_FILE).read_text())
+    except (OSError, ValueError):
+        return set()
+    return judged_names(recorded_verifiers(_map(stored)))
+
+
+def judged_names(rows: Iterable[Any]) -> set[str]:
+    """The names of the rubric verifiers (judges) among stored verifier rows
+    (:func:`stored_verifiers`' or config rows naming a kind); a kind no installed plugin
+    registers is not counted."""
+    from interplay import plugins
+
+    out = set()
+    for row in rows:
+        name = _map(row).get("name") or _map(row).get("kind")
+        try:
+            if isinstance(name, str) and plugins.is_kind(row, "verifiers", "rubric"):
+                out.add(name)
+        except InterplayError:
+            continue
+    return out
 
 
 def _version() -> str:

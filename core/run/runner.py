@@ -30,6 +30,7 @@ from interplay.run.results import (
     SUMMARY_FILE,
     EpisodeLog,
     episode_line,
+    judged_in,
     pair_of,
     read_episodes,
     slim_episode,
@@ -180,7 +181,8 @@ async def run(cfg: RunConfig, env: Env, resolved: Mapping[str, Any], output: Pat
             await asyncio.shield(resources.aclose())
         summary = summarize(list(records.values()), pass_threshold=cfg.pass_threshold,
                             expected=total, session_wall_s=time.monotonic() - t0,
-                            session_episodes=ran)
+                            session_episodes=ran,
+                            judged=judged_in(output))
         summary["interrupted"] = isinstance(failure, asyncio.CancelledError | KeyboardInterrupt)
         try:
             write_json(output / SUMMARY_FILE, summary)

@@ -8,6 +8,10 @@ its own (``error_episodes``, ``errors`` by type) beside ``completed`` and the ru
 ``completion_ratio``. Stop conditions, tokens and model calls count every episode: they are
 what the run did and spent, not how well it did.
 
+A judge's rewards (those of a rubric verifier, or of a subclass of one: the caller names them,
+as :func:`interplay.plugins.is_kind` tells them) are also shown per criterion: each criterion's
+mean score over the completed episodes the judge scored.
+
 It reads episode records (slimmed by :func:`interplay.run.results.slim_record`) and never
 touches files.
 """
@@ -16,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from interplay.run.results import finite_number, slim_record
@@ -59,10 +63,11 @@ def scored_reward(record: Mapping[str, Any]) -> float | None:
 
 def summarize(records: Sequence[Mapping[str, Any]], *, pass_threshold: float = 1.0,
               expected: int | None = None, session_wall_s: float | None = None,
-              session_episodes: int | None = None) -> dict[str, Any]:
+              session_episodes: int | None = None,
+              judged: Collection[str] = ()) -> dict[str, Any]:
     """The run's figures from its episode records (as read from episodes.jsonl, or slim).
     ``session_wall_s`` and ``session_episodes`` describe the process that ran last (absent
-    for a report)."""
+    for a report); ``judged`` names the env's rubric verifiers, whose criteria are averaged."""
     records = [r if "usage" in r else slim_record(r) for r in records]
     completed = [r for r in records if not is_error(r)]
     rewards = [x for x in map(scored_reward, completed) if x is not None]
@@ -90,6 +95,12 @@ def summarize(records: Sequence[Mapping[str, Any]], *, pass_threshold: float = 1
         for t in r.get("traces") or ():
             if t.get("reward") is not None:
                 seat_rewards.setdefault(_seat(t), []).append(float(t["reward"]))
+    criteria: dict[str, dict[str, list[float]]] = {}
+    for r in completed:
+        for name, scores in (r.get("criteria") or {}).items():
+            if name in judged:
+                for criterion, score in scores.items():
+                    criteria.setdefault(name, {}).setdefault(criterion, []).append(score)
     stops: Counter[str] = Counter()
     tokens: Counter[str] = Counter()
     for r in records:
@@ -116,6 +127,8 @@ def summarize(records: Sequence[Mapping[str, Any]], *, pass_threshold: float = 1
         "seat_rewards": {seat: {"mean": _mean(v), "stderr": _stderr(v), "n": len(v)}
                          for seat, v in sorted(seat_rewards.items())},
         "metrics": {k: _mean(v) for k, v in sorted(metric_values.items())},
+        "criteria": {name: {c: {"mean": _mean(v), "n": len(v)} for c, v in by.items()}
+                     for name, by in sorted(criteria.items())},
         "stop_conditions": dict(sorted(stops.items())),
         "errors": dict(sorted(errors.items())),
         "tokens": {k: tokens[k] for k in ("prompt_tokens", "completion_tokens",
@@ -217,6 +230,10 @@ def format_summary(summary: Mapping[str, Any], *, title: str = "") -> str:
         rows.append((f"reward {seat}", text))
     for k, v in summary.get("metrics", {}).items():
         rows.append((f"metric {k}", _fmt(v)))
+    for name, by in summary.get("criteria", {}).items():
+        for criterion, figures in by.items():
+            rows.append((f"criterion {name}.{criterion}",
+                         f"{_fmt(figures['mean'])} (n={figures['n']})"))
     for k, v in summary.get("stop_conditions", {}).items():
         rows.append((f"stop {k}", str(v)))
     for k, v in summary.get("errors", {}).items():
