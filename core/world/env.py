@@ -8,7 +8,8 @@ opened by ``opening``; its verifiers the scenario's ``[[verifiers]]``; its seats
 ``assistant`` on the chat harness, the ``user`` and a ``contact`` seat (both untrainable, on the
 null harness) under the scenario's ``[seats.*]``. ``--set env.always_on.max_wakes=5`` and
 ``--set env.user.awake=[...]`` override the two tables; ``env.taskset`` names a JSONL taskset
-instead of the scenario's tasks.
+instead of the scenario's tasks, and ``env.verifiers`` (rows as in ``[[verifiers]]``) grades
+with other verifiers than the scenario's.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ class ScenarioEnvConfig:
     always_on: dict[str, Any] = attrs.Factory(dict)
     #: Settings of the user_sim step, over the scenario's [user] table.
     user: dict[str, Any] = attrs.Factory(dict)
+    #: Verifier rows (each with its kind) used instead of the scenario's [[verifiers]].
+    verifiers: list[dict[str, Any]] | None = None
 
 
 def looks_like_scenario(data: dict[str, Any]) -> bool:
@@ -77,12 +80,16 @@ def scenario_env(path: str | Path) -> type[Env]:
                           "env.always_on")]
 
         def verifiers(self) -> list[Any]:
+            rows, where = scenario.verifiers, f"{p}: verifiers"
+            if self.config.verifiers is not None:
+                rows, where = self.config.verifiers, "env.verifiers"
             out = []
-            for i, row in enumerate(scenario.verifiers):
+            for i, row in enumerate(rows):
                 if not isinstance(row.get("kind"), str):
-                    raise InterplayError(f"{p}: verifiers[{i}] needs a kind")
+                    raise InterplayError(f"{where}[{i}] needs a kind (a registered verifier, "
+                                         f"`interplay list verifiers`)")
                 settings = {k: v for k, v in row.items() if k != "kind"}
-                out.append(build("verifiers", row["kind"], settings, f"verifiers[{i}]"))
+                out.append(build("verifiers", row["kind"], settings, f"{where}[{i}]"))
             return out
 
         def check(self) -> None:

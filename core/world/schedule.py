@@ -106,6 +106,17 @@ class Schedule:
                 return edge
         return None
 
+    def awake_seconds(self, start: float, end: float) -> float:
+        """How many seconds between epoch seconds ``start`` and ``end`` she is awake (the
+        whole span when she has no awake hours)."""
+        if end <= start:
+            return 0.0
+        if self.awake is None:
+            return end - start
+        days = int((end - start) // 86400) + 2
+        return sum(max(0.0, min(b, end) - max(a, start))
+                   for a, b in self._awake_spans(start, days))
+
     def read_plan(self, t: float) -> tuple[float | None, str]:
         """When she reads a message that reaches her at ``t``, and the mode she reads it in."""
         state = self.state_at(t)

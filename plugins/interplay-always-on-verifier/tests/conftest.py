@@ -1,0 +1,23 @@
+"""Fixtures for the always_on verifier's tests.
+
+Every test starts from a plugin host holding the builtins and this plugin, registered by name
+(not through whatever entry points happen to be installed), and the host is reset afterwards.
+The entry-point path itself is tested in test_aov_cli.py, in subprocesses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+import interplay_always_on_verifier.plugin
+from interplay.testing import isolated_plugins
+
+
+@pytest.fixture(autouse=True)
+def plugin_host() -> Iterator[None]:
+    """The builtins plus this plugin, registered by name for one test."""
+    with isolated_plugins(("always_on_verifier", interplay_always_on_verifier.plugin,
+                           "interplay-always-on-verifier")):
+        yield
