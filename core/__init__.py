@@ -31,7 +31,7 @@ from interplay.harness import Harness, NoConfig, Segment
 from interplay.hookspecs import Register, hookimpl
 from interplay.model.endpoint import Endpoint
 from interplay.model.wire import assistant_message, request_messages
-from interplay.plugins import is_kind, lookup
+from interplay.plugins import describe_kinds, is_kind, lookup
 from interplay.processes import owner_tag, popen, start_process
 from interplay.records import (
     Episode,
@@ -109,6 +109,7 @@ __all__ = [
     "__version__",
     "app_tool",
     "assistant_message",
+    "describe_kinds",
     "env_from_toml",
     "from_json",
     "hookimpl",

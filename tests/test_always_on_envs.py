@@ -33,6 +33,17 @@ def test_the_builtin_scenarios_load() -> None:
     assert [v.name for v in week.verifiers()] == ["asked_before", "contains"]
 
 
+def test_env_verifiers_replace_the_scenarios() -> None:
+    week = plugins.get("envs", "always-on-week")
+    (chosen,) = week({"verifiers": [{"kind": "asked_before", "tool": "buy"}]}).verifiers()
+    assert chosen.name == "asked_before" and chosen.config.tool == "buy"
+    assert week({"verifiers": []}).verifiers() == []
+    with pytest.raises(InterplayError, match=r"env.verifiers\[0\] needs a kind"):
+        week({"verifiers": [{"tool": "buy"}]}).verifiers()
+    with pytest.raises(InterplayError, match=r"env.verifiers\[0\]: unknown key nope"):
+        week({"verifiers": [{"kind": "asked_before", "nope": 1}]}).verifiers()
+
+
 def test_the_month_file_is_what_its_generator_makes() -> None:
     assert always_on_month.data_path().read_text() == always_on_month.render()
     data = json.loads(always_on_month.data_path().read_text())

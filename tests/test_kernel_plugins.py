@@ -339,6 +339,20 @@ def test_is_kind_follows_subclasses(register_plugin: RegisterPlugin) -> None:
     assert plugins.is_kind("test_stricter", "verifiers", "test_one")
     assert plugins.is_kind(Stricter(), "verifiers", "test_one")
     assert not plugins.is_kind("test_one", "verifiers", "test_stricter")
+    # Stored configs: a row naming its kind, and what a results folder records.
+    assert plugins.is_kind({"kind": "test_stricter", "weight": 2}, "verifiers", "test_one")
+    stored = plugins.describe_kinds(Stricter(), "verifiers")
+    assert stored == {"name": "test_stricter", "is": ["test_stricter", "test_one"]}
+    assert plugins.kinds_of(AlwaysOne, "verifiers") == ["test_one"]
+    with pytest.raises(InterplayError, match="a stored verifier config needs a kind"):
+        plugins.is_kind({"weight": 2}, "verifiers", "test_one")
+
+
+def test_a_stored_description_answers_without_the_plugin() -> None:
+    stored = {"name": "house_judge", "is": ["house_judge", "rubric"]}
+    assert "house_judge" not in plugins.registry().names("verifiers")
+    assert plugins.is_kind(stored, "verifiers", "rubric")
+    assert not plugins.is_kind({"name": "x", "is": ["x"]}, "verifiers", "rubric")
 
 
 def test_importing_the_kernel_loads_no_plugin() -> None:

@@ -32,6 +32,8 @@ from interplay.records import (
     to_json,
 )
 from interplay.report import page
+from interplay.run.results import judged_names, recorded_verifiers
+from interplay.run.summary import format_summary, summarize
 from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
 
 EVIL = '<script>window.__xss = 1</script></script><!-- <img src=x onerror="window.__xss=2">'
@@ -122,6 +124,37 @@ def test_tool_calls_rewards_and_reasons_render(tmp_path: Path) -> None:
     assert "&lt;b&gt;x&lt;/b&gt;" in page and "found &lt;it&gt;" in page
     assert "half &lt;right&gt;" in page and "rubric" in page
     assert "result of call_1" in page
+
+
+def test_a_judges_criteria_are_shown_for_every_rubric_verifier(tmp_path: Path) -> None:
+    info = EpisodeInfo(episode_id="ep1", env="shop", task_idx=0)
+    criteria = {"polite": {"score": 0.25, "weight": 1.0, "reason": "curt <reply>"},
+                "resolved": {"score": 1.0, "weight": 2.0, "reason": "done"}}
+    rewards = [Reward("house_judge", 0.75, info={"criteria": criteria}),
+               # Not a judge, though its info looks like one: shown as a plain reward.
+               Reward("lookalike", 1.0, info={"criteria": {"x": {"score": 0.0}}})]
+    episode = Episode(info=info, task=Task(idx=0, prompt="p"), rewards=rewards, reward=0.8)
+    (tmp_path / "episodes.jsonl").write_text(to_json(episode) + "\n")
+    # The kinds config.json records: the judge's plugin need not be installed.
+    (tmp_path / "config.json").write_text(json.dumps({"config": {}, "verifiers": [
+        {"name": "house_judge", "is": ["house_judge", "rubric"]},
+        {"name": "lookalike", "is": ["lookalike"]}]}))
+    page = report.write_report(tmp_path).read_text()
+    assert "<td>· polite</td><td class=num>0.25</td><td class=num>1</td><td></td>" \
+           "<td class=\"reason\">curt &lt;reply&gt;</td>" in page
+    assert "<td>· x</td>" not in page
+    assert "judge criteria (mean)" in page and "house_judge.resolved" in page
+    figures = summarize([json.loads(to_json(episode))], judged={"house_judge"})
+    assert figures["criteria"] == {"house_judge": {"polite": {"mean": 0.25, "n": 1},
+                                                   "resolved": {"mean": 1.0, "n": 1}}}
+    assert "criterion house_judge.polite 0.25 (n=1)" in [
+        " ".join(line.split()) for line in format_summary(figures).splitlines()]
+    assert summarize([json.loads(to_json(episode))])["criteria"] == {}
+    # A folder written before config.json kept its verifiers: the config's rows are read.
+    (tmp_path / "config.json").write_text(json.dumps({"config": {"env": {"verifiers": [
+        {"kind": "rubric", "criteria": []}]}}}))
+    assert judged_names(recorded_verifiers(json.loads(
+        (tmp_path / "config.json").read_text()))) == {"rubric"}
 
 
 # -- what a person sees, in Chromium -----------------------------------------------------------

@@ -212,6 +212,57 @@ def test_rubric_config_problems_are_refused_at_load(config: RubricConfig, why: s
         Judged().check()
 
 
+# -- the override point ----------------------------------------------------------------------
+
+#: What a plain rubric sent its judge before subclasses could add sections: byte for byte.
+PLAIN_JUDGE_REQUEST = [
+    {"role": "system", "content": (
+        "You are a careful, impartial grader. You read the transcript of a conversation "
+        "and score it against each criterion you are given, from 0 (not met at all) to 1 "
+        "(fully met). Judge only what the transcript shows. Reply with only a JSON object.")},
+    {"role": "user", "content": (
+        "Grade it.\n\nCriteria:\n- correct: The answer names the capital of France.\n- "
+        "concise: The answer is one short sentence.\n\nReference answer: Paris\n\n"
+        "Transcript (the conversation as the 'assistant' seat saw it; its own messages are "
+        "marked ASSISTANT):\n<transcript>\n[USER] What is the capital of France?\n"
+        "[ASSISTANT] The capital of France is Paris, a lovely city.\n</transcript>\n\n"
+        "Reply with only a JSON object with one entry per criterion:\n{\"criteria\": "
+        "[{\"name\": \"<criterion name>\", \"score\": <number from 0 to 1>, \"reason\": "
+        "\"<one sentence>\"}]}")},
+]
+
+
+async def test_a_plain_rubric_sends_its_judge_exactly_what_it_always_did() -> None:
+    _, requests = await judged([GOOD], instructions="Grade it.")
+    (judge,) = [r for r in requests if is_judge(r)]
+    assert json.dumps(judge.messages) == json.dumps(PLAIN_JUDGE_REQUEST)
+
+
+class SummingJudge(Rubric):
+    """Adds the run's own summary to what the judge reads."""
+
+    name = "summing_judge"
+
+    def judge_prompt_sections(self, episode: Episode, ctx: Any) -> list[str]:
+        where = "in a run" if ctx is not None else "outside a run"
+        return [f"Summary ({where}): {len(episode.traces)} trace(s).", "Second section."]
+
+
+async def test_a_subclass_adds_sections_after_the_transcript() -> None:
+    env = rubric_env()
+    env.verifiers = lambda: [SummingJudge(RubricConfig(criteria=list(CRITERIA)))]  # type: ignore
+    run = await run_scripted(env, TASK, ["The capital is Paris.", GOOD])
+    assert run.episode.error is None and run.episode.reward == pytest.approx(3.5 / 4)
+    (judge,) = [r for r in run.requests if is_judge(r)]
+    text = judge.messages[1]["content"]
+    assert "</transcript>\n\nSummary (in a run): 1 trace(s).\n\nSecond section.\n\nReply " \
+           "with only a JSON object" in text
+    # Built outside a run (a preview), the hook is asked with no context.
+    judge_messages = SummingJudge(RubricConfig(criteria=list(CRITERIA))).judge_messages(
+        run.episode)
+    assert "Summary (outside a run): 1 trace(s)." in judge_messages[1].text
+
+
 # -- subclasses are recognized -------------------------------------------------------------
 
 

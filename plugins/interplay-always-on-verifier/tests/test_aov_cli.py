@@ -63,7 +63,8 @@ def test_a_week_graded_end_to_end_from_the_cli(tmp_path: Path) -> None:
     assert criteria["kept_informed"] == {"mean": 0.5, "n": 1}
     assert criteria["silence"] == {"mean": 0.6, "n": 1}
     assert summary["reward_mean"] == reward["value"]
-    assert "criterion always_on_agent_verifier.kept_informed  0.5 (n=1)" in out.stdout
+    assert "criterion always_on_agent_verifier.kept_informed 0.5 (n=1)" in [
+        " ".join(line.split()) for line in out.stdout.splitlines()]
 
     page = (out_dir / "report.html").read_text()
     assert "judge criteria (mean)" in page

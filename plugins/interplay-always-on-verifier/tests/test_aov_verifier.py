@@ -12,7 +12,15 @@ from typing import Any
 import pytest
 from aov_week import CRITERIA, SENTINEL, Week, judge_prompt, verifier_row
 
-from interplay import Env, InterplayError, Rubric, env_from_toml, is_kind, lookup, plugins
+from interplay import (
+    Env,
+    InterplayError,
+    Rubric,
+    describe_kinds,
+    env_from_toml,
+    is_kind,
+    lookup,
+)
 from interplay.testing import isolated_plugins, run_scripted
 from interplay_always_on_verifier.verifier import AlwaysOnAgentVerifier
 
@@ -168,7 +176,7 @@ def test_it_is_a_rubric_as_an_object_a_name_and_a_stored_config() -> None:
                {"kind": "always_on_agent_verifier", "criteria": []}):
         assert is_kind(it, "verifiers", "rubric"), it
     assert not is_kind("asked_before", "verifiers", "rubric")
-    stored = plugins.describe_kinds(verifier, "verifiers")
+    stored = describe_kinds(verifier, "verifiers")
     assert stored == {"name": "always_on_agent_verifier",
                       "is": ["always_on_agent_verifier", "rubric"]}
     # What a results folder keeps answers without this plugin installed.
