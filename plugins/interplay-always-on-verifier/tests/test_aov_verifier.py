@@ -184,3 +184,19 @@ def test_it_is_a_rubric_as_an_object_a_name_and_a_stored_config() -> None:
         assert is_kind(stored, "verifiers", "rubric")
         with pytest.raises(InterplayError, match="unknown verifier 'always_on_agent_verifier'"):
             is_kind("always_on_agent_verifier", "verifiers", "rubric")
+
+
+def test_the_readme_example_loads_on_the_week(tmp_path: Path) -> None:
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    block = readme.split("```toml\n", 1)[1].split("```", 1)[0]
+    week = Path(lookup("envs", "always-on-week").source).read_text()
+    path = tmp_path / "my_week.toml"
+    path.write_text(week.split("[[verifiers]]", 1)[0] + block)
+    env = env_from_toml(path)()
+    env.check()
+    (verifier,) = env.verifiers()
+    assert isinstance(verifier, AlwaysOnAgentVerifier)
+    cfg = verifier.config
+    assert [c.name for c in cfg.criteria] == ["outcome", "asked_first"]
+    assert cfg.context == ["scenario", "triggers", "phone"] and cfg.judge.model == "judge-model"
+    assert cfg.latency.good_minutes == 30 and cfg.silence.weight == 0.5
