@@ -106,7 +106,8 @@ class AlwaysOnAgentVerifier(Rubric):
     def judge_prompt_sections(self, episode: Episode,
                               ctx: EpisodeContext | None) -> list[str]:
         cfg: AlwaysOnVerifierConfig = self.config
-        record = episode.results["always_on"]
+        # score() has checked the record is there; a preview of any episode still renders.
+        record = episode.results.get("always_on") or {}
         user = episode.results.get("user") or {}
         sections = [summary.PREAMBLE]
         if cfg.context:
