@@ -187,8 +187,7 @@ def wakes(record: Mapping[str, Any], max_chars: int) -> str:
                 for c in calls))
         if changes.get(n):
             lines.append("  App changes: " + "; ".join(changes.pop(n)))
-    between = [c for key, items in changes.items() if key not in {e.get("wake") for e in woken}
-               for c in items]
+    between = [c for items in changes.values() for c in items]  # of no wake shown
     if between:
         lines.append("Changes outside any wake: " + "; ".join(between))
     if not woken:
