@@ -2,6 +2,10 @@
 scripted model): serving an app on a free 127.0.0.1 port, reading a bounded body, and sending
 JSON, SSE and OpenAI-style errors.
 
+Every connection gets a deadline for its request line and headers and a bound on their size
+(uvicorn has neither: a client that sends its headers a byte at a time would hold its
+connection for ever); a body's deadline is the app's, through :func:`read_body`.
+
 Kept minimal on purpose: no routing framework, so per-request CPU stays low. No user logic.
 """
 
@@ -26,16 +30,34 @@ JSON_HEADERS = [(b"content-type", b"application/json")]
 SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
 
 
+#: Headers are cut off past this many bytes (request line included), with a 431.
+MAX_HEAD_BYTES = 64 << 10
+#: Answer headers that end the connection once sent (for a client that stopped sending: one
+#: still sending would lose the answer to a reset, so a 413 keeps the connection and the rest
+#: of its body is read and dropped).
+CLOSE = [(b"connection", b"close")]
+
+
 class BodyTooLarge(Exception):
     pass
 
 
-async def read_body(receive: Receive, limit: int) -> bytes:
-    """The request body; raises BodyTooLarge past ``limit`` bytes."""
+class BodyTimeout(Exception):
+    pass
+
+
+async def read_body(receive: Receive, limit: int, timeout_s: float | None = None) -> bytes:
+    """The request body; raises BodyTooLarge past ``limit`` bytes and BodyTimeout when it has
+    not all arrived within ``timeout_s``."""
     parts: list[bytes] = []
     size = 0
+    deadline = None if timeout_s is None else asyncio.get_running_loop().time() + timeout_s
     while True:
-        msg = await receive()
+        try:
+            async with asyncio.timeout_at(deadline):
+                msg = await receive()
+        except TimeoutError:
+            raise BodyTimeout from None
         if msg["type"] == "http.disconnect":
             break
         chunk = msg.get("body", b"")
@@ -95,7 +117,74 @@ def free_socket(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
     return sock
 
 
-def _server(app: App, *, graceful_s: float | None) -> Any:
+def _protocol(header_timeout_s: float) -> type[asyncio.Protocol]:
+    """uvicorn's httptools protocol with a deadline and a size bound on each request's head."""
+    from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+
+    class _Protocol(HttpToolsProtocol):
+        _head_timer: asyncio.TimerHandle | None = None
+        _head_bytes = 0
+
+        def _arm(self) -> None:
+            self._disarm()
+            self._head_bytes = 0
+            self._head_timer = self.loop.call_later(header_timeout_s, self._head_timed_out)
+
+        def _disarm(self) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+                self._head_timer = None
+
+        def _head_timed_out(self) -> None:
+            self._head_timer = None
+            if not self.transport.is_closing():
+                self.transport.close()  # nothing to answer: the request never arrived
+
+        def _count(self, n: int) -> None:
+            self._head_bytes += n
+            if self._head_bytes > MAX_HEAD_BYTES:
+                raise ValueError("request head too large")  # ends parsing: a 400, below
+
+        def send_400_response(self, msg: str) -> None:
+            if self._head_bytes <= MAX_HEAD_BYTES:
+                super().send_400_response(msg)
+                return
+            self._disarm()
+            body = b"request headers exceed %d bytes" % MAX_HEAD_BYTES
+            self.transport.write(STATUS_LINE[431] + b"content-type: text/plain\r\n"
+                                 b"content-length: %d\r\nconnection: close\r\n\r\n%s"
+                                 % (len(body), body))
+            self.transport.close()
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._arm()  # a connection that sends nothing at all
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def on_message_begin(self) -> None:
+            super().on_message_begin()
+            if self._head_timer is None:  # a request on a kept-alive connection
+                self._arm()
+
+        def on_url(self, url: bytes) -> None:
+            self._count(len(url))
+            super().on_url(url)
+
+        def on_header(self, name: bytes, value: bytes) -> None:
+            self._count(len(name) + len(value))
+            super().on_header(name, value)
+
+        def on_headers_complete(self) -> None:
+            self._disarm()
+            super().on_headers_complete()
+
+    return _Protocol
+
+
+def _server(app: App, *, graceful_s: float | None, header_timeout_s: float) -> Any:
     import uvicorn
 
     class _Server(uvicorn.Server):
@@ -105,7 +194,7 @@ def _server(app: App, *, graceful_s: float | None) -> Any:
         def capture_signals(self) -> Iterator[None]:
             yield
 
-    config = uvicorn.Config(app, http="httptools", lifespan="off", log_config=None,
+    config = uvicorn.Config(app, http=_protocol(header_timeout_s), lifespan="off", log_config=None,
                             interface="asgi3", proxy_headers=False, server_header=False,
                             access_log=False, log_level="warning",
                             timeout_graceful_shutdown=graceful_s, backlog=2048)
@@ -117,11 +206,12 @@ class AsgiServer:
     background thread with its own loop (``start_in_thread()``)."""
 
     def __init__(self, app: App, *, host: str = "127.0.0.1", port: int = 0,
-                 graceful_s: float | None = 2.0) -> None:
+                 graceful_s: float | None = 2.0, header_timeout_s: float = 10.0) -> None:
         self.app = app
         self.host = host
         self._port = port
         self._graceful_s = graceful_s
+        self._header_timeout_s = header_timeout_s
         self._server: Any = None
         self._task: asyncio.Task[None] | None = None
         self._thread: threading.Thread | None = None
@@ -135,7 +225,8 @@ class AsgiServer:
     async def start(self) -> None:
         sock = free_socket(self.host, self._port)
         self.port = sock.getsockname()[1]
-        self._server = _server(self.app, graceful_s=self._graceful_s)
+        self._server = _server(self.app, graceful_s=self._graceful_s,
+                               header_timeout_s=self._header_timeout_s)
         self._task = asyncio.create_task(self._server.serve(sockets=[sock]))
         while not self._server.started:
             if self._task.done():

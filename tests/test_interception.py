@@ -18,7 +18,7 @@ import pytest
 from interplay import config
 from interplay.env import Env, SeatSpec
 from interplay.errors import InterplayError
-from interplay.interception import InterceptionServer
+from interplay.interception import InterceptionServer, Limits
 from interplay.model.client import ModelClient, Models
 from interplay.model.endpoint import Endpoint
 from interplay.records import ModelCall, Task
@@ -57,7 +57,7 @@ async def rig(request: pytest.FixtureRequest) -> AsyncIterator[Rig]:
     async with ScriptedModel(script) as m:
         client = ModelClient(attrs.evolve(m.endpoint, max_retries=0, timeout_s=0.5))
         calls: list[ModelCall] = []
-        async with InterceptionServer(max_body_bytes=1 << 20) as srv:
+        async with InterceptionServer(limits=Limits(max_body_mb=1)) as srv:
             route = srv.open_trace(client=client, on_call=calls.append)
             async with httpx.AsyncClient(timeout=10) as http:
                 yield Rig(m, srv, client, calls, route.secret, route.base_url, http)

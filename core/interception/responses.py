@@ -16,20 +16,12 @@ from typing import Any
 
 from interplay import _codec
 from interplay import _ids as ids
+from interplay.interception.request import BadRequest
 
 _CHAT_ROLES = {"system": "system", "developer": "system", "user": "user",
                "assistant": "assistant"}
 _SAMPLING = ("temperature", "top_p", "seed", "stop", "presence_penalty", "frequency_penalty",
              "logit_bias", "top_logprobs", "user")
-
-
-class BadRequest(ValueError):
-    """A request body that does not fit the API; becomes an HTTP 400."""
-
-    def __init__(self, message: str, param: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.param = param
 
 
 def new_id(prefix: str) -> str:

@@ -38,13 +38,13 @@ from interplay import _asgi as asgi
 from interplay import _codec
 from interplay.errors import InterplayError
 from interplay.interception import passthrough
+from interplay.interception import request as rq
 from interplay.interception import responses as rs
 from interplay.model.client import ModelClient
 from interplay.records import ModelCall
 
 log = structlog.get_logger("interplay.interception")
 
-DEFAULT_MAX_BODY = 32 << 20
 _ERROR_STATUS = {"timeout": 504, "connection_error": 502, "bad_response": 502}
 
 
@@ -207,14 +207,15 @@ class InterceptionServer:
     """Serves the model boundary for one run (see the module docstring)."""
 
     def __init__(self, *, host: str = "127.0.0.1", port: int = 0,
-                 max_body_bytes: int = DEFAULT_MAX_BODY) -> None:
-        self.max_body_bytes = max_body_bytes
+                 limits: rq.Limits | None = None) -> None:
+        self.limits = limits or rq.Limits()
         self._routes: dict[str, TraceRoute] = {}
         self._flights: dict[tuple[str, str, bytes], _Flight] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         #: The clients of every trace opened (closed with the serving thread's loop).
         self._clients: set[ModelClient] = set()
-        self._server = asgi.AsgiServer(self.app, host=host, port=port, graceful_s=2.0)
+        self._server = asgi.AsgiServer(self.app, host=host, port=port, graceful_s=2.0,
+                                       header_timeout_s=self.limits.header_timeout_s)
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -334,8 +335,16 @@ class InterceptionServer:
         try:
             await self._handle(scope, receive, send)
         except asgi.BodyTooLarge:
-            await asgi.send_error(send, 413, f"request body exceeds {self.max_body_bytes} bytes",
-                                  code="request_too_large")
+            log.info("interception.refused", status=413, reason_code="request_too_large")
+            await asgi.send_error(
+                send, 413, f"the request body exceeds {self.limits.max_body_mb:g} MB "
+                "(interception.max_body_mb)", code="request_too_large")
+        except asgi.BodyTimeout:
+            log.info("interception.refused", status=408, reason_code="request_timeout")
+            await asgi.send_error(
+                send, 408, f"the request body did not arrive within "
+                f"{self.limits.body_timeout_s:g} s (interception.body_timeout_s)",
+                code="request_timeout", extra=asgi.CLOSE)
         except Exception:
             # Never let bad input take the server down; the traceback goes to the log only.
             log.exception("interception.internal_error", path=_masked(scope.get("path")))
@@ -382,9 +391,10 @@ class InterceptionServer:
             await asgi.send_json(send, 200, {"object": "list", "data": [
                 {"id": name, "object": "model", "created": 0, "owned_by": "interplay"}]})
             return
-        if length is not None and length.isdigit() and int(length) > self.max_body_bytes:
+        limit = self.limits.max_body_bytes
+        if length is not None and length.isdigit() and int(length) > limit:
             raise asgi.BodyTooLarge
-        raw = await asgi.read_body(receive, self.max_body_bytes)
+        raw = await asgi.read_body(receive, limit, self.limits.body_timeout_s)
         api = "responses" if path == "/responses" else "chat.completions"
         key = (route.secret, api, raw)
         flight = self._flights.get(key)
@@ -392,13 +402,11 @@ class InterceptionServer:
             log.info("interception.coalesced", api=api)
         else:
             try:
-                body = _codec.loads(raw)
-            except ValueError:
-                await asgi.send_error(send, 400, "the request body is not valid JSON")
-                return
-            try:
+                body = rq.parse(raw)
+                rq.check(api, body, translated=route.client.endpoint.api != "responses")
                 upstream = self._upstream_body(route, api, body)
-            except rs.BadRequest as exc:
+            except rq.BadRequest as exc:
+                log.info("interception.refused", status=400, api=api, param_name=exc.param)
                 await asgi.send_error(send, 400, exc.message, param=exc.param)
                 return
             flight = self._flights[key] = _Flight(key)
@@ -443,11 +451,10 @@ class InterceptionServer:
             del self._flights[flight.key]
         flight.task.cancel()
 
-    def _upstream_body(self, route: TraceRoute, api: str, body: Any) -> dict[str, Any]:
+    def _upstream_body(self, route: TraceRoute, api: str,
+                       body: dict[str, Any]) -> dict[str, Any]:
         endpoint = route.client.endpoint
         if api == "responses" and endpoint.api == "responses":
-            if not isinstance(body, dict):
-                raise rs.BadRequest("the request body must be a JSON object")
             under, dropped = rs.sampling_for_responses(endpoint.sampling)
             over, dropped_seat = rs.sampling_for_responses(route.sampling)
             new = set(dropped + dropped_seat) - route._unforwarded
@@ -461,20 +468,10 @@ class InterceptionServer:
         if api == "responses":
             upstream = rs.responses_to_chat(body)
         else:
-            if not isinstance(body, dict):
-                raise rs.BadRequest("the request body must be a JSON object")
-            msgs = body.get("messages")
-            if not isinstance(msgs, list) or not msgs:
-                raise rs.BadRequest("'messages' must be a non-empty list", "messages")
-            for i, m in enumerate(msgs):
-                if not isinstance(m, dict) or not isinstance(m.get("role"), str):
-                    raise rs.BadRequest(f"messages[{i}] must be an object with a role",
-                                        "messages")
             upstream = dict(body)
             if upstream.get("stream"):
-                opts = upstream.get("stream_options")
-                upstream["stream_options"] = dict(opts or {}, include_usage=True) \
-                    if isinstance(opts, dict) or opts is None else opts
+                upstream["stream_options"] = dict(upstream.get("stream_options") or {},
+                                                  include_usage=True)
         upstream = _sampled(upstream, route.client.endpoint.sampling, route.sampling)
         upstream["model"] = route.model or route.client.endpoint.model
         return upstream
@@ -483,7 +480,7 @@ class InterceptionServer:
                        upstream: dict[str, Any], flight: _Flight) -> None:
         t0 = time.monotonic()
         stream = bool(upstream.get("stream"))
-        call: ModelCall | None = None
+        failure: Exception | None = None
         try:
             if api == "chat.completions":
                 call = await self._forward_chat(route, body, upstream, flight, stream)
@@ -497,18 +494,23 @@ class InterceptionServer:
             self._cancelled(flight, api, time.monotonic() - t0)
             return
         except Exception as exc:
-            log.exception("interception.forward_failed", api=api)
+            # The program's answer ends first (a stream begun ends with its error event), then
+            # the turn is recorded, then logged: nothing after can leave either undone.
+            failure = exc
             self._fail(flight, 500, "internal error while forwarding", "server_error")
-            if call is None:
-                call = ModelCall(id=f"mc_{secrets.token_hex(10)}", api=api,
-                                 started_at=time.time() - (time.monotonic() - t0),
-                                 error=f"{type(exc).__name__}", error_type="server_error")
+            call = ModelCall(id=f"mc_{secrets.token_hex(10)}", api=api,
+                             started_at=time.time() - (time.monotonic() - t0),
+                             latency_s=time.monotonic() - t0,
+                             error=f"{type(exc).__name__} in the interception server",
+                             error_type="server_error")
         finally:
             self._land(route, flight)
         # One request is one recorded turn: the request as the program sent it (the answer as
         # the program got it is the call's response: the forwarders see to that).
         call.api, call.request, call.streamed = api, body, stream
         self._record(route, call)
+        if failure is not None:
+            log.error("interception.forward_failed", api=api, call_id=call.id, exc_info=failure)
 
     def _land(self, route: TraceRoute, flight: _Flight) -> None:
         flight.finish()
@@ -519,8 +521,15 @@ class InterceptionServer:
     def _produced(self, route: TraceRoute, api: str, flight: _Flight,
                   task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
-        if not flight.done:  # cancelled before it began: its own handlers never ran
-            self._cancelled(flight, api, 0.0)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            # Retrieved here, so that it is logged through the guard rather than by asyncio
+            # with the task's repr (which holds the request).
+            log.error("interception.producer_failed", api=api, error_type=type(exc).__name__)
+        if not flight.done:  # cancelled before it began, or failed: never leave it open
+            if task.cancelled():
+                self._cancelled(flight, api, 0.0)
+            else:
+                self._fail(flight, 500, "internal error while forwarding", "server_error")
             self._land(route, flight)
 
     def _cancelled(self, flight: _Flight, api: str, elapsed_s: float) -> None:
