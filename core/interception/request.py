@@ -42,8 +42,7 @@ class Limits:
         for name in ("max_body_mb", "header_timeout_s", "body_timeout_s"):
             value = getattr(self, name)
             if not value > 0 or value == float("inf"):
-                raise InterplayError(f"interception.{name}: expected a positive number, "
-                                     f"got {value!r}")
+                raise InterplayError(f"{name} must be above 0 and finite, got {value!r}")
 
     @property
     def max_body_bytes(self) -> int:

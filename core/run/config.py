@@ -19,13 +19,14 @@ from interplay import config as config_mod
 from interplay import plugins
 from interplay.env import Env
 from interplay.errors import InterplayError
+from interplay.interception.request import Limits
 from interplay.model.endpoint import Endpoint
 
 log = structlog.get_logger("interplay.run")
 
 #: Fields that may differ between a run and its resumption: where it writes and how fast.
 RESUME_IGNORED = frozenset({"output", "concurrency", "workers", "retry_errors", "executor",
-                            "ray_address", "ray_runtime_env"})
+                            "ray_address", "ray_runtime_env", "interception"})
 DEFAULT_CONCURRENCY = 8
 
 
@@ -59,6 +60,8 @@ class RunConfig:
     seed: int = 0
     model: Endpoint = attrs.Factory(Endpoint)
     seats: dict[str, dict[str, Any]] = attrs.Factory(dict)
+    #: What the interception server takes from the harness programs that talk to it.
+    interception: Limits = attrs.Factory(Limits)
     #: An episode passes (for pass@k and pass^k) when its reward is at least this.
     pass_threshold: float = 1.0
     output: str | None = None

@@ -28,7 +28,7 @@ from interplay.records import Episode, EpisodeInfo, Reward, Task, Trace
 from interplay.run.agent import Agent
 
 if TYPE_CHECKING:
-    from interplay.interception import InterceptionServer
+    from interplay.interception import InterceptionServer, Limits
     from interplay.model.client import ModelClient, Models
 
 log = structlog.get_logger("interplay.run.episode")
@@ -40,7 +40,7 @@ class RunResources:
 
     def __init__(self, *, endpoint: Endpoint, models: Models | None = None,
                  seats: Mapping[str, Mapping[str, Any]] | None = None,
-                 max_connections: int = 64) -> None:
+                 max_connections: int = 64, interception: Limits | None = None) -> None:
         if models is None:
             from interplay.model.client import Models
 
@@ -48,6 +48,7 @@ class RunResources:
         self.endpoint = endpoint
         self.models = models
         self.seat_overrides = {k: dict(v) for k, v in (seats or {}).items()}
+        self.interception_limits = interception
         self._interception: InterceptionServer | None = None
         self._interception_lock = asyncio.Lock()
         self._seat_cache: dict[tuple[str, str], SeatSpec] = {}
@@ -74,7 +75,7 @@ class RunResources:
             if self._interception is None:
                 from interplay.interception import InterceptionServer
 
-                server = InterceptionServer()
+                server = InterceptionServer(limits=self.interception_limits)
                 await server.start()
                 self._interception = server
         return self._interception

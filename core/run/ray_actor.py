@@ -70,6 +70,7 @@ class EpisodeActor:
         self._cfg, self._env = cfg, env
         share = int(setup["share"])
         self._resources = RunResources(endpoint=cfg.model, seats=cfg.seats,
+                                       interception=cfg.interception,
                                        max_connections=share * max(1, len(env.seats)))
         for endpoint in endpoints(cfg, env, self._resources):
             reason = await _unreachable(str(endpoint.base_url))

@@ -275,7 +275,7 @@ async def _serve(reader: asyncio.StreamReader, out: asyncio.StreamWriter) -> Non
         await out.drain()
         return
     concurrency = int(setup["concurrency"])
-    resources = RunResources(endpoint=cfg.model, seats=cfg.seats,
+    resources = RunResources(endpoint=cfg.model, seats=cfg.seats, interception=cfg.interception,
                              max_connections=concurrency * max(1, len(env.seats)))
     running: set[asyncio.Task[None]] = set()
 
