@@ -166,3 +166,47 @@ async def test_no_user_data_of_an_always_on_run_reaches_the_log(log_buffer: io.S
     assert '"always_on.wake"' in text and '"user_sim.read"' in text
     for where, sentinel in AO.items():
         assert sentinel not in text, f"the always_on run's {where} leaked into the log"
+
+
+async def test_the_interception_server_logs_why_and_not_what(log_buffer: io.StringIO) -> None:
+    """Refused and cancelled requests are logged with their reason (a fixed code, let
+    through) and nothing of their bodies."""
+    import asyncio
+
+    import httpx
+
+    from interplay.interception import InterceptionServer
+
+    secret = "SENTINEL-BODY-44aa"
+    with ScriptedModel(lambda req: ScriptedReply.hang()) as model:
+        from interplay.model.client import ModelClient
+
+        client = ModelClient(model.endpoint)
+        async with InterceptionServer() as srv:
+            route = srv.open_trace(client=client, on_call=lambda call: None)
+            headers = {"authorization": f"Bearer {route.secret}"}
+            async with httpx.AsyncClient(timeout=10) as http:
+                for bad in (b'{"messages": "%s \\ud800"}' % secret.encode(),
+                            b'{"input": "x", "tools": "%s"}' % secret.encode()):
+                    r = await http.post(route.base_url + "/responses", content=bad,
+                                        headers=headers)
+                    assert r.status_code == 400
+                body = {"messages": [{"role": "user", "content": secret}]}
+                asking = asyncio.create_task(http.post(route.base_url + "/chat/completions",
+                                                       json=body, headers=headers))
+                for _ in range(500):
+                    if srv.waiting:
+                        break
+                    await asyncio.sleep(0.01)
+                asking.cancel()  # the program goes away: its upstream call is cancelled
+                for _ in range(500):
+                    if not srv.inflight:
+                        break
+                    await asyncio.sleep(0.01)
+        await client.aclose()
+    lines = [json.loads(line) for line in log_buffer.getvalue().splitlines()]
+    assert secret not in log_buffer.getvalue()
+    assert [line["reason_code"] for line in lines
+            if line["event"] == "interception.cancelled"] == ["client_disconnected"]
+    assert [line.get("param_name") for line in lines
+            if line["event"] == "interception.refused"] == [None, "tools"]

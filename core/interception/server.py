@@ -534,7 +534,7 @@ class InterceptionServer:
 
     def _cancelled(self, flight: _Flight, api: str, elapsed_s: float) -> None:
         reason = flight.cancel_reason or "server_stopping"
-        log.info("interception.cancelled", api=api, reason=reason, waiters=flight.waiters,
+        log.info("interception.cancelled", api=api, reason_code=reason, waiters=flight.waiters,
                  elapsed_s=round(elapsed_s, 4))
         message = {"trace_closed": "the trace was closed; this request was cancelled",
                    "client_disconnected": "the request was cancelled"}.get(
