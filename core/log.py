@@ -174,7 +174,10 @@ def configure(*, fmt: str = "console", level: str = "warning",
     if fmt == "json":
         renderer = structlog.processors.JSONRenderer()
     elif fmt == "console":
-        renderer = structlog.dev.ConsoleRenderer(colors=False)
+        # Tracebacks (debug level only) without their frames' locals: a local is a request
+        # body or a message as often as not.
+        renderer = structlog.dev.ConsoleRenderer(
+            colors=False, exception_formatter=structlog.dev.plain_traceback)
     else:
         from interplay.errors import InterplayError
 

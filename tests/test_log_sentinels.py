@@ -210,3 +210,19 @@ async def test_the_interception_server_logs_why_and_not_what(log_buffer: io.Stri
             if line["event"] == "interception.cancelled"] == ["client_disconnected"]
     assert [line.get("param_name") for line in lines
             if line["event"] == "interception.refused"] == [None, "tools"]
+
+
+def test_a_debug_traceback_shows_no_locals() -> None:
+    buffer = io.StringIO()
+    log.configure(fmt="console", level="debug", stream=buffer)
+    try:
+        body = {"content": "SENTINEL-LOCAL-9e1b"}
+        try:
+            raise KeyError(len(body))
+        except KeyError:
+            structlog.get_logger("interplay.test").exception("test.failed")
+    finally:
+        structlog.reset_defaults()
+    text = buffer.getvalue()
+    assert "Traceback" in text and "KeyError" in text  # debug keeps the traceback ...
+    assert "SENTINEL" not in text  # ... but not what its frames held
