@@ -2,9 +2,9 @@
 scripted model): serving an app on a free 127.0.0.1 port, reading a bounded body, and sending
 JSON, SSE and OpenAI-style errors.
 
-Every connection gets a deadline for its request line and headers and a bound on their size
-(uvicorn has neither: a client that sends its headers a byte at a time would hold its
-connection for ever); a body's deadline is the app's, through :func:`read_body`.
+Every request gets a deadline for its request line and headers, a bound on their size, and a
+deadline for its body (uvicorn has none of these: a client that sends its headers a byte at a
+time, or less body than its Content-Length says, would hold its connection for ever).
 
 Kept minimal on purpose: no routing framework, so per-request CPU stays low. No user logic.
 """
@@ -32,34 +32,25 @@ SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-
 
 #: Headers are cut off past this many bytes (request line included), with a 431.
 MAX_HEAD_BYTES = 64 << 10
-#: Answer headers that end the connection once sent (for a client that stopped sending: one
-#: still sending would lose the answer to a reset, so a 413 keeps the connection and the rest
-#: of its body is read and dropped).
-CLOSE = [(b"connection", b"close")]
 
 
 class BodyTooLarge(Exception):
     pass
 
 
-class BodyTimeout(Exception):
-    pass
+class ClientGone(Exception):
+    """The client went away (or was cut off) before its body had all arrived."""
 
 
-async def read_body(receive: Receive, limit: int, timeout_s: float | None = None) -> bytes:
-    """The request body; raises BodyTooLarge past ``limit`` bytes and BodyTimeout when it has
-    not all arrived within ``timeout_s``."""
+async def read_body(receive: Receive, limit: int) -> bytes:
+    """The request body; raises BodyTooLarge past ``limit`` bytes, ClientGone when the
+    connection ends before the body does (a part of a body is never taken for all of it)."""
     parts: list[bytes] = []
     size = 0
-    deadline = None if timeout_s is None else asyncio.get_running_loop().time() + timeout_s
     while True:
-        try:
-            async with asyncio.timeout_at(deadline):
-                msg = await receive()
-        except TimeoutError:
-            raise BodyTimeout from None
+        msg = await receive()
         if msg["type"] == "http.disconnect":
-            break
+            raise ClientGone
         chunk = msg.get("body", b"")
         if chunk:
             size += len(chunk)
@@ -117,28 +108,48 @@ def free_socket(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
     return sock
 
 
-def _protocol(header_timeout_s: float) -> type[asyncio.Protocol]:
-    """uvicorn's httptools protocol with a deadline and a size bound on each request's head."""
+def _protocol(header_timeout_s: float, body_timeout_s: float) -> type[asyncio.Protocol]:
+    """uvicorn's httptools protocol with deadlines on each request's head and body and a size
+    bound on its head. One timer per request serves both deadlines (what it costs is per
+    request, on every request)."""
     from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
+    def _answer(status: int, message: str) -> bytes:
+        body = _codec.dumps(error_body(message, code={408: "request_timeout"}.get(status)))
+        return (STATUS_LINE[status] + b"content-type: application/json\r\n"
+                b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(body), body))
+
     class _Protocol(HttpToolsProtocol):
-        _head_timer: asyncio.TimerHandle | None = None
+        _timer: asyncio.TimerHandle | None = None
         _head_bytes = 0
+        #: When the body must have arrived by (once the head has); None while reading the head.
+        _body_deadline: float | None = None
 
         def _arm(self) -> None:
             self._disarm()
             self._head_bytes = 0
-            self._head_timer = self.loop.call_later(header_timeout_s, self._head_timed_out)
+            self._body_deadline = None
+            self._timer = self.loop.call_later(header_timeout_s, self._timed_out)
 
         def _disarm(self) -> None:
-            if self._head_timer is not None:
-                self._head_timer.cancel()
-                self._head_timer = None
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
 
-        def _head_timed_out(self) -> None:
-            self._head_timer = None
-            if not self.transport.is_closing():
-                self.transport.close()  # nothing to answer: the request never arrived
+        def _timed_out(self) -> None:
+            self._timer = None
+            if self.transport.is_closing():
+                return
+            if self._body_deadline is not None:
+                left = self._body_deadline - self.loop.time()
+                if left > 0:  # the head came in time: the body has until its own deadline
+                    self._timer = self.loop.call_later(left, self._timed_out)
+                    return
+                # The app waits for the rest of the body: it sees the client gone, and its
+                # answer, should it send one, is dropped; this one is the client's.
+                self.transport.write(_answer(
+                    408, f"the request body did not arrive within {body_timeout_s:g} s"))
+            self.transport.close()  # a head that never ended: no request to answer
 
         def _count(self, n: int) -> None:
             self._head_bytes += n
@@ -150,10 +161,7 @@ def _protocol(header_timeout_s: float) -> type[asyncio.Protocol]:
                 super().send_400_response(msg)
                 return
             self._disarm()
-            body = b"request headers exceed %d bytes" % MAX_HEAD_BYTES
-            self.transport.write(STATUS_LINE[431] + b"content-type: text/plain\r\n"
-                                 b"content-length: %d\r\nconnection: close\r\n\r\n%s"
-                                 % (len(body), body))
+            self.transport.write(_answer(431, f"request headers exceed {MAX_HEAD_BYTES} bytes"))
             self.transport.close()
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -166,8 +174,8 @@ def _protocol(header_timeout_s: float) -> type[asyncio.Protocol]:
 
         def on_message_begin(self) -> None:
             super().on_message_begin()
-            if self._head_timer is None:  # a request on a kept-alive connection
-                self._arm()
+            if self._timer is None or self._body_deadline is not None:
+                self._arm()  # a request on a kept-alive connection
 
         def on_url(self, url: bytes) -> None:
             self._count(len(url))
@@ -178,13 +186,18 @@ def _protocol(header_timeout_s: float) -> type[asyncio.Protocol]:
             super().on_header(name, value)
 
         def on_headers_complete(self) -> None:
-            self._disarm()
+            self._body_deadline = self.loop.time() + body_timeout_s
             super().on_headers_complete()
+
+        def on_message_complete(self) -> None:
+            self._disarm()
+            super().on_message_complete()
 
     return _Protocol
 
 
-def _server(app: App, *, graceful_s: float | None, header_timeout_s: float) -> Any:
+def _server(app: App, *, graceful_s: float | None, header_timeout_s: float,
+            body_timeout_s: float) -> Any:
     import uvicorn
 
     class _Server(uvicorn.Server):
@@ -194,9 +207,10 @@ def _server(app: App, *, graceful_s: float | None, header_timeout_s: float) -> A
         def capture_signals(self) -> Iterator[None]:
             yield
 
-    config = uvicorn.Config(app, http=_protocol(header_timeout_s), lifespan="off", log_config=None,
-                            interface="asgi3", proxy_headers=False, server_header=False,
-                            access_log=False, log_level="warning",
+    config = uvicorn.Config(app, http=_protocol(header_timeout_s, body_timeout_s),
+                            lifespan="off", log_config=None, interface="asgi3",
+                            proxy_headers=False, server_header=False, access_log=False,
+                            log_level="warning",
                             timeout_graceful_shutdown=graceful_s, backlog=2048)
     return _Server(config)
 
@@ -206,12 +220,14 @@ class AsgiServer:
     background thread with its own loop (``start_in_thread()``)."""
 
     def __init__(self, app: App, *, host: str = "127.0.0.1", port: int = 0,
-                 graceful_s: float | None = 2.0, header_timeout_s: float = 10.0) -> None:
+                 graceful_s: float | None = 2.0, header_timeout_s: float = 10.0,
+                 body_timeout_s: float = 30.0) -> None:
         self.app = app
         self.host = host
         self._port = port
         self._graceful_s = graceful_s
         self._header_timeout_s = header_timeout_s
+        self._body_timeout_s = body_timeout_s
         self._server: Any = None
         self._task: asyncio.Task[None] | None = None
         self._thread: threading.Thread | None = None
@@ -226,7 +242,8 @@ class AsgiServer:
         sock = free_socket(self.host, self._port)
         self.port = sock.getsockname()[1]
         self._server = _server(self.app, graceful_s=self._graceful_s,
-                               header_timeout_s=self._header_timeout_s)
+                               header_timeout_s=self._header_timeout_s,
+                               body_timeout_s=self._body_timeout_s)
         self._task = asyncio.create_task(self._server.serve(sockets=[sock]))
         while not self._server.started:
             if self._task.done():

@@ -215,7 +215,8 @@ class InterceptionServer:
         #: The clients of every trace opened (closed with the serving thread's loop).
         self._clients: set[ModelClient] = set()
         self._server = asgi.AsgiServer(self.app, host=host, port=port, graceful_s=2.0,
-                                       header_timeout_s=self.limits.header_timeout_s)
+                                       header_timeout_s=self.limits.header_timeout_s,
+                                       body_timeout_s=self.limits.body_timeout_s)
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -339,12 +340,8 @@ class InterceptionServer:
             await asgi.send_error(
                 send, 413, f"the request body exceeds {self.limits.max_body_mb:g} MB "
                 "(interception.max_body_mb)", code="request_too_large")
-        except asgi.BodyTimeout:
-            log.info("interception.refused", status=408, reason_code="request_timeout")
-            await asgi.send_error(
-                send, 408, f"the request body did not arrive within "
-                f"{self.limits.body_timeout_s:g} s (interception.body_timeout_s)",
-                code="request_timeout", extra=asgi.CLOSE)
+        except asgi.ClientGone:
+            log.info("interception.refused", reason_code="body_incomplete")
         except Exception:
             # Never let bad input take the server down; the traceback goes to the log only.
             log.exception("interception.internal_error", path=_masked(scope.get("path")))
@@ -394,7 +391,7 @@ class InterceptionServer:
         limit = self.limits.max_body_bytes
         if length is not None and length.isdigit() and int(length) > limit:
             raise asgi.BodyTooLarge
-        raw = await asgi.read_body(receive, limit, self.limits.body_timeout_s)
+        raw = await asgi.read_body(receive, limit)
         api = "responses" if path == "/responses" else "chat.completions"
         key = (route.secret, api, raw)
         flight = self._flights.get(key)

@@ -240,6 +240,8 @@ class LocalServer:
         except asgi.BodyTooLarge:
             await asgi.send_error(send, 413, "request body too large")
             return
+        except asgi.ClientGone:
+            return
         except (ValueError, TypeError) as exc:
             await asgi.send_error(send, 400, str(exc) or "the request body is not valid JSON")
             return

@@ -307,7 +307,10 @@ class ScriptedModel:
             await asgi.send_error(send, 404, f"no route {method} {path}", code="not_found")
             return
         api = "responses" if path.endswith("/responses") else "chat.completions"
-        raw = await asgi.read_body(receive, 64 << 20)
+        try:
+            raw = await asgi.read_body(receive, 64 << 20)
+        except asgi.ClientGone:
+            return
         try:
             body = _codec.loads(raw)
             if not isinstance(body, dict):
