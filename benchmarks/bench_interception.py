@@ -8,6 +8,10 @@ and 256 concurrent streamed Chat Completions it prints p50/p99 latency straight 
 model and through the interception server, the added latency, the throughput ratio, and the
 interception process's CPU per request. Then the ModelClient's own CPU per request through
 each transport (``Endpoint.transport``: aiohttp, and the openai SDK's client over httpx2).
+
+``--bodies MB [MB ...]``: instead, how long large request bodies stall the server for others:
+one client posts a body of each size three times while another asks ``GET /v1/models`` every
+5 ms; it prints the worst latency the prober saw (and the status the bodies got).
 """
 
 from __future__ import annotations
@@ -106,12 +110,18 @@ async def client_cpu(url: str, transport: str, concurrency: int, total: int) -> 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="fewer requests")
+    parser.add_argument("--bodies", nargs="+", type=float, metavar="MB",
+                        help="measure the stall large bodies cause instead")
     parser.add_argument("--serve-proxy", metavar="UPSTREAM", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_proxy:
         serve_proxy(args.serve_proxy)
         return
     import uvloop
+
+    if args.bodies:
+        uvloop.run(stalls(args.bodies))
+        return
 
     scale = 0.25 if args.quick else 1.0
     model, (model_url,) = spawn(["-c", "from interplay.testing.scripted import main; main()"])
@@ -144,6 +154,59 @@ def main() -> None:
         for p in (proxy, model):
             p.terminate()
             p.wait(5)
+
+
+def large_body(mb: float) -> bytes:
+    """A Chat Completions body of about ``mb`` MB, shaped like an agent's long history."""
+    output = "line of tool output with some text in it\n" * 40
+    messages: list[dict[str, Any]] = []
+    size = 0
+    while size < mb * (1 << 20):
+        messages += [{"role": "tool", "tool_call_id": f"c{len(messages)}", "content": output},
+                     {"role": "user", "content": "do the thing"}]
+        size += len(output) + 80
+    return json.dumps({"model": "m", "messages": messages}).encode()
+
+
+async def stalls(sizes: list[float]) -> None:
+    model, (model_url,) = spawn(["-c", "from interplay.testing.scripted import main; main()"])
+    proxy, (proxy_url, secret) = spawn([__file__, "--serve-proxy", model_url])
+    headers = {"authorization": f"Bearer {secret}", "content-type": "application/json"}
+    try:
+        async with aiohttp.ClientSession() as session:
+            for mb in sizes:
+                await stall(session, proxy_url, headers, large_body(mb))
+    finally:
+        for p in (proxy, model):
+            p.terminate()
+            p.wait(5)
+
+
+async def stall(session: aiohttp.ClientSession, url: str, headers: dict[str, str],
+                raw: bytes) -> None:
+    lat: list[float] = []
+    done = asyncio.Event()
+
+    async def probe() -> None:
+        while not done.is_set():
+            t0 = time.perf_counter()
+            async with session.get(url + "/models", headers=headers) as r:
+                await r.read()
+            lat.append(time.perf_counter() - t0)
+            await asyncio.sleep(0.005)
+
+    prober = asyncio.create_task(probe())
+    await asyncio.sleep(0.3)
+    idle = max(lat)
+    statuses = []
+    for _ in range(3):
+        async with session.post(url + "/chat/completions", data=raw, headers=headers) as r:
+            await r.read()
+            statuses.append(r.status)
+    done.set()
+    await prober
+    print(f"{len(raw) / 1e6:6.1f} MB: status {statuses[0]}, worst probe "
+          f"{max(lat) * 1e3:.0f} ms (idle {idle * 1e3:.0f} ms)")
 
 
 def serve_proxy(upstream: str) -> None:
