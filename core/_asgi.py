@@ -149,7 +149,7 @@ def _protocol(header_timeout_s: float, body_timeout_s: float) -> type[asyncio.Pr
                 # answer, should it send one, is dropped; this one is the client's.
                 self.transport.write(_answer(
                     408, f"the request body did not arrive within {body_timeout_s:g} s"))
-            self.transport.close()  # a head that never ended: no request to answer
+            self.transport.close()  # (a head that never ended has no request to answer)
 
         def _count(self, n: int) -> None:
             self._head_bytes += n

@@ -29,9 +29,10 @@ class Limits:
     """What the interception server takes from a client (``[interception]`` in a run's config).
 
     A body past ``max_body_mb`` is refused with a 413 (from its Content-Length before it is
-    read, else once it outgrows the limit), a request whose headers take longer than
-    ``header_timeout_s`` from its first byte has its connection closed, and one whose body has
-    not all arrived ``body_timeout_s`` after its headers gets a 408; both close the connection.
+    read, else once it outgrows the limit), a request whose headers have not all arrived
+    ``header_timeout_s`` after its connection opened (or, on a kept-alive connection, after its
+    first byte) has its connection closed, and one whose body has not all arrived
+    ``body_timeout_s`` after its headers gets a 408 and its connection closed.
     """
 
     max_body_mb: float = 8.0

@@ -341,7 +341,7 @@ class InterceptionServer:
                 send, 413, f"the request body exceeds {self.limits.max_body_mb:g} MB "
                 "(interception.max_body_mb)", code="request_too_large")
         except asgi.ClientGone:
-            log.info("interception.refused", reason_code="body_incomplete")
+            log.info("interception.client_gone", reason_code="body_incomplete")
         except Exception:
             # Never let bad input take the server down; the traceback goes to the log only.
             log.exception("interception.internal_error", path=_masked(scope.get("path")))

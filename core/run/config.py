@@ -24,7 +24,8 @@ from interplay.model.endpoint import Endpoint
 
 log = structlog.get_logger("interplay.run")
 
-#: Fields that may differ between a run and its resumption: where it writes and how fast.
+#: Fields that may differ between a run and its resumption: where it writes, how fast, and
+#: what its interception server takes from a client.
 RESUME_IGNORED = frozenset({"output", "concurrency", "workers", "retry_errors", "executor",
                             "ray_address", "ray_runtime_env", "interception"})
 DEFAULT_CONCURRENCY = 8
