@@ -145,10 +145,12 @@ def _protocol(header_timeout_s: float, body_timeout_s: float) -> type[asyncio.Pr
                 if left > 0:  # the head came in time: the body has until its own deadline
                     self._timer = self.loop.call_later(left, self._timed_out)
                     return
-                # The app waits for the rest of the body: it sees the client gone, and its
-                # answer, should it send one, is dropped; this one is the client's.
-                self.transport.write(_answer(
-                    408, f"the request body did not arrive within {body_timeout_s:g} s"))
+                if self.cycle is None or not self.cycle.response_started:
+                    # The app waits for the rest of the body: it sees the client gone, and
+                    # its answer, should it send one, is dropped; this one is the client's.
+                    # (An app that answered already, say a 413, has had its say.)
+                    self.transport.write(_answer(
+                        408, f"the request body did not arrive within {body_timeout_s:g} s"))
             self.transport.close()  # (a head that never ended has no request to answer)
 
         def _count(self, n: int) -> None:

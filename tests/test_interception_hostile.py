@@ -204,6 +204,14 @@ async def test_slow_clients_are_cut_off_while_others_are_served(rig: Rig) -> Non
     assert len(rig.calls) == 1 and len(rig.model.requests) == 1
 
 
+@pytest.mark.parametrize("rig", [SHORT], indirect=True)
+async def test_a_refused_body_that_never_ends_gets_one_answer_then_the_door(rig: Rig) -> None:
+    head = rig.head("POST", "/v1/chat/completions", 2 << 20)  # past the limit: a 413 at once
+    answer = await rig.raw(head + b"x" * 1000, wait_s=10)  # and the rest never comes
+    assert answer.startswith(b"HTTP/1.1 413 ") and answer.count(b"HTTP/1.1") == 1
+    assert rig.calls == []
+
+
 async def test_a_client_gone_before_its_body_ended_is_not_served(rig: Rig) -> None:
     body = json.dumps(CHAT).encode()  # whole JSON, though less than the Content-Length says
     _, writer = await asyncio.open_connection("127.0.0.1", rig.server_port)
