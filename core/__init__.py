@@ -6,7 +6,7 @@ an env) needs is importable from here, and test helpers from :mod:`interplay.tes
 the builtins a plugin builds on: the relay step (``Relay``, ``RelayConfig``,
 ``person_from_task``) for an env with a modeled user, the LLM-played user sim (``LlmUserSim``,
 ``LlmUserConfig``, ``reply_target_of``) to subclass, and the rubric judge (``Rubric``,
-``RubricConfig``, ``Criterion``) to subclass. The
+``RubricConfig``, ``Criterion``, ``always_on_seats``) to subclass. The
 subpackages (``interplay.model``, ``interplay.run``, ``interplay.interception``, ...) are the
 implementation and may move; modules whose names start with ``_`` are internal to the kernel.
 
@@ -22,7 +22,7 @@ from interplay.builtin_envs.usersims import (
     person_from_task,
     reply_target_of,
 )
-from interplay.builtin_verifiers.rubric import Criterion, Rubric, RubricConfig
+from interplay.builtin_verifiers.rubric import Criterion, Rubric, RubricConfig, always_on_seats
 from interplay.clock import Clock
 from interplay.config import structure as structure_config
 from interplay.env import Env, SeatSpec, env_from_toml
@@ -107,6 +107,7 @@ __all__ = [
     "UserSim",
     "Verifier",
     "__version__",
+    "always_on_seats",
     "app_tool",
     "assistant_message",
     "describe_kinds",

@@ -16,7 +16,7 @@ import contextvars
 import inspect
 import json
 import random
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any
 
 from interplay.clock import Clock, to_us
@@ -205,45 +205,37 @@ class World:
         return [self._user_tool(t) for t in tools]
 
     def _user_tool(self, inner: Tool) -> Tool:
-        fn = inner.fn
-
         async def call(**arguments: Any) -> Any:
+            # The timeline names her tool, never its arguments nor an error's text.
             entry = self.timeline.add("user_tool", self.clock.now_us(), name=inner.name)
-            with self.acting("user"):
-                try:
-                    result = fn(**arguments)
-                    if inspect.isawaitable(result):
-                        result = await result
-                except Exception as exc:
-                    entry["error"] = type(exc).__name__
-                    raise
-            return result
+            return await self._call_as("user", inner, arguments, entry, detail=False)
 
-        call.__signature__ = inspect.signature(fn)  # type: ignore[attr-defined]
-        return Tool(inner.name, inner.description, inner.parameters, call, inner.timeout_s)
+        return _wrapped(inner, call)
 
     def _agent_tool(self, inner: Tool) -> Tool:
-        fn = inner.fn
-
         async def call(**arguments: Any) -> Any:
             entry: dict[str, Any] = {"name": inner.name, **self.timeline.stamp(
                 self.clock.now_us()), "phase": self.phase, "arguments": arguments}
             self.tool_calls.append(entry)
-            token = self._actor.set("agent")
-            try:
-                result = fn(**arguments)
-                if inspect.isawaitable(result):
-                    result = await result
-            except Exception as exc:
-                entry["error"] = f"{type(exc).__name__}: {exc}"
-                raise
-            finally:
-                self._actor.reset(token)
+            result = await self._call_as("agent", inner, arguments, entry, detail=True)
             self.triggers.on_tool(inner.name, arguments)
             return result
 
-        call.__signature__ = inspect.signature(fn)  # type: ignore[attr-defined]
-        return Tool(inner.name, inner.description, inner.parameters, call, inner.timeout_s)
+        return _wrapped(inner, call)
+
+    async def _call_as(self, actor: str, inner: Tool, arguments: dict[str, Any],
+                       entry: dict[str, Any], *, detail: bool) -> Any:
+        """``inner`` called with its changes counted as ``actor``'s; a failure is noted in
+        ``entry`` (its type, and its text when ``detail``) and raised."""
+        with self.acting(actor):
+            try:
+                result = inner.fn(**arguments)
+                if inspect.isawaitable(result):
+                    result = await result
+            except Exception as exc:
+                entry["error"] = f"{type(exc).__name__}: {exc}" if detail else type(exc).__name__
+                raise
+        return result
 
     def take_tool_calls(self) -> list[dict[str, Any]]:
         calls, self.tool_calls = self.tool_calls, []
@@ -257,3 +249,9 @@ def _describe(context: dict[str, Any]) -> str:
         return "\n".join(f"{k}: {v}" for k, v in args.items())
     return json.dumps({k: v for k, v in context.items() if k not in ("trigger", "fire")},
                       ensure_ascii=False)
+
+
+def _wrapped(inner: Tool, call: Callable[..., Awaitable[Any]]) -> Tool:
+    """``call`` as a tool with ``inner``'s name, description, schema and signature."""
+    call.__signature__ = inspect.signature(inner.fn)  # type: ignore[attr-defined]
+    return Tool(inner.name, inner.description, inner.parameters, call, inner.timeout_s)

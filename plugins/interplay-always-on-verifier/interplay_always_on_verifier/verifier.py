@@ -21,7 +21,16 @@ from typing import Any, ClassVar
 import attrs
 import structlog
 
-from interplay import Criterion, Episode, EpisodeContext, Reward, Rubric, RubricConfig, Step
+from interplay import (
+    Criterion,
+    Episode,
+    EpisodeContext,
+    Reward,
+    Rubric,
+    RubricConfig,
+    Step,
+    always_on_seats,
+)
 from interplay_always_on_verifier import measures, summary
 
 log = structlog.get_logger("interplay.verifiers.always_on_agent")
@@ -82,8 +91,7 @@ class AlwaysOnAgentVerifier(Rubric):
             problems.append(f"output_format {cfg.output_format!r}: the verdict is a score and a "
                             f"reason per criterion, citing no per-criterion screenshots (an "
                             f"always_on run has none); remove it")
-        seats = [str(getattr(getattr(s, "config", None), "seat", ""))
-                 for s in steps if "always_on" in s.writes]
+        seats = always_on_seats(steps)
         if not seats:
             problems.append("the env has no always_on step, whose run this verifier grades; "
                             "use kind = \"rubric\" for a conversation")

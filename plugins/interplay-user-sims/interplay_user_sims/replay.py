@@ -19,6 +19,7 @@ It never calls a model: a regression test for assistants, the user held fixed.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -37,7 +38,7 @@ class ReplayConfig:
     rollout: int | None = None
 
 
-@attrs.define
+@attrs.frozen
 class Recorded:
     """One line of hers from the stored episode."""
 
@@ -47,9 +48,9 @@ class Recorded:
     reply_to: int | None = None
 
 
-@attrs.define
+@attrs.frozen
 class Side:
-    """Her side of one stored episode."""
+    """Her side of one stored episode (shared by every episode that replays it)."""
 
     opening: str | None
     lines: list[Recorded]
@@ -71,10 +72,29 @@ def episodes_path(setting: str) -> Path:
     return path
 
 
-def find_episode(path: Path, task_idx: int, rollout: int) -> dict[str, Any]:
-    """The last stored episode of (task, rollout) in ``path`` (a resumed run may hold an
-    earlier attempt too)."""
-    found = None
+def find_side(path: Path, task_idx: int, rollout: int) -> Side:
+    """Her side of the stored episode of (task, rollout) in ``path``; refused, naming the file
+    and the key, when there is none or it holds no user side."""
+    stat = path.stat()
+    sides = _sides(path, stat.st_mtime_ns, stat.st_size)
+    if (task_idx, rollout) not in sides:
+        raise InterplayError(f"replay: {path} has no episode for task_idx={task_idx}, "
+                             f"rollout={rollout}; replay a run of the same taskset, or set "
+                             f"user_sim_settings.rollout")
+    side = sides[task_idx, rollout]
+    if side is None:
+        raise InterplayError(f"replay: the episode task_idx={task_idx}, rollout={rollout} in "
+                             f"{path} has no user side to replay (neither "
+                             f"results.relay.user_lines nor results.always_on)")
+    return side
+
+
+@functools.lru_cache(maxsize=4)
+def _sides(path: Path, mtime_ns: int, size: int) -> dict[tuple[Any, Any], Side | None]:
+    """Her side of every episode in ``path`` by (task_idx, rollout), None for one without a
+    user side: the file is read once per version of it, however many episodes replay it. A
+    resumed run may hold an earlier attempt too: the last one counts."""
+    sides: dict[tuple[Any, Any], Side | None] = {}
     with path.open(encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
             if not line.strip():
@@ -82,19 +102,19 @@ def find_episode(path: Path, task_idx: int, rollout: int) -> dict[str, Any]:
             try:
                 episode = json.loads(line)
                 info = episode["info"]
-            except (ValueError, KeyError, TypeError):
+                key = (info.get("task_idx"), info.get("rollout"))
+            except (ValueError, KeyError, TypeError, AttributeError):
                 raise InterplayError(f"replay: {path} line {n} is not an episode record") \
                     from None
-            if info.get("task_idx") == task_idx and info.get("rollout") == rollout:
-                found = episode
-    if found is None:
-        raise InterplayError(f"replay: {path} has no episode for task_idx={task_idx}, "
-                             f"rollout={rollout}; replay a run of the same taskset, or set "
-                             f"user_sim_settings.rollout")
-    return found
+            try:
+                sides[key] = side_of(episode)
+            except (ValueError, KeyError, TypeError, AttributeError):
+                sides[key] = None  # a user side this cannot read is none to replay
+    return sides
 
 
-def side_of(episode: Mapping[str, Any], where: str) -> Side:
+def side_of(episode: Mapping[str, Any]) -> Side | None:
+    """Her side of one stored episode; None when it has none."""
     results = episode.get("results") or {}
     if "always_on" in results:
         return _always_on_side(results["always_on"])
@@ -104,8 +124,7 @@ def side_of(episode: Mapping[str, Any], where: str) -> Side:
         return Side(opening=lines[0].text if lines else None, lines=lines[1:],
                     done=relay.get("ended_by") == "user_done",
                     done_reason=str(relay.get("done_reason") or ""))
-    raise InterplayError(f"replay: {where} has no user side to replay (neither "
-                         f"results.relay.user_lines nor results.always_on)")
+    return None
 
 
 def _always_on_side(record: Mapping[str, Any]) -> Side:
@@ -139,9 +158,7 @@ class ReplayUser(UserSim):
     async def setup(self, person: Person, ctx: EpisodeContext) -> None:
         await super().setup(person, ctx)
         rollout = ctx.info.rollout if self.config.rollout is None else self.config.rollout
-        episode = find_episode(self.path, ctx.task.idx, rollout)
-        self.side = side_of(episode, f"the episode task_idx={ctx.task.idx}, rollout={rollout} "
-                                     f"in {self.path}")
+        self.side = find_side(self.path, ctx.task.idx, rollout)
         self.next = 0
         self.opened = False
 
