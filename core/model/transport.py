@@ -156,6 +156,11 @@ class _AiohttpAnswer(Answer):
 
     async def read(self) -> bytes:
         try:
+            content = self._resp.content
+            if content.is_eof():
+                # Came whole with the headers (most answers do): taken as it is, with no
+                # coroutine to wait on.
+                return content.read_nowait()
             return await self._resp.read()
         except (aiohttp.ClientError, OSError) as exc:
             raise _broken(exc, "reading the answer",
