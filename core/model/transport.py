@@ -175,7 +175,8 @@ class _AiohttpAnswer(Answer):
                           timed_out=isinstance(exc, TimeoutError)) from None
 
     async def close(self) -> None:
-        self._resp.release()
+        if not self._resp.closed:  # else read to its end, its connection back in the pool
+            self._resp.release()
 
 
 class AiohttpTransport(Transport):
