@@ -30,7 +30,10 @@ while the run lasts.
   the whole run's (every call over the wall time, the start-up of worker processes and the
   drain at the end, when slots empty, included); ``steady_ratio_of_ideal`` counts the calls
   that finished while every one of the c slots held an episode (from the c-th start to the
-  last start), the rate a longer run tends to.
+  last start), the rate a longer run tends to. Beside them, where the rest of the wall time
+  went: ``first_start_s`` (until the first episode started: worker processes start in it),
+  ``drain_s`` (after the last episode started) and ``call_latency_ms`` (a call as the episode
+  saw it: the model's latency plus the wait in the framework's queue of ready work).
 
 Run by hand (it prints figures; nothing is asserted):
 
@@ -203,25 +206,44 @@ class Tree:
         return total
 
 
-def steady_rate(path: Path, concurrency: int) -> tuple[float, float] | None:
-    """Model calls finished per second while all ``concurrency`` slots held a running episode:
-    from the moment the c-th episode started until the last one started (after that, slots
-    only empty). None when the run never filled its slots twice over."""
+def phases(path: Path, concurrency: int, t0: float) -> dict[str, Any]:
+    """Where a latency run's wall time goes, from its episodes' records: ``t0`` is when the
+    run was started (``time.time()``).
+
+    ``steady_calls_per_s`` counts the model calls that finished while all ``concurrency``
+    slots held a running episode: from the moment the c-th episode started until the last one
+    started (after that, slots only empty); None when the run never filled its slots twice
+    over. ``first_start_s`` is how long the run took to start its first episode (worker
+    processes start in it), ``drain_s`` how long the last episodes ran after the last one
+    started, and ``call_latency_ms`` the mean and 90th percentile of a call as the episode saw
+    it (the model's latency plus the time the framework kept it waiting, in its own queue of
+    ready work: what the calls of one burst cost each other)."""
     starts: list[float] = []
     finished: list[float] = []
+    latencies: list[float] = []
     with path.open("rb") as fh:
         for line in fh:
             record = json.loads(line)
             starts.append(record["started_at"])
-            finished.extend(call["started_at"] + call["latency_s"]
-                            for trace in record["traces"] for call in trace["model_calls"])
+            for trace in record["traces"]:
+                for call in trace["model_calls"]:
+                    finished.append(call["started_at"] + call["latency_s"])
+                    latencies.append(call["latency_s"])
     starts.sort()
-    if len(starts) <= concurrency:
-        return None
-    t1, t2 = starts[concurrency - 1], starts[-1]
-    if t2 <= t1:
-        return None
-    return sum(1 for t in finished if t1 <= t <= t2) / (t2 - t1), t2 - t1
+    latencies.sort()
+    out: dict[str, Any] = {
+        "first_start_s": round(starts[0] - t0, 3),
+        "drain_s": round(max(finished) - starts[-1], 3),
+        "call_latency_ms": {"mean": round(1000 * sum(latencies) / len(latencies), 1),
+                            "p90": round(1000 * latencies[int(0.9 * (len(latencies) - 1))], 1)},
+        "steady_calls_per_s": None, "steady_window_s": None}
+    if len(starts) > concurrency:
+        t1, t2 = starts[concurrency - 1], starts[-1]
+        if t2 > t1:
+            out["steady_calls_per_s"] = round(sum(1 for t in finished if t1 <= t <= t2)
+                                              / (t2 - t1), 1)
+            out["steady_window_s"] = round(t2 - t1, 2)
+    return out
 
 
 async def one_run(server: Server, episodes: int, concurrency: int, work: Path,
@@ -252,6 +274,7 @@ async def one_run(server: Server, episodes: int, concurrency: int, work: Path,
 
     sampling = asyncio.ensure_future(sampler())
     rusage0, server0, t0 = _rusage_seconds(), server.cpu_seconds(), time.perf_counter()
+    started = time.time()
     own0 = cpu_seconds()
     with runner.collector_tuned_for_runs():  # as `interplay eval` runs
         outcome = await runner.run(cfg, env, resolved, out)
@@ -262,7 +285,7 @@ async def one_run(server: Server, episodes: int, concurrency: int, work: Path,
     await sampling
     summary = outcome.summary
     calls = int(summary["model_calls"])
-    steady = steady_rate(out / results.EPISODES_FILE, concurrency) if sample_memory else None
+    timing = phases(out / results.EPISODES_FILE, concurrency, started) if sample_memory else {}
     return {"episodes": outcome.ran, "c": concurrency, "workers": workers, "executor": executor,
             "wall_s": round(wall, 3),
             "episodes_per_s": round(outcome.ran / wall, 2), "model_calls": calls,
@@ -274,8 +297,7 @@ async def one_run(server: Server, episodes: int, concurrency: int, work: Path,
             "errors": summary["error_episodes"],
             "mean_turns": summary["metrics"].get("turns"),
             "peak_rss_delta_mb": round((peak - base) / 2**20, 1) if sample_memory else None,
-            "steady_calls_per_s": round(steady[0], 1) if steady else None,
-            "steady_window_s": round(steady[1], 2) if steady else None}
+            **timing}
 
 
 async def bench(args: argparse.Namespace) -> None:
@@ -329,7 +351,7 @@ async def latency_row(args: argparse.Namespace, server: Server, work: Path, work
     ideal = c / (args.latency_ms / 1000)
     row["ideal_calls_per_s"] = ideal
     row["ratio_of_ideal"] = round(row["model_calls_per_s"] / ideal, 3)
-    if row["steady_calls_per_s"] is not None:
+    if row.get("steady_calls_per_s") is not None:
         row["steady_ratio_of_ideal"] = round(row["steady_calls_per_s"] / ideal, 3)
     row["kb_per_live_episode"] = round(row["peak_rss_delta_mb"] * 1024 / c, 1)
     row["targets"] = {"ratio_of_ideal": 0.9, "kb_per_live_episode": 100}
