@@ -123,14 +123,17 @@ async def test_she_reads_when_free_after_work_and_on_waking(tmp_path: Path) -> N
 
 async def test_an_overdue_read_while_she_sleeps_waits_for_the_morning(tmp_path: Path) -> None:
     """A turn that runs past her bedtime must not make her answer at night."""
+    # A real second of the agent's turn is an hour: the message goes out at 22:30 plus the
+    # first model call's real time (under 30 minutes unless that call takes half a second),
+    # and the turn's second call (0.75 s, 45 minutes) ends it after 23:00.
     env = make_env(tmp_path, {
-        "end": "P2D", "rate": 3600.0,  # a real second of the agent's turn is an hour
-        "triggers": [{"name": "late", "at": "2025-06-02T22:58", "actions": [
+        "end": "P2D", "rate": 3600.0,
+        "triggers": [{"name": "late", "at": "2025-06-02T22:30", "actions": [
             {"kind": "notify", "text": "late"}]}]},
         user={"awake": ["07:00", "23:00"], "reply_delays": {"free": "PT5M", "woken": "PT30M"},
               "answers": [{"text": "morning!"}]})
     agent = Agent(by_pattern({"Alert from": say("it is late")}, default=quiet()),
-                  after_tools=ScriptedReply.text("thinking", latency_s=0.2))
+                  after_tools=ScriptedReply.text("thinking", latency_s=0.75))
     episode = await run(env, agent)
     [deferred] = timeline(episode, "read_deferred")
     assert deferred["state"] == "asleep" and t(deferred["due"]) < t("2025-06-02T23:00")
