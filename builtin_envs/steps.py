@@ -100,7 +100,7 @@ class Relay(Step):
         empty_lines = 0
         ended_by = "max_turns"
         lines: list[str] = []
-        done_reason = ""
+        done_reason = closing = ""
         malformed = 0
 
         async def ask(read: Read) -> Answer:
@@ -128,6 +128,10 @@ class Relay(Step):
                         break
                     if answer.done or answer.text.strip() == cfg.done_marker:
                         ended_by, done_reason = "user_done", answer.done_reason
+                        if answer.done and answer.text.strip() != cfg.done_marker:
+                            # Her words with the done: recorded, not passed on (the chat
+                            # ends on her done, as tau2-bench's does).
+                            closing = answer.text.strip()
                         chat.stop("user_done")
                         break
                     if not answer.text.strip():
@@ -153,7 +157,8 @@ class Relay(Step):
             # Replies the user sim found malformed and asked for again (Answer.used).
             ctx.metrics["user_malformed"] = float(malformed)
             ctx.results["relay"] = {"turns": turns, "ended_by": ended_by,
-                                    "done_reason": done_reason, "user_lines": lines}
+                                    "done_reason": done_reason, "user_lines": lines,
+                                    "closing_line": closing}
 
 
 def make_user_sim(name: str, settings: dict[str, Any]) -> UserSim:

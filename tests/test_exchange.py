@@ -585,7 +585,8 @@ async def test_relay_ends_on_exact_done_marker(model_and_resources: Any) -> None
     ep = await run_episode(relay_env(), task, resources=resources)
     assert ep.error is None
     assert ep.results["relay"] == {"turns": 2, "ended_by": "user_done", "done_reason": "",
-                                   "user_lines": ["user says 1", "user says 2"]}
+                                   "user_lines": ["user says 1", "user says 2"],
+                                   "closing_line": ""}
     assistant, user = ep.trace("assistant"), ep.trace("user")
     assert assistant.stop_condition == "user_done"
     assert user.trainable is False
@@ -620,7 +621,8 @@ async def test_relay_ends_with_user_error_when_the_user_model_fails(
     _, resources = model_and_resources(handler)
     ep = await run_episode(relay_env(), Task(0, prompt="s"), resources=resources)
     assert ep.results["relay"] == {"turns": 2, "ended_by": "user_error", "done_reason": "",
-                                   "user_lines": ["user says 1", "user says 2"]}
+                                   "user_lines": ["user says 1", "user says 2"],
+                                   "closing_line": ""}
     # The user did not say they were done: the assistant's trace says so, and the episode
     # carries the user's error.
     assert ep.trace("assistant").stop_condition == "user_error"
@@ -668,7 +670,7 @@ async def test_a_third_party_user_sim_replaces_the_default(
     assert ep.error is None
     assert [t.seat for t in ep.traces] == ["assistant"]
     assert ep.results["relay"] == {"turns": 2, "ended_by": "user_done", "done_reason": "",
-                                   "user_lines": ["a", "b"]}
+                                   "user_lines": ["a", "b"], "closing_line": ""}
     assert [m.text for m in ep.trace("assistant").messages if m.role == "user"] == ["a", "b"]
     assert len(model.requests) == 2
 

@@ -1,6 +1,7 @@
 """The relay never passes an empty line from the user sim to the assistant: the sim is asked
-again within ``empty_retries``, then the relay ends with ``user_empty`` (over real HTTP, against
-the scripted model playing both the user and the assistant)."""
+again within ``empty_retries``, then the relay ends with ``user_empty``; words that come with
+the done marker are recorded, not passed on (over real HTTP, against the scripted model playing
+both the user and the assistant)."""
 
 from __future__ import annotations
 
@@ -68,7 +69,8 @@ async def test_an_empty_user_line_is_asked_again_and_never_reaches_the_assistant
     episode, requests = await run(["", "  \n", "hello there"])
     assert episode.error is None
     assert episode.results["relay"] == {"turns": 1, "ended_by": "user_done",
-                                        "done_reason": "", "user_lines": ["hello there"]}
+                                        "done_reason": "", "user_lines": ["hello there"],
+                                        "closing_line": ""}
     assert episode.metrics["empty_user_lines"] == 2.0
     assistant_users = [m.text for m in episode.trace("assistant").messages if m.role == "user"]
     assert assistant_users == ["hello there"]
@@ -83,7 +85,8 @@ async def test_an_empty_line_past_the_budget_ends_the_relay_with_a_reason() -> N
     episode, requests = await run(["first line", "", "", ""], empty_retries=2)
     assert episode.error is None
     assert episode.results["relay"] == {"turns": 1, "ended_by": "user_empty",
-                                        "done_reason": "", "user_lines": ["first line"]}
+                                        "done_reason": "", "user_lines": ["first line"],
+                                        "closing_line": ""}
     assert episode.metrics["empty_user_lines"] == 3.0
     assistant = episode.trace("assistant")
     assert assistant.stop_condition == "user_empty"
@@ -94,7 +97,8 @@ async def test_an_empty_line_past_the_budget_ends_the_relay_with_a_reason() -> N
 async def test_an_empty_opening_line_never_opens_the_assistant_chat() -> None:
     episode, requests = await run(["", ""], empty_retries=1)
     assert episode.results["relay"] == {"turns": 0, "ended_by": "user_empty",
-                                        "done_reason": "", "user_lines": []}
+                                        "done_reason": "", "user_lines": [],
+                                        "closing_line": ""}
     assert all(is_user(r) for r in requests)
     assert episode.trace("assistant").messages == []
 
@@ -102,3 +106,20 @@ async def test_an_empty_opening_line_never_opens_the_assistant_chat() -> None:
 def test_a_negative_budget_is_refused_at_load() -> None:
     with pytest.raises(InterplayError, match="empty_retries must be 0 or more"):
         RelayEnv(empty_retries=-1).check()
+
+
+
+async def test_closing_words_with_the_done_marker_are_recorded_not_passed_on() -> None:
+    episode, requests = await run(["hello there", "Thanks, that fixed it. ###DONE###"])
+    assert episode.error is None
+    assert episode.results["relay"] == {
+        "turns": 1, "ended_by": "user_done", "done_reason": "", "user_lines": ["hello there"],
+        "closing_line": "Thanks, that fixed it."}
+    assistant_users = [m.text for m in episode.trace("assistant").messages if m.role == "user"]
+    assert assistant_users == ["hello there"]
+    assert [is_user(r) for r in requests] == [True, False, True]
+
+
+async def test_the_done_marker_alone_leaves_no_closing_line() -> None:
+    episode, _ = await run(["hello there"])
+    assert episode.results["relay"]["closing_line"] == ""

@@ -57,6 +57,8 @@ class Side:
     done: bool
     done_reason: str = ""
     wrap_up: str | None = None
+    #: The relay's: her words that came with her done (recorded, never passed on).
+    closing_line: str = ""
 
 
 def episodes_path(setting: str) -> Path:
@@ -123,7 +125,8 @@ def side_of(episode: Mapping[str, Any]) -> Side | None:
         lines = [Recorded(str(t)) for t in relay["user_lines"]]
         return Side(opening=lines[0].text if lines else None, lines=lines[1:],
                     done=relay.get("ended_by") == "user_done",
-                    done_reason=str(relay.get("done_reason") or ""))
+                    done_reason=str(relay.get("done_reason") or ""),
+                    closing_line=str(relay.get("closing_line") or ""))
     return None
 
 
@@ -178,13 +181,13 @@ class ReplayUser(UserSim):
         side = self.side
         if self.next >= len(side.lines):
             # Her lines ran out: the relay cannot wait, so she is done; always_on waits.
-            return Answer("", done=True, done_reason=side.done_reason) if relay \
-                else Answer("", nothing=True)
+            return Answer(side.closing_line, done=True, done_reason=side.done_reason) \
+                if relay else Answer("", nothing=True)
         line = side.lines[self.next]
         self.next += 1
         if relay:
             return Answer(line.text) if line.text else Answer(
-                "", done=True, done_reason=side.done_reason)
+                side.closing_line, done=True, done_reason=side.done_reason)
         numbers = {m.number for m in read.messages}
         return Answer(line.text, done=line.done, at=line.at,
                       replying_to=line.reply_to if line.reply_to in numbers else None)

@@ -103,3 +103,15 @@ async def test_a_relay_record_without_a_user_side_is_refused(tmp_path: Path) -> 
                                  Task(0, prompt="p"), replies("ok"))
     assert "has no user side to replay" in (episode.error or "")
     assert str(file) in (episode.error or "")
+
+
+async def test_her_closing_words_are_replayed_with_her_done(tmp_path: Path) -> None:
+    earlier, _ = await run_relay(relay_env("tau"), Task(0, prompt="p"), seats(
+        replies("Done, cancelled."), replies("Cancel #1042.", "Great, thanks! ###STOP###")))
+    assert earlier.results["relay"]["closing_line"] == "Great, thanks!"
+    store(tmp_path / "episodes.jsonl", earlier)
+    episode, _ = await run_relay(relay_env("replay", {"episodes": str(tmp_path)}),
+                                 Task(0, prompt="p"), replies("new assistant"))
+    assert lines_of(episode) == ["Cancel #1042."]
+    assert (episode.results["relay"]["closing_line"], episode.results["relay"]["done_reason"],
+            episode.results["relay"]["ended_by"]) == ("Great, thanks!", "stop", "user_done")

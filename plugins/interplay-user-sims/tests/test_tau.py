@@ -70,8 +70,9 @@ async def test_tau_on_user_sim_tools_reveals_when_asked_and_stops() -> None:
     assert "only when the assistant asks" in system and "Never make up anything" in system
     assert "###STOP###" in system and "###TRANSFER###" in system
     # The stop token never reaches the assistant; her words before it do not either (the
-    # relay ends on her done).
+    # relay ends on her done): they are recorded.
     assert lines_of(episode) == ["I want order #1042 cancelled.", "I ordered it by mistake."]
+    assert episode.results["relay"]["closing_line"] == "Great, thank you!"
 
 
 async def test_tau2_user_scenario_and_the_scenario_as_the_reason() -> None:
