@@ -39,6 +39,7 @@ from interplay import _asgi as asgi
 from interplay import _codec, processes
 from interplay._ids import new_id
 from interplay.errors import InterplayError
+from interplay.interception import request
 from interplay.model.endpoint import Endpoint
 
 log = structlog.get_logger("interplay.model.local")
@@ -86,6 +87,28 @@ def _plain(content: Any) -> str:
     return str(content)
 
 
+def _check_messages(messages: list[dict[str, Any]]) -> None:
+    """What the template renders, checked: text content (a string, or a list of parts), and
+    tool calls as a list of {function: {name, arguments}} objects. ValueError says which."""
+    for i, m in enumerate(messages):
+        content = m.get("content")
+        if not (content is None or isinstance(content, str) or (
+                isinstance(content, list) and all(isinstance(p, dict) for p in content))):
+            raise ValueError(f"messages[{i}].content must be a string or a list of content "
+                             f"parts")
+        calls = m.get("tool_calls")
+        if calls is None:
+            continue
+        if not isinstance(calls, list):
+            raise ValueError(f"messages[{i}].tool_calls must be a list")
+        for j, call in enumerate(calls):
+            function = call.get("function") if isinstance(call, dict) else None
+            if not isinstance(function, dict) or not isinstance(function.get("name"), str) \
+                    or not isinstance(function.get("arguments", ""), str):
+                raise ValueError(f"messages[{i}].tool_calls[{j}] must be an object with a "
+                                 f"function {{name, arguments}} of strings")
+
+
 def to_template_messages(messages: list[dict[str, Any]], *,
                          keep_calls: bool = False) -> list[dict[str, Any]]:
     """Messages the model's template can render: roles system/user/assistant, text content.
@@ -128,6 +151,9 @@ def _tool_choice(body: dict[str, Any]) -> str | dict[str, Any] | None:
             isinstance(t, dict) and isinstance(t.get("function"), dict)
             and isinstance(t["function"].get("name"), str) for t in tools):
         raise ValueError("'tools' must be a list of {type: function, function: {name, ...}}")
+    for i, tool in enumerate(tools):
+        if not isinstance(tool["function"].get("parameters", {}), dict):
+            raise ValueError(f"tools[{i}].function.parameters must be a JSON schema object")
     choice = body.get("tool_choice", "auto")
     if choice == "none":
         return None
@@ -167,9 +193,9 @@ class LocalServer:
         self.lock = asyncio.Lock()
 
     def _kwargs(self, body: dict[str, Any]) -> dict[str, Any]:
-        msgs = body.get("messages")
-        if not isinstance(msgs, list) or not msgs or not all(isinstance(m, dict) for m in msgs):
-            raise ValueError("'messages' must be a non-empty list of objects")
+        request.check("chat.completions", body)
+        msgs = body["messages"]
+        _check_messages(msgs)
         kw: dict[str, Any] = {"messages": to_template_messages(msgs)}
         for key in _PASSTHROUGH:
             value = body.get(key)
@@ -232,9 +258,7 @@ class LocalServer:
             await asgi.send_error(send, 404, f"no route {method} {path}", code="not_found")
             return
         try:
-            body = _codec.loads(await asgi.read_body(receive, 32 << 20))
-            if not isinstance(body, dict):
-                raise ValueError("the request body must be a JSON object")
+            body = request.parse(await asgi.read_body(receive, 32 << 20))
             kw = self._kwargs(body)
             choice = _tool_choice(body)
         except asgi.BodyTooLarge:

@@ -1,0 +1,85 @@
+"""``interplay serve-local`` (the embedded model's server) answers a malformed request with a
+400 that names what is wrong, never a 500, and goes on serving: over HTTP to the real server
+process. Only requests refused before generation are sent, so the model never runs here."""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from interplay.model.local import LocalModel
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None,
+                                reason="llama_cpp is not installed (run: bash .ci/setup)")
+
+USER = {"role": "user", "content": "hi"}
+
+
+@pytest.fixture(scope="module")
+def url() -> Iterator[str]:
+    with LocalModel() as model:
+        base = model.endpoint.base_url
+        assert base is not None
+        yield base + "/chat/completions"
+
+
+def _with(**fields: Any) -> dict[str, Any]:
+    return {"messages": [USER], "max_tokens": 1, **fields}
+
+
+def _assistant_calls(calls: Any) -> dict[str, Any]:
+    return {"messages": [{"role": "assistant", "content": "a", "tool_calls": calls}, USER],
+            "max_tokens": 1}
+
+
+HOSTILE: list[tuple[bytes | dict[str, Any], str]] = [
+    (b"[1, 2]", "must be a JSON object"),
+    (b'{"messages": [{"role": "user", "content": "\\ud800"}]}', "not valid JSON"),
+    (b'{"messages": [{"role": "user", "content": "hi"}], "temperature": NaN}', "not valid JSON"),
+    (b'{"messages": ' + b"[" * 300 + b"]" * 300 + b"}", "nests deeper"),
+    ({"messages": "hi"}, "'messages' must be a list"),
+    ({"messages": []}, "non-empty"),
+    ({"messages": [1]}, "messages[0] must be an object with a role"),
+    ({"messages": [{"role": 1.5, "content": "hi"}]}, "messages[0] must be an object with a role"),
+    ({"messages": [{"role": "user", "content": 1.5}]}, "messages[0].content"),
+    ({"messages": [{"role": "user", "content": {"text": "hi"}}]}, "messages[0].content"),
+    (_assistant_calls("f()"), "messages[0].tool_calls must be a list"),
+    (_assistant_calls([None]), "messages[0].tool_calls[0]"),
+    (_assistant_calls([1]), "messages[0].tool_calls[0]"),
+    (_assistant_calls([{"function": 1}]), "messages[0].tool_calls[0]"),
+    (_assistant_calls([{"function": {"name": "f", "arguments": {"a": 1}}}]),
+     "messages[0].tool_calls[0]"),
+    (_with(max_tokens=1.5), "'max_tokens' must be an integer"),
+    (_with(stream="yes"), "'stream' must be a boolean"),
+    (_with(stream_options=1), "'stream_options' must be an object"),
+    (_with(temperature="hot"), "'temperature' must be a number"),
+    (_with(stop=5), "'stop' must be a string or a list of strings"),
+    (_with(tools="f"), "'tools' must be a list"),
+    (_with(tools=[{"type": "function", "function": {"name": "f", "parameters": 1}}]),
+     "tools[0].function.parameters"),
+    (_with(tools=[{"type": "function", "function": {"name": "f"}}], tool_choice="maybe"),
+     "'tool_choice' must be"),
+]
+
+
+@pytest.mark.parametrize(("body", "reason"), HOSTILE)
+def test_a_malformed_request_is_a_400_that_says_why(url: str, body: bytes | dict[str, Any],
+                                                    reason: str) -> None:
+    kw: dict[str, Any] = {"content": body} if isinstance(body, bytes) else {"json": body}
+    response = httpx.post(url, headers={"content-type": "application/json"}, timeout=30, **kw)
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert reason in error["message"]
+    assert len(error["message"].splitlines()) == 1
+
+
+def test_the_server_goes_on_serving_after_them(url: str) -> None:
+    for body, _ in HOSTILE:
+        kw: dict[str, Any] = {"content": body} if isinstance(body, bytes) else {"json": body}
+        httpx.post(url, headers={"content-type": "application/json"}, timeout=30, **kw)
+    models = httpx.get(url.replace("/chat/completions", "/models"), timeout=30)
+    assert models.status_code == 200 and models.json()["data"]
