@@ -59,7 +59,7 @@ def _more_commands() -> list[Any]:
 
     adds = []
     for module_name, attr in (
-        ("interplay.model.local", "add_serve_local"),
+        ("interplay.model.local_server", "add_serve_local"),
         ("interplay.report", "add_report"),
     ):
         try:

@@ -16,7 +16,8 @@ from interplay.interception import InterceptionServer
 from interplay.model import local as local_model
 from interplay.model.client import ModelClient, Models
 from interplay.model.endpoint import Endpoint
-from interplay.model.local import MODEL_NAME, LocalModel, to_template_messages
+from interplay.model.local import MODEL_NAME, LocalModel
+from interplay.model.local_server import to_template_messages
 from interplay.model.wire import assistant_message
 from interplay.records import ModelCall
 
@@ -157,7 +158,7 @@ async def test_a_pool_release_leaves_the_shared_model_to_a_client_outside_pools(
 
 
 def test_tool_arguments_become_strict_json() -> None:
-    from interplay.model.local import _json_arguments
+    from interplay.model.local_server import _json_arguments
 
     assert json.loads(_json_arguments('{"text": "two\nlines"}')) == {"text": "two\nlines"}
     assert _json_arguments("not json") == "not json"

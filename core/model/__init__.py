@@ -3,5 +3,5 @@
 makes goes through (:mod:`interplay.model.client`) with its transport
 (:mod:`interplay.model.transport`), retry policy (:mod:`interplay.model.retries`) and reading of
 what comes back (:mod:`interplay.model.wire`), and the embedded default model
-(:mod:`interplay.model.local`).
+(:mod:`interplay.model.local`, its server process :mod:`interplay.model.local_server`).
 """
