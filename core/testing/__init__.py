@@ -26,16 +26,12 @@ if TYPE_CHECKING:
     from interplay.testing.episodes import ScriptedRun, isolated_plugins, run_scripted
     from interplay.testing.logs import captured_log
     from interplay.testing.processes import descendants, survivors
+    from interplay.testing.script import ScriptedReply, ScriptedRequest, ScriptedToolCall
     from interplay.testing.script_file import read_script
-    from interplay.testing.scripted import (
-        ScriptedModel,
-        ScriptedReply,
-        ScriptedRequest,
-        ScriptedToolCall,
-    )
+    from interplay.testing.scripted import ScriptedModel
 
-_MODULES = {"ScriptedModel": "scripted", "ScriptedReply": "scripted",
-            "ScriptedRequest": "scripted", "ScriptedToolCall": "scripted",
+_MODULES = {"ScriptedModel": "scripted", "ScriptedReply": "script",
+            "ScriptedRequest": "script", "ScriptedToolCall": "script",
             "ScriptedRun": "episodes", "run_scripted": "episodes",
             "isolated_plugins": "episodes", "descendants": "processes",
             "survivors": "processes", "read_script": "script_file",

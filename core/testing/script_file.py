@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from interplay import InterplayError, structure_config
-from interplay.testing.scripted import ScriptedReply
+from interplay.testing.script import ScriptedReply
 
 
 def reply_from_json(data: Any) -> ScriptedReply:

@@ -29,7 +29,7 @@ import asyncio
 import itertools
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
@@ -39,128 +39,17 @@ from interplay import _asgi as asgi
 from interplay import _codec
 from interplay.interception import responses as rs
 from interplay.model.endpoint import Endpoint
+from interplay.testing.script import (
+    Handler,
+    Script,
+    ScriptedReply,
+    ScriptedRequest,
+    ScriptedToolCall,
+    echo,
+)
 
-
-@attrs.frozen
-class ScriptedToolCall:
-    name: str
-    arguments: dict[str, Any] | str = attrs.Factory(dict)
-    call_id: str | None = None
-
-    def arguments_json(self) -> str:
-        if isinstance(self.arguments, str):
-            return self.arguments
-        return _codec.dumps(self.arguments).decode()
-
-
-@attrs.frozen
-class ScriptedReply:
-    """One scripted answer. Build it with the class methods; ``latency_s`` works on any."""
-
-    content: str | None = None
-    tool_calls: tuple[ScriptedToolCall, ...] = ()
-    output: tuple[dict[str, Any], ...] | None = None
-    latency_s: float = 0.0
-    status: int | None = None
-    retry_after: float | str | None = None
-    hangs: bool = False
-    drops: bool = False
-    is_malformed: bool = False
-    finish_reason: str | None = None
-    #: Answer plain JSON even to a streamed request, as some OpenAI-compatible servers do.
-    ignores_stream: bool = False
-
-    @classmethod
-    def text(cls, s: str, *, latency_s: float = 0.0) -> ScriptedReply:
-        return cls(content=s, latency_s=latency_s)
-
-    @classmethod
-    def tool_call(cls, name: str, arguments: dict[str, Any] | None = None,
-                  call_id: str | None = None, *, text: str | None = None,
-                  latency_s: float = 0.0) -> ScriptedReply:
-        return cls(content=text, tool_calls=(ScriptedToolCall(name, arguments or {}, call_id),),
-                   latency_s=latency_s)
-
-    @classmethod
-    def calls(cls, calls: Iterable[ScriptedToolCall | tuple[str, dict[str, Any]]], *,
-                    text: str | None = None, latency_s: float = 0.0) -> ScriptedReply:
-        """Several tool calls in one reply (optionally after some text)."""
-        made = tuple(c if isinstance(c, ScriptedToolCall) else ScriptedToolCall(c[0], c[1])
-                     for c in calls)
-        return cls(content=text, tool_calls=made, latency_s=latency_s)
-
-    def with_tool_call(self, name: str, arguments: dict[str, Any] | None = None,
-                       call_id: str | None = None) -> ScriptedReply:
-        return attrs.evolve(self, tool_calls=(*self.tool_calls,
-                                              ScriptedToolCall(name, arguments or {}, call_id)))
-
-    @classmethod
-    def output_items(cls, items: Iterable[dict[str, Any]], *,
-                     latency_s: float = 0.0) -> ScriptedReply:
-        """Responses output items, returned verbatim to /v1/responses requests."""
-        return cls(output=tuple(items), latency_s=latency_s)
-
-    @classmethod
-    def fault(cls, status: int, retry_after: float | str | None = None, *,
-              latency_s: float = 0.0) -> ScriptedReply:
-        return cls(status=status, retry_after=retry_after, latency_s=latency_s)
-
-    @classmethod
-    def hang(cls) -> ScriptedReply:
-        return cls(hangs=True)
-
-    @classmethod
-    def drop(cls, text: str = "this stream is cut") -> ScriptedReply:
-        return cls(content=text, drops=True)
-
-    @classmethod
-    def malformed(cls) -> ScriptedReply:
-        return cls(is_malformed=True)
-
-    def unstreamed(self) -> ScriptedReply:
-        """This reply, answered as one JSON body even when the request asks to stream."""
-        return attrs.evolve(self, ignores_stream=True)
-
-
-@attrs.frozen
-class ScriptedRequest:
-    """What the scripted model received."""
-
-    api: str  # "chat.completions" or "responses"
-    body: dict[str, Any]
-    headers: dict[str, str]
-    path: str
-
-    @property
-    def messages(self) -> list[dict[str, Any]]:
-        return list(self.body.get("messages") or ())
-
-    @property
-    def input(self) -> Any:
-        return self.body.get("input")
-
-    @property
-    def stream(self) -> bool:
-        return bool(self.body.get("stream"))
-
-    def last_user_text(self) -> str:
-        if self.api == "responses":
-            try:
-                msgs = rs.responses_to_chat(self.body)["messages"]
-            except rs.BadRequest:
-                return ""
-        else:
-            msgs = self.messages
-        for m in reversed(msgs):
-            if m.get("role") == "user":
-                c = m.get("content")
-                return c if isinstance(c, str) else "".join(
-                    str(p.get("text", "")) for p in c or () if isinstance(p, Mapping))
-        return ""
-
-
-Handler = Callable[[ScriptedRequest], "ScriptedReply | str"]
-Script = Iterable["ScriptedReply | str"] | Handler
+__all__ = ["Handler", "Script", "ScriptedModel", "ScriptedReply", "ScriptedRequest",
+           "ScriptedToolCall", "echo", "main"]
 
 
 class _Dropped(Exception):
@@ -213,11 +102,6 @@ def _words(value: Any) -> int:
                 total += _words(item)
         return total
     return 0
-
-
-def echo(request: ScriptedRequest) -> ScriptedReply:
-    """The default handler: answers with the last user message."""
-    return ScriptedReply.text(f"echo: {request.last_user_text()}")
 
 
 class ScriptedModel:
