@@ -8,10 +8,13 @@ import asyncio
 import json
 import threading
 import time
+from collections.abc import AsyncIterator
+from typing import Any
 
 import attrs
 import pytest
 
+from interplay import _asgi as asgi
 from interplay.errors import InterplayError
 from interplay.model.client import ModelClient, Models, encode_body
 from interplay.model.endpoint import Endpoint
@@ -144,6 +147,50 @@ async def test_malformed_output_is_a_bad_response(transport: str) -> None:
         await client.aclose()
     assert plain.error_type == streamed.error_type == "bad_response"
     assert plain.attempts == streamed.attempts == 1 and len(m.requests) == 2
+
+
+#: Data lines no reader of chat.completion chunks can fold: not JSON, not an object, or an
+#: object whose fields have the wrong shape. Each follows one good chunk.
+GARBLED_CHUNKS = [b"{not json", b"[1, 2]", b'{"id": "x"}', b'{"choices": "x"}',
+                  b'{"choices": [7]}', b'{"choices": [{"delta": "x"}]}',
+                  b'{"choices": [{"index": "0", "delta": {}}]}',
+                  b'{"choices": [{"delta": {"content": 5}}]}',
+                  b'{"choices": [{"delta": {"tool_calls": ["x"]}}]}',
+                  b'{"choices": [{"delta": {"tool_calls": [{"function": "f"}]}}]}',
+                  b'{"choices": [{"delta": {"tool_calls": [{"function": {"arguments": 1}}]}}]}',
+                  b'{"choices": [], "usage": 3}']
+GOOD_CHUNK = (b'{"id": "c1", "object": "chat.completion.chunk", "model": "m", "choices": '
+              b'[{"index": 0, "delta": {"role": "assistant", "content": "hi"}}]}')
+
+
+@pytest.fixture
+async def garbling(request: pytest.FixtureRequest) -> AsyncIterator[str]:
+    """An upstream that streams one good chunk, then ``request.param``, then a proper end."""
+    bad: bytes = request.param
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        while (await receive()).get("more_body"):
+            pass
+        await asgi.start_sse(send)
+        end = b'{"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}'
+        await send({"type": "http.response.body", "body": b"".join(
+            b"data: " + line + b"\n\n" for line in (GOOD_CHUNK, bad, end, b"[DONE]"))})
+
+    server = asgi.AsgiServer(app)
+    await server.start()
+    yield f"{server.url}/v1"
+    await server.stop()
+
+
+@pytest.mark.parametrize("garbling", GARBLED_CHUNKS, indirect=True)
+async def test_a_garbled_stream_chunk_is_a_bad_response(garbling: str, transport: str) -> None:
+    client = ModelClient(Endpoint(base_url=garbling, transport=transport, max_retries=2))
+    try:
+        call = await client.chat(HI, stream=True)
+    finally:
+        await client.aclose()
+    assert (call.error_type, call.status, call.attempts) == ("bad_response", 200, 1)
+    assert call.error.startswith("stream chunk")
 
 
 async def test_connection_refused(transport: str) -> None:

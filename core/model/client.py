@@ -208,6 +208,7 @@ async def _read_stream(call: ModelCall, answer: Answer, t0: float, on_chunk: Chu
                     err = chunk["error"]
                     msg = err.get("message") if isinstance(err, dict) else str(err)
                     raise Failure("server_error", f"error in stream: {msg}", answer.status)
+                wire.check_chunk(chunk, answer.status)
                 if call.first_token_s is None:
                     call.first_token_s = time.monotonic() - t0
                 asm.add(chunk)

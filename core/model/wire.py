@@ -57,8 +57,56 @@ def json_object(data: bytes | None) -> bytes | None:
         return None
 
 
+def _not_chunk(where: str, status: int) -> Failure:
+    return Failure("bad_response", f"stream chunk is not a chat.completion.chunk ({where})",
+                   status)
+
+
+def _text_or_none(value: Any) -> bool:
+    return value is None or isinstance(value, str)
+
+
+def check_chunk(chunk: Mapping[str, Any], status: int) -> None:
+    """Raise a ``bad_response`` Failure unless ``chunk`` (of an answer with ``status``) has the
+    shape of a chat.completion.chunk in every field :class:`StreamAssembler` reads: the
+    upstream's fault, as a whole body of the wrong shape is."""
+    if "choices" not in chunk and "usage" not in chunk:
+        raise _not_chunk("neither choices nor usage", status)
+    if not (chunk.get("usage") is None or isinstance(chunk["usage"], Mapping)):
+        raise _not_chunk("usage", status)
+    choices = chunk.get("choices")
+    if choices is None:
+        return
+    if not isinstance(choices, list):
+        raise _not_chunk("choices", status)
+    for ch in choices:
+        if not isinstance(ch, Mapping) or type(ch.get("index", 0)) is not int:
+            raise _not_chunk("choices[]", status)
+        delta = ch.get("delta")
+        if delta is None:
+            continue
+        if not (isinstance(delta, Mapping) and _text_or_none(delta.get("role"))
+                and _text_or_none(delta.get("content"))
+                and _text_or_none(delta.get("refusal"))):
+            raise _not_chunk("choices[].delta", status)
+        calls = delta.get("tool_calls")
+        if calls is None:
+            continue
+        if not isinstance(calls, list):
+            raise _not_chunk("choices[].delta.tool_calls", status)
+        for tc in calls:
+            fn = tc.get("function") if isinstance(tc, Mapping) else None
+            if not (isinstance(tc, Mapping) and type(tc.get("index", 0)) is int
+                    and _text_or_none(tc.get("id"))
+                    and (fn is None or (isinstance(fn, Mapping)
+                                        and _text_or_none(fn.get("name"))
+                                        and _text_or_none(fn.get("arguments"))))):
+                raise _not_chunk("choices[].delta.tool_calls[]", status)
+
+
 class StreamAssembler:
-    """Folds chat.completion.chunk dicts into one chat.completion dict."""
+    """Folds chat.completion.chunk dicts (each passed by :func:`check_chunk`) into one
+    chat.completion dict."""
 
     def __init__(self) -> None:
         self.id: str | None = None
