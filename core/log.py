@@ -34,7 +34,7 @@ SAFE_KEYS = frozenset({
 #: Keys whose string values are URLs or paths: kept, but scrubbed by :func:`scrub_location`.
 LOCATION_KEYS = frozenset({"url", "base_url", "path"})
 #: Key suffixes that mark ids and enumerations.
-SAFE_SUFFIXES = ("_id", "_ids", "_name", "_type", "_kind")
+SAFE_SUFFIXES = ("_id", "_ids", "_name", "_names", "_type", "_kind")
 #: Key suffixes that mark URLs and paths.
 LOCATION_SUFFIXES = ("_path", "_url")
 

@@ -212,6 +212,36 @@ async def test_the_interception_server_logs_why_and_not_what(log_buffer: io.Stri
             if line["event"] == "interception.refused"] == [None, "tools"]
 
 
+async def test_a_fixed_reason_comes_through_and_user_text_does_not(
+        log_buffer: io.StringIO) -> None:
+    """Sampling the Responses API cannot take is logged with the parameters' names and a fixed
+    reason, both let through; the request's text, beside it, is not."""
+    import httpx
+
+    from interplay.interception import InterceptionServer
+    from interplay.model.client import ModelClient
+
+    secret = "SENTINEL-INPUT-3c1b"
+    async with ScriptedModel() as model:
+        client = ModelClient(model.endpoint_with(api="responses",
+                                                 sampling={"seed": 7, "stop": ["x"]}))
+        async with InterceptionServer() as srv, httpx.AsyncClient(timeout=30) as http:
+            route = srv.open_trace(client=client, on_call=lambda call: None)
+            r = await http.post(route.base_url + "/responses", json={"input": secret},
+                                headers={"authorization": f"Bearer {route.secret}"})
+            assert r.status_code == 200
+        await client.aclose()
+    structlog.get_logger("interplay.test").warning("test.user_text", reason=secret)
+    text = log_buffer.getvalue()
+    assert secret not in text
+    lines = [json.loads(line) for line in text.splitlines()]
+    [unforwarded] = [x for x in lines if x["event"] == "interception.sampling_not_forwarded"]
+    assert unforwarded["reason_code"] == "not_in_responses_api"
+    assert unforwarded["param_names"] == ["seed", "stop"]
+    [user_text] = [x for x in lines if x["event"] == "test.user_text"]
+    assert user_text["reason"] == f"<redacted len={len(secret)}>"
+
+
 def test_a_debug_traceback_shows_no_locals() -> None:
     buffer = io.StringIO()
     log.configure(fmt="console", level="debug", stream=buffer)

@@ -457,8 +457,8 @@ class InterceptionServer:
             new = set(dropped + dropped_seat) - route._unforwarded
             if new:
                 route._unforwarded |= new
-                log.warning("interception.sampling_not_forwarded", keys=sorted(new),
-                            reason="the Responses API has no such parameter")
+                log.warning("interception.sampling_not_forwarded", param_names=sorted(new),
+                            reason_code="not_in_responses_api")
             upstream = _sampled(body, under, over, limits=("max_output_tokens",))
             upstream["model"] = route.model or endpoint.model
             return upstream
