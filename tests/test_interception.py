@@ -24,7 +24,7 @@ from interplay.model.endpoint import Endpoint
 from interplay.records import ModelCall, Task
 from interplay.run.episode import EpisodeContext, RunResources, run_episode
 from interplay.step import Step
-from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
+from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest, captured_log
 
 CHAT = {"model": "whatever", "messages": [{"role": "user", "content": "hello there"}]}
 
@@ -142,6 +142,42 @@ async def test_refusals(rig: Rig) -> None:
     # and the server still answers
     r = await rig.post("/v1/chat/completions", json.dumps(CHAT))
     assert r.status_code == 200 and len(rig.calls) == 1
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_previous_response_id_it_cannot_honour_is_refused(rig: Rig,
+                                                                    stream: bool) -> None:
+    """The server keeps no earlier responses and the endpoint serves Chat Completions: the
+    earlier turns cannot be found, and answering without them would be a silent wrong
+    answer."""
+    body = {"model": "m", "input": "and then?", "previous_response_id": "resp_1",
+            "stream": stream}
+    with captured_log("info") as log_out:
+        r = await rig.post("/v1/responses", json.dumps(body))
+    assert r.status_code == 400
+    error = r.json()["error"]
+    assert (error["param"], error["code"], error["type"]) == (
+        "previous_response_id", "unsupported_parameter", "invalid_request_error")
+    assert "send the whole conversation in 'input'" in error["message"]
+    assert 'api = "responses"' in error["message"]
+    assert rig.calls == [] and rig.model.requests == []
+    [refused] = [json.loads(x) for x in log_out.getvalue().splitlines()
+                 if json.loads(x)["event"] == "interception.refused"]
+    assert refused["reason_code"] == "unsupported_parameter"
+    assert "and then?" not in log_out.getvalue()
+    # null is taken as absent, as the OpenAI API takes it
+    r = await rig.post("/v1/responses", json.dumps({**body, "previous_response_id": None}))
+    assert r.status_code == 200 and len(rig.calls) == 1
+
+
+async def test_a_previous_response_id_goes_to_an_endpoint_that_serves_responses(
+        passthrough: Passthrough) -> None:
+    async with httpx.AsyncClient(timeout=30) as http:
+        r = await http.post(passthrough.base_url + "/responses",
+                            json={"input": "and then?", "previous_response_id": "resp_1"},
+                            headers={"authorization": f"Bearer {passthrough.secret}"})
+    assert r.status_code == 200
+    assert passthrough.model.requests[0].body["previous_response_id"] == "resp_1"
 
 
 async def test_closed_trace_is_refused(rig: Rig) -> None:

@@ -51,12 +51,15 @@ class Limits:
 
 
 class BadRequest(ValueError):
-    """A request body that does not fit the API; becomes an HTTP 400."""
+    """A request body that does not fit the API; becomes an HTTP 400 whose error carries
+    ``param`` and ``code`` (OpenAI's error code, when it has one; the log line's reason)."""
 
-    def __init__(self, message: str, param: str | None = None) -> None:
+    def __init__(self, message: str, param: str | None = None, *,
+                 code: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.param = param
+        self.code = code
 
 
 def parse(raw: bytes) -> dict[str, Any]:
@@ -130,6 +133,14 @@ def check(api: str, body: Mapping[str, Any], *, translated: bool = True) -> None
                 raise BadRequest(f"messages[{i}] must be an object with a role", "messages")
     elif translated and body.get("input") is None:
         raise BadRequest("missing required parameter: 'input'", "input")
+    elif translated and body.get("previous_response_id") is not None:
+        # The server keeps no earlier responses, and a Chat Completions upstream none either:
+        # answering without the earlier turns would be a wrong answer given as a right one.
+        raise BadRequest(
+            "'previous_response_id' is not supported here: this endpoint serves Chat "
+            "Completions and earlier responses are not kept; send the whole conversation in "
+            "'input' (with store: false), or use an endpoint with api = \"responses\"",
+            "previous_response_id", code="unsupported_parameter")
 
 
 def _json_type(value: Any) -> str:

@@ -403,8 +403,9 @@ class InterceptionServer:
                 rq.check(api, body, translated=route.client.endpoint.api != "responses")
                 upstream = self._upstream_body(route, api, body)
             except rq.BadRequest as exc:
-                log.info("interception.refused", status=400, api=api, param_name=exc.param)
-                await asgi.send_error(send, 400, exc.message, param=exc.param)
+                log.info("interception.refused", status=400, api=api, param_name=exc.param,
+                         reason_code=exc.code)
+                await asgi.send_error(send, 400, exc.message, param=exc.param, code=exc.code)
                 return
             flight = self._flights[key] = _Flight(key)
             task = asyncio.create_task(self._produce(route, api, body, upstream, flight))
