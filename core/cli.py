@@ -22,6 +22,7 @@ import attrs
 from interplay import __version__, _aio
 from interplay import config as config_mod
 from interplay.errors import InterplayError
+from interplay.model.endpoint import redact_url
 from interplay.run.results import EPISODES_FILE
 
 if TYPE_CHECKING:
@@ -240,7 +241,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from interplay.run.results import prepare
 
     cfg, env, resolved, output = prepare(_cli_data(args), args.resume)
-    where = "the embedded local model" if cfg.model.base_url is None else cfg.model.base_url
+    where = ("the embedded local model" if cfg.model.base_url is None
+             else redact_url(cfg.model.base_url))
     spread = f", {cfg.workers} workers" if cfg.workers > 1 else ""
     if cfg.executor == "ray":
         spread = (f", Ray cluster at {cfg.ray_address}" if cfg.ray_address

@@ -10,6 +10,7 @@ TLS front (tests/netkit.py)."""
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ from interplay.model.endpoint import Endpoint
 from interplay.model.wire import assistant_message
 from interplay.records import Message, ModelCall
 from interplay.run.config import RunConfig
-from interplay.testing import ScriptedModel
+from interplay.testing import ScriptedModel, ScriptedReply
 
 HI = [Message("user", "hi there")]
 PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY")
@@ -202,6 +203,55 @@ async def test_extra_headers_arrive_with_every_request(transport: str,
         assert request.headers["x-lab"] == "lab-7"
         assert request.headers["openai-organization"] == "org-1"
         assert request.headers["authorization"] == "Bearer sk-test"
+
+
+def with_credentials(base_url: str, userinfo: str = "lab:s3cr%40t") -> str:
+    scheme, rest = base_url.split("://", 1)
+    return f"{scheme}://{userinfo}@{rest}"
+
+
+#: What ``lab:s3cr%40t@`` in a URL amounts to (percent-decoded, as curl reads it).
+BASIC = "Basic " + base64.b64encode(b"lab:s3cr@t").decode()
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_credentials_in_the_base_url_are_sent_as_basic_auth_and_never_recorded(
+        transport: str, model: ScriptedModel, stream: bool) -> None:
+    call = await call_once(endpoint(with_credentials(model.base_url), transport),
+                           stream=stream)
+    answered(call)
+    [request] = model.requests
+    assert request.headers["authorization"] == BASIC
+    assert request.path == "/v1/chat/completions"
+    assert "s3cr" not in json.dumps([call.request, call.error, call.model])
+    assert "s3cr" not in repr(endpoint(with_credentials(model.base_url), transport,
+                                       proxy="http://lab:s3cret@127.0.0.1:3128"))
+    # through the interception server too, the Responses passthrough included
+    calls = await forward_responses(endpoint(with_credentials(model.base_url), transport),
+                                    stream=stream)
+    assert [c.error_type for c in calls] == [None]
+    assert model.requests[-1].headers["authorization"] == BASIC
+    # the endpoint's own headers still come last
+    ep = endpoint(with_credentials(model.base_url), transport,
+                  headers={"Authorization": "Bearer sk-header"})
+    answered(await call_once(ep, stream=stream))
+    assert model.requests[-1].headers["authorization"] == "Bearer sk-header"
+
+
+async def test_a_refused_credential_is_an_auth_error_without_it(transport: str) -> None:
+    async with ScriptedModel(lambda req: ScriptedReply.fault(401)) as m:
+        call = await call_once(endpoint(with_credentials(m.base_url), transport))
+    assert call.error_type == "auth_error" and "s3cr" not in (call.error or "")
+
+
+def test_credentials_in_the_base_url_and_an_api_key_are_one_too_many() -> None:
+    with pytest.raises(InterplayError) as refused:
+        config.structure({"model": {"base_url": "http://lab:pw@127.0.0.1:8000/v1",
+                                    "api_key_var": "MY_KEY"}}, RunConfig)
+    assert str(refused.value) == (
+        "model: base_url carries credentials (user:password@) and api_key_var is set: both "
+        "would be the Authorization header; remove one")
+    assert "pw" not in str(refused.value)
 
 
 # -- the Responses passthrough -------------------------------------------------------------------

@@ -4,6 +4,7 @@ killed at any moment. Real files, real processes, the scripted model over real H
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -199,6 +200,35 @@ def test_a_resume_with_nothing_left_reports_the_runs_time(
                                for line in stdout.splitlines()[1:] if "  " in line.strip())}
     assert shown["wall time"] == f"{first['wall_s']:.3g} s"
     assert shown["this session"] == "nothing left to run"
+
+
+def test_credentials_in_the_base_url_stay_out_of_the_results_folder_and_the_log(
+        tmp_path: Path, scripted_model: ScriptedFactory,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    model = scripted_model(lambda req: ScriptedReply.text("apple"))
+    with_secret = model.base_url.replace("://", "://lab:s3cret@")
+    out = tmp_path / "run"
+    capsys.readouterr()
+    assert cli.main(["--log-level", "debug", "eval", "echo", "-n", "2", "--base-url",
+                     with_secret, "-o", str(out), "-q"]) == 0
+    basic = "Basic " + base64.b64encode(b"lab:s3cret").decode()
+    assert [r.headers["authorization"] for r in model.requests] == [basic, basic]
+    seen = capsys.readouterr()
+    assert "s3cret" not in seen.out + seen.err
+    assert model.base_url.replace("://", "://***@") in seen.err  # named, credentials masked
+    written = sorted(p.name for p in out.iterdir())
+    assert {"config.json", "episodes.jsonl", "summary.json", "report.html"} <= set(written)
+    assert all("s3cret" not in (out / name).read_text() for name in written)
+    stored = json.loads((out / "config.json").read_text())["config"]["model"]["base_url"]
+    assert stored == model.base_url.replace("://", "://***@")
+    # A resume cannot take them from config.json: it asks for them, and takes them again.
+    line = refused(capsys, "eval", "--resume", str(out))
+    assert line == (f"interplay: error: --resume {out}: model.base_url had credentials, "
+                    "which config.json does not keep; give them again (--base-url or --set "
+                    "model.base_url=...)")
+    assert cli.main(["eval", "--resume", str(out), "--base-url", with_secret, "-q",
+                     "--retry-errors"]) == 0
+    assert "s3cret" not in (out / "config.json").read_text()
 
 
 def test_busy_seconds_is_the_union_of_the_episodes_intervals() -> None:

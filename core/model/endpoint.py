@@ -16,6 +16,14 @@ import attrs
 
 from interplay.errors import InterplayError
 
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]+@")
+
+
+def redact_url(text: str) -> str:
+    """``text`` with the credentials of any URL in it masked (``https://***@host``)."""
+    return _USERINFO.sub(r"\1***@", text)
+
+
 # A header name is an RFC 9110 token; a value must not break the request head.
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _BAD_VALUE = re.compile(r"[\r\n\0]")
@@ -28,7 +36,9 @@ class Endpoint:
     """An OpenAI-compatible endpoint.
 
     ``base_url`` None means the embedded local model (started on demand). The API key is read
-    from the environment variable named by ``api_key_var``, never stored in config.
+    from the environment variable named by ``api_key_var``, never stored in config. A
+    ``base_url`` with credentials (``user:password@``) is sent with them as HTTP Basic auth
+    instead of a key; they are masked wherever the URL is shown or stored.
 
     ``api`` is what the endpoint serves to programs that speak Responses (the codex CLI):
     "chat" (Chat Completions only, like vLLM and llama.cpp: their Responses requests are
@@ -50,7 +60,8 @@ class Endpoint:
     with every request, after the client's own, so they may replace ``Authorization``).
     """
 
-    base_url: str | None = None
+    base_url: str | None = attrs.field(
+        default=None, repr=lambda url: repr(url if url is None else redact_url(url)))
     model: str = "default"
     api_key_var: str | None = None
     sampling: dict[str, Any] = attrs.Factory(dict)
@@ -60,7 +71,8 @@ class Endpoint:
     api: Literal["chat", "responses"] = "chat"
     transport: Literal["aiohttp", "openai"] = "aiohttp"
     headers: dict[str, str] = attrs.Factory(dict)
-    proxy: str | None = None
+    proxy: str | None = attrs.field(
+        default=None, repr=lambda url: repr(url if url is None else redact_url(url)))
     ca_bundle: str | None = None
     client_cert: str | None = None
     client_key: str | None = None
@@ -120,6 +132,9 @@ def _problem(ep: Endpoint) -> str | None:
         return problem
     if ep.proxy is not None and (problem := _url_problem("proxy", ep.proxy)):
         return problem
+    if ep.base_url is not None and ep.api_key_var and urlsplit(ep.base_url).username is not None:
+        return ("base_url carries credentials (user:password@) and api_key_var is set: both "
+                "would be the Authorization header; remove one")
     if not ep.timeout_s > 0:
         return f"timeout_s must be above 0, got {ep.timeout_s}"
     if ep.max_retries < 0:

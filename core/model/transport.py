@@ -16,7 +16,7 @@ use starts afresh on the new loop. It logs nothing: headers and bodies carry key
 from __future__ import annotations
 
 import asyncio
-import re
+import base64
 import ssl
 import urllib.request
 import warnings
@@ -28,19 +28,14 @@ import aiohttp
 import yarl
 
 from interplay.errors import InterplayError
-from interplay.model.endpoint import Endpoint
+from interplay.model.endpoint import Endpoint, redact_url
 from interplay.model.retries import Failure
 
 if TYPE_CHECKING:
     import httpx2
     import openai
 
-_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]+@")
-
-
-def redact_url(text: str) -> str:
-    """``text`` with the credentials of any URL in it masked (``https://***@host``)."""
-    return _USERINFO.sub(r"\1***@", text)
+__all__ = ["Answer", "Transport", "open_transport", "redact_url"]
 
 
 def _broken(exc: BaseException, while_: str, *, timed_out: bool) -> Failure:
@@ -99,8 +94,16 @@ class Transport:
             raise ValueError("a transport needs an endpoint with a base_url")
         self.endpoint = endpoint
         self.max_connections = max(1, int(max_connections))
-        self.base_url = endpoint.base_url.rstrip("/")
-        self.api_key = endpoint.api_key()
+        url = yarl.URL(endpoint.base_url)
+        if url.user is not None:
+            # Credentials in the URL are sent as HTTP Basic auth, as curl sends them, and the
+            # URL goes on without them (so no client sees them in a URL it might show).
+            self.base_url = str(url.with_user(None)).rstrip("/")
+            basic = f"{url.user}:{url.password or ''}".encode()
+            self.authorization = f"Basic {base64.b64encode(basic).decode('ascii')}"
+        else:
+            self.base_url = endpoint.base_url.rstrip("/")
+            self.authorization = f"Bearer {endpoint.api_key()}"
         self._loop: asyncio.AbstractEventLoop | None = None
         self._client: Any = None
 
@@ -190,8 +193,7 @@ class AiohttpTransport(Transport):
 
     def __init__(self, endpoint: Endpoint, max_connections: int) -> None:
         super().__init__(endpoint, max_connections)
-        base = {"Authorization": f"Bearer {self.api_key}",
-                "Content-Type": "application/json"}
+        base = {"Authorization": self.authorization, "Content-Type": "application/json"}
         self._headers = {False: {**base, "Accept": "application/json", **endpoint.headers},
                          True: {**base, "Accept": "text/event-stream", **endpoint.headers}}
         self._timeout = aiohttp.ClientTimeout(total=None,
@@ -284,9 +286,11 @@ class OpenAITransport(Transport):
                                max_keepalive_connections=self.max_connections)
         http = openai.DefaultAsyncHttpx2Client(timeout=timeout, limits=limits, proxy=ep.proxy,
                                                verify=ep.ssl_context() or True)
-        return openai.AsyncOpenAI(base_url=self.base_url, api_key=self.api_key,
-                                  default_headers=ep.headers or None, max_retries=0,
-                                  timeout=timeout, http_client=http)
+        # The SDK's own Authorization (a Bearer of its api_key) is replaced by ours.
+        return openai.AsyncOpenAI(base_url=self.base_url, api_key="unused",
+                                  default_headers={"Authorization": self.authorization,
+                                                   **ep.headers},
+                                  max_retries=0, timeout=timeout, http_client=http)
 
     async def post(self, path: str, body: Mapping[str, Any], payload: bytes, *,
                    stream: bool) -> Answer:

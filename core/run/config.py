@@ -20,7 +20,7 @@ from interplay import plugins
 from interplay.env import Env
 from interplay.errors import InterplayError
 from interplay.interception.request import Limits
-from interplay.model.endpoint import Endpoint
+from interplay.model.endpoint import Endpoint, redact_url
 
 log = structlog.get_logger("interplay.run")
 
@@ -187,6 +187,37 @@ def flatten(data: Any, prefix: str = "") -> dict[str, Any]:
             out.update(flatten(value, f"{prefix}.{key}" if prefix else str(key)))
         return out
     return {prefix: data}
+
+
+#: Keys whose values are URLs that may carry credentials (``user:password@``).
+_URL_KEYS = frozenset({"base_url", "proxy"})
+_MASKED = "://***@"
+
+
+def without_credentials(data: Any) -> Any:
+    """``data`` (a resolved config, plain data) with the credentials of every endpoint's URL
+    masked (``http://***@host``): what config.json keeps, since results folders are shared."""
+    if isinstance(data, Mapping):
+        return {k: redact_url(v) if k in _URL_KEYS and isinstance(v, str)
+                else without_credentials(v) for k, v in data.items()}
+    if isinstance(data, list):
+        return [without_credentials(v) for v in data]
+    return data
+
+
+def masked_credentials(data: Any, prefix: str = "") -> list[str]:
+    """The dotted keys of ``data`` whose URL has its credentials masked (as config.json
+    keeps it): a run resumed from it must be given them again."""
+    items: Any = (data.items() if isinstance(data, Mapping) else
+                  enumerate(data) if isinstance(data, list) else ())
+    found = []
+    for key, value in items:
+        path = f"{prefix}.{key}" if prefix else str(key)
+        if key in _URL_KEYS and isinstance(value, str) and _MASKED in value:
+            found.append(path)
+        else:
+            found += masked_credentials(value, path)
+    return found
 
 
 def config_differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:

@@ -21,7 +21,13 @@ from interplay import config as config_mod
 from interplay.env import Env
 from interplay.errors import InterplayError
 from interplay.records import Episode, converter, to_json_bytes
-from interplay.run.config import RunConfig, config_differences, resolve
+from interplay.run.config import (
+    RunConfig,
+    config_differences,
+    masked_credentials,
+    resolve,
+    without_credentials,
+)
 
 log = structlog.get_logger("interplay.run")
 
@@ -343,8 +349,14 @@ def prepare(data: dict[str, Any],
                                  f"resume with the same settings or start a new run with -o")
         merged = config_mod.merge(stored, data)
         merged["output"] = str(output)
+        for key in masked_credentials(merged):
+            hint = "--base-url or " if key == "model.base_url" else ""
+            raise InterplayError(f"--resume {resume}: {key} had credentials, which "
+                                 f"{CONFIG_FILE} does not keep; give them again ({hint}--set "
+                                 f"{key}=...)")
         cfg, env, resolved = resolve(merged)
-        changed = config_differences(stored, resolved)
+        changed = config_differences(without_credentials(stored),
+                                     without_credentials(resolved))
         if changed:
             raise InterplayError(
                 f"--resume {resume}: the config changed ({', '.join(changed[:8])}"
@@ -363,7 +375,8 @@ def prepare(data: dict[str, Any],
         raise InterplayError(f"-o {output}: not a folder; choose another -o")
     try:
         output.mkdir(parents=True, exist_ok=True)
-        write_json(output / CONFIG_FILE, {"config": resolved, "interplay": _version(),
+        write_json(output / CONFIG_FILE, {"config": without_credentials(resolved),
+                                          "interplay": _version(),
                                           "verifiers": stored_verifiers(env)})
     except OSError as exc:
         raise InterplayError(f"-o {output}: cannot write a results folder there "
