@@ -12,10 +12,9 @@ import random
 import time
 from typing import TYPE_CHECKING, Any
 
-import structlog
-
 from interplay.builtin_envs import always_on_records as records
 from interplay.builtin_envs.user_sim import UserSide, make_sim, person_from
+from interplay.log import get_logger
 from interplay.records import Task
 from interplay.run.agent import ChatSession, Reply
 from interplay.run.episode import EpisodeContext
@@ -29,7 +28,7 @@ from interplay.world.world import World
 if TYPE_CHECKING:
     from interplay.builtin_envs.always_on import AlwaysOn, AlwaysOnConfig
 
-log = structlog.get_logger("interplay.envs.always_on")
+log = get_logger("interplay.envs.always_on")
 
 STEP_MARK = "[always_on]"
 CONTACT_PROMPT = ("You are {name}. {persona}\nYou receive messages from {user}'s assistant. "

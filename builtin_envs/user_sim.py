@@ -20,11 +20,11 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import attrs
-import structlog
 
 from interplay import plugins
 from interplay.builtin_envs.steps import make_user_sim
 from interplay.errors import InterplayError
+from interplay.log import get_logger
 from interplay.records import Task
 from interplay.run.episode import EpisodeContext
 from interplay.step import Step
@@ -35,7 +35,7 @@ from interplay.world.events import Event
 from interplay.world.schedule import BusyBlock, Schedule
 from interplay.world.world import World
 
-log = structlog.get_logger("interplay.envs.user_sim")
+log = get_logger("interplay.envs.user_sim")
 
 
 @attrs.define

@@ -29,10 +29,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import attrs
-import structlog
 
 from interplay import plugins
 from interplay.builtin_verifiers.match import always_on_record
+from interplay.log import get_logger
 from interplay.model.endpoint import Endpoint
 from interplay.model.wire import assistant_message
 from interplay.records import Episode, Message, Reward
@@ -40,7 +40,7 @@ from interplay.run.episode import EpisodeContext
 from interplay.step import Step
 from interplay.verifier import Verifier
 
-log = structlog.get_logger("interplay.verifiers.rubric")
+log = get_logger("interplay.verifiers.rubric")
 
 JUDGE_SYSTEM = (
     "You are a careful, impartial grader. You read the transcript of a conversation and score "

@@ -29,6 +29,7 @@ from interplay.env import Env, SeatSpec, env_from_toml
 from interplay.errors import InterplayError
 from interplay.harness import Harness, NoConfig, Segment
 from interplay.hookspecs import Register, hookimpl
+from interplay.log import get_logger
 from interplay.model.endpoint import Endpoint
 from interplay.model.wire import assistant_message, request_messages
 from interplay.plugins import describe_kinds, is_kind, lookup
@@ -113,6 +114,7 @@ __all__ = [
     "describe_kinds",
     "env_from_toml",
     "from_json",
+    "get_logger",
     "hookimpl",
     "is_kind",
     "load_jsonl",

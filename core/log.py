@@ -1,12 +1,18 @@
-"""Logging: structlog configuration (for the CLI only) and the guard that keeps user data out.
+"""Logging: the loggers library code logs through, structlog configuration (for the CLI only)
+and the guard that keeps user data out.
 
-Library code calls ``structlog.get_logger("interplay.<area>")`` and logs namespaced events with
-keys: names, ids, counts, lengths, times. :func:`configure` is called by the CLI and nowhere
-else. Whatever a caller passes, :func:`redact` lets through only values that cannot carry
-message text, tool arguments or user data: numbers, booleans, strings under keys known to hold
-names and identifiers, and an event that is a namespaced name (``"interception.request"``; an
-event with spaces or %-formatted text is user text as far as the guard knows). Any other string
-becomes ``<redacted len=N>``. URLs and paths are kept without their credentials: userinfo, query
+Library code calls :func:`get_logger` (``get_logger("interplay.<area>")``) and logs namespaced
+events with keys: names, ids, counts, lengths, times. Once structlog is configured (by the
+command, or by a host application for itself) the events go through that configuration; until
+then they go to the standard library's ``logging`` under the logger's name, so a library's
+host decides, and with no logging set up only warnings and above reach stderr, never stdout.
+:func:`configure` is called by the CLI and nowhere else.
+
+Whatever a caller passes, :func:`redact` lets through only values that cannot carry message
+text, tool arguments or user data: numbers, booleans, strings under keys known to hold names and
+identifiers, and an event that is a namespaced name (``"interception.request"``; an event with
+spaces or %-formatted text is user text as far as the guard knows). Any other string becomes
+``<redacted len=N>``. URLs and paths are kept without their credentials: userinfo, query
 string and fragment are dropped and a trace's secret segment (``/t/<secret>/``) is masked.
 Tracebacks are dropped (their type is kept) unless the level is debug. Records from the
 standard library's ``logging`` (httpx, uvicorn, ...) go through the same guard, so no log line
@@ -130,6 +136,49 @@ def _drop_traceback(event_dict: MutableMapping[str, Any], key: str) -> None:
 
 #: The guard with tracebacks dropped: the processor for every level above debug.
 redact = Redactor()
+
+
+#: What an event goes through on its way to the standard library's ``logging`` (structlog
+#: unconfigured): dropped below the logger's level first, then guarded, then one line of text.
+_STDLIB_CHAIN = [
+    structlog.stdlib.filter_by_level,
+    structlog.contextvars.merge_contextvars,
+    redact,
+    structlog.dev.ConsoleRenderer(colors=False, pad_event_to=0),
+]
+
+
+class Logger:
+    """A logger named ``interplay.<area>`` (see :func:`get_logger`). Each call goes to
+    structlog's configured logger once structlog is configured, else to the standard
+    library's logger of the same name."""
+
+    __slots__ = ("_configured", "_stdlib")
+
+    def __init__(self, name: str) -> None:
+        self._configured = structlog.get_logger(name)
+        self._stdlib = structlog.wrap_logger(
+            logging.getLogger(name), processors=_STDLIB_CHAIN,
+            wrapper_class=structlog.stdlib.BoundLogger, cache_logger_on_first_use=True)
+
+    def __getattr__(self, attr: str) -> Any:
+        # Decided at each call, not at import: a host may configure structlog after
+        # importing interplay, or reset it.
+        return getattr(self._configured if structlog.is_configured() else self._stdlib, attr)
+
+
+def get_logger(name: str) -> Any:
+    """The logger of ``name`` (``"interplay.<area>"``; a plugin's under its own area).
+
+    structlog's default configuration prints every event, debug included, to stdout: no place
+    for a library's lines. So until structlog is configured, by the ``interplay`` command
+    (:func:`configure`) or by the host for itself, the events go to the standard library's
+    ``logging`` under ``name``, through the same guard, as any well-behaved library's do: the
+    host's logging configuration decides where they go and from which level, and with none,
+    Python's last-resort handler shows warnings and above on stderr and drops the rest.
+    Importing interplay configures nothing.
+    """
+    return Logger(name)
 
 
 _settings: dict[str, str] = {"fmt": "console", "level": "warning"}

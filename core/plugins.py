@@ -29,16 +29,16 @@ from typing import Any
 
 import attrs
 import pluggy
-import structlog
 
 from interplay import hookspecs
 from interplay.errors import InterplayError
+from interplay.log import get_logger
 from interplay.registry import KIND_BASES, Entry, Registry
 from interplay.registry import KINDS as KINDS  # the kinds, where callers have always found them
 from interplay.registry import SINGULAR as SINGULAR
 from interplay.registry import Clash as Clash
 
-log = structlog.get_logger("interplay.plugins")
+log = get_logger("interplay.plugins")
 
 DEFAULT_PLUGINS: tuple[str, ...] = (
     "interplay.builtin_harnesses.plugin",

@@ -49,9 +49,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import structlog
+from interplay.log import get_logger
 
-log = structlog.get_logger("interplay.processes")
+log = get_logger("interplay.processes")
 
 #: The environment variable that tags every process an interplay process started (and what
 #: they started) with that process's id: ``<pid>-<random>``.

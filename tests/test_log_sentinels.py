@@ -23,7 +23,13 @@ from interplay.env import Env, SeatSpec, env_from_toml
 from interplay.records import Task
 from interplay.run.episode import EpisodeContext, RunResources, run_episode
 from interplay.step import Step
-from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest, run_scripted
+from interplay.testing import (
+    ScriptedModel,
+    ScriptedReply,
+    ScriptedRequest,
+    captured_log,
+    run_scripted,
+)
 from interplay.tools import Tool, tool
 
 SENTINELS = {
@@ -58,10 +64,8 @@ class SentinelEnv(Env):
 
 @pytest.fixture
 def log_buffer() -> Iterator[io.StringIO]:
-    buffer = io.StringIO()
-    log.configure(fmt="json", level="debug", stream=buffer)
-    yield buffer
-    structlog.reset_defaults()
+    with captured_log("debug") as buffer:
+        yield buffer
 
 
 def handler(request: ScriptedRequest) -> ScriptedReply:

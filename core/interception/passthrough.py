@@ -17,19 +17,18 @@ import time
 from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import Any
 
-import structlog
-
 from interplay import _asgi as asgi
 from interplay import _codec
 from interplay._ids import new_id
 from interplay.interception import responses as rs
+from interplay.log import get_logger
 from interplay.model.client import ModelClient
 from interplay.model.retries import Failure
 from interplay.model.transport import Answer
 from interplay.model.wire import aiter_sse_data, parse_body
 from interplay.records import ModelCall, Usage
 
-log = structlog.get_logger("interplay.interception")
+log = get_logger("interplay.interception")
 
 _TERMINAL = ("response.completed", "response.incomplete", "response.failed")
 

@@ -32,7 +32,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
-import structlog
 
 from interplay import _asgi as asgi
 from interplay import _codec
@@ -40,10 +39,11 @@ from interplay.errors import InterplayError
 from interplay.interception import passthrough
 from interplay.interception import request as rq
 from interplay.interception import responses as rs
+from interplay.log import get_logger
 from interplay.model.client import ModelClient
 from interplay.records import ModelCall
 
-log = structlog.get_logger("interplay.interception")
+log = get_logger("interplay.interception")
 
 _ERROR_STATUS = {"timeout": 504, "connection_error": 502, "bad_response": 502}
 

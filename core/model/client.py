@@ -20,18 +20,18 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
-import structlog
 
 from interplay import _codec
 from interplay._ids import new_id
 from interplay.errors import InterplayError
+from interplay.log import get_logger
 from interplay.model import wire
 from interplay.model.endpoint import Endpoint
 from interplay.model.retries import Failure, Policy
 from interplay.model.transport import Answer, Transport, open_transport
 from interplay.records import Message, ModelCall
 
-log = structlog.get_logger("interplay.model.client")
+log = get_logger("interplay.model.client")
 
 #: Called with (raw SSE data line, parsed chunk) for every chunk of a streamed call, as it arrives.
 ChunkSink = Callable[[bytes, dict[str, Any]], Awaitable[None] | None]

@@ -20,13 +20,12 @@ import time
 import urllib.request
 from pathlib import Path
 
-import structlog
-
 from interplay import processes
 from interplay.errors import InterplayError
+from interplay.log import get_logger
 from interplay.model.endpoint import Endpoint
 
-log = structlog.get_logger("interplay.model.local")
+log = get_logger("interplay.model.local")
 
 MODEL_NAME = "SmolLM2-135M-Instruct"
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"

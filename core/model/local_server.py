@@ -23,16 +23,15 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import structlog
-
 from interplay import _aio as aio
 from interplay import _asgi as asgi
 from interplay import _codec
 from interplay._ids import new_id
 from interplay.interception import request
+from interplay.log import get_logger
 from interplay.model.local import MODEL_NAME, N_CTX, model_path
 
-log = structlog.get_logger("interplay.model.local_server")
+log = get_logger("interplay.model.local_server")
 
 N_THREADS = 2
 STATE_CACHE_BYTES = 512 << 20

@@ -20,14 +20,13 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TypeVar
 
-import structlog
-
 from interplay import _codec
+from interplay.log import get_logger
 from interplay.model.endpoint import Endpoint
 
 T = TypeVar("T")
 
-log = structlog.get_logger("interplay.model")
+log = get_logger("interplay.model")
 
 RETRYABLE = frozenset({"rate_limited", "server_error", "timeout", "connection_error"})
 _BACKOFF_FIRST_S = 0.5

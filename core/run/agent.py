@@ -18,11 +18,11 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
-import structlog
 
 from interplay.env import SeatSpec
 from interplay.errors import InterplayError
 from interplay.harness import Harness, Segment
+from interplay.log import get_logger
 from interplay.records import EpisodeInfo, Message, ModelCall, Task, ToolRun, Trace
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from interplay.run.episode import EpisodeContext
     from interplay.tools import Tool
 
-log = structlog.get_logger("interplay.run.agent")
+log = get_logger("interplay.run.agent")
 
 
 @attrs.define

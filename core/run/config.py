@@ -13,16 +13,16 @@ from typing import Any, Literal
 
 import attrs
 import cattrs
-import structlog
 
 from interplay import config as config_mod
 from interplay import plugins
 from interplay.env import Env
 from interplay.errors import InterplayError
 from interplay.interception.request import Limits
+from interplay.log import get_logger
 from interplay.model.endpoint import Endpoint, redact_url
 
-log = structlog.get_logger("interplay.run")
+log = get_logger("interplay.run")
 
 #: Fields that may differ between a run and its resumption: where it writes, how fast, and
 #: what its interception server takes from a client.

@@ -15,7 +15,6 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import cattrs
-import structlog
 
 from interplay import config as config_mod
 from interplay import plugins
@@ -23,6 +22,7 @@ from interplay._ids import new_id
 from interplay.clock import Clock
 from interplay.env import Env, SeatSpec
 from interplay.errors import InterplayError
+from interplay.log import get_logger
 from interplay.model.endpoint import Endpoint
 from interplay.records import Episode, EpisodeInfo, Reward, Task, Trace
 from interplay.run.agent import Agent
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from interplay.interception import InterceptionServer, Limits
     from interplay.model.client import ModelClient, Models
 
-log = structlog.get_logger("interplay.run.episode")
+log = get_logger("interplay.run.episode")
 
 
 class RunResources:

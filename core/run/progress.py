@@ -19,16 +19,16 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any, TextIO
 
-import structlog
 from rich.console import Console
 from rich.progress import BarColumn, ProgressColumn, TimeElapsedColumn
 from rich.progress import Progress as RichProgress
 from rich.table import Column
 from rich.text import Text
 
+from interplay.log import get_logger
 from interplay.run.summary import is_error, scored_reward
 
-log = structlog.get_logger("interplay.run")
+log = get_logger("interplay.run")
 
 
 def _isatty(stream: Any) -> bool:

@@ -37,8 +37,6 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-import structlog
-
 from interplay import log as log_mod
 from interplay import plugins, processes
 from interplay.errors import InterplayError
@@ -51,7 +49,7 @@ if TYPE_CHECKING:
     from interplay.env import Env
     from interplay.run.config import RunConfig
 
-log = structlog.get_logger("interplay.run.ray")
+log = log_mod.get_logger("interplay.run.ray")
 
 INSTALL_HINT = "--executor ray needs Ray; install it with: pip install 'interplay[ray]'"
 #: Environment variables of the driver the actors need as they are here, wherever they run.

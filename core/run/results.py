@@ -15,11 +15,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-import structlog
-
 from interplay import config as config_mod
 from interplay.env import Env
 from interplay.errors import InterplayError
+from interplay.log import get_logger
 from interplay.records import Episode, converter, to_json_bytes
 from interplay.run.config import (
     RunConfig,
@@ -29,7 +28,7 @@ from interplay.run.config import (
     without_credentials,
 )
 
-log = structlog.get_logger("interplay.run")
+log = get_logger("interplay.run")
 
 CONFIG_FILE = "config.json"
 EPISODES_FILE = "episodes.jsonl"

@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-import structlog
 
 from interplay.env import Env
 from interplay.errors import InterplayError
+from interplay.log import get_logger
 from interplay.records import Episode, EpisodeInfo, Task
 from interplay.run.config import RunConfig, episode_seed
 from interplay.run.progress import Progress
@@ -38,7 +38,7 @@ from interplay.run.results import (
 )
 from interplay.run.summary import summarize
 
-log = structlog.get_logger("interplay.run")
+log = get_logger("interplay.run")
 
 
 def failed_episode(env_name: str, task: Task, rollout: int, seed: int, exc: BaseException,

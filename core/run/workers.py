@@ -40,8 +40,6 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-import structlog
-
 from interplay import _aio as aio
 from interplay import log as log_mod
 from interplay import plugins, processes
@@ -49,7 +47,7 @@ from interplay.errors import InterplayError
 from interplay.records import Episode, Task
 from interplay.run import config, results, runner
 
-log = structlog.get_logger("interplay.run.workers")
+log = log_mod.get_logger("interplay.run.workers")
 
 #: A finished episode's JSON line can be large (long transcripts); this bounds one message.
 _LINE_LIMIT = 1 << 30

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import logging
 from collections.abc import Iterator
 
 import structlog
@@ -16,10 +17,16 @@ from interplay import log
 @contextlib.contextmanager
 def captured_log(level: str = "debug") -> Iterator[io.StringIO]:
     """Every log line of the block, as JSON lines, in the buffer it yields; logging is put back
-    to structlog's defaults on leaving."""
+    as it was on leaving (structlog to its defaults, the standard library's root logger to its
+    level and handlers)."""
     buffer = io.StringIO()
+    root = logging.getLogger()
+    root_level, root_handlers = root.level, list(root.handlers)
     log.configure(fmt="json", level=level, stream=buffer)
     try:
         yield buffer
     finally:
         structlog.reset_defaults()
+        for handler in [h for h in root.handlers if h not in root_handlers]:
+            root.removeHandler(handler)
+        root.setLevel(root_level)

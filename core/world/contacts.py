@@ -20,15 +20,15 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import attrs
-import structlog
 
+from interplay.log import get_logger
 from interplay.world import times
 from interplay.world.events import Event
 
 if TYPE_CHECKING:
     from interplay.world.world import World
 
-log = structlog.get_logger("interplay.world.contacts")
+log = get_logger("interplay.world.contacts")
 
 #: How long past its limit an answer in progress is still waited for (and kept): a share of
 #: the limit, between GRACE_MIN_S and GRACE_MAX_S.

@@ -19,7 +19,6 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import attrs
-import structlog
 
 from interplay import (
     Criterion,
@@ -30,10 +29,11 @@ from interplay import (
     RubricConfig,
     Step,
     always_on_seats,
+    get_logger,
 )
 from interplay_always_on_verifier import measures, summary
 
-log = structlog.get_logger("interplay.verifiers.always_on_agent")
+log = get_logger("interplay.verifiers.always_on_agent")
 
 
 def default_criteria() -> list[Criterion]:

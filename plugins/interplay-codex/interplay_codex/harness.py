@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import attrs
-import structlog
 
 from interplay import (
     Harness,
@@ -46,12 +45,13 @@ from interplay import (
     Task,
     ToolRun,
     assistant_message,
+    get_logger,
     owner_tag,
     request_messages,
     start_process,
 )
 
-log = structlog.get_logger("interplay.codex")
+log = get_logger("interplay.codex")
 
 #: The codex CLI version this harness is tested against.
 CODEX_VERSION = "0.169.0"

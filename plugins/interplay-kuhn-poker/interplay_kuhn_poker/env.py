@@ -16,7 +16,6 @@ from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
 import attrs
-import structlog
 
 from interplay import (
     ChatSession,
@@ -27,11 +26,12 @@ from interplay import (
     Step,
     Task,
     Verifier,
+    get_logger,
     lookup,
 )
 from interplay_kuhn_poker import messages, rules
 
-log = structlog.get_logger("interplay.kuhn_poker")
+log = get_logger("interplay.kuhn_poker")
 
 SEATS: tuple[str, str] = ("player0", "player1")
 OUTCOMES: tuple[str, ...] = ("showdown", "fold", "forfeit")

@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import attrs
-import structlog
 
 from interplay import (
     ChatSession,
@@ -36,6 +35,7 @@ from interplay import (
     Step,
     Task,
     Verifier,
+    get_logger,
     load_jsonl,
 )
 from interplay_openenv.schema import ActionError, ActionSchema, render
@@ -48,7 +48,7 @@ from interplay_openenv.session import (
     fetch_schema,
 )
 
-log = structlog.get_logger("interplay.openenv")
+log = get_logger("interplay.openenv")
 
 SEAT = "assistant"
 RESULTS_KEY = "openenv"

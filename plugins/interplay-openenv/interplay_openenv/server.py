@@ -21,11 +21,10 @@ import time
 from pathlib import Path
 
 import httpx
-import structlog
 
-from interplay import InterplayError, popen
+from interplay import InterplayError, get_logger, popen
 
-log = structlog.get_logger("interplay.openenv")
+log = get_logger("interplay.openenv")
 
 #: Where OpenEnv's layout (``openenv init``) puts an environment's app.
 APP_IN_PACKAGE = ".server.app:app"

@@ -24,15 +24,15 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import httpx
-import structlog
 from websockets.exceptions import ConnectionClosed
 
+from interplay import get_logger
 from interplay_openenv.schema import ActionSchema
 
 if TYPE_CHECKING:
     from openenv.core.client_types import StepResult
 
-log = structlog.get_logger("interplay.openenv")
+log = get_logger("interplay.openenv")
 
 #: The codes an OpenEnv server puts in its error messages (openenv.core WSErrorCode).
 CAPACITY_REACHED = "CAPACITY_REACHED"

@@ -21,7 +21,6 @@ from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
 import attrs
-import structlog
 
 from interplay import (
     ChatSession,
@@ -34,10 +33,11 @@ from interplay import (
     Step,
     Task,
     Verifier,
+    get_logger,
 )
 from interplay_textarena.game import Game, describe, render
 
-log = structlog.get_logger("interplay.textarena")
+log = get_logger("interplay.textarena")
 
 SINGLE_SEAT = "assistant"
 TWO_SEATS: tuple[str, str] = ("player0", "player1")
