@@ -35,8 +35,6 @@ if TYPE_CHECKING:
     import httpx2
     import openai
 
-__all__ = ["Answer", "Transport", "open_transport", "redact_url"]
-
 
 def _broken(exc: BaseException, while_: str, *, timed_out: bool) -> Failure:
     """A failed exchange as a ``timeout`` or ``connection_error`` Failure whose message
