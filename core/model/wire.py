@@ -62,8 +62,9 @@ def _not_chunk(where: str, status: int) -> Failure:
                    status)
 
 
-def _text_or_none(value: Any) -> bool:
-    return value is None or isinstance(value, str)
+def _fits(value: Any, kind: type | tuple[type, ...]) -> bool:
+    """``value`` is absent (None) or of ``kind``."""
+    return value is None or isinstance(value, kind)
 
 
 def check_chunk(chunk: Mapping[str, Any], status: int) -> None:
@@ -72,35 +73,26 @@ def check_chunk(chunk: Mapping[str, Any], status: int) -> None:
     upstream's fault, as a whole body of the wrong shape is."""
     if "choices" not in chunk and "usage" not in chunk:
         raise _not_chunk("neither choices nor usage", status)
-    if not (chunk.get("usage") is None or isinstance(chunk["usage"], Mapping)):
+    if not _fits(chunk.get("usage"), Mapping):
         raise _not_chunk("usage", status)
     choices = chunk.get("choices")
-    if choices is None:
-        return
-    if not isinstance(choices, list):
+    if not _fits(choices, list):
         raise _not_chunk("choices", status)
-    for ch in choices:
+    for ch in choices or ():
         if not isinstance(ch, Mapping) or type(ch.get("index", 0)) is not int:
             raise _not_chunk("choices[]", status)
         delta = ch.get("delta")
-        if delta is None:
-            continue
-        if not (isinstance(delta, Mapping) and _text_or_none(delta.get("role"))
-                and _text_or_none(delta.get("content"))
-                and _text_or_none(delta.get("refusal"))):
+        if not (_fits(delta, Mapping) and all(_fits((delta or {}).get(k), str)
+                                              for k in ("role", "content", "refusal"))):
             raise _not_chunk("choices[].delta", status)
-        calls = delta.get("tool_calls")
-        if calls is None:
-            continue
-        if not isinstance(calls, list):
+        calls = (delta or {}).get("tool_calls")
+        if not _fits(calls, list):
             raise _not_chunk("choices[].delta.tool_calls", status)
-        for tc in calls:
+        for tc in calls or ():
             fn = tc.get("function") if isinstance(tc, Mapping) else None
             if not (isinstance(tc, Mapping) and type(tc.get("index", 0)) is int
-                    and _text_or_none(tc.get("id"))
-                    and (fn is None or (isinstance(fn, Mapping)
-                                        and _text_or_none(fn.get("name"))
-                                        and _text_or_none(fn.get("arguments"))))):
+                    and _fits(tc.get("id"), str) and _fits(fn, Mapping)
+                    and all(_fits((fn or {}).get(k), str) for k in ("name", "arguments"))):
                 raise _not_chunk("choices[].delta.tool_calls[]", status)
 
 
