@@ -184,6 +184,31 @@ async def test_resume_keeps_supplied_system_messages(model_and_resources: Any) -
     assert systems == ["synth", "task rule A", "a note from the operator"]
 
 
+async def test_a_turns_context_is_what_is_sent_and_the_trace_keeps_everything(
+        model_and_resources: Any) -> None:
+    model, resources = model_and_resources(counting)
+
+    async def program(ctx: EpisodeContext) -> None:
+        async with ctx.agent("assistant").chat(ctx.task) as chat:
+            with pytest.raises(InterplayError, match="needs an opened chat"):
+                await chat.turn("first", context=[Message("user", "first")])
+            await chat.turn("first")
+            await chat.turn("second")
+            with pytest.raises(InterplayError, match="at least the new input"):
+                await chat.turn("third", context=[])
+            await chat.turn("third", context=[Message("system", "sys"),
+                                              Message("user", "(earlier: two turns)\n\nthird")])
+
+    ep = await run_steps(resources, program, Task(0, system_prompt="sys"))
+    sent = model.requests[-1].messages
+    assert sent == [{"role": "system", "content": "sys"},
+                    {"role": "user", "content": "(earlier: two turns)\n\nthird"}]
+    trace = ep.trace("assistant")
+    assert [m.text for m in trace.messages if m.role == "user"] == ["first", "second", "third"]
+    assert trace.messages[-1].text == "ok 1"
+    assert trace.model_calls[-1].request["messages"] == sent
+
+
 # -- serialization, closing, errors ------------------------------------------------------------
 
 

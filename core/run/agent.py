@@ -193,10 +193,15 @@ class ChatSession:
         await self.close()
 
     async def turn(self, message: str | Message | None = None, *,
-                   tool_choice: str | dict[str, Any] | None = None) -> Reply:
+                   tool_choice: str | dict[str, Any] | None = None,
+                   context: Sequence[Message] | None = None) -> Reply:
         """Run one segment: the opening reply, or the agent's answer to ``message``.
         ``tool_choice`` (``"required"``, a tool's name, or an OpenAI tool_choice object) asks
-        the harness to make its first model call of this segment with it."""
+        the harness to make its first model call of this segment with it. ``context`` (after
+        the opening) is what the harness gets instead of the whole conversation and
+        ``message``: a caller's context policy, ending with the new input as the caller would
+        send it. The trace keeps the whole conversation and ``message``; each model call
+        records what was sent."""
         async with self._lock:
             self.ctx.tool_choice = _tool_choice(tool_choice)
             if self._over or self._closed:
@@ -206,6 +211,9 @@ class ChatSession:
                 )
             msg = _as_user_message(message)
             if not self._opened:
+                if context is not None:
+                    raise InterplayError("turn(context=...) needs an opened chat: the opening "
+                                         "turn has no conversation to replace")
                 if msg is None:
                     if not self.wire_task.prompt:
                         why = "its prompt is masked" if self.mask_prompt else "it has no prompt"
@@ -224,7 +232,10 @@ class ChatSession:
                 if msg is None:
                     raise InterplayError("turn() after the opening needs a message")
                 inputs = [*self.trace.messages, msg]
-                run = self.agent.harness.resume(inputs, self.ctx)
+                if context is not None and not context:
+                    raise InterplayError("turn(context=...) needs at least the new input")
+                run = self.agent.harness.resume(inputs if context is None else list(context),
+                                                self.ctx)
             segment = await self._run_segment(run)
             self.turns += 1
             self.trace.messages = [*inputs, *segment.messages]
