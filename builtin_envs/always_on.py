@@ -22,19 +22,31 @@ This module owns the step: its settings and what it refuses at load; the run its
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import random
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
 import attrs
 
-from interplay.builtin_envs.always_on_loop import Loop
+from interplay import plugins
+from interplay.builtin_envs.always_on_history import (
+    HistoryConfig,
+    floor_tokens,
+    keeps_session,
+    session_problem,
+)
+from interplay.builtin_envs.always_on_loop import STEP_MARK, Loop, rules_text, spans_days, user_line
 from interplay.builtin_envs.user_sim import UserSimStep, make_sim
+from interplay.clock import Clock
+from interplay.env import SeatSpec
 from interplay.errors import InterplayError
 from interplay.run.episode import EpisodeContext
 from interplay.step import Step
 from interplay.world import times
-from interplay.world.scenario import Scenario, load_scenario
+from interplay.world.chat import ChatSettings
+from interplay.world.env import tasks_of
+from interplay.world.scenario import Scenario, build_world, load_scenario
 
 
 @attrs.define
@@ -61,6 +73,8 @@ class AlwaysOnConfig:
     #: Clock jumps with no wake, with only recurring triggers ahead, before a run without an
     #: end time is over (nothing can wake the agent any more).
     idle_jumps: int = 24
+    #: What of its conversation the agent is sent each turn (docs/always_on.md).
+    history: HistoryConfig = attrs.Factory(HistoryConfig)
 
 
 class AlwaysOn(Step):
@@ -126,7 +140,43 @@ class AlwaysOn(Step):
         if cfg.budget_s is not None and cfg.budget_s <= 0:
             problems.append("budget_s must be more than 0")
         problems += times.check_delay(cfg.min_check_interval, "min_check_interval")
+        problems += cfg.history.problems()
+        if users and cfg.history.max_context_tokens is not None and not problems:
+            problems += self._budget_floor(scenario, users[-1].config.name)
         return problems
+
+    def _budget_floor(self, scenario: Scenario, name: str) -> list[str]:
+        """A budget that cannot hold the system prompt, the tools and the first wake of the
+        scenario's tasks is refused (a taskset from a file is met at run time, where such a
+        turn is sent whole and marked ``over_budget``)."""
+        cfg: AlwaysOnConfig = self.config
+        checks = cfg.checks if cfg.checks is not None else spans_days(scenario)
+        world = build_world(scenario, clock=Clock(scenario.start_time, rate=0.0),
+                            rng=random.Random(0), user_name=name,
+                            chat=ChatSettings(stay_quiet=cfg.stay_quiet, checks=checks,
+                                              min_check_interval_s=times.parse_duration(
+                                                  cfg.min_check_interval)))
+        try:
+            tools = world.tools_for(cfg.seat, cfg.deny_tools)
+        finally:
+            world.close()
+        rules = rules_text(cfg, name, scenario.timezone, checks)
+        when = times.readable(scenario.start_time, scenario.timezone)
+        floor = 0
+        for task in tasks_of(scenario):
+            opening = task.prompt if isinstance(task.prompt, str) else scenario.opening
+            lines = [] if task.system_prompt else [f"{STEP_MARK} {rules}"]
+            if opening:
+                lines.append(user_line(when, name, opening))
+            system = f"{task.system_prompt}\n\n{rules}" if task.system_prompt else None
+            floor = max(floor, floor_tokens(system, tools, "\n".join(lines),
+                                            cfg.history.chars_per_token))
+        budget = cfg.history.max_context_tokens
+        if budget is not None and budget < floor:
+            return [f"history.max_context_tokens {budget} cannot hold the system prompt, the "
+                    f"tools and the first wake (about {floor} tokens); raise it to at least "
+                    f"{floor}, or set history.mode = \"all\""]
+        return []
 
     def worst_wake_s(self, ctx_or_seats: Any) -> float:
         """The longest one wake can take in real time: the agent's turns at their timeout,
@@ -147,6 +197,17 @@ class AlwaysOn(Step):
                     f"agent's turns at their timeout, the user's read, the slowest contact); "
                     f"raise budget_s or lower the seats' timeout_s")
         return None
+
+    def history_problem(self, seats: Mapping[str, SeatSpec]) -> str | None:
+        """Folding asked for on a seat whose harness keeps its own session."""
+        spec = seats.get(self.config.seat)
+        if not self.config.history.asks_to_fold or spec is None:
+            return None
+        try:
+            harness = plugins.lookup("harnesses", spec.harness)
+        except InterplayError:
+            return None  # an unknown harness is refused where the seats are checked
+        return session_problem(spec.harness) if keeps_session(harness) else None
 
     async def run(self, ctx: EpisodeContext) -> None:
         problem = self.budget_problem(ctx)

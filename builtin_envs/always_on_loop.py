@@ -13,6 +13,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from interplay.builtin_envs import always_on_records as records
+from interplay.builtin_envs.always_on_history import Folder, resolve
 from interplay.builtin_envs.user_sim import UserSide, make_sim, person_from
 from interplay.log import get_logger
 from interplay.records import Task
@@ -42,6 +43,29 @@ def spans_days(scenario: Scenario) -> bool:
         return False
     tz = str(scenario.user.get("timezone") or scenario.timezone)
     return times.local(end, tz).date() > times.local(scenario.start_time, tz).date()
+
+
+def rules_text(cfg: AlwaysOnConfig, name: str, timezone: str, checks: bool) -> str:
+    """What the agent is told of its situation (with the task's system prompt, or opening the
+    first wake)."""
+    rules = [f"You are {name}'s always-on assistant. You are woken when something "
+             f"happens: {name} writes, an alert comes in, someone you contacted replies"
+             + (", or a check you scheduled is due" if checks else "")
+             + f". Each line you are given starts with its time ({timezone}).",
+             f"{name} sees only what you send with message_user; your plain replies are "
+             f"private notes she never reads."]
+    if cfg.stay_quiet:
+        rules.append(f"When there is nothing to tell {name}, call stay_quiet.")
+    if checks:
+        rules.append(f"To look at something again later, call schedule_check (at least "
+                     f"{cfg.min_check_interval} ahead); list_checks and cancel_check "
+                     f"manage them.")
+    rules.append("get_time tells the current time.")
+    return " ".join(rules)
+
+
+def user_line(when: str, name: str, text: str) -> str:
+    return f"[{when}] {name} (the user) wrote: {text}"
 
 
 class Loop:
@@ -80,6 +104,8 @@ class Loop:
         self.late = 0
         self.early = 0
         self.started = time.monotonic()
+        #: The agent's context policy (made when its agent is, in run()).
+        self.folder: Folder | None = None
 
     # -- the run -----------------------------------------------------------------------------
 
@@ -99,7 +125,14 @@ class Loop:
             deny = set(self.cfg.deny_tools) | set(ctx.task.info.get("deny_tools") or ())
             agent.tools = [*(t for t in agent.tools if t.name not in deny),
                            *world.tools_for(self.cfg.seat, sorted(deny))]
-            async with agent.chat(self._agent_task()) as session:
+            policy = resolve(self.cfg.history, agent)
+            task = self._agent_task()
+            self.folder = Folder(policy, tools=agent.tools, timezone=world.timezone,
+                                 system=task.system_prompt, user_name=self.person.name,
+                                 rules=None if ctx.task.system_prompt else self._rules())
+            async with agent.chat(task) as session:
+                # Read beside the trace's messages: what each model call was sent may be less.
+                session.trace.info["history"] = policy.record()
                 try:
                     await self._loop(session)
                 except asyncio.CancelledError:
@@ -248,6 +281,8 @@ class Loop:
                                    sources=sources)
         done_reply = any(e.kind == "user_reply" and e.data["done"] for e in items)
         t0 = time.monotonic()
+        assert self.folder is not None
+        self.folder.begin(session.trace.messages)
         reply = await self._turn(session, "\n".join(lines), "turn")
         calls = world.take_tool_calls()
         notes = [reply.text] if reply.text.strip() else []
@@ -264,15 +299,17 @@ class Loop:
                 notes.append(reply.text)
         world.enter("after_turn")
         self.free_at_us = world.clock.now_us()
+        mine = [m for m in world.chat.sent_by(self.cfg.seat) if m.wake == n]
         entry.update(end_at=world.timeline.stamp(self.free_at_us)["at"],
                      end_t=world.timeline.stamp(self.free_at_us)["t"],
-                     sent=[m.number for m in world.chat.sent_by(self.cfg.seat) if m.wake == n],
+                     sent=[m.number for m in mine],
                      quiet=n in world.chat.quiet_wakes, nudged=nudged, tool_calls=calls,
                      private_note="\n\n".join(notes))
         # Real time is kept beside the timeline, which a seed replays to the byte.
         self.wake_real_s.append(round(time.monotonic() - t0, 3))
         if nudged:
             entry["nudge"] = {"from": "step", "text": self._nudge_text()}
+        self.folder.end(entry, [(m.number, m.at_us, m.text) for m in mine])
         self.wakes.append(entry)
         world.timeline.gap()
         log.debug("always_on.wake", episode_id=self.ctx.info.episode_id, wake=n,
@@ -282,9 +319,8 @@ class Loop:
             trace = session.trace
             self.error_type = trace.error_type or reply.stop_condition or "error"
             self.error = trace.error
-            for message in world.chat.sent_by(self.cfg.seat):
-                if message.wake == n:
-                    message.leftover = True
+            for message in mine:
+                message.leftover = True
             return "error"
         self._raise_failure()
         if done_reply and self.user.done_ends_run:
@@ -295,9 +331,11 @@ class Loop:
                     tool_choice: str | None = None) -> Reply:
         world = self.world
         world.enter(phase)
+        assert self.folder is not None
+        context = self.folder.context(session.trace.messages, message)
         world.clock.set_rate(self.rate)
         try:
-            return await session.turn(message, tool_choice=tool_choice)
+            return await session.turn(message, tool_choice=tool_choice, context=context)
         finally:
             world.clock.freeze()
 
@@ -318,7 +356,7 @@ class Loop:
             kind = "opening" if event.data.get("opening") else "line"
             self.user.said(due, kind, event.data["text"])
             source.update(kind=kind, **{"from": "user"}, text=event.data["text"])
-            source["line"] = f"[{when}] {name} (the user) wrote: {event.data['text']}"
+            source["line"] = user_line(when, name, event.data["text"])
         elif event.kind == "user_reply":
             record = event.data["record"]
             record.update(reached_at=times.iso(wake_us / 1e6, tz),
@@ -362,22 +400,7 @@ class Loop:
                     info=task.info)
 
     def _rules(self) -> str:
-        name = self.person.name
-        tz = self.world.timezone
-        rules = [f"You are {name}'s always-on assistant. You are woken when something "
-                 f"happens: {name} writes, an alert comes in, someone you contacted replies"
-                 + (", or a check you scheduled is due" if self.checks else "")
-                 + f". Each line you are given starts with its time ({tz}).",
-                 f"{name} sees only what you send with message_user; your plain replies are "
-                 f"private notes she never reads."]
-        if self.cfg.stay_quiet:
-            rules.append(f"When there is nothing to tell {name}, call stay_quiet.")
-        if self.checks:
-            rules.append(f"To look at something again later, call schedule_check (at least "
-                         f"{self.cfg.min_check_interval} ahead); list_checks and cancel_check "
-                         f"manage them.")
-        rules.append("get_time tells the current time.")
-        return " ".join(rules)
+        return rules_text(self.cfg, self.person.name, self.world.timezone, self.checks)
 
     def _nudge_text(self) -> str:
         name = self.person.name

@@ -177,6 +177,8 @@ def counts(loop: Loop) -> dict[str, int]:
         "late_events": loop.late,
         "early_events": loop.early,
         "real_waits": world.clock.real_waits,
+        "folded_wakes": loop.folder.folded if loop.folder else 0,
+        "folded_turns": loop.folder.folded_turns if loop.folder else 0,
     }
 
 
@@ -187,7 +189,8 @@ def settings(loop: Loop) -> dict[str, Any]:
             "stay_quiet": cfg.stay_quiet, "checks": loop.checks,
             "min_check_interval": cfg.min_check_interval, "deny_tools": list(cfg.deny_tools),
             "idle_jumps": cfg.idle_jumps, "multi_day": loop.multi_day,
-            "done_ends_run": loop.user.done_ends_run}
+            "done_ends_run": loop.user.done_ends_run,
+            "history": loop.folder.policy.record() if loop.folder else None}
 
 
 def end_note(loop: Loop, reason: str) -> str:
@@ -227,4 +230,5 @@ def metrics(result: dict[str, Any]) -> dict[str, float]:
     """Per-episode numbers the run's summary averages."""
     c = result["summary"]["counts"]
     return {key: float(c[key]) for key in ("wakes", "nudges", "messages_sent", "user_replies",
-                                           "late_events", "early_events")}
+                                           "late_events", "early_events", "folded_wakes",
+                                           "folded_turns")}

@@ -103,6 +103,9 @@ class Agent:
         if last["role"] == "tool":
             return self.after_tools
         text = str(last.get("content") or "")
+        if text.startswith("[always_on] Earlier in this run"):
+            # A digest of folded wakes opens the message: the wake is what follows it.
+            text = text.split("\n\n", 1)[1]
         self.wakes.append(text)
         return self.decide(text) or ""
 

@@ -239,7 +239,9 @@ async def test_the_llm_user_sim_plays_her_in_always_on(tmp_path: Path) -> None:
     assert "Earlier (2025-06-02T08:00:00+02:00) you wrote to the assistant: find a venue" in shown
 
 
-async def test_the_same_seed_gives_the_same_timeline_byte_for_byte(tmp_path: Path) -> None:
+@pytest.mark.parametrize("history", [None, {"keep_wakes": 1}], ids=["whole", "folded"])
+async def test_the_same_seed_gives_the_same_timeline_byte_for_byte(
+        tmp_path: Path, history: dict[str, Any] | None) -> None:
     env = make_env(tmp_path, {
         "end": "P3D",
         "apps": [{"kind": "inbox"}],
@@ -250,7 +252,8 @@ async def test_the_same_seed_gives_the_same_timeline_byte_for_byte(tmp_path: Pat
             {"kind": "reply", "contact": "friend"}, {"kind": "reply", "contact": "venue"}]},
             {"name": "daily", "every": "P1D", "actions": [{"kind": "notify", "text": "day"}]}],
         "tasks": [{"prompt": "ask around"}]},
-        user={"user_sim": "llm", "reply_delays": {"free": ["PT1M", "PT30M"]}})
+        user={"user_sim": "llm", "reply_delays": {"free": ["PT1M", "PT30M"]}},
+        always_on={"history": history} if history else None)
 
     def agent() -> Agent:
         return Agent(by_pattern({
@@ -275,6 +278,9 @@ async def test_the_same_seed_gives_the_same_timeline_byte_for_byte(tmp_path: Pat
     assert a == b
     assert timeline_bytes(one) != timeline_bytes(other)  # the delays are drawn from the seed
     assert len(timeline(one, "wake")) >= 5
+    # A folded run replays its folding too: each wake says what its turns were sent.
+    folded = [w.get("context", {}).get("folded_wakes", 0) for w in timeline(one, "wake")]
+    assert (max(folded) >= 3) == bool(history)
 
 
 async def test_a_cancelled_run_keeps_its_records(tmp_path: Path) -> None:

@@ -95,9 +95,10 @@ def scenario_env(path: str | Path) -> type[Env]:
         def check(self) -> None:
             super().check()
             for step in self.steps():
-                problem = getattr(step, "budget_problem", None)
-                if problem is not None and (text := problem(dict(self.seats))):
-                    raise InterplayError(f"env {self.name!r}: step {step.name!r}: {text}")
+                for name in ("budget_problem", "history_problem"):
+                    problem = getattr(step, name, None)
+                    if problem is not None and (text := problem(dict(self.seats))):
+                        raise InterplayError(f"env {self.name!r}: step {step.name!r}: {text}")
 
     ScenarioEnv.seats = seats_of(scenario, p)
     ScenarioEnv.__name__ = ScenarioEnv.__qualname__ = f"ScenarioEnv_{env_name}"
