@@ -60,6 +60,12 @@ def test_the_view_reads_a_record_defensively() -> None:
                         "conversation": [{"from": "user", "kind": "line", "text": ["odd"]}]})
     assert v is not None and v["wakes"][0]["when"] == "nonsense"
     assert v["chat"][0]["text"] == '["odd"]'
+    assert v["wakes"][0]["folded"] == ""
+    folded = always_on.view({"timeline": [
+        {"kind": "wake", "wake": n, "context": {"folded_wakes": f}}
+        for n, f in ((4, 1), (5, 3), (6, "x"))]})
+    assert folded is not None
+    assert [w["folded"] for w in folded["wakes"]] == ["wake 1", "wakes 1-3", ""]
 
 
 def test_the_page_holds_the_chat_and_the_wakes_escaped(results: Path) -> None:

@@ -84,6 +84,13 @@ def _call(call: Mapping[str, Any]) -> dict[str, str]:
             "error": _text(call.get("error"))}
 
 
+def _folded(count: Any) -> str:
+    """Which earlier wakes a wake's turns were sent as a digest ("" when none)."""
+    if not isinstance(count, int) or count < 1:
+        return ""
+    return "wake 1" if count == 1 else f"wakes 1-{count}"
+
+
 def view(record: Any) -> dict[str, Any] | None:
     """Plain values for the page from an episode's ``results["always_on"]`` (None when the
     episode has no always_on record)."""
@@ -113,6 +120,7 @@ def view(record: Any) -> dict[str, Any] | None:
             "woke": [_source(_map(s)) for s in _seq(entry.get("sources"))],
             "sent": [{"n": _text(m), "text": sent.get(m, "")} for m in _seq(entry.get("sent"))],
             "quiet": bool(entry.get("quiet")), "nudged": bool(entry.get("nudged")),
+            "folded": _folded(_map(entry.get("context")).get("folded_wakes")),
             "tool_calls": [_call(_map(c)) for c in _seq(entry.get("tool_calls"))],
             "changes": listed[:CHANGES_SHOWN],
             "more_changes": max(0, len(listed) - CHANGES_SHOWN) + folded.get(n, 0),
