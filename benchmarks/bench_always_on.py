@@ -13,12 +13,15 @@ prints:
   plus every ``asyncio.sleep`` with a delay called on the episode's event loop while it ran;
 * wall time for the simulated month (target <= 10 s on this 2-core machine), and per wake;
 * memory of the timeline: its entries, its JSON size, its objects (a recursive sizeof), and the
-  peak traced allocation of the whole episode.
+  peak traced allocation of the whole episode;
+* the agent's largest request, and with ``--max-context-tokens N`` (its history folded within
+  N estimated tokens) the wakes in the digest at the end.
 
 Run by hand (it prints figures; nothing is asserted):
 
     .venv/bin/python benchmarks/bench_always_on.py            # three runs
     .venv/bin/python benchmarks/bench_always_on.py --runs 1 --trace-memory
+    .venv/bin/python benchmarks/bench_always_on.py --runs 1 --max-context-tokens 6000
 """
 
 from __future__ import annotations
@@ -47,7 +50,10 @@ def agent(request: ScriptedRequest) -> ScriptedReply:
     last = msgs[-1]
     if last["role"] == "tool":
         return ScriptedReply.text("")
-    if "(the user) wrote:" in str(last.get("content")):
+    text = str(last.get("content"))
+    if text.startswith("[always_on] Earlier in this run"):
+        text = text.split("\n\n", 1)[1]  # the digest of folded wakes opens the message
+    if "(the user) wrote:" in text:
         return ScriptedReply.tool_call("message_user", {"text": "On it; I will report back."})
     return ScriptedReply.tool_call("stay_quiet", {})
 
@@ -85,8 +91,9 @@ def sizeof(value: Any, seen: set[int] | None = None) -> int:
     return size
 
 
-async def one_run(trace_memory: bool) -> dict[str, Any]:
-    env = plugins.get("envs", "always-on-month")()
+async def one_run(trace_memory: bool, max_context_tokens: int | None = None) -> dict[str, Any]:
+    history = {} if max_context_tokens is None else {"max_context_tokens": max_context_tokens}
+    env = plugins.get("envs", "always-on-month")({"always_on": {"history": history}})
     env.check()
     task = next(iter(env.tasks()))
     sleeps = 0
@@ -123,6 +130,10 @@ async def one_run(trace_memory: bool) -> dict[str, Any]:
         "wakes": counts["wakes"],
         "ms_per_wake": round(1000 * wall / max(1, counts["wakes"]), 2),
         "model_calls": len(result.requests),
+        "largest_agent_request_kb": round(max(
+            len(json.dumps(c.request)) for c in episode.trace("assistant").model_calls) / 1024,
+            1),
+        "folded_wakes": counts["folded_wakes"],
         **recount(timeline),
         "late_by_the_run": counts["late_events"],
         "real_sleeps": sleeps + counts["real_waits"],
@@ -139,11 +150,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--trace-memory", action="store_true",
                         help="trace allocations (slows the run; wall time is then not comparable)")
+    parser.add_argument("--max-context-tokens", type=int, default=None,
+                        help="fold the agent's earlier wakes within this budget "
+                             "(env.always_on.history.max_context_tokens)")
     args = parser.parse_args(argv)
     log.configure(fmt="console", level="warning")
     walls = []
     for i in range(args.runs):
-        figures = aio.run(one_run(args.trace_memory))
+        figures = aio.run(one_run(args.trace_memory, args.max_context_tokens))
         walls.append(figures["wall_s"])
         print(json.dumps({"run": i + 1, **figures}), flush=True)
     print(json.dumps({"runs": args.runs, "wall_s_min": min(walls),
