@@ -36,7 +36,8 @@ from interplay.builtin_envs.always_on_history import (
     keeps_session,
     session_problem,
 )
-from interplay.builtin_envs.always_on_loop import STEP_MARK, Loop, rules_text, spans_days, user_line
+from interplay.builtin_envs.always_on_loop import Loop, spans_days
+from interplay.builtin_envs.always_on_prompts import STEP_MARK, rules_text, user_line
 from interplay.builtin_envs.user_sim import UserSimStep, make_sim
 from interplay.clock import Clock
 from interplay.env import SeatSpec

@@ -12,6 +12,7 @@ import random
 import time
 from typing import TYPE_CHECKING, Any
 
+from interplay.builtin_envs import always_on_prompts as prompts
 from interplay.builtin_envs import always_on_records as records
 from interplay.builtin_envs.always_on_history import Folder, resolve
 from interplay.builtin_envs.user_sim import UserSide, make_sim, person_from
@@ -31,10 +32,6 @@ if TYPE_CHECKING:
 
 log = get_logger("interplay.envs.always_on")
 
-STEP_MARK = "[always_on]"
-CONTACT_PROMPT = ("You are {name}. {persona}\nYou receive messages from {user}'s assistant. "
-                  "Write only your reply to each, briefly, as {name} would.")
-
 
 def spans_days(scenario: Scenario) -> bool:
     """Does the run span more than one day in the user's zone?"""
@@ -43,29 +40,6 @@ def spans_days(scenario: Scenario) -> bool:
         return False
     tz = str(scenario.user.get("timezone") or scenario.timezone)
     return times.local(end, tz).date() > times.local(scenario.start_time, tz).date()
-
-
-def rules_text(cfg: AlwaysOnConfig, name: str, timezone: str, checks: bool) -> str:
-    """What the agent is told of its situation (with the task's system prompt, or opening the
-    first wake)."""
-    rules = [f"You are {name}'s always-on assistant. You are woken when something "
-             f"happens: {name} writes, an alert comes in, someone you contacted replies"
-             + (", or a check you scheduled is due" if checks else "")
-             + f". Each line you are given starts with its time ({timezone}).",
-             f"{name} sees only what you send with message_user; your plain replies are "
-             f"private notes she never reads."]
-    if cfg.stay_quiet:
-        rules.append(f"When there is nothing to tell {name}, call stay_quiet.")
-    if checks:
-        rules.append(f"To look at something again later, call schedule_check (at least "
-                     f"{cfg.min_check_interval} ahead); list_checks and cancel_check "
-                     f"manage them.")
-    rules.append("get_time tells the current time.")
-    return " ".join(rules)
-
-
-def user_line(when: str, name: str, text: str) -> str:
-    return f"[{when}] {name} (the user) wrote: {text}"
 
 
 class Loop:
@@ -271,11 +245,11 @@ class Loop:
         sources = [self._deliver(event, n, now_us) for event in items]
         lines = [s.pop("line") for s in sources]
         if n == 1 and not self.ctx.task.system_prompt:
-            lines.insert(0, f"{STEP_MARK} {self._rules()}")
+            lines.insert(0, f"{prompts.STEP_MARK} {self._rules()}")
             sources.insert(0, {"kind": "rules", "from": "step", "text": self._rules()})
         if final_reason is not None:
             notice = self._final_notice(final_reason)
-            lines.append(f"{STEP_MARK} {notice}")
+            lines.append(f"{prompts.STEP_MARK} {notice}")
             sources.append({"kind": "final_notice", "from": "step", "text": notice})
         entry = world.timeline.add("wake", now_us, wake=n, final=final_reason is not None,
                                    sources=sources)
@@ -292,7 +266,7 @@ class Loop:
         if self.cfg.nudge and not reply.stopped and not wrote and reply.text.strip():
             nudged = True
             self.nudges += 1
-            reply = await self._turn(session, f"{STEP_MARK} {self._nudge_text()}", "nudge",
+            reply = await self._turn(session, f"{prompts.STEP_MARK} {self._nudge_text()}", "nudge",
                                      tool_choice=self.cfg.nudge_tool_choice or None)
             calls += world.take_tool_calls()
             if reply.text.strip():
@@ -356,7 +330,7 @@ class Loop:
             kind = "opening" if event.data.get("opening") else "line"
             self.user.said(due, kind, event.data["text"])
             source.update(kind=kind, **{"from": "user"}, text=event.data["text"])
-            source["line"] = user_line(when, name, event.data["text"])
+            source["line"] = prompts.user_line(when, name, event.data["text"])
         elif event.kind == "user_reply":
             record = event.data["record"]
             record.update(reached_at=times.iso(wake_us / 1e6, tz),
@@ -400,27 +374,19 @@ class Loop:
                     info=task.info)
 
     def _rules(self) -> str:
-        return rules_text(self.cfg, self.person.name, self.world.timezone, self.checks)
+        return prompts.rules_text(self.cfg, self.person.name, self.world.timezone, self.checks)
 
     def _nudge_text(self) -> str:
-        name = self.person.name
-        quiet = " If there is nothing to tell her, call stay_quiet." if self.cfg.stay_quiet \
-            else ""
-        return (f"Your reply above is a private note: {name} does not see it. To write to her, "
-                f"call message_user.{quiet}")
+        return prompts.nudge_text(self.person.name, self.cfg.stay_quiet)
 
     def _final_notice(self, reason: str) -> str:
-        tz = self.world.timezone
-        if reason == "end_time":
-            return (f"Final check-in ({times.readable(self.world.clock.now(), tz)}): the task's "
-                    f"time is up. This is your last turn; tell {self.person.name} what she "
-                    f"needs to know with message_user.")
-        return f"This is your last turn; tell {self.person.name} what she needs to know now."
+        return prompts.final_notice(reason, self.person.name, self.world.clock.now(),
+                                    self.world.timezone)
 
     async def _ask(self, contact: Contact, message: str) -> str:
         session = self.contact_sessions.get(contact.name)
         if session is None:
-            system = CONTACT_PROMPT.format(name=contact.name, persona=contact.persona,
+            system = prompts.CONTACT_PROMPT.format(name=contact.name, persona=contact.persona,
                                            user=self.person.name)
             agent = self.ctx.agent(contact.seat, name=f"{contact.seat}:{contact.name}")
             session = agent.chat(Task(idx=self.ctx.task.idx, system_prompt=system))

@@ -1,0 +1,61 @@
+"""What the always_on step tells the models it runs, in one place: the agent's rules, the
+lines its wakes open with, the nudge after a private note, the final notice, and the prompt a
+modeled contact answers under. The loop (:mod:`interplay.builtin_envs.always_on_loop`) decides
+when each is sent; the wording is here, so changing what the agent is told touches one file.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from interplay.world import times
+
+if TYPE_CHECKING:
+    from interplay.builtin_envs.always_on import AlwaysOnConfig
+
+#: Opens every line the step (not the user, not an app) adds to the agent's conversation.
+STEP_MARK = "[always_on]"
+CONTACT_PROMPT = ("You are {name}. {persona}\nYou receive messages from {user}'s assistant. "
+                  "Write only your reply to each, briefly, as {name} would.")
+
+
+def rules_text(cfg: AlwaysOnConfig, name: str, timezone: str, checks: bool) -> str:
+    """What the agent is told of its situation (with the task's system prompt, or opening the
+    first wake)."""
+    rules = [f"You are {name}'s always-on assistant. You are woken when something "
+             f"happens: {name} writes, an alert comes in, someone you contacted replies"
+             + (", or a check you scheduled is due" if checks else "")
+             + f". Each line you are given starts with its time ({timezone}).",
+             f"{name} sees only what you send with message_user; your plain replies are "
+             f"private notes she never reads."]
+    if cfg.stay_quiet:
+        rules.append(f"When there is nothing to tell {name}, call stay_quiet.")
+    if checks:
+        rules.append(f"To look at something again later, call schedule_check (at least "
+                     f"{cfg.min_check_interval} ahead); list_checks and cancel_check "
+                     f"manage them.")
+    rules.append("get_time tells the current time.")
+    return " ".join(rules)
+
+
+def user_line(when: str, name: str, text: str) -> str:
+    """A line the user wrote, as the agent is given it."""
+    return f"[{when}] {name} (the user) wrote: {text}"
+
+
+def nudge_text(name: str, stay_quiet: bool) -> str:
+    """Sent after a wake's reply that was only a private note."""
+    quiet = " If there is nothing to tell her, call stay_quiet." if stay_quiet else ""
+    return (f"Your reply above is a private note: {name} does not see it. To write to her, "
+            f"call message_user.{quiet}")
+
+
+def final_notice(reason: str, name: str, now: datetime, timezone: str) -> str:
+    """Opens the run's last wake: at the scenario's end time, or when the run ends otherwise
+    (``reason``)."""
+    if reason == "end_time":
+        return (f"Final check-in ({times.readable(now, timezone)}): the task's time is up. "
+                f"This is your last turn; tell {name} what she needs to know with "
+                f"message_user.")
+    return f"This is your last turn; tell {name} what she needs to know now."
