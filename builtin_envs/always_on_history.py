@@ -11,7 +11,7 @@ is never parted from its result, and the fold only moves forward.
 
 This module owns the settings, their resolution for a seat, the estimate, the choice of wakes
 and the digest's text. It never changes the conversation the trace keeps: the loop hands what
-to send to ``ChatSession.turn(history=...)``, and each model call records what was sent.
+to send to ``ChatSession.turn(context=...)``, and each model call records what was sent.
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
+from interplay.builtin_envs.always_on_prompts import STEP_MARK as MARK
 from interplay.errors import InterplayError
 from interplay.harness import Harness
-from interplay.model.local import N_CTX
-from interplay.model.local_server import DEFAULT_MAX_TOKENS
+from interplay.model.local import DEFAULT_MAX_TOKENS, N_CTX
 from interplay.records import Message
 from interplay.world import times
 
@@ -34,7 +34,6 @@ if TYPE_CHECKING:
     from interplay.run.agent import Agent
     from interplay.tools import Tool
 
-MARK = "[always_on]"
 #: Room the embedded model's window keeps for what the estimate cannot see: it reads about
 #: 2.5 characters a token on timestamps and JSON and 4 on prose, against the 3 it assumes.
 EMBEDDED_SHARE = 0.75
