@@ -31,6 +31,8 @@ MODEL_NAME = "SmolLM2-135M-Instruct"
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 INSTALL_HINT = "the embedded model is not installed; run: bash .ci/setup"
 N_CTX = 8192  # SmolLM2's trained context
+#: A reply's tokens when the request sets no max_tokens.
+DEFAULT_MAX_TOKENS = 512
 START_TIMEOUT_S = 120.0
 
 

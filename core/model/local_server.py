@@ -29,13 +29,12 @@ from interplay import _codec
 from interplay._ids import new_id
 from interplay.interception import request
 from interplay.log import get_logger
-from interplay.model.local import MODEL_NAME, N_CTX, model_path
+from interplay.model.local import DEFAULT_MAX_TOKENS, MODEL_NAME, N_CTX, model_path
 
 log = get_logger("interplay.model.local_server")
 
 N_THREADS = 2
 STATE_CACHE_BYTES = 512 << 20
-DEFAULT_MAX_TOKENS = 512
 _PASSTHROUGH = ("temperature", "top_p", "stop", "seed", "presence_penalty",
                 "frequency_penalty", "top_k", "min_p", "repeat_penalty")
 _INTEGER = ("seed", "top_k")
