@@ -6,6 +6,9 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
+import os
+import resource
+import signal
 from collections.abc import AsyncIterator
 
 import attrs
@@ -155,6 +158,41 @@ async def test_a_pool_release_leaves_the_shared_model_to_a_client_outside_pools(
     again = await local_model.acquire_shared()  # a fresh one after a full stop
     await local_model.release_shared()
     assert again is not held and again.proc is None  # the last release stopped it
+
+
+async def test_a_call_to_an_embedded_model_that_died_says_why_and_is_not_retried() -> None:
+    """Its server dies of SIGILL, as a llama.cpp built for instructions the machine cannot run
+    does on its first prompt: the next call names the cause and what to do, at once, rather
+    than five refused connections."""
+    core = resource.getrlimit(resource.RLIMIT_CORE)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, core[1]))  # the server leaves no core file
+    models = Models()
+    client = models.client(Endpoint(base_url=None, max_retries=4))
+    try:
+        first = await client.chat(ASK, max_tokens=4)
+        assert first.error_type is None, first.error
+        server = local_model._shared
+        assert server is not None and server.proc is not None
+        assert server.exit_reason() is None  # running
+        os.kill(server.proc.pid, signal.SIGILL)
+        await asyncio.to_thread(server.proc.wait, 10)
+        calls = [await client.chat(ASK, max_tokens=4, stream=stream) for stream in (False, True)]
+    finally:
+        await models.aclose()
+        resource.setrlimit(resource.RLIMIT_CORE, core)
+    for call in calls:
+        assert (call.error_type, call.attempts) == ("connection_error", 1)
+        assert call.error is not None and "died of SIGILL" in call.error
+        assert 'CMAKE_ARGS="-DGGML_NATIVE=OFF"' in call.error
+    assert local_model._shared is None  # the pool's release stopped what was left of it
+
+
+@pytest.mark.parametrize(("code", "says"), [
+    (-signal.SIGKILL, "the embedded model's server was killed by SIGKILL"),
+    (3, "the embedded model's server exited with code 3 (run `interplay serve-local`"),
+])
+def test_other_ends_of_the_embedded_model_are_named(code: int, says: str) -> None:
+    assert local_model.exit_reason(code).startswith(says)
 
 
 def test_tool_arguments_become_strict_json() -> None:

@@ -163,18 +163,24 @@ class ModelClient:
 
         async def attempt() -> None:
             call.attempts += 1
-            answer = await transport.post("/chat/completions", body, data, stream=call.streamed)
             try:
-                call.status = answer.status
-                if call.streamed and "text/event-stream" in answer.headers.get(
-                        "content-type", ""):
-                    await _read_stream(call, answer, t0, on_chunk, on_start)
-                else:
-                    raw = await answer.read()
-                    _finish(call, raw, wire.parse_body(raw, answer.status, "choices",
-                                                       "a chat.completion"))
-            finally:
-                await answer.close()
+                answer = await transport.post("/chat/completions", body, data,
+                                              stream=call.streamed)
+                try:
+                    call.status = answer.status
+                    if call.streamed and "text/event-stream" in answer.headers.get(
+                            "content-type", ""):
+                        await _read_stream(call, answer, t0, on_chunk, on_start)
+                    else:
+                        raw = await answer.read()
+                        _finish(call, raw, wire.parse_body(raw, answer.status, "choices",
+                                                           "a chat.completion"))
+                finally:
+                    await answer.close()
+            except Failure as f:
+                if f.error_type == "connection_error" and self.endpoint.is_local:
+                    _local_gone(f)
+                raise
 
         try:
             await self.policy.run(attempt)
@@ -185,6 +191,16 @@ class ModelClient:
                         status=f.status, attempts=call.attempts)
         call.latency_s = time.monotonic() - t0
         return call
+
+
+def _local_gone(failure: Failure) -> None:
+    """A failed call to the embedded model whose server has ended says why, and is final:
+    nothing will answer the next try."""
+    from interplay.model.local import shared_exit_reason
+
+    reason = shared_exit_reason()
+    if reason is not None:
+        failure.message, failure.final = reason, True
 
 
 async def _read_stream(call: ModelCall, answer: Answer, t0: float, on_chunk: ChunkSink | None,

@@ -13,6 +13,7 @@ import asyncio
 import atexit
 import importlib.util
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -34,6 +35,9 @@ N_CTX = 8192  # SmolLM2's trained context
 #: A reply's tokens when the request sets no max_tokens.
 DEFAULT_MAX_TOKENS = 512
 START_TIMEOUT_S = 120.0
+REBUILD_HINT = ('rebuild it for this machine: CMAKE_ARGS="-DGGML_NATIVE=OFF" pip install '
+                '--force-reinstall --no-deps --no-cache-dir llama-cpp-python (bash .ci/setup '
+                'does this)')
 
 
 def model_path() -> Path:
@@ -57,6 +61,7 @@ class LocalModel:
         self.start_timeout_s = start_timeout_s
         self.proc: subprocess.Popen[bytes] | None = None
         self.base_url: str | None = None
+        self._exit_logged = False
 
     @property
     def endpoint(self) -> Endpoint:
@@ -99,6 +104,18 @@ class LocalModel:
         log.info("local_model.started", base_url=url, pid=self.proc.pid,
                  start_s=round(time.monotonic() - t0, 2))
 
+    def exit_reason(self) -> str | None:
+        """Why the server is gone, when it ended without being stopped (None while it runs,
+        and once stopped): what a failed call to it says instead of a refused connection."""
+        proc = self.proc
+        code = None if proc is None else proc.poll()
+        if proc is None or code is None:
+            return None
+        if not self._exit_logged:
+            self._exit_logged = True
+            log.error("local_model.exited", pid=proc.pid, returncode=code)
+        return exit_reason(code)
+
     def stop(self) -> None:
         proc, self.proc = self.proc, None
         self.base_url = None
@@ -126,6 +143,21 @@ class LocalModel:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def exit_reason(returncode: int) -> str:
+    """What the server's ``returncode`` says, as one line with what to do."""
+    if returncode == -signal.SIGILL:
+        return ("the embedded model's server died of SIGILL (an illegal instruction): its "
+                f"llama.cpp was built for instructions this machine cannot run; {REBUILD_HINT}")
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return f"the embedded model's server was killed by {name}"
+    return (f"the embedded model's server exited with code {returncode} (run `interplay "
+            f"serve-local` to see why)")
 
 
 # -- one shared instance per process -----------------------------------------------------------
@@ -163,6 +195,12 @@ def _stop_shared(*, if_unused: bool = False) -> None:
         model, _shared, _shared_refs, _shared_pinned = _shared, None, 0, False
     if model is not None:
         model.stop()
+
+
+def shared_exit_reason() -> str | None:
+    """Why the shared model's server is gone, when it ended without being stopped."""
+    model = _shared
+    return None if model is None else model.exit_reason()
 
 
 async def acquire_shared() -> LocalModel:
