@@ -30,6 +30,7 @@ from typing import Any, ClassVar
 import attrs
 
 from interplay import plugins
+from interplay.builtin_envs import always_on_prompts as prompts
 from interplay.builtin_envs.always_on_history import (
     HistoryConfig,
     floor_tokens,
@@ -37,7 +38,6 @@ from interplay.builtin_envs.always_on_history import (
     session_problem,
 )
 from interplay.builtin_envs.always_on_loop import Loop, spans_days
-from interplay.builtin_envs.always_on_prompts import STEP_MARK, rules_text, user_line
 from interplay.builtin_envs.user_sim import UserSimStep, make_sim
 from interplay.clock import Clock
 from interplay.env import SeatSpec
@@ -161,15 +161,15 @@ class AlwaysOn(Step):
             tools = world.tools_for(cfg.seat, cfg.deny_tools)
         finally:
             world.close()
-        rules = rules_text(cfg, name, scenario.timezone, checks)
+        rules = prompts.rules_text(cfg, name, scenario.timezone, checks)
         when = times.readable(scenario.start_time, scenario.timezone)
         floor = 0
         for task in tasks_of(scenario):
-            opening = task.prompt if isinstance(task.prompt, str) else scenario.opening
-            lines = [] if task.system_prompt else [f"{STEP_MARK} {rules}"]
+            opening = prompts.opening_text(task, scenario)
+            lines = [] if task.system_prompt else [prompts.step_line(rules)]
             if opening:
-                lines.append(user_line(when, name, opening))
-            system = f"{task.system_prompt}\n\n{rules}" if task.system_prompt else None
+                lines.append(prompts.user_line(when, name, opening))
+            system = prompts.agent_system_prompt(task.system_prompt, rules)
             floor = max(floor, floor_tokens(system, tools, "\n".join(lines),
                                             cfg.history.chars_per_token))
         budget = cfg.history.max_context_tokens

@@ -245,11 +245,11 @@ class Loop:
         sources = [self._deliver(event, n, now_us) for event in items]
         lines = [s.pop("line") for s in sources]
         if n == 1 and not self.ctx.task.system_prompt:
-            lines.insert(0, f"{prompts.STEP_MARK} {self._rules()}")
+            lines.insert(0, prompts.step_line(self._rules()))
             sources.insert(0, {"kind": "rules", "from": "step", "text": self._rules()})
         if final_reason is not None:
             notice = self._final_notice(final_reason)
-            lines.append(f"{prompts.STEP_MARK} {notice}")
+            lines.append(prompts.step_line(notice))
             sources.append({"kind": "final_notice", "from": "step", "text": notice})
         entry = world.timeline.add("wake", now_us, wake=n, final=final_reason is not None,
                                    sources=sources)
@@ -266,7 +266,7 @@ class Loop:
         if self.cfg.nudge and not reply.stopped and not wrote and reply.text.strip():
             nudged = True
             self.nudges += 1
-            reply = await self._turn(session, f"{prompts.STEP_MARK} {self._nudge_text()}", "nudge",
+            reply = await self._turn(session, prompts.step_line(self._nudge_text()), "nudge",
                                      tool_choice=self.cfg.nudge_tool_choice or None)
             calls += world.take_tool_calls()
             if reply.text.strip():
@@ -338,30 +338,28 @@ class Loop:
             target = record["reply_to"]
             source.update({"from": "user"}, text=event.data["text"], read=record["read"],
                           reply_to=target, done=event.data["done"])
-            about = f" to your message #{target}" if target else ""
-            source["line"] = f"[{when}] {name} (the user) replied{about}: {event.data['text']}"
+            source["line"] = prompts.user_reply_line(when, name, target, event.data["text"])
         elif event.kind == "alert":
             source.update(text=event.data["text"], source=event.data["source"],
                           trigger=event.data["trigger"], fire=event.data["fire"])
-            source["line"] = f"[{when}] Alert from {event.data['source']}: {event.data['text']}"
+            source["line"] = prompts.alert_line(when, event.data["source"], event.data["text"])
         elif event.kind == "contact_reply":
             call = world.contacts.deliver(event)
             spec: Contact = world.contacts.specs[call.contact]
             who = f"{spec.name} <{spec.address}>" if spec.address else spec.name
             source.update(text=call.text or "", contact=call.contact, call=call.number)
-            source["line"] = f"[{when}] {spec.channel.capitalize()} from {who}: {call.text}"
+            source["line"] = prompts.contact_line(when, spec.channel, who, call.text)
         else:  # check
             check = world.chat.check_due(event)
             source.update(check=check.number, text=check.note)
-            source["line"] = f"[{when}] Your check #{check.number} is due: {check.note}"
+            source["line"] = prompts.check_line(when, check.number, check.note)
         source["late"] = bool(late)
         return source
 
     # -- what the step says -------------------------------------------------------------------
 
     def _queue_opening(self) -> None:
-        task = self.ctx.task
-        text = task.prompt if isinstance(task.prompt, str) else self.scenario.opening
+        text = prompts.opening_text(self.ctx.task, self.scenario)
         if text:
             world = self.world
             world.queue.push(Event(world.us(world.start), "user_line", key=("opening",),
@@ -369,7 +367,7 @@ class Loop:
 
     def _agent_task(self) -> Task:
         task = self.ctx.task
-        system = f"{task.system_prompt}\n\n{self._rules()}" if task.system_prompt else None
+        system = prompts.agent_system_prompt(task.system_prompt, self._rules())
         return Task(idx=task.idx, prompt=None, system_prompt=system, answer=task.answer,
                     info=task.info)
 

@@ -1,7 +1,9 @@
-"""What the always_on step tells the models it runs, in one place: the agent's rules, the
-lines its wakes open with, the nudge after a private note, the final notice, and the prompt a
-modeled contact answers under. The loop (:mod:`interplay.builtin_envs.always_on_loop`) decides
-when each is sent; the wording is here, so changing what the agent is told touches one file.
+"""What the always_on step tells the models it runs, in one place: the agent's rules and system
+prompt, the line each waking event becomes, the nudge after a private note, the final notice,
+and the prompt a modeled contact answers under. The loop
+(:mod:`interplay.builtin_envs.always_on_loop`) decides when each is sent; the wording is here,
+so changing what the agent is told touches one file. (The digest of folded wakes has its own
+terser wording, in :mod:`interplay.builtin_envs.always_on_history`.)
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from interplay.world import times
 
 if TYPE_CHECKING:
     from interplay.builtin_envs.always_on import AlwaysOnConfig
+    from interplay.records import Task
+    from interplay.world.scenario import Scenario
 
 #: Opens every line the step (not the user, not an app) adds to the agent's conversation.
 STEP_MARK = "[always_on]"
@@ -39,9 +43,42 @@ def rules_text(cfg: AlwaysOnConfig, name: str, timezone: str, checks: bool) -> s
     return " ".join(rules)
 
 
+def step_line(text: str) -> str:
+    """A line the step itself adds to a wake (rules, nudge, final notice)."""
+    return f"{STEP_MARK} {text}"
+
+
+def agent_system_prompt(task_system_prompt: str | None, rules: str) -> str | None:
+    """The agent's system prompt: the task's with the rules after it; None when the task has
+    none (the rules then open the first wake)."""
+    return f"{task_system_prompt}\n\n{rules}" if task_system_prompt else None
+
+
+def opening_text(task: Task, scenario: Scenario) -> str:
+    """The user's first line: the task's prompt, else the scenario's opening ("" for none)."""
+    return task.prompt if isinstance(task.prompt, str) else scenario.opening
+
+
 def user_line(when: str, name: str, text: str) -> str:
     """A line the user wrote, as the agent is given it."""
     return f"[{when}] {name} (the user) wrote: {text}"
+
+
+def user_reply_line(when: str, name: str, reply_to: int | None, text: str) -> str:
+    about = f" to your message #{reply_to}" if reply_to else ""
+    return f"[{when}] {name} (the user) replied{about}: {text}"
+
+
+def alert_line(when: str, source: str, text: str) -> str:
+    return f"[{when}] Alert from {source}: {text}"
+
+
+def contact_line(when: str, channel: str, who: str, text: str | None) -> str:
+    return f"[{when}] {channel.capitalize()} from {who}: {text}"
+
+
+def check_line(when: str, number: int, note: str) -> str:
+    return f"[{when}] Your check #{number} is due: {note}"
 
 
 def nudge_text(name: str, stay_quiet: bool) -> str:
