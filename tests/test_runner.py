@@ -296,6 +296,27 @@ def test_read_episodes_refuses_a_broken_middle_line(tmp_path: Path) -> None:
     assert path.read_text() == '{"info": {"task_idx": 0, "rollout": 0}}\n'
 
 
+def test_iter_episodes_streams_the_latest_line_of_each_pair(tmp_path: Path) -> None:
+    path = tmp_path / "episodes.jsonl"
+    lines = [{"info": {"task_idx": 0, "rollout": 0}, "error_type": "timeout"},
+             {"info": {"task_idx": 1, "rollout": 0}, "reward": 1.0},
+             {"info": {"task_idx": 0, "rollout": 1}, "reward": 0.0},
+             {"info": {"task_idx": 0, "rollout": 0}, "reward": 0.5}]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines) + '{"info": {"ta')
+    streamed = results.iter_episodes(path)
+    assert isinstance(streamed, Iterator)
+    # File order of each pair's latest line; the torn tail is skipped and left as it was.
+    assert list(streamed) == lines[1:]
+    assert path.read_text().endswith('{"info": {"ta')
+    assert [r["reward"] for r in results.iter_episodes(path, slim=True)] == [1.0, 0.0, 0.5]
+    assert sorted(map(results.pair_of, results.iter_episodes(path))) == sorted(
+        map(results.pair_of, results.read_episodes(path)))
+    assert list(results.iter_episodes(tmp_path / "missing.jsonl")) == []
+    path.write_text('{"info": {"task_idx": 0, "rollout": 0}}\nnot json\n{}\n')
+    with pytest.raises(interplay.InterplayError, match="line 2"):
+        next(results.iter_episodes(path))
+
+
 @pytest.mark.parametrize("line", [
     '{"info": {"rollout": 0}}', '{"info": {"task_idx": "first"}}', '{"info": 3}'])
 def test_read_episodes_refuses_a_record_without_a_task_idx(tmp_path: Path, line: str) -> None:

@@ -11,10 +11,11 @@ import math
 import os
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
+from interplay import _codec
 from interplay import config as config_mod
 from interplay.env import Env
 from interplay.errors import InterplayError
@@ -114,15 +115,51 @@ def read_episodes(path: Path, *, repair: bool = False,
     write cut short by a kill, told by the newline it lacks (each line is written with its
     newline last). It is skipped, and with ``repair`` cut off the file so appends start on a
     clean line."""
-    if not path.exists():
-        return []
     out: dict[tuple[int, int], dict[str, Any]] = {}
+    for _, record, checked in _lines(path, repair=repair):
+        info = checked["info"]
+        out[(info["task_idx"], info["rollout"])] = checked if slim else record
+    return list(out.values())
+
+
+def iter_episodes(path: Path, *, slim: bool = False) -> Iterator[dict[str, Any]]:
+    """The episodes of :func:`read_episodes`, streamed: each record is yielded as it is read
+    and dropped after, so what a reader of any size of results file keeps is one record and
+    an offset per (task, rollout). Records come in file order (the order episodes finished),
+    one per (task, rollout), the latest line for each. The file is read twice: once to find
+    each pair's latest line (checking every line as :func:`read_episodes` does), once to yield
+    those; a torn last line is skipped, never repaired."""
+    latest: dict[tuple[int, int], int] = {}
+    for start, _, checked in _lines(path):
+        info = checked["info"]
+        latest[(info["task_idx"], info["rollout"])] = start
+    if not latest:
+        return
+    wanted = set(latest.values())
+    del latest
     pos = 0
+    with _open(path) as fh:
+        for raw in fh:
+            start, pos = pos, pos + len(raw)
+            if start in wanted:
+                record = _codec.loads(raw)
+                yield slim_record(record) if slim else record
+
+
+def _open(path: Path) -> BinaryIO:
     try:
-        fh = path.open("rb")
+        return path.open("rb")
     except OSError as exc:
         raise InterplayError(f"{path}: cannot read it ({exc.strerror or exc})") from None
-    with fh:
+
+
+def _lines(path: Path, *, repair: bool = False) -> Iterator[tuple[int, Any, dict[str, Any]]]:
+    """Each episode line of a results file as (its offset, the record, its
+    :func:`slim_record`), checked as :func:`read_episodes` says."""
+    if not path.exists():
+        return
+    pos = 0
+    with _open(path) as fh:
         for number, raw in enumerate(fh, start=1):
             start, pos = pos, pos + len(raw)
             if not raw.strip():
@@ -130,7 +167,7 @@ def read_episodes(path: Path, *, repair: bool = False,
             # Only the last line can lack its newline.
             torn = not raw.endswith(b"\n")
             try:
-                record = json.loads(raw)
+                record = _codec.loads(raw)
             except ValueError:
                 if not torn:
                     raise InterplayError(f"{path}: line {number} is not JSON, so not an episode "
@@ -140,19 +177,17 @@ def read_episodes(path: Path, *, repair: bool = False,
                     fh.close()
                     with path.open("r+b") as cut:
                         cut.truncate(start)
-                break
+                return
             try:
                 checked = slim_record(record)
             except ValueError as exc:
                 raise InterplayError(f"{path}: line {number} is not an episode record ({exc}); "
                                      "remove or mend it, then resume") from None
-            info = checked["info"]
-            out[(info["task_idx"], info["rollout"])] = checked if slim else record
+            yield start, record, checked
             if repair and torn:
                 # A complete record without its newline: end the line before appending.
                 with path.open("ab") as tail:
                     tail.write(b"\n")
-    return list(out.values())
 
 
 def pair_of(record: Mapping[str, Any]) -> tuple[int, int]:
