@@ -38,6 +38,9 @@ class OneShot(Step):
 
 @attrs.define
 class RelayConfig:
+    """The ``relay`` step's settings (``env.relay.*``): the assistant's seat, the user sim
+    and its settings, the turn cap, her done marker and what is hidden from the assistant."""
+
     seat: str = "assistant"
     #: The user sim, by registered name (``llm`` plays the user with the ``user`` seat; the
     #: seats a sim plays with are its ``seats()``).

@@ -56,6 +56,10 @@ def fill(template: str, values: Mapping[str, str]) -> str:
 
 @attrs.define
 class LlmUserConfig:
+    """The ``llm`` user sim's settings: the seat that plays her, the template her system
+    prompt is made from (``{placeholders}`` filled from the person), her opening line, and what
+    she answers when she has nothing to say."""
+
     seat: str = "user"
     template: str = DEFAULT_TEMPLATE
     opening: str = DEFAULT_OPENING

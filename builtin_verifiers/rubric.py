@@ -53,6 +53,9 @@ VERDICT_SHAPE = ('{"criteria": [{"name": "<criterion name>", "score": <number fr
 
 @attrs.define
 class Criterion:
+    """One thing the judge scores from 0 to 1: its ``name`` (as the verdict names it), what
+    it asks (``description``), and its ``weight`` in the reward (the weighted mean)."""
+
     name: str
     description: str
     weight: float = 1.0
@@ -60,6 +63,9 @@ class Criterion:
 
 @attrs.define
 class RubricConfig:
+    """The ``rubric`` verifier's settings (``[[verifiers]]`` entries or a subclass's
+    ``Config``)."""
+
     criteria: list[Criterion] = attrs.Factory(list)
     #: The judge's endpoint; None is the run's.
     judge: Endpoint | None = None

@@ -10,6 +10,10 @@ the builtins a plugin builds on: the relay step (``Relay``, ``RelayConfig``,
 subpackages (``interplay.model``, ``interplay.run``, ``interplay.interception``, ...) are the
 implementation and may move; modules whose names start with ``_`` are internal to the kernel.
 
+Stable: the names in ``__all__`` here and in :mod:`interplay.testing`; their documented fields,
+parameters and behaviour change only after a release that warns of it. docs/api.md lists them
+by what they are for.
+
 Importing the package has no side effects: plugins load lazily, once, on the first lookup.
 """
 

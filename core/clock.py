@@ -35,6 +35,11 @@ def from_us(us: int) -> float:
 
 
 class Clock:
+    """Simulated time: ``now()`` moves at ``rate`` simulated seconds per real second (0:
+    frozen) from ``start`` (default: the real time now); ``advance``, ``set_time`` and
+    ``set_rate`` move it. One per episode (``ctx.clock``), handed to whatever needs the time of
+    the episode's world; see the module docstring for re-arming and waiting."""
+
     def __init__(self, start: float | None = None, *, rate: float = 1.0,
                  real: Callable[[], float] = time.monotonic) -> None:
         if rate < 0 or not math.isfinite(rate):

@@ -25,9 +25,10 @@ PROJECT = "interplay"
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
 
-#: ``register(obj, name=None)``: ``obj`` is a class of the hook's kind; ``name`` defaults to
-#: ``obj.name``. Returns None; raises InterplayError for an object of the wrong kind.
 Register = Callable[..., None]
+"""The type of the ``register`` callable each ``register_*`` hook receives:
+``register(obj, name=None)``, where ``obj`` is a class of the hook's kind and ``name`` defaults
+to ``obj.name``. Returns None; raises InterplayError for an object of the wrong kind."""
 
 
 @hookspec

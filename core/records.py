@@ -205,6 +205,9 @@ class Task:
 
 @attrs.frozen
 class Usage:
+    """Tokens one model call used, as the endpoint reported them (zeros when it did not);
+    usages add up with ``+``."""
+
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
@@ -423,10 +426,14 @@ def converter() -> cattrs.Converter:
 
 
 def to_json(record: Any) -> str:
+    """A record (an Episode, a Trace, a Task, any attrs record here) as compact JSON text,
+    the shape episodes.jsonl holds; :func:`from_json` reads it back."""
     return _codec.dumps(converter().unstructure(record)).decode()
 
 
 def from_json(text: str | bytes, cls: type[Any]) -> Any:
+    """The ``cls`` record that JSON text holds (a line of episodes.jsonl as an ``Episode``,
+    say); the inverse of :func:`to_json`."""
     return converter().structure(_codec.loads(text), cls)
 
 

@@ -27,6 +27,10 @@ def task_from_row(row: Mapping[str, Any], default_idx: int) -> Task:
 
 
 def load_jsonl(path: str | Path) -> list[Task]:
+    """The tasks of a JSON Lines file, one object per line (blank lines skipped): the Task
+    fields (``idx``, ``prompt``, ``system_prompt``, ``answer``, ``info``) taken by name, any
+    other key kept in ``info``; ``idx`` defaults to the line's position among the tasks.
+    A missing file or a line that is not a task raises a one-line InterplayError."""
     p = Path(path)
     if not p.exists():
         raise InterplayError(f"taskset {str(p)!r} does not exist")

@@ -23,6 +23,12 @@ _JSON_TYPES: dict[Any, str] = {str: "string", int: "integer", float: "number", b
 
 @attrs.define
 class Tool:
+    """A tool an agent can call: its ``name``, what it does (``description``), its arguments'
+    JSON schema (``parameters``), the function that runs it (keyword arguments, sync or async;
+    text or anything JSON-able comes back) and how long a call may take. Build one with
+    :func:`tool` from a typed function. An env gives each seat its tools
+    (``Env.tools(seat, ctx)``); an always_on world gives its apps' tools and the chat tools."""
+
     name: str
     description: str
     parameters: dict[str, Any]

@@ -17,13 +17,13 @@ import pytest
 #: Variables that choose which plugins load; a test names its own or none.
 PLUGIN_VARS = ("INTERPLAY_LOAD_PLUGINS", "INTERPLAY_BLOCK_PLUGINS")
 
-#: ``pytestmark = needs_local_model``: the test runs on the embedded llama.cpp model (marked
-#: ``local_model``), and is skipped, saying how to install it, where it is not installed.
 needs_local_model = [
     pytest.mark.local_model,
     pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None,
                        reason="llama_cpp is not installed (run: bash .ci/setup)"),
 ]
+"""``pytestmark = needs_local_model``: the test runs on the embedded llama.cpp model (marked
+``local_model``), and is skipped, saying how to install it, where it is not installed."""
 
 
 def interplay_command() -> list[str]:

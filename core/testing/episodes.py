@@ -22,6 +22,9 @@ from interplay.testing.scripted import Script, ScriptedModel, ScriptedRequest
 
 @attrs.define
 class ScriptedRun:
+    """What :func:`run_scripted` returns: the finished, scored ``episode`` and every request
+    the scripted model received (``requests``, in order)."""
+
     episode: Episode
     requests: list[ScriptedRequest]
 

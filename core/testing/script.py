@@ -15,6 +15,10 @@ from interplay.interception import responses as rs
 
 @attrs.frozen
 class ScriptedToolCall:
+    """A tool call in a scripted reply (``ScriptedReply.tool_call(...)``,
+    ``ScriptedReply.calls([...])``): the tool's ``name``, its ``arguments`` (an object, or JSON
+    text sent as it is, valid or not) and the call's id (made up when None)."""
+
     name: str
     arguments: dict[str, Any] | str = attrs.Factory(dict)
     call_id: str | None = None
@@ -96,7 +100,10 @@ class ScriptedReply:
 
 @attrs.frozen
 class ScriptedRequest:
-    """What the scripted model received."""
+    """What the scripted model received, as a request function (``ScriptedModel(fn)``) gets
+    it: ``api`` (``"chat.completions"`` or ``"responses"``), the parsed JSON ``body``, the
+    ``headers`` (lower-case names) and the ``path``; ``messages`` (Chat Completions),
+    ``input`` (Responses), ``stream`` and :meth:`last_user_text` (either API) read the body."""
 
     api: str  # "chat.completions" or "responses"
     body: dict[str, Any]
@@ -131,8 +138,8 @@ class ScriptedRequest:
         return ""
 
 
-Handler = Callable[[ScriptedRequest], "ScriptedReply | str"]
-Script = Iterable["ScriptedReply | str"] | Handler
+Handler = Callable[[ScriptedRequest], ScriptedReply | str]
+Script = Iterable[ScriptedReply | str] | Handler
 
 
 def echo(request: ScriptedRequest) -> ScriptedReply:
