@@ -8,6 +8,7 @@ It knows nothing about what any section means.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import enum
 import tomllib
 import types
@@ -208,6 +209,36 @@ def _default_of(field: attrs.Attribute[Any]) -> Any:
     if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
         return None if default.takes_self else default.factory()
     return None if default is attrs.NOTHING else copy.deepcopy(default)
+
+
+def default_problems(cls: Any, path: str) -> list[str]:
+    """Why defaults of the settings class ``cls`` do not fit their fields' types (one line
+    each, naming ``path.field``): a default a config file could not set is a mistake in the
+    class, found when its plugin registers rather than in a run that never sets the field."""
+    defaults: list[tuple[str, Any, Any]] = []  # (name, default, type)
+    try:
+        if isinstance(cls, type) and attrs.has(cls):
+            for field in attrs.fields(attrs.resolve_types(cls)):
+                if field.init and field.default is not attrs.NOTHING and not (
+                        isinstance(field.default, attrs.Factory)  # type: ignore[arg-type]
+                        and field.default.takes_self):
+                    defaults.append((field.alias, _default_of(field), field.type))
+        elif isinstance(cls, type) and dataclasses.is_dataclass(cls):
+            hints = typing.get_type_hints(cls)
+            for dfield in dataclasses.fields(cls):
+                if dfield.default is not dataclasses.MISSING:
+                    defaults.append((dfield.name, dfield.default, hints[dfield.name]))
+                elif dfield.default_factory is not dataclasses.MISSING:
+                    defaults.append((dfield.name, dfield.default_factory(), hints[dfield.name]))
+    except (NameError, TypeError):  # annotations that cannot be resolved: cattrs will say so
+        return []
+    problems = []
+    for name, default, typ in defaults:
+        try:
+            _structure(_config_converter().unstructure(default), typ, _join(path, name))
+        except InterplayError as exc:
+            problems.append(f"{exc} (the field's default)")
+    return problems
 
 
 def _over_defaults(data: Mapping[str, Any], cls: Any, path: str) -> dict[str, Any]:

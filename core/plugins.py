@@ -31,6 +31,7 @@ import attrs
 import pluggy
 
 from interplay import hookspecs
+from interplay.config import default_problems
 from interplay.errors import InterplayError
 from interplay.log import get_logger
 from interplay.registry import KIND_BASES, Entry, Registry
@@ -291,6 +292,9 @@ class _Register:
                 and (attrs.has(config_cls) or dataclasses.is_dataclass(config_cls))):
             raise InterplayError(f"{package}: {obj.__qualname__}.Config must be a class "
                                  f"made with @attrs.define, got {config_cls!r}")
+        problems = default_problems(config_cls, f"{obj.__qualname__}.Config")
+        if problems:
+            raise InterplayError(f"{package}: {problems[0]}; fix the default in the class")
         self.added.append(Entry(name=resolved, kind=kind, obj=obj, plugin=self.info.name,
                                 package=package, builtin=self.info.builtin))
 

@@ -5,10 +5,11 @@ Every hook spec has a ``test_hook_<hook name>`` here (tests/test_kernel_meta.py 
 
 from __future__ import annotations
 
+import dataclasses
 import types
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 import pytest
@@ -488,6 +489,38 @@ def test_a_config_that_is_not_an_attrs_class_is_refused(register_plugin: Registe
     host = register_plugin(make_plugin("loose", register_steps=lambda register: register(Loose)))
     assert "Loose.Config must be a class made with @attrs.define" in (
         host.infos["loose"].error or "")
+
+
+@attrs.define
+class _Inner:
+    times: int = 2
+
+
+@attrs.define
+class _TypoConfig:
+    seat: str = "assistant"
+    inner: _Inner = attrs.Factory(lambda: _Inner(times="twice"))  # type: ignore[arg-type]
+
+
+@dataclasses.dataclass
+class _TypoData:
+    seat: str = "assistant"
+    mode: Literal["fast", "slow"] = "quick"  # type: ignore[assignment]
+
+
+@pytest.mark.parametrize(("config_cls", "problem"), [
+    (_TypoConfig, "Typo.Config.inner.times: expected int, got 'twice'"),
+    (_TypoData, "Typo.Config.mode: expected one of 'fast', 'slow', got 'quick'")])
+def test_a_config_default_that_does_not_fit_its_type_is_refused(
+        register_plugin: RegisterPlugin, config_cls: type, problem: str) -> None:
+    class Typo(SayStep):
+        name = "test_typo"
+        Config = config_cls
+
+    host = register_plugin(make_plugin("typo", register_steps=lambda register: register(Typo)))
+    assert f"{problem} (the field's default); fix the default in the class" in (
+        host.infos["typo"].error or "")
+    assert "test_typo" not in plugins.registry().names("steps")
 
 
 def test_a_dataclass_config_is_accepted(register_plugin: RegisterPlugin) -> None:
