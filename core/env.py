@@ -49,6 +49,8 @@ class Env:
     name: ClassVar[str] = ""
     Config: ClassVar[type] = NoConfig
     seats: ClassVar[Mapping[str, SeatSpec]] = {"assistant": SeatSpec()}
+    #: The file an env was made from (a TOML env, a scenario), which its load errors name.
+    source: ClassVar[str | None] = None
 
     def __init__(self, config: Any = None) -> None:
         self.config = settle(config, self, "env")
@@ -70,7 +72,8 @@ class Env:
         """Refuse a step or verifier that does not fit, naming it and the reason."""
         steps = self.steps()
         if not steps:
-            raise InterplayError(f"env {self.name!r} has no steps")
+            raise InterplayError(f"{self.source + ': ' if self.source else ''}env "
+                                 f"{self.name!r} has no steps")
         problems: list[str] = []
         for step in steps:
             problems += [f"step {step.name!r}: {p}" for p in step.check(steps)]
@@ -82,14 +85,19 @@ class Env:
         for verifier in self.verifiers():
             problems += [f"verifier {verifier.name!r}: {p}" for p in verifier.check(steps)]
         if problems:
-            raise InterplayError(f"env {self.name!r} does not fit together: {problems[0]}")
+            where = f"{self.source}: " if self.source else ""
+            raise InterplayError(f"{where}env {self.name!r} does not fit together: "
+                                 f"{problems[0]}")
 
 
 def build(kind: str, name: str, settings: Mapping[str, Any], path: str) -> Any:
     """Instantiate a registered step or verifier from its settings (structured into Config)."""
     from interplay import config, plugins
 
-    cls = plugins.get(kind, name)
+    try:
+        cls = plugins.get(kind, name)
+    except InterplayError as exc:
+        raise InterplayError(f"{path}: {exc.message}") from None
     cfg = config.structure(dict(settings), cls.Config, path=path)
     return cls(cfg)
 
@@ -153,7 +161,7 @@ def env_from_toml(path: str | Path) -> type[Env]:
         raise InterplayError(f"{p}: seats must be a table of seats, e.g. [seats.assistant]; "
                              f"got {type(seat_table).__name__} {seat_table!r}")
     seats = {
-        seat: config.structure(spec, SeatSpec, path=f"seats.{seat}")
+        seat: config.structure(spec, SeatSpec, path=f"{p}: seats.{seat}")
         for seat, spec in (seat_table or {"assistant": {}}).items()
     }
     step_rows = _entries(p, data, "steps")
@@ -163,7 +171,7 @@ def env_from_toml(path: str | Path) -> type[Env]:
         out = []
         for i, row in enumerate(rows):
             settings = {k: v for k, v in row.items() if k != "kind"}
-            out.append(build(kind, row["kind"], settings, f"{label}[{i}]"))
+            out.append(build(kind, row["kind"], settings, f"{p}: {label}[{i}]"))
         return out
 
     class TomlEnv(Env):

@@ -54,6 +54,7 @@ def one_line_error(path: Path, *, at_check: bool = False) -> str:
             cls().check()
     message = str(err.value)
     assert "\n" not in message
+    assert message.startswith(f"{path}: "), message  # the file the mistake is in
     return message
 
 
@@ -81,6 +82,15 @@ def test_unknown_step_kind_and_bad_step_setting_are_one_line(tmp_path: Path) -> 
     path = write(tmp_path, 'taskset = "tasks.jsonl"\n[[steps]]\nkind = "wordle"\n'
                            'max_guesses = "six"\n')
     assert "max_guesses" in one_line_error(path, at_check=True)
+
+    path = write(tmp_path, 'taskset = "tasks.jsonl"\n[[steps]]\nkind = "one_shot"\n'
+                           '[[verifiers]]\nkind = "exact"\nweight = "x"\n')
+    assert one_line_error(path, at_check=True) == (
+        f"{path}: verifiers[0].weight: expected float, got 'x'")
+
+    path = write(tmp_path, 'taskset = "tasks.jsonl"\n[seats.assistant]\nmax_retries = 3\n'
+                           '[[steps]]\nkind = "one_shot"\n')
+    assert one_line_error(path).startswith(f"{path}: seats.assistant: unknown key max_retries")
 
 
 @pytest.mark.parametrize(("body", "why"), [
