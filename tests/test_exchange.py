@@ -634,6 +634,22 @@ async def test_relay_does_not_end_on_a_line_merely_containing_the_marker(
     assert ep.trace("assistant").stop_condition == "max_turns"
 
 
+async def test_relay_asks_the_user_after_the_last_turn_and_only_a_done_counts(
+        model_and_resources: Any) -> None:
+    # Her done after the last turn max_turns allows ends the relay as hers.
+    model, resources = model_and_resources(relay_model(done_after=2))
+    ep = await run_episode(relay_env(max_turns=2), Task(0, prompt="s"), resources=resources)
+    assert ep.results["relay"]["ended_by"] == "user_done"
+    assert ep.results["relay"]["turns"] == 2
+    # Any other line after it is asked for, and neither passed on nor kept.
+    model, resources = model_and_resources(relay_model(done_after=5))
+    ep = await run_episode(relay_env(max_turns=2), Task(0, prompt="s"), resources=resources)
+    assert ep.results["relay"]["ended_by"] == "max_turns"
+    assert ep.results["relay"]["user_lines"] == ["user says 1", "user says 2"]
+    user_calls = [r for r in model.requests if USER_MARK in json.dumps(r.messages[:1])]
+    assert len(user_calls) == 3
+
+
 async def test_relay_ends_with_user_error_when_the_user_model_fails(
         model_and_resources: Any) -> None:
     def handler(request: ScriptedRequest) -> ScriptedReply:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from interplay import hookspecs, plugins
+from interplay import InterplayError, hookspecs, plugins
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs" / "plugins.md"
@@ -232,3 +232,58 @@ def test_the_api_reference_builds_from_the_docstrings(tmp_path: Path) -> None:
     for module, name in _public():
         if name != "__version__":
             assert f'id="{name}"' in pages[module], f"{module}.{name} is not in the reference"
+
+
+def test_the_docs_task_table_names_every_task_field() -> None:
+    import re
+
+    import attrs
+
+    from interplay import Task
+
+    table = DOCS.read_text().split("these are all its fields:", 1)[1].split("\n\n", 2)[1]
+    documented = re.findall(r"^\| `(\w+)` \|", table, re.M)
+    assert documented == [f.name for f in attrs.fields(Task) if f.init]
+
+
+def test_the_docs_rubric_with_its_own_criteria_needs_none_in_the_env() -> None:
+    from interplay import Criterion, is_kind
+
+    namespace: dict[str, Any] = {}
+    exec(compile(_block("class PolitenessRubric(Rubric)"), str(DOCS), "exec",
+                 dont_inherit=True), namespace)
+    judge = namespace["PolitenessRubric"]()
+    assert is_kind(judge, "verifiers", "rubric")
+    assert [c.name for c in judge.config.criteria] == ["polite", "resolved"]
+    from interplay import Relay
+
+    assert judge.check([Relay()]) == []
+    other = namespace["PolitenessRubric"]({"criteria": [{"name": "brief", "description": "b"}]})
+    assert other.config.criteria == [Criterion("brief", "b")]
+
+
+def test_the_docs_scripted_request_example_answers_by_request() -> None:
+    import httpx
+
+    namespace: dict[str, Any] = {}
+    exec(compile(_block("def answer(request: ScriptedRequest)"), str(DOCS), "exec",
+                 dont_inherit=True), namespace)
+    from interplay.testing import ScriptedModel
+
+    with ScriptedModel(namespace["answer"]) as model:
+        for text, expect_tool in (("where is my order?", True), ("hello", False)):
+            body = {"model": "m", "messages": [{"role": "user", "content": text}]}
+            reply = httpx.post(f"{model.base_url}/chat/completions", json=body).json()
+            message = reply["choices"][0]["message"]
+            assert bool(message.get("tool_calls")) is expect_tool
+        assert [r.api for r in model.requests] == ["chat.completions"] * 2
+
+
+def test_the_docs_env_from_a_settings_mapping() -> None:
+    from interplay import lookup
+
+    env = lookup("envs", "user-sim")({"relay": {"max_turns": 2}})
+    assert env.config.relay.max_turns == 2
+    env.check()
+    with pytest.raises(InterplayError, match=r"relay\.max_turns: expected int"):
+        lookup("envs", "user-sim")({"relay": {"max_turns": "two"}})
