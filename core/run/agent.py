@@ -112,6 +112,8 @@ class SegmentContext:
         self.tool_choice: str | dict[str, Any] | None = None
         self._route: TraceRoute | None = None
         self._tool_route: ToolRoute | None = None
+        #: The gateway that opened it: it closes the route, whatever the agent holds by then.
+        self._tool_gateway: ToolGateway | None = None
         # Two segments' callers awaiting the server at once must share one route.
         self._route_lock = asyncio.Lock()
 
@@ -177,8 +179,8 @@ class SegmentContext:
             return None
         async with self._route_lock:
             if self._tool_route is None:
-                gateway = await self.agent.tool_gateway()
-                self._tool_route = gateway.open_trace(self)
+                self._tool_gateway = await self.agent.tool_gateway()
+                self._tool_route = self._tool_gateway.open_trace(self)
         return self._tool_route
 
     async def _release(self) -> None:
@@ -186,10 +188,9 @@ class SegmentContext:
             server = await self.agent.interception_server()
             server.close_trace(self._route.secret)
             self._route = None
-        if self._tool_route is not None:
-            gateway = await self.agent.tool_gateway()
-            gateway.close_trace(self._tool_route.token)
-            self._tool_route = None
+        if self._tool_route is not None and self._tool_gateway is not None:
+            self._tool_gateway.close_trace(self._tool_route.token)
+            self._tool_route = self._tool_gateway = None
 
 
 class ChatSession:
