@@ -415,8 +415,11 @@ class CodexHarness(Harness):
             "model_calls": calls, "usage": run.usage, "wall_s": round(wall_s, 3),
             "errors": run.errors, "warnings": run.warnings, "strays_killed": run.strays,
             "stderr": run.stderr[-KEEP_STDERR:].decode(errors="replace")})
-        # codex ran these tools; pair them with the model's calls of the same kind, in order.
-        ids = {name: [c.id for m in messages for c in m.tool_calls if c.name == name]
+        # codex ran these tools; pair them with the model's calls of the same kind, in order,
+        # past those the gateway recorded already (env tools' calls it answered).
+        recorded = {r.call_id for r in ctx.trace.tool_runs}
+        ids = {name: [c.id for m in messages for c in m.tool_calls
+                      if c.name == name and c.id not in recorded]
                for name in {item[1] for item in run.tool_items}}
         for item_id, called, name, duration, error_type in run.tool_items:
             pool = ids.get(called) or []

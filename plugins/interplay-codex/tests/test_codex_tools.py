@@ -12,7 +12,19 @@ from typing import Any
 
 import pytest
 
-from interplay import Agent, Episode, RunResources, Task, Trace, lookup, run_episode
+from interplay import (
+    Agent,
+    Endpoint,
+    Episode,
+    Message,
+    RunResources,
+    Task,
+    ToolCall,
+    ToolRun,
+    Trace,
+    lookup,
+    run_episode,
+)
 from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest, run_interplay
 from interplay_codex.harness import CodexConfig, CodexHarness, _Run, read_event
 
@@ -236,20 +248,22 @@ async def test_a_call_codex_could_not_deliver_is_a_tool_run_of_its_own(tmp_path:
     assert [(i[1], i[2], i[4]) for i in run.tool_items] == [
         (PREFIX + "book", "book", "mcp_call_failed")]
 
-    from interplay import Message, ToolCall
-
     harness = CodexHarness(CodexConfig(state_dir=str(tmp_path)))
-    resources = RunResources(endpoint=ScriptedModel().endpoint)
+    # No model is called: the segment's records are what is read.
+    resources = RunResources(endpoint=Endpoint(base_url="http://127.0.0.1:9/v1", model="m"))
     agent = Agent(name="assistant", harness=harness, client=resources.client())
     session = agent.chat(Task(idx=0, prompt="x"))
     try:
         state = harness._state(session.ctx)
+        # The model called book twice; the gateway answered the first (and recorded it).
         model_said = [Message("assistant", None, tool_calls=(
-            ToolCall("call_9", PREFIX + "book", "{}"),))]
+            ToolCall("call_8", PREFIX + "book", "{}"), ToolCall("call_9", PREFIX + "book",
+                                                                "{}")))]
+        session.ctx.record_tool(ToolRun(call_id="call_8", name="book"))
         harness._record(session.ctx, state, run, [], 1, 0.1, model_said)
         trace: Trace = session.trace
         assert [(r.call_id, r.name, r.error_type) for r in trace.tool_runs] == [
-            ("call_9", "book", "mcp_call_failed")]
+            ("call_8", "book", None), ("call_9", "book", "mcp_call_failed")]
     finally:
         await session.close()
         await resources.aclose()
