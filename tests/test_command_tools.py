@@ -17,10 +17,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import httpx2
 import pytest
 
 from interplay import plugins
 from interplay.records import Episode
+from interplay.run.episode import RunResources, run_episode
 from interplay.testing import (
     ScriptedModel,
     ScriptedReply,
@@ -171,6 +173,43 @@ async def test_a_seat_without_tools_gets_no_gateway_variables(tmp_path: Path,
         "assistant": command_seat([sys.executable, str(script)])})
     reply = run.episode.trace("assistant").messages[-1].text
     assert json.loads(reply) == {"INTERPLAY_MCP_URL": False, "INTERPLAY_MCP_TOKEN": False}
+
+
+KEEPS_ITS_TOKEN = """
+import json, os, sys
+json.load(sys.stdin)
+with open(sys.argv[1], "w") as f:
+    json.dump([os.environ["INTERPLAY_MCP_URL"], os.environ["INTERPLAY_MCP_TOKEN"]], f)
+print("noted")
+"""
+
+
+async def test_a_token_is_refused_once_its_episode_ended(tmp_path: Path) -> None:
+    """The run's gateway still serves (another episode could be running), but the token of
+    an episode that ended reaches nothing and is recorded nowhere."""
+    script, kept = tmp_path / "keeps.py", tmp_path / "token.json"
+    script.write_text(KEEPS_ITS_TOKEN)
+    env = plugins.get("envs", "user-sim-tools")()
+    task = next(iter(env.tasks()))
+    async with ScriptedModel(["Cancel order #1042, please.", "###DONE###"]) as model:
+        resources = RunResources(endpoint=model.endpoint, seats={
+            "assistant": command_seat([sys.executable, str(script), str(kept)])})
+        try:
+            episode = await run_episode(env, task, resources=resources, seed=1)
+            assert episode.error is None, episode.error
+            url, token = json.loads(kept.read_text())
+            async with httpx2.AsyncClient() as http:
+                answer = await http.post(url, json={
+                    "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                    "params": {"name": "cancel_order",
+                               "arguments": {"order_id": "1042", "reason": "no longer needed"}}},
+                    headers={"Authorization": f"Bearer {token}",
+                             "Accept": "application/json, text/event-stream"})
+            assert answer.status_code == 401
+        finally:
+            await resources.aclose()
+    assert episode.results["world"]["orders"]["1042"]["status"] == "pending"
+    assert episode.trace("assistant").tool_runs == []
 
 
 CONNECTS_AND_WAITS = """
