@@ -1,4 +1,4 @@
-"""An agent program of one's own with the env's tools: the twenty-line agent of docs/plugins.md
+"""An agent program of one's own with the env's tools: the thirty-line agent of docs/plugins.md
 (the `mcp` client and the `openai` SDK) run by the `command` harness on `user-sim-tools`, from
 the `interplay` command and side by side with `chat` on the same scripted model; a program that
 never connects; and a run killed outright with such a program in it."""

@@ -232,7 +232,7 @@ class ToolGateway:
         tools = [] if route is None else list(route.binding.tools)
         log.debug("gateway.list_tools", tools=len(tools))
         return types.ListToolsResult(tools=[
-            types.Tool(name=t.name, description=t.description or None,
+            types.Tool(name=t.name, description=t.description,
                        input_schema=t.parameters) for t in tools])
 
     async def _call_tool(self, ctx: Any, params: Any) -> mcp_types.CallToolResult:
