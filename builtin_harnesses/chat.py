@@ -4,22 +4,22 @@ same loop without tools.
 One segment: call the model; run any tool calls it made against the task's tools (in
 parallel, each under its own timeout); feed the results back; repeat until the model answers
 without calling a tool or the turn cap is reached. A malformed or failing tool call gets an
-error message back to the model, never a crash. A ``tool_choice`` the caller asked for the
-turn (``ChatSession.turn(..., tool_choice=...)``) goes with the first model call only.
+error message back to the model, never a crash: the same text, for the same mistake, that a
+program calling the tools through the tool gateway gets (both go through
+``SegmentContext.call_tool``). A ``tool_choice`` the caller asked for the turn
+(``ChatSession.turn(..., tool_choice=...)``) goes with the first model call only.
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
-import time
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import attrs
 
 from interplay.harness import Harness, Segment
 from interplay.model.wire import assistant_message
-from interplay.records import Message, Task, ToolCall, ToolRun
+from interplay.records import Message, Task, ToolCall
 from interplay.run.agent import SegmentContext
 from interplay.tools import Tool
 
@@ -76,52 +76,10 @@ class ChatHarness(Harness):
 
     async def _run_tool(self, call: ToolCall, tools: dict[str, Tool],
                         ctx: SegmentContext) -> Message:
-        t0 = time.monotonic()
-        error_type, output = await self._tool_output(call, tools)
-        ctx.record_tool(ToolRun(call_id=call.id, name=call.name,
-                                duration_s=time.monotonic() - t0, error_type=error_type))
-        return Message("tool", output, tool_call_id=call.id)
-
-    async def _tool_output(self, call: ToolCall,
-                           tools: dict[str, Tool]) -> tuple[str | None, str]:
-        """The error type (None on success) and the text the model gets back."""
-        tool = tools.get(call.name)
-        if tool is None:
-            known = ", ".join(sorted(tools)) or "none"
-            return "unknown_tool", (f"error: there is no tool named {call.name!r}; "
-                                    f"available tools: {known}")
-        try:
-            args = call.parsed_arguments()
-        except ValueError as exc:
-            return "bad_arguments", (f"error: the arguments are not a JSON object ({exc}); "
-                                     "call it again")
-        problem = _binding_problem(tool, args)
-        if problem is not None:
-            return "bad_arguments", (f"error: {problem}; "
-                                     "call it again with the tool's parameters")
-        timeout = min(tool.timeout_s, self.config.tool_timeout_s)
-        try:
-            return None, await asyncio.wait_for(tool.call(args), timeout)
-        except TimeoutError:
-            return "timeout", f"error: the tool did not finish within {timeout:g} s"
-        except Exception as exc:
-            return "tool_error", f"error: {type(exc).__name__}: {exc}"
-
-
-def _binding_problem(tool: Tool, args: dict[str, Any]) -> str | None:
-    """Why the arguments do not fit the tool function's signature, or None if they do.
-
-    Binding first keeps a TypeError raised inside the tool (or by serializing its result) from
-    passing for the model's mistake."""
-    try:
-        signature = inspect.signature(tool.fn)
-    except (TypeError, ValueError):
-        return None
-    try:
-        signature.bind(**args)
-    except TypeError as exc:
-        return str(exc)
-    return None
+        # The one path every tool call takes (the tool gateway's too): run, record, answer.
+        outcome = await ctx.call_tool(call.name, call.arguments, call_id=call.id, tools=tools,
+                                      timeout_s=self.config.tool_timeout_s)
+        return Message("tool", outcome.output, tool_call_id=call.id)
 
 
 class NullHarness(ChatHarness):

@@ -2,7 +2,10 @@
 
 The program runs as a subprocess pointed at the interception server (``OPENAI_BASE_URL``,
 ``OPENAI_API_KEY`` set to the trace's secret, ``OPENAI_MODEL``), so every model request it
-makes is a recorded call on the trace. The task goes on stdin or as the last argument, as
+makes is a recorded call on the trace. When the env gives the seat tools, the program also gets
+the tool gateway, an MCP server (streamable HTTP) serving them: ``INTERPLAY_MCP_URL`` and
+``INTERPLAY_MCP_TOKEN`` (the trace's bearer token); each call it makes runs in-process and is
+recorded as the ``chat`` harness records one. The task goes on stdin or as the last argument, as
 text or (``prompt_format = "messages"``) as a JSON message list; its stdout is the reply.
 Exit code, stdout and stderr are recorded on the trace. The program runs in a process group
 of its own, killed when the segment ends (on a timeout, on cancellation, and after a normal
@@ -28,6 +31,10 @@ from interplay.run.agent import SegmentContext
 
 #: Bytes of stdout/stderr kept on the trace per segment.
 KEEP_BYTES = 64 * 1024
+#: Where the program finds the seat's tools (an MCP server) and the token that reaches them;
+#: neither is set when the seat has no tools.
+MCP_URL_VAR = "INTERPLAY_MCP_URL"
+MCP_TOKEN_VAR = "INTERPLAY_MCP_TOKEN"
 
 
 @attrs.define
@@ -65,6 +72,12 @@ class CommandHarness(Harness):
         argv = [*cfg.argv, prompt] if cfg.prompt_via == "argv" else list(cfg.argv)
         env = {**os.environ, **cfg.env, "OPENAI_BASE_URL": route.base_url,
                "OPENAI_API_KEY": route.secret, "OPENAI_MODEL": ctx.client.endpoint.model}
+        tools = await ctx.tool_route()
+        if tools is not None:
+            env[MCP_URL_VAR], env[MCP_TOKEN_VAR] = tools.url, tools.token
+        else:  # never another run's, inherited
+            env.pop(MCP_URL_VAR, None)
+            env.pop(MCP_TOKEN_VAR, None)
         try:
             proc = await start_process(
                 *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,

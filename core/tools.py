@@ -1,9 +1,13 @@
-"""Tools an in-process harness can call: a name, a JSON schema, and a function.
+"""Tools a seat can call: a name, a JSON schema, and a function; and :func:`run_call`, the one
+way a call of the model's is run against them.
 
 A tool function takes its arguments as keywords and returns text (or anything JSON-able),
 sync or async. A sync function runs in a worker thread, so it neither blocks the event loop (the
 other tool calls, the model calls of concurrent episodes) nor escapes its timeout. Errors it
-raises go back to the model as the tool's output, never crash a run.
+raises go back to the model as the tool's output, never crash a run. The in-process ``chat``
+harness and the tool gateway (MCP, for harness programs that run as processes) both run calls
+through :func:`run_call`, so the model reads the same text either way in, for a success and
+for every kind of failure.
 """
 
 from __future__ import annotations
@@ -12,10 +16,12 @@ import asyncio
 import inspect
 import json
 import typing
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import attrs
+
+from interplay.records import ToolCall
 
 _JSON_TYPES: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean",
                                list: "array", dict: "object"}
@@ -48,6 +54,74 @@ class Tool:
         if inspect.isawaitable(result):
             result = await typing.cast(Awaitable[Any], result)
         return result if isinstance(result, str) else json.dumps(result)
+
+
+@attrs.frozen
+class CallOutcome:
+    """What one call of a tool gave back: the text the model reads, and why it failed (None on
+    success): ``unknown_tool``, ``bad_arguments``, ``timeout`` or ``tool_error``."""
+
+    output: str
+    error_type: str | None = None
+
+
+async def run_call(tools: Mapping[str, Tool], name: str,
+                   arguments: str | Mapping[str, Any] | None, *,
+                   timeout_s: float | None = None) -> CallOutcome:
+    """Run the model's call of ``name`` with ``arguments`` (the JSON text it produced, or the
+    object a protocol already parsed) against ``tools`` (by name), under the tool's own
+    timeout and at most ``timeout_s``. Never raises for what the model or the tool did: a
+    name no tool has, arguments that are not a JSON object or do not fit the function, a
+    timeout and an exception in the tool each come back as an error text the model can act
+    on. Cancellation propagates."""
+    tool = tools.get(name)
+    if tool is None:
+        known = ", ".join(sorted(tools)) or "none"
+        return CallOutcome(f"error: there is no tool named {name!r}; available tools: {known}",
+                           "unknown_tool")
+    if arguments is None or isinstance(arguments, str):
+        try:
+            args = _parsed(arguments)
+        except ValueError as exc:
+            return CallOutcome(f"error: the arguments are not a JSON object ({exc}); "
+                               "call it again", "bad_arguments")
+    elif isinstance(arguments, Mapping):
+        args = dict(arguments)
+    else:
+        return CallOutcome("error: the arguments are not a JSON object; call it again",
+                           "bad_arguments")
+    problem = _binding_problem(tool, args)
+    if problem is not None:
+        return CallOutcome(f"error: {problem}; call it again with the tool's parameters",
+                           "bad_arguments")
+    timeout = tool.timeout_s if timeout_s is None else min(tool.timeout_s, timeout_s)
+    try:
+        return CallOutcome(await asyncio.wait_for(tool.call(args), timeout))
+    except TimeoutError:
+        return CallOutcome(f"error: the tool did not finish within {timeout:g} s", "timeout")
+    except Exception as exc:
+        return CallOutcome(f"error: {type(exc).__name__}: {exc}", "tool_error")
+
+
+def _parsed(arguments: str | None) -> dict[str, Any]:
+    """As :meth:`interplay.records.ToolCall.parsed_arguments` reads them."""
+    return ToolCall(id="", name="", arguments=arguments or "{}").parsed_arguments()
+
+
+def _binding_problem(tool: Tool, args: dict[str, Any]) -> str | None:
+    """Why the arguments do not fit the tool function's signature, or None if they do.
+
+    Binding first keeps a TypeError raised inside the tool (or by serializing its result) from
+    passing for the model's mistake."""
+    try:
+        signature = inspect.signature(tool.fn)
+    except (TypeError, ValueError):
+        return None
+    try:
+        signature.bind(**args)
+    except TypeError as exc:
+        return str(exc)
+    return None
 
 
 def tool(fn: Callable[..., Any] | None = None, *, name: str | None = None,

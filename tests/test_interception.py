@@ -15,7 +15,7 @@ import httpx
 import openai
 import pytest
 
-from interplay import config
+from interplay import assistant_message, config, request_messages
 from interplay.env import Env, SeatSpec
 from interplay.errors import InterplayError
 from interplay.interception import InterceptionServer, Limits
@@ -261,6 +261,53 @@ async def test_responses_tool_call_round_trip(rig: Rig, stream: bool) -> None:
     assert sent["messages"][3] == {"role": "tool", "tool_call_id": "c9", "content": "hi\n"}
     assert [t["function"]["name"] for t in sent["tools"]] == ["exec_command"]
     assert len(rig.calls) == 2 and rig.calls[0].parsed_response()["output"][1]["call_id"] == "c9"
+
+
+NAMESPACED = [ScriptedReply.tool_call("mcp__interplay__find_order", {"order_id": "7"},
+                                      call_id="c1"),
+              ScriptedReply.text("found it")]
+
+
+@pytest.mark.parametrize("rig", [NAMESPACED], indirect=True)
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_namespaces_tools_reach_a_chat_model_by_qualified_names(rig: Rig,
+                                                                       stream: bool) -> None:
+    """codex offers an MCP server's tools as a Responses ``namespace``: the Chat Completions
+    model sees ``<namespace>__<tool>``, and its call comes back with the namespace apart."""
+    tools = [{"type": "function", "name": "exec_command", "parameters": {"type": "object"}},
+             {"type": "namespace", "name": "mcp__interplay", "description": "Tools",
+              "tools": [{"type": "function", "name": "find_order", "description": "Look up.",
+                         "strict": False, "parameters": {"type": "object", "properties": {
+                             "order_id": {"type": "string"}}}}]}]
+    history: list[dict[str, Any]] = [{"type": "message", "role": "user", "content": "find 7"}]
+    body = {"model": "m", "input": history, "tools": tools, "stream": stream}
+    r = await rig.post("/v1/responses", json.dumps(body))
+    assert r.status_code == 200
+    if stream:
+        events = [json.loads(line[6:]) for line in r.text.splitlines()
+                  if line.startswith("data: ")]
+        (item,) = [e["item"] for e in events if e["type"] == "response.output_item.done"]
+    else:
+        (item,) = r.json()["output"]
+    assert (item["type"], item["namespace"], item["name"], item["call_id"]) == (
+        "function_call", "mcp__interplay", "find_order", "c1")
+    sent = rig.model.requests[0].body
+    assert [t["function"]["name"] for t in sent["tools"]] == ["exec_command",
+                                                              "mcp__interplay__find_order"]
+    assert sent["tools"][1]["function"]["description"] == "Look up."
+    # The call and its output, sent back as codex sends them, read by the same names.
+    history += [dict(item), {"type": "function_call_output", "call_id": "c1",
+                             "output": [{"type": "input_text", "text": "Output:"},
+                                        {"type": "input_text", "text": "pending"}]}]
+    r = await rig.post("/v1/responses", json.dumps({**body, "stream": False}))
+    assert r.json()["output"][0]["content"][0]["text"] == "found it"
+    sent = rig.model.requests[1].body["messages"]
+    assert sent[1]["tool_calls"][0]["function"]["name"] == "mcp__interplay__find_order"
+    assert sent[2] == {"role": "tool", "tool_call_id": "c1", "content": "Output:\n\npending"}
+    # The recorded turn reads back as the model saw it.
+    assert assistant_message(rig.calls[0]).tool_calls[0].name == "mcp__interplay__find_order"
+    assert request_messages(rig.calls[1])[1].tool_calls[0].name == \
+        "mcp__interplay__find_order"
 
 
 def test_sync_callers_serve_from_a_thread() -> None:

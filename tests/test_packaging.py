@@ -16,7 +16,7 @@ RUNTIME_MODULES = [
     "interplay.run.runner", "interplay.run.workers",
     "interplay.report", "interplay.run.episode", "interplay.run.agent", "interplay.testing",
     "interplay.testing.scripted", "interplay.builtin_harnesses.plugin",
-    "interplay.builtin_envs.plugin", "interplay.builtin_verifiers.plugin",
+    "interplay.builtin_envs.plugin", "interplay.builtin_verifiers.plugin", "interplay.gateway",
 ]
 TEST_ONLY = ["httpx", "pytest", "hypothesis"]
 
@@ -29,6 +29,9 @@ def test_runtime_modules_import_without_test_only_packages() -> None:
         "from interplay import plugins",
         "plugins.reset(load_entry_points=False)",
         "for kind in plugins.KINDS: plugins.registry().entries(kind)",
+        # The MCP SDK the tool gateway imports when it starts.
+        "from interplay.gateway.server import _sdk",
+        "_sdk()",
         "print('ok')",
     ])
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

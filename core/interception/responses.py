@@ -5,7 +5,11 @@ speak only Responses. This module turns a Responses request into a Chat Completi
 chat.completion (or its stream of chunks) into a Responses object and the SSE events a Responses
 client needs: every output item gets ``response.output_item.done``, ``response.completed``
 carries ``response.id``, function_call ``arguments`` are a JSON string. Function tools are
-translated; other tool types are dropped. Pure functions and a small stateful streamer; no I/O.
+translated, and so are the function tools of a ``namespace`` (codex's MCP servers): the model
+sees each as ``<namespace>__<name>`` (:func:`~interplay.model.wire.qualified_name`), and its
+call of one goes back as a ``function_call`` with ``namespace`` and ``name`` apart, as a
+Responses client expects. Other tool types are dropped. Pure functions and a small stateful
+streamer; no I/O.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from typing import Any
 from interplay import _codec
 from interplay import _ids as ids
 from interplay.interception.request import BadRequest
+from interplay.model.wire import qualified_name
 
 _CHAT_ROLES = {"system": "system", "developer": "system", "user": "user",
                "assistant": "assistant"}
@@ -82,17 +87,19 @@ def responses_to_chat(body: Any) -> dict[str, Any]:
     for i, tool in enumerate(body.get("tools") or ()):
         if not isinstance(tool, Mapping):
             raise BadRequest(f"tools[{i}] must be an object", "tools")
+        if tool.get("type") == "namespace":
+            namespace = tool.get("name")
+            inner = tool.get("tools")
+            if not isinstance(namespace, str) or not isinstance(inner, list):
+                raise BadRequest(f"tools[{i}]: a namespace needs a name and a list of tools",
+                                 "tools")
+            for j, member in enumerate(inner):
+                if isinstance(member, Mapping) and member.get("type") == "function":
+                    tools.append(_chat_tool(member, f"tools[{i}].tools[{j}]", namespace))
+            continue
         if tool.get("type") != "function":
             continue  # hosted and custom tools have no Chat Completions form
-        if not isinstance(tool.get("name"), str):
-            raise BadRequest(f"tools[{i}].name must be a string", "tools")
-        fn: dict[str, Any] = {"name": tool["name"]}
-        if tool.get("description") is not None:
-            fn["description"] = tool["description"]
-        fn["parameters"] = tool.get("parameters") or {"type": "object", "properties": {}}
-        if tool.get("strict") is not None:
-            fn["strict"] = tool["strict"]
-        tools.append({"type": "function", "function": fn})
+        tools.append(_chat_tool(tool, f"tools[{i}]"))
     if tools:
         out["tools"] = tools
         choice = body.get("tool_choice")
@@ -121,6 +128,36 @@ def responses_to_chat(body: Any) -> dict[str, Any]:
     return out
 
 
+def _chat_tool(tool: Mapping[str, Any], where: str,
+               namespace: str | None = None) -> dict[str, Any]:
+    """A Responses function tool (of ``namespace``, if any) as a Chat Completions tool."""
+    if not isinstance(tool.get("name"), str):
+        raise BadRequest(f"{where}.name must be a string", "tools")
+    fn: dict[str, Any] = {"name": qualified_name(namespace, tool["name"])}
+    if tool.get("description") is not None:
+        fn["description"] = tool["description"]
+    fn["parameters"] = tool.get("parameters") or {"type": "object", "properties": {}}
+    if tool.get("strict") is not None:
+        fn["strict"] = tool["strict"]
+    return {"type": "function", "function": fn}
+
+
+def namespaced_tools(request: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
+    """The request's tools of a namespace, by the name the Chat Completions model calls them:
+    ``{"mcp__interplay__message_user": ("mcp__interplay", "message_user")}``."""
+    out: dict[str, tuple[str, str]] = {}
+    for tool in request.get("tools") or ():
+        if not isinstance(tool, Mapping) or tool.get("type") != "namespace":
+            continue
+        namespace, inner = tool.get("name"), tool.get("tools")
+        if not isinstance(namespace, str) or not isinstance(inner, list):
+            continue
+        for member in inner:
+            if isinstance(member, Mapping) and isinstance(member.get("name"), str):
+                out[qualified_name(namespace, member["name"])] = (namespace, member["name"])
+    return out
+
+
 def _add_item(messages: list[dict[str, Any]], item: Any, where: str) -> None:
     if not isinstance(item, Mapping):
         raise BadRequest(f"{where} must be an object", "input")
@@ -136,6 +173,7 @@ def _add_item(messages: list[dict[str, Any]], item: Any, where: str) -> None:
         call_id, name = item.get("call_id"), item.get("name")
         if not isinstance(call_id, str) or not isinstance(name, str):
             raise BadRequest(f"{where}: a function_call needs call_id and name", "input")
+        name = qualified_name(item.get("namespace"), name)
         args = item.get("arguments")
         call = {"id": call_id, "type": "function",
                 "function": {"name": name, "arguments": args if isinstance(args, str)
@@ -206,12 +244,19 @@ def message_item(text: str, item_id: str, status: str = "completed") -> dict[str
             "content": [{"type": "output_text", "text": text, "annotations": []}]}
 
 
-def call_item(call: Mapping[str, Any], item_id: str) -> dict[str, Any]:
+def call_item(call: Mapping[str, Any], item_id: str,
+              namespaced: Mapping[str, tuple[str, str]] | None = None) -> dict[str, Any]:
+    """A chat tool call as a Responses ``function_call``; a call of a namespace's tool (named
+    as in ``namespaced``) carries its ``namespace`` and the tool's own name."""
     fn = call.get("function") or {}
     args = fn.get("arguments")
-    return {"type": "function_call", "id": item_id, "status": "completed",
-            "call_id": call.get("id") or new_id("call"), "name": fn.get("name") or "",
+    name = fn.get("name") or ""
+    item = {"type": "function_call", "id": item_id, "status": "completed",
+            "call_id": call.get("id") or new_id("call"), "name": name,
             "arguments": args if isinstance(args, str) else _codec.dumps(args or {}).decode()}
+    if namespaced and name in namespaced:
+        item["namespace"], item["name"] = namespaced[name]
+    return item
 
 
 def response_object(*, resp_id: str, model: str, output: list[dict[str, Any]],
@@ -238,9 +283,10 @@ def chat_to_response(completion: Mapping[str, Any], request: Mapping[str, Any], 
     calls = msg.get("tool_calls") or []
     if text or not calls:
         output.append(message_item(text or "", msg_id or new_id("msg")))
+    namespaced = namespaced_tools(request) if calls else None
     for i, call in enumerate(calls):
         ident = call_ids[i] if call_ids and i < len(call_ids) else new_id("fc")
-        output.append(call_item(call, ident))
+        output.append(call_item(call, ident, namespaced))
     status = "incomplete" if choices[0].get("finish_reason") == "length" else "completed"
     return response_object(resp_id=resp_id or new_id("resp"),
                            model=str(completion.get("model") or request.get("model") or ""),

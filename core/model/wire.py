@@ -223,6 +223,14 @@ def request_messages(call: ModelCall) -> list[Message]:
     return out
 
 
+def qualified_name(namespace: Any, name: str) -> str:
+    """A tool's name as a Chat Completions model sees it: a tool of a Responses ``namespace``
+    (codex puts each MCP server's tools in one, ``mcp__<server>``) gets the namespace in front,
+    joined by ``__`` as codex named MCP tools before namespaces
+    (``mcp__interplay__message_user``); a tool of no namespace keeps its name."""
+    return f"{namespace}__{name}" if isinstance(namespace, str) and namespace else name
+
+
 def _arguments(value: Any) -> str:
     return value if isinstance(value, str) else _codec.dumps({} if value is None
                                                               else value).decode()
@@ -239,7 +247,8 @@ def _responses_message(resp: Mapping[str, Any]) -> Message:
                       if isinstance(p, Mapping) and p.get("type") == "output_text"]
         elif item.get("type") == "function_call":
             tool_calls.append(ToolCall(id=str(item.get("call_id") or ""),
-                                       name=str(item.get("name") or ""),
+                                       name=qualified_name(item.get("namespace"),
+                                                           str(item.get("name") or "")),
                                        arguments=_arguments(item.get("arguments"))))
     return Message("assistant", "".join(texts) if texts or not tool_calls else None,
                    tool_calls=tuple(tool_calls))

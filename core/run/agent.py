@@ -24,9 +24,11 @@ from interplay.errors import InterplayError
 from interplay.harness import Harness, Segment
 from interplay.log import get_logger
 from interplay.records import EpisodeInfo, Message, ModelCall, Task, ToolRun, Trace
+from interplay.tools import CallOutcome, run_call
 
 if TYPE_CHECKING:
     from interplay.clock import Clock
+    from interplay.gateway import ToolGateway, ToolRoute
     from interplay.interception import TraceRoute
     from interplay.model.client import ModelClient
     from interplay.model.endpoint import Endpoint
@@ -109,6 +111,9 @@ class SegmentContext:
         #: the segment answer tool results.
         self.tool_choice: str | dict[str, Any] | None = None
         self._route: TraceRoute | None = None
+        self._tool_route: ToolRoute | None = None
+        #: The gateway that opened it: it closes the route, whatever the agent holds by then.
+        self._tool_gateway: ToolGateway | None = None
         # Two segments' callers awaiting the server at once must share one route.
         self._route_lock = asyncio.Lock()
 
@@ -123,6 +128,25 @@ class SegmentContext:
 
     def record_tool(self, run: ToolRun) -> None:
         self.trace.tool_runs.append(run)
+
+    async def call_tool(self, name: str, arguments: str | Mapping[str, Any] | None, *,
+                        call_id: str, tools: Mapping[str, Tool] | None = None,
+                        timeout_s: float | None = None) -> CallOutcome:
+        """Run one of the model's tool calls against this seat's tools (``ctx.tools``, or
+        ``tools`` by name) and record it on the trace (a ToolRun); what the model reads back.
+
+        The one way a call is run, whichever way it came in: the ``chat`` harness's tool loop
+        and the tool gateway (MCP, for programs that run as processes) both call this, so the
+        world, the trace and the model's view are the same for either. ``arguments`` is the
+        JSON text the model produced or an object a protocol parsed; ``timeout_s`` caps each
+        tool's own timeout. Failures come back as error text (see
+        :func:`interplay.tools.run_call`), never raised."""
+        by_name = {t.name: t for t in self.tools} if tools is None else tools
+        t0 = time.monotonic()
+        outcome = await run_call(by_name, name, arguments, timeout_s=timeout_s)
+        self.record_tool(ToolRun(call_id=call_id, name=name, duration_s=time.monotonic() - t0,
+                                 error_type=outcome.error_type))
+        return outcome
 
     async def route(self) -> TraceRoute:
         """This trace's own route through the interception server (opened on first use).
@@ -142,11 +166,31 @@ class SegmentContext:
                                                 sampling=self.sampling)
         return self._route
 
+    async def tool_route(self) -> ToolRoute | None:
+        """This trace's own route to its seat's tools through the tool gateway, an MCP server
+        (streamable HTTP), opened on first use; None when the seat has no tools.
+
+        Out-of-process programs (the codex CLI, any command) are given ``route.url`` and
+        ``route.token`` (sent as ``Authorization: Bearer <token>``); the route lists
+        ``ctx.tools`` and runs each call through :meth:`call_tool`, so it is recorded as a
+        call in-process is. The token is refused once the trace closes.
+        """
+        if not self.tools:
+            return None
+        async with self._route_lock:
+            if self._tool_route is None:
+                self._tool_gateway = await self.agent.tool_gateway()
+                self._tool_route = self._tool_gateway.open_trace(self)
+        return self._tool_route
+
     async def _release(self) -> None:
         if self._route is not None:
             server = await self.agent.interception_server()
             server.close_trace(self._route.secret)
             self._route = None
+        if self._tool_route is not None and self._tool_gateway is not None:
+            self._tool_gateway.close_trace(self._tool_route.token)
+            self._tool_route = self._tool_gateway = None
 
 
 class ChatSession:
@@ -351,6 +395,7 @@ class Agent:
         self._episode_info = (episode.info if episode is not None
                               else EpisodeInfo(episode_id="-", env="-", task_idx=-1))
         self._interception: Any = None
+        self._gateway: ToolGateway | None = None
 
     @property
     def trainable(self) -> bool:
@@ -373,6 +418,19 @@ class Agent:
             self._interception = InterceptionServer()
             await self._interception.start()
         return self._interception
+
+    async def tool_gateway(self) -> ToolGateway:
+        """The tool gateway this agent's traces are served by: the run's (an episode's agents
+        share it), or one of its own for a standalone agent (stopped by ``aclose``)."""
+        if self.episode is not None:
+            return await self.episode.resources.gateway()
+        if self._gateway is None:
+            from interplay.gateway import ToolGateway
+
+            gateway = ToolGateway()
+            await gateway.start()
+            self._gateway = gateway
+        return self._gateway
 
     def chat(self, task: Task, *, mask_prompt: bool = False) -> ChatSession:
         """Open an exchange on ``task`` (use as ``async with agent.chat(task) as s``)."""
@@ -407,3 +465,6 @@ class Agent:
         if self._interception is not None:
             await self._interception.stop()
             self._interception = None
+        if self._gateway is not None:
+            await self._gateway.stop()
+            self._gateway = None

@@ -1,8 +1,9 @@
 """Episodes: one task x rollout run through an env's steps, then scored.
 
 Owns the episode context (seats, traces, results, randomness, clock), the run-wide resources
-an episode borrows (model clients, the interception server, seat settings), running the steps,
-and scoring. Every trace of every session opened is collected, also when a step raises midway.
+an episode borrows (model clients, the interception server, the tool gateway, seat settings),
+running the steps, and scoring. Every trace of every session opened is collected, also when a
+step raises midway.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from interplay.records import Episode, EpisodeInfo, Reward, Task, Trace
 from interplay.run.agent import Agent
 
 if TYPE_CHECKING:
+    from interplay.gateway import ToolGateway
     from interplay.interception import InterceptionServer, Limits
     from interplay.model.client import ModelClient, Models
 
@@ -35,8 +37,9 @@ log = get_logger("interplay.run.episode")
 
 
 class RunResources:
-    """What every episode of a run shares: model clients, the interception server (started on
-    first use), the default endpoint, and the seat settings the run overrides."""
+    """What every episode of a run shares: model clients, the interception server and the tool
+    gateway (each started on first use), the default endpoint, and the seat settings the run
+    overrides."""
 
     def __init__(self, *, endpoint: Endpoint, models: Models | None = None,
                  seats: Mapping[str, Mapping[str, Any]] | None = None,
@@ -51,6 +54,8 @@ class RunResources:
         self.interception_limits = interception
         self._interception: InterceptionServer | None = None
         self._interception_lock = asyncio.Lock()
+        self._gateway: ToolGateway | None = None
+        self._gateway_lock = asyncio.Lock()
         self._seat_cache: dict[tuple[str, str], SeatSpec] = {}
 
     def client(self, endpoint: Endpoint | None = None) -> ModelClient:
@@ -80,10 +85,29 @@ class RunResources:
                 self._interception = server
         return self._interception
 
+    async def gateway(self) -> ToolGateway:
+        """The run process's tool gateway (env tools over MCP for harness programs that run as
+        processes). Its listener takes the interception server's limits."""
+        async with self._gateway_lock:
+            if self._gateway is None:
+                from interplay.gateway import ToolGateway
+                from interplay.interception import Limits
+
+                limits = self.interception_limits or Limits()
+                gateway = ToolGateway(max_body_bytes=limits.max_body_bytes,
+                                      header_timeout_s=limits.header_timeout_s,
+                                      body_timeout_s=limits.body_timeout_s)
+                await gateway.start()
+                self._gateway = gateway
+        return self._gateway
+
     async def aclose(self) -> None:
         if self._interception is not None:
             await self._interception.stop()
             self._interception = None
+        if self._gateway is not None:
+            await self._gateway.stop()
+            self._gateway = None
         await self.models.aclose()
 
 

@@ -5,13 +5,17 @@ Each trace gets its own CODEX_HOME (a temp dir made on the first launch and kept
 segment is ``codex exec``; every continuation is ``codex exec resume <thread_id>`` of that
 trace's own session, so codex keeps its history, tool state and rollout file across turns.
 codex talks to the interception server through the Responses API with the trace's secret, so
-every model request it makes is a recorded call on the trace. A segment's messages are read
-back from the last call recorded during it: the model's own view of its function calls, their
-outputs and the final answer. Timeouts and cancellation kill codex's whole process tree, and
-when a segment ends, however it ends, every process codex started is killed (Linux), so no
-command the model ran outlives its segment; ``close`` removes the per-trace directories. codex
-is started with ``interplay.start_process`` and its commands carry the run's tag
-(``interplay.owner_tag``), so a run that is killed outright takes them along too.
+every model request it makes is a recorded call on the trace. The tools the env gives the seat
+reach codex as an MCP server, the run's tool gateway, named ``interplay`` (so the model sees
+them as ``mcp__interplay__<tool>``), through ``-c`` overrides on every launch and resume (no
+file is written); each call codex makes of one runs in-process and is recorded as the ``chat``
+harness records it. A segment's messages are read back from the last call recorded during it:
+the model's own view of its function calls, their outputs and the final answer. Timeouts and
+cancellation kill codex's whole process tree, and when a segment ends, however it ends, every
+process codex started is killed (Linux), so no command the model ran outlives its segment;
+``close`` removes the per-trace directories. codex is started with ``interplay.start_process``
+and its commands carry the run's tag (``interplay.owner_tag``), so a run that is killed
+outright takes them along too.
 
 This module owns launching codex and reading what it did; it must not reach into the
 interception server or the trace beyond what ``SegmentContext`` offers.
@@ -22,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import os
 import shutil
 import signal
@@ -66,6 +71,18 @@ KEY_VAR = "INTERPLAY_CODEX_KEY"
 #: double forks; codex itself only ends their process group) are found and killed at the end.
 RUN_VAR = "INTERPLAY_CODEX_RUN"
 PROVIDER = "interplay"
+#: The name codex knows the tool gateway by (``mcp_servers.<name>``): the model sees the env's
+#: tools in the namespace ``mcp__<name>`` (``mcp__interplay__message_user`` to a Chat
+#: Completions model, through the interception server).
+MCP_SERVER = "interplay"
+#: The environment variable that carries the trace's tool-gateway token to codex (its MCP
+#: server's ``bearer_token_env_var``).
+TOKEN_VAR = "INTERPLAY_MCP_TOKEN"
+#: Seconds codex waits for the tool gateway to answer its handshake and tool list.
+MCP_STARTUP_S = 30
+#: Seconds codex waits for a tool call beyond the slowest tool's own timeout, so that the
+#: gateway's timeout (the text the chat harness gives the model too) always answers first.
+MCP_CALL_MARGIN_S = 15
 #: Where the per-trace state lives in ``ctx.state``.
 STATE_KEY = "codex"
 #: Bytes of codex's stderr kept on the trace per segment.
@@ -124,8 +141,10 @@ class _Run:
     thread_id: str | None = None
     usage: dict[str, Any] | None = None
     agent_texts: list[str] = attrs.Factory(list)
-    #: (item id, tool name, duration, error type) of the tools codex ran.
-    tool_items: list[tuple[str, str, float, str | None]] = attrs.Factory(list)
+    #: (item id, the tool's name as the model called it, as recorded, duration, error type) of
+    #: the tools codex ran itself, and of the env's tools whose calls never reached the
+    #: gateway (the gateway records those that did).
+    tool_items: list[tuple[str, str, str, float, str | None]] = attrs.Factory(list)
     #: Tools started and not finished: item id -> (tool name, start time).
     running: dict[str, tuple[str, float]] = attrs.Factory(dict)
     #: Fatal errors codex reported (``error``/``turn.failed`` events).
@@ -158,12 +177,6 @@ class CodexHarness(Harness):
                                  "(or a chat opened by a user message)")
         state.instructions = instructions
         state.thread_id = None
-        if ctx.tools:
-            # codex brings its own tools (a shell, apply_patch); an env's in-process tools
-            # cannot reach it, and saying so beats a silent gap.
-            ctx.trace.info.setdefault("codex", {"segments": []})["env_tools_ignored"] = sorted(
-                t.name for t in ctx.tools)
-            log.warning("codex.env_tools_ignored", tools=len(ctx.tools))
         return await self._segment(ctx, state, [], prompt)
 
     async def resume(self, messages: Sequence[Message], ctx: SegmentContext) -> Segment:
@@ -227,9 +240,12 @@ class CodexHarness(Harness):
         return state
 
     def argv(self, base_url: str, model: str, state: _TraceState,
-             subcommand: Sequence[str], run_tag: str | None = None) -> list[str]:
+             subcommand: Sequence[str], run_tag: str | None = None,
+             tools_url: str | None = None, tool_timeout_s: float = 30.0) -> list[str]:
         """The codex command line of one segment (the prompt comes on stdin: ``-``);
-        ``run_tag`` is set as ``RUN_VAR`` in the commands' environment."""
+        ``run_tag`` is set as ``RUN_VAR`` in the commands' environment; ``tools_url`` is the
+        tool gateway codex is given as an MCP server (its token in ``TOKEN_VAR``), with calls
+        allowed up to ``tool_timeout_s`` (the slowest tool's own timeout)."""
         cfg: CodexConfig = self.config
         p = f"model_providers.{PROVIDER}"
         argv = [self.binary(), "exec", "--skip-git-repo-check", "--json",
@@ -240,14 +256,24 @@ class CodexHarness(Harness):
                 "-c", f"{p}.env_key={KEY_VAR}",
                 "-c", f"{p}.request_max_retries={cfg.max_retries}",
                 "-c", f"{p}.stream_max_retries={cfg.max_retries}",
-                # Offline: no analytics and no plugin fetches, so the interception server is
-                # the only thing codex connects to.
+                # Offline: no analytics and no plugin fetches, so the interception server (and
+                # the tool gateway, when the seat has tools) is all codex connects to.
                 "-c", "analytics.enabled=false", "--disable", "plugins",
                 # Before `resume`, which has no -s of its own and otherwise drops to read-only.
                 "-s", cfg.sandbox,
                 "-m", model]
         if state.instructions:
             argv += ["-c", f"developer_instructions={toml_string(state.instructions)}"]
+        if tools_url is not None:
+            m = f"mcp_servers.{MCP_SERVER}"
+            argv += ["-c", f"{m}.url={toml_string(tools_url)}",
+                     "-c", f"{m}.bearer_token_env_var={TOKEN_VAR}",
+                     # codex exec never asks: without this, every call of an MCP tool is
+                     # refused ("requires approval, but approval policy is never").
+                     "-c", f"{m}.default_tools_approval_mode=\"approve\"",
+                     "-c", f"{m}.startup_timeout_sec={MCP_STARTUP_S}",
+                     "-c", f"{m}.tool_timeout_sec="
+                           f"{math.ceil(tool_timeout_s) + MCP_CALL_MARGIN_S}"]
         if run_tag is not None:
             # Set by codex itself too, so a shell_environment_policy that inherits nothing
             # still tags the commands: with this segment's tag, and with the run's, which
@@ -264,10 +290,15 @@ class CodexHarness(Harness):
     async def _segment(self, ctx: SegmentContext, state: _TraceState,
                        subcommand: Sequence[str], prompt: str) -> Segment:
         route = await ctx.route()
+        tools = await ctx.tool_route()
         tag = uuid.uuid4().hex
-        argv = self.argv(route.base_url, ctx.client.endpoint.model, state, subcommand, tag)
+        argv = self.argv(route.base_url, ctx.client.endpoint.model, state, subcommand, tag,
+                         tools_url=None if tools is None else tools.url,
+                         tool_timeout_s=max((t.timeout_s for t in ctx.tools), default=30.0))
         env = {**os.environ, "CODEX_HOME": str(state.home), KEY_VAR: route.secret,
                RUN_VAR: tag}
+        if tools is not None:
+            env[TOKEN_VAR] = tools.token
         first_call = len(ctx.trace.model_calls)
         state.segments += 1
         t0 = time.monotonic()
@@ -342,7 +373,7 @@ class CodexHarness(Harness):
                 run.strays = await asyncio.shield(asyncio.to_thread(kill_tagged, RUN_VAR, tag))
             now = time.monotonic()
             for item_id, (name, t) in run.running.items():
-                run.tool_items.append((item_id, name, now - t, "timeout" if killed
+                run.tool_items.append((item_id, name, name, now - t, "timeout" if killed
                                        else "interrupted"))
             run.running.clear()
 
@@ -384,11 +415,14 @@ class CodexHarness(Harness):
             "model_calls": calls, "usage": run.usage, "wall_s": round(wall_s, 3),
             "errors": run.errors, "warnings": run.warnings, "strays_killed": run.strays,
             "stderr": run.stderr[-KEEP_STDERR:].decode(errors="replace")})
-        # codex ran these tools; pair them with the model's calls of the same kind, in order.
-        ids = {name: [c.id for m in messages for c in m.tool_calls if c.name == name]
-               for name in {"exec_command", "apply_patch"}}
-        for item_id, name, duration, error_type in run.tool_items:
-            pool = ids.get(name) or []
+        # codex ran these tools; pair them with the model's calls of the same kind, in order,
+        # past those the gateway recorded already (env tools' calls it answered).
+        recorded = {r.call_id for r in ctx.trace.tool_runs}
+        ids = {name: [c.id for m in messages for c in m.tool_calls
+                      if c.name == name and c.id not in recorded]
+               for name in {item[1] for item in run.tool_items}}
+        for item_id, called, name, duration, error_type in run.tool_items:
+            pool = ids.get(called) or []
             call_id = pool.pop(0) if pool else item_id
             ctx.record_tool(ToolRun(call_id=call_id, name=name, duration_s=round(duration, 4),
                                     error_type=error_type))
@@ -423,6 +457,14 @@ def read_event(line: bytes, run: _Run) -> None:
     elif kind == "item.completed":
         if item.get("type") == "agent_message":
             run.agent_texts.append(str(item.get("text") or ""))
+        elif item.get("type") == "mcp_tool_call" and item.get("status") == "failed" \
+                and item.get("result") is None:
+            # A call of an env tool that failed in codex before the gateway answered it (the
+            # gateway records every call it answers, errors included).
+            tool_name = str(item.get("tool") or "")
+            run.tool_items.append((str(item.get("id")),
+                                   f"mcp__{item.get('server')}__{tool_name}",
+                                   tool_name, 0.0, "mcp_call_failed"))
         elif item.get("type") in _TOOL_ITEMS:
             began = run.running.pop(str(item.get("id")), None)
             code = item.get("exit_code")
@@ -432,7 +474,8 @@ def read_event(line: bytes, run: _Run) -> None:
                 error_type = str(item["status"])
             else:
                 error_type = None
-            run.tool_items.append((str(item.get("id")), _TOOL_ITEMS[item["type"]],
+            name = _TOOL_ITEMS[item["type"]]
+            run.tool_items.append((str(item.get("id")), name, name,
                                    0.0 if began is None else time.monotonic() - began[1],
                                    error_type))
         elif item.get("type") == "error":

@@ -4,6 +4,7 @@ requests into)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -74,7 +75,7 @@ def codex_env(harness_config: dict[str, Any]) -> Env:
 
         def tools(self, seat: str, ctx: EpisodeContext) -> list[Tool]:
             def lookup(word: str) -> str:
-                """An in-process tool codex cannot call."""
+                """An env tool, offered to codex through the tool gateway."""
                 return word
 
             return [tool(lookup)]
@@ -153,7 +154,10 @@ async def test_one_shot_runs_a_shell_command_and_answers(codex_bin: str, tmp_pat
     assert [s["command"] for s in info["segments"]] == ["exec"]
     assert info["segments"][0]["exit_code"] == 0
     uuid.UUID(info["thread_id"])
-    assert info["env_tools_ignored"] == ["lookup"]
+    # The env's tool was offered, as the gateway's (MCP) tool: codex's namespace, flattened
+    # for the Chat Completions model.
+    offered = {t["function"]["name"] for t in model.requests[0].body["tools"]}
+    assert "mcp__interplay__lookup" in offered and "exec_command" in offered
     # The per-trace CODEX_HOME and workdir are gone once the trace closed.
     assert leftovers(tmp_path) == []
 
@@ -434,3 +438,20 @@ def test_argv_keeps_the_sandbox_before_resume(tmp_path: Path) -> None:
     dev = next(a for a in argv if a.startswith("developer_instructions="))
     assert json.loads(dev.split("=", 1)[1]) == 'Be "brief".\nAlways.'
     assert "model_reasoning_effort=\"low\"" in argv
+    assert not [a for a in argv if a.startswith("mcp_servers.")]
+
+    # With tools, the gateway is codex's MCP server `interplay`, set per run with -c.
+    argv = harness.argv("http://127.0.0.1:1/v1", "m", state, ["resume", "abc"],
+                        tools_url="http://127.0.0.1:2/mcp", tool_timeout_s=12.5)
+    assert argv[-3:] == ["resume", "abc", "-"]
+    # Each one a -c override.
+    assert [a for a, b in itertools.pairwise(argv) if b.startswith("mcp_servers.")] == \
+        ["-c"] * 5
+    settings = dict(b.split("=", 1) for b in argv if b.startswith("mcp_servers.interplay."))
+    assert settings == {"mcp_servers.interplay.url": '"http://127.0.0.1:2/mcp"',
+                        "mcp_servers.interplay.bearer_token_env_var": "INTERPLAY_MCP_TOKEN",
+                        "mcp_servers.interplay.default_tools_approval_mode": '"approve"',
+                        "mcp_servers.interplay.startup_timeout_sec": "30",
+                        "mcp_servers.interplay.tool_timeout_sec": "28"}
+    assert max(i for i, a in enumerate(argv) if a.startswith("mcp_servers.")) < \
+        argv.index("resume")
