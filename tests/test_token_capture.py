@@ -50,8 +50,10 @@ async def test_the_client_records_ids_and_logprobs_and_keeps_them_out_of_the_res
     assert call.error is None and call.finish_reason == "stop"
     assert_complete(call)
     assert decoded(m, call) == "red is a colour"
-    assert m.tokenizer.decode(call.tokens.prompt_ids) == m.prompt_text(m.requests[0].body,
-                                                                       "chat.completions")
+    assert m.tokenizer.decode(call.tokens.prompt_ids, special=True) == \
+        "<|user|>Name a colour.<|end|><|assistant|>"
+    # The reply's last id is the end token, as a model's end-of-turn token is.
+    assert m.tokenizer.decode(call.tokens.completion_ids[-1:], special=True) == "<|end|>"
     # vLLM's fields went out; what came back of them is on tokens, not in the response.
     sent = m.requests[0].body
     assert sent["return_token_ids"] is True and sent["logprobs"] is True
@@ -78,7 +80,7 @@ async def test_logprobs_name_the_ids_when_the_endpoint_returns_no_token_ids() ->
     t = call.tokens
     assert t.prompt_ids is None and t.missing == ["prompt_ids"]
     assert m.tokenizer.decode(t.completion_ids) == "blue and green"
-    assert len(t.logprobs) == 3 and t.warnings == []
+    assert len(t.logprobs) == 4 and t.warnings == []  # three words and the end token
 
 
 @pytest.mark.parametrize("stream", [False, True])

@@ -162,10 +162,13 @@ Script = Iterable["ScriptedReply | str"] | Handler
 
 
 class ScriptedTokenizer:
-    """The scripted model's tokenizer: a text's pieces (a run of spaces with the word after
-    it) numbered in the order first met, so ids decode back to their text exactly."""
+    """The scripted model's tokenizer: a text's pieces (a special token such as ``<|end|>``,
+    or a run of spaces with the word after it) numbered in the order first met, so ids decode
+    back to their text exactly."""
 
-    _PIECE = re.compile(r"\s*\S+|\s+")
+    _PIECE = re.compile(r"<\|\w+\|>|\s*(?:(?!<\|)\S)+|\s+")
+    #: What ends a reply (the last completion id, as an end-of-turn token), and each message.
+    END = "<|end|>"
 
     def __init__(self) -> None:
         self._ids: dict[str, int] = {}
@@ -186,8 +189,31 @@ class ScriptedTokenizer:
                 out.append(ident)
             return out
 
-    def decode(self, ids: Iterable[int]) -> str:
-        return "".join(self._pieces[i] for i in ids)
+    def decode(self, ids: Iterable[int], *, special: bool = False) -> str:
+        """The text of ``ids``; special tokens left out unless ``special``."""
+        pieces = (self._pieces[i] for i in ids)
+        return "".join(p for p in pieces if special or not self.is_special(p))
+
+    @staticmethod
+    def is_special(piece: str) -> bool:
+        return piece.startswith("<|") and piece.endswith("|>")
+
+    @staticmethod
+    def render(messages: Iterable[Mapping[str, Any]]) -> str:
+        """A conversation as the scripted chat template writes it: each message between its
+        role's token and ``<|end|>``, then the assistant's token. A conversation that grows
+        renders as the earlier rendering, the reply and its end, then the rest, as a real
+        chat template does."""
+        out = []
+        for m in messages:
+            content = m.get("content")
+            text = content if isinstance(content, str) else "".join(
+                str(p.get("text", "")) for p in content or () if isinstance(p, Mapping))
+            for call in m.get("tool_calls") or ():
+                fn = call.get("function") or {}
+                text += f"<{fn.get('name')}>{fn.get('arguments')}"
+            out.append(f"<|{m.get('role')}|>{text}<|end|>")
+        return "".join(out) + "<|assistant|>"
 
     @staticmethod
     def logprob(piece: str) -> float:

@@ -267,20 +267,21 @@ class ScriptedModel:
     # -- token ids and logprobs, when asked for ----------------------------------------------------
 
     def prompt_text(self, body: Mapping[str, Any], api: str) -> str:
-        """The text whose ids are a request's prompt ids: each message's JSON on a line."""
+        """The text whose ids are a request's prompt ids: its conversation rendered by the
+        scripted chat template (:meth:`ScriptedTokenizer.render`)."""
         if api == "responses":
             try:
                 messages = rs.responses_to_chat(body)["messages"]
             except rs.BadRequest:
                 messages = []
         else:
-            messages = list(body.get("messages") or ())
-        return "".join(_codec.dumps(m).decode() + "\n" for m in messages)
+            messages = [m for m in body.get("messages") or () if isinstance(m, Mapping)]
+        return self.tokenizer.render(messages)
 
     @staticmethod
     def completion_pieces(message: Mapping[str, Any]) -> list[str]:
         """The pieces an answer streams in (its words, then each tool call's name and the two
-        halves of its arguments), whose ids are its completion ids."""
+        halves of its arguments, then the end token), whose ids are its completion ids."""
         content = message.get("content") or ""
         pieces = [w if i == 0 else " " + w for i, w in enumerate(content.split(" "))] \
             if content else []
@@ -288,7 +289,7 @@ class ScriptedModel:
             args = call["function"]["arguments"]
             half = len(args) // 2
             pieces += [f"<{call['function']['name']}>" + args[:half], args[half:]]
-        return pieces
+        return [*pieces, ScriptedTokenizer.END]
 
     def _ids(self, piece: str) -> list[int]:
         return self.tokenizer.encode(piece) if piece else []
@@ -394,7 +395,7 @@ class ScriptedModel:
         them: the prompt's ids on the first chunk, each piece's on its own."""
         if tokens.prompt is not None:
             chunks[0]["prompt_token_ids"] = tokens.prompt
-        carriers = chunks[1:-1]
+        carriers = chunks[1:]
         if len(tokens.per_piece) != len(carriers):  # given ids: all on the closing chunk
             carriers, per_piece = [chunks[-1]], [tokens.ids or []]
             entries_per = [tokens.entries]
