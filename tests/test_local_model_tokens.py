@@ -5,7 +5,6 @@ installed."""
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Iterator
 
 import openai
@@ -16,10 +15,9 @@ from interplay.model.client import ModelClient
 from interplay.model.local import LocalModel, model_path
 from interplay.model.wire import assistant_message
 from interplay.records import ModelCall
+from interplay.testing import needs_local_model
 
-needs_llama = pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None,
-                                 reason="llama_cpp is not installed (run: bash .ci/setup)")
-pytestmark = [pytest.mark.local_model, pytest.mark.slow, needs_llama]
+pytestmark = [*needs_local_model, pytest.mark.slow]
 
 ASK = [{"role": "system", "content": "You are terse."},
        {"role": "user", "content": "Name a colour."}]

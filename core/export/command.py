@@ -55,9 +55,11 @@ def cmd_export(args: argparse.Namespace) -> int:
                             best_of_group=args.best_of_group, advantage=args.advantage,
                             meta=args.meta)
     result = export(args.run, args.output, options)
-    what = "rows" if options.kind == "rl" and options.unit == "call" else "traces"
-    print(f"exported {result.rows} {what} ({result.traces} traces of {result.episodes} "
-          f"episodes) to {result.output}")
+    if options.kind == "rl" and options.unit == "call":
+        what = f"{result.rows} rows ({result.traces} traces of {result.episodes} episodes)"
+    else:
+        what = f"{result.traces} traces (of {result.episodes} episodes)"
+    print(f"exported {what} to {result.output}")
     if result.skipped:
         left = ", ".join(f"{reason} ({n})" for reason, n in
                          sorted(result.skipped.items(), key=lambda item: -item[1]))

@@ -180,6 +180,7 @@ def _is_dataset(path: Path) -> bool:
 # -- the first pass: episodes to a spill of rows -------------------------------------------------
 
 _SEP = b"\t"  # never inside compact JSON, which escapes control characters
+_BUFFER = 1 << 20  # rows run to tens of KB
 
 
 def _reward(value: Any) -> float | None:
@@ -196,7 +197,7 @@ def _collect(episodes: Path, spill: Path, opts: ExportOptions, groups: Groups,
     found = False
     serial = 0
     with_meta = opts.kind == "rl" or opts.meta or opts.format == "hf"
-    with spill.open("wb") as fh:
+    with spill.open("wb", buffering=_BUFFER) as fh:
         for record in iter_episodes(episodes):
             result.episodes += 1
             if record.get("error_type") is not None:
@@ -261,7 +262,8 @@ def _rows(trace: Mapping[str, Any], opts: ExportOptions,
 def _finish(spill: Path, final: Path, opts: ExportOptions, groups: Groups,
             result: ExportResult) -> None:
     last = 0
-    with spill.open("rb") as src, final.open("wb") as out:
+    with spill.open("rb", buffering=_BUFFER) as src, \
+            final.open("wb", buffering=_BUFFER) as out:
         for line in src:
             cut = line.index(_SEP)
             head = _codec.loads(line[:cut])

@@ -257,6 +257,22 @@ def strip_chat(data: Mapping[str, Any], strip: frozenset[str]) -> dict[str, Any]
     return out
 
 
+def _single(reader: _Reader, response: Mapping[str, Any], key: str,
+            many: str) -> list[int] | None:
+    """The one token list of ``response[key]``, or None (with a warning when there is
+    something else there)."""
+    items = response.get(key)
+    lists = _raw_tokens(items)
+    if lists is None:
+        if items:
+            reader._warn(f"{key} hold no token lists")
+        return None
+    if len(lists) != 1:
+        reader._warn(f"the response holds {len(lists)} {many}")
+        return None
+    return lists[0]
+
+
 def _raw_tokens(items: Any) -> list[list[int]] | None:
     """The token lists of vLLM's ``input_messages``/``output_messages`` entries; None when
     there are none, or some entry is not a token list (a harmony model's messages)."""
@@ -274,23 +290,10 @@ def _raw_tokens(items: Any) -> list[list[int]] | None:
 def from_response(response: Mapping[str, Any], usage: Usage | None) -> Tokens:
     """The tokens of a Responses object (vLLM's, with ``enable_response_messages``)."""
     reader = _Reader()
-    prompts = _raw_tokens(response.get("input_messages"))
-    if prompts is not None:
-        if len(prompts) == 1:
-            reader.add_prompt(prompts[0])
-        else:
-            reader._warn(f"the response holds {len(prompts)} prompts")
-    elif response.get("input_messages"):
-        reader._warn("input_messages hold no token lists")
-    outputs = _raw_tokens(response.get("output_messages"))
-    if outputs is not None:
-        if len(outputs) == 1:
-            reader.add_ids(outputs[0])
-        else:
-            # The server ran its own tools between generations: no one completion.
-            reader._warn(f"the response holds {len(outputs)} generations")
-    elif response.get("output_messages"):
-        reader._warn("output_messages hold no token lists")
+    reader.add_prompt(_single(reader, response, "input_messages", "prompts"))
+    # More than one generation: the server ran tools of its own between them, and the
+    # response has no one completion.
+    reader.add_ids(_single(reader, response, "output_messages", "generations"))
     entries = None
     for item in response.get("output") or ():
         if not isinstance(item, Mapping) or item.get("type") != "message":

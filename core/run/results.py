@@ -174,9 +174,14 @@ _HEAD = re.compile(rb'\{"info":\{"episode_id":"(?:[^"\\]|\\.)*","env":"(?:[^"\\]
                    rb'"task_idx":(-?\d+),"rollout":(\d+)[,}]')
 
 
+#: A results file's lines run to tens of KB: read in large blocks, reading line by line is
+#: several times faster than through the default 8 KB buffer.
+_READ_BUFFER = 1 << 20
+
+
 def _open(path: Path) -> BinaryIO:
     try:
-        return path.open("rb")
+        return path.open("rb", buffering=_READ_BUFFER)
     except OSError as exc:
         raise InterplayError(f"{path}: cannot read it ({exc.strerror or exc})") from None
 
