@@ -39,11 +39,12 @@ def assert_complete(call: ModelCall) -> None:
     assert call.usage is not None and call.usage.completion_tokens == len(t.completion_ids)
 
 
+@pytest.mark.parametrize("transport", ["aiohttp", "openai"])
 @pytest.mark.parametrize("stream", [False, True])
 async def test_the_client_records_ids_and_logprobs_and_keeps_them_out_of_the_response(
-        stream: bool) -> None:
+        stream: bool, transport: str) -> None:
     async with ScriptedModel(["red is a colour", "plain"]) as m:
-        client = ModelClient(m.endpoint)
+        client = ModelClient(attrs.evolve(m.endpoint, transport=transport))
         call = await client.chat(ASK, stream=stream, capture=True)
         plain = await client.chat(ASK, stream=stream)
         await client.aclose()
