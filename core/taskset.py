@@ -129,8 +129,13 @@ class DatasetTaskset:
             info = {c: row[c] for c in kept if c != "info"}
             if isinstance(row.get("info"), Mapping) and "info" in kept:
                 info.update(row["info"])
-            values.update(idx=own if isinstance(own, int) and not isinstance(own, bool)
-                          else n, info=info)
+            if isinstance(own, int) and not isinstance(own, bool):
+                values["idx"] = own
+            else:  # an id of another kind is the row's to keep, not the task's idx
+                values["idx"] = n
+                if own is not None and self.info is None:
+                    info["idx"] = own
+            values["info"] = info
             try:
                 tasks.append(converter().structure(values, Task))
             except Exception as exc:

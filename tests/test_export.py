@@ -195,6 +195,17 @@ def test_the_command_prints_what_it_wrote_and_refuses_a_run_without_capture(
     assert cli.main(["export", str(plain), "--format", "sft"]) == 0
     assert cli.main(["export", str(tmp_path / "nothing"), "--format", "sft"]) == 2
     assert "results folder" in capsys.readouterr().err
+    # Options that do not go together are one line each; a seat that matches nothing is said.
+    for args, says in ((["--format", "sft", "--unit", "trace"], "--unit goes with RL rows"),
+                       (["--format", "rl", "--rows", "rl"], "--rows goes with --format hf"),
+                       (["--format", "rl", "--meta"], "--meta goes with --format sft")):
+        assert cli.main(["export", str(echo_run), *args]) == 2
+        assert says in capsys.readouterr().err
+    out = tmp_path / "none.jsonl"
+    assert cli.main(["export", str(echo_run), "--format", "sft", "--seat", "user",
+                     "-o", str(out)]) == 0
+    assert "--seat user: no trainable trace of it" in capsys.readouterr().err
+    assert out.read_text() == ""
 
 
 def test_rl_rows_per_trace_join_the_calls_under_a_loss_mask(tmp_path: Path) -> None:

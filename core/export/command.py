@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import Any
 
+from interplay.errors import InterplayError
 from interplay.export.files import ExportOptions, export
 
 
@@ -26,9 +27,9 @@ def add_export(sub: Any) -> None:
     p.add_argument("-o", "--output", metavar="PATH", help="the file (the folder, for hf) to "
                    "write; default: RUN/sft.jsonl, RUN/rl-calls.jsonl, RUN/rl-traces.jsonl, "
                    "RUN/hf-sft, ...")
-    p.add_argument("--unit", choices=("call", "trace"), default="call",
+    p.add_argument("--unit", choices=("call", "trace"),
                    help="RL rows: one per model call (default) or one per trace")
-    p.add_argument("--rows", choices=("sft", "rl"), default="sft",
+    p.add_argument("--rows", choices=("sft", "rl"),
                    help="with --format hf: the rows the dataset holds (default sft)")
     p.add_argument("--seat", action="append", default=[], metavar="SEAT",
                    help="only this seat (or agent); repeatable (default: every trainable seat)")
@@ -40,7 +41,7 @@ def add_export(sub: Any) -> None:
     p.add_argument("--best-of-group", action="store_true",
                    help="only the best trace of each task and seat (highest reward, then "
                    "lowest rollout) among those the other filters keep")
-    p.add_argument("--advantage", choices=("std", "mean"), default="std",
+    p.add_argument("--advantage", choices=("std", "mean"),
                    help="RL advantage: (reward - group mean) / group std (default), or "
                    "reward - group mean")
     p.add_argument("--meta", action="store_true",
@@ -49,11 +50,21 @@ def add_export(sub: Any) -> None:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    options = ExportOptions(format=args.format, unit=args.unit, rows=args.rows,
-                            seats=tuple(args.seat), min_reward=args.min_reward,
-                            completed_only=args.completed_only,
-                            best_of_group=args.best_of_group, advantage=args.advantage,
-                            meta=args.meta)
+    if args.rows is not None and args.format != "hf":
+        raise InterplayError("--rows goes with --format hf")
+    rl = args.format == "rl" or (args.format == "hf" and args.rows == "rl")
+    for flag, value in (("--unit", args.unit), ("--advantage", args.advantage)):
+        if value is not None and not rl:
+            raise InterplayError(f"{flag} goes with RL rows: --format rl, or --format hf "
+                                 f"--rows rl")
+    if args.meta and args.format != "sft":
+        raise InterplayError("--meta goes with --format sft (RL rows and datasets carry the "
+                             "meta always)")
+    options = ExportOptions(format=args.format, unit=args.unit or "call",
+                            rows=args.rows or "sft", seats=tuple(args.seat),
+                            min_reward=args.min_reward, completed_only=args.completed_only,
+                            best_of_group=args.best_of_group,
+                            advantage=args.advantage or "std", meta=args.meta)
     result = export(args.run, args.output, options)
     if options.kind == "rl" and options.unit == "call":
         what = f"{result.rows} rows ({result.traces} traces of {result.episodes} episodes)"
@@ -64,4 +75,6 @@ def cmd_export(args: argparse.Namespace) -> int:
         left = ", ".join(f"{reason} ({n})" for reason, n in
                          sorted(result.skipped.items(), key=lambda item: -item[1]))
         print(f"left out: {left}", file=sys.stderr)
+    for note in result.notes:
+        print(note, file=sys.stderr)
     return 0

@@ -41,11 +41,13 @@ DATASETS_HINT = ("the hf format needs the datasets library: pip install 'interpl
 class ExportOptions:
     """What to export and which traces (see ``interplay export --help``)."""
 
-    format: Format = "sft"
+    format: Format = attrs.field(default="sft", validator=attrs.validators.in_(
+        ("sft", "rl", "hf")))
     #: RL rows: one per model call, or one per trace with a loss mask.
-    unit: Unit = "call"
+    unit: Unit = attrs.field(default="call", validator=attrs.validators.in_(("call", "trace")))
     #: What rows the hf format holds.
-    rows: Literal["sft", "rl"] = "sft"
+    rows: Literal["sft", "rl"] = attrs.field(default="sft", validator=attrs.validators.in_(
+        ("sft", "rl")))
     #: Only these seats (or agents); empty: every trainable seat.
     seats: tuple[str, ...] = ()
     #: Only traces with at least this reward.
@@ -54,7 +56,8 @@ class ExportOptions:
     completed_only: bool = False
     #: Only the best trace of each group (task and seat).
     best_of_group: bool = False
-    advantage: Advantage = "std"
+    advantage: Advantage = attrs.field(default="std", validator=attrs.validators.in_(
+        ("std", "mean")))
     #: SFT lines carry ``meta`` (episode, task, rollout, seat, reward) besides messages and
     #: tools (hf rows always do).
     meta: bool = False
@@ -79,6 +82,8 @@ class ExportResult:
     episodes: int = 0
     #: Why traces (or calls) were left out, by reason, for those that were.
     skipped: dict[str, int] = attrs.Factory(dict)
+    #: What else is worth knowing (a --seat that matched nothing).
+    notes: list[str] = attrs.Factory(list)
 
 
 def default_output(folder: Path, options: ExportOptions) -> Path:
@@ -113,8 +118,8 @@ def export(run: str | Path, output: str | Path | None = None,
     try:
         groups = Groups()
         spill = work / "rows"
-        found = _collect(episodes, spill, opts, groups, result)
-        if opts.kind == "rl" and not found:
+        trainable, found = _collect(episodes, spill, opts, groups, result)
+        if opts.kind == "rl" and trainable and not found:
             raise InterplayError(
                 f"{folder}: no model call of a trainable seat recorded token ids (the endpoint "
                 f"returned none: see a call's tokens.missing); an rl export needs them: run it "
@@ -189,12 +194,14 @@ def _reward(value: Any) -> float | None:
 
 
 def _collect(episodes: Path, spill: Path, opts: ExportOptions, groups: Groups,
-             result: ExportResult) -> bool:
-    """Write the rows of every trace the filters keep; True when some trainable trace
-    captured tokens."""
+             result: ExportResult) -> tuple[int, bool]:
+    """Write the rows of every trace the filters keep; return how many trainable traces
+    there were (in episodes without an error) and whether some captured tokens."""
     skipped = rw.Skipped()
     counts = result.skipped
     found = False
+    trainable = 0
+    seats_seen: set[str] = set()
     serial = 0
     with_meta = opts.kind == "rl" or opts.meta or opts.format == "hf"
     with spill.open("wb", buffering=_BUFFER) as fh:
@@ -207,6 +214,8 @@ def _collect(episodes: Path, spill: Path, opts: ExportOptions, groups: Groups,
             info = record.get("info") or {}
             task_idx, rollout = int(info.get("task_idx", 0)), int(info.get("rollout") or 0)
             for trace in rw.trainable_traces(record, opts.seats):
+                trainable += 1
+                seats_seen.update((rw.seat_of(trace), str(trace.get("agent"))))
                 reward = _reward(trace.get("reward"))
                 group = group_id(task_idx, rw.seat_of(trace))
                 groups.add(group, reward)
@@ -235,7 +244,9 @@ def _collect(episodes: Path, spill: Path, opts: ExportOptions, groups: Groups,
     if skipped.not_extending:
         counts["traces whose calls do not extend each other (export them --unit call)"] = \
             skipped.not_extending
-    return found
+    result.notes += [f"--seat {seat}: no trainable trace of it in an episode without an "
+                     f"error" for seat in opts.seats if seat not in seats_seen]
+    return trainable, found
 
 
 def _count(counts: dict[str, int], reason: str) -> None:
