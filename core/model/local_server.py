@@ -25,6 +25,7 @@ import asyncio
 import ctypes
 import json
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -276,7 +277,7 @@ class LocalServer:
                                   type_="server_error")
 
     def _generation(self, kw: dict[str, Any], asked: Asked,
-                    stopped: Any = lambda: False) -> Generation:
+                    stopped: Callable[[], bool] = lambda: False) -> Generation:
         return Generation(self.llm, self.formatter, kw["messages"], kw, asked, stopped=stopped)
 
     def _generated(self, kw: dict[str, Any], asked: Asked) -> dict[str, Any]:
@@ -333,7 +334,7 @@ class LocalServer:
 
     async def _relay(self, send: asgi.Send, queue: asyncio.Queue[Any], done: object,
                      worker: asyncio.Future[None], include_usage: bool,
-                     counted: Any) -> None:
+                     counted: Callable[[], dict[str, int] | None]) -> None:
         """Send the generated chunks as SSE; a failure after the first one ends the stream
         with an error chunk and no ``[DONE]``, so the client cannot take it for a whole
         answer."""
