@@ -10,9 +10,10 @@ run writes them, varied per episode (ids, rewards, rollouts). One episode in 50 
 error, and one in 100 was run again (``--retry-errors``), so its pair has two lines.
 
 Each export runs in a process of its own (``interplay export``'s function, as the command
-calls it), which reports its own peak RSS; the same exports over a tenth of the file show
-whether memory grows with it. ``iter_episodes`` alone is timed too: reading is most of an
-export's cost.
+calls it), which reports its peak RSS and the peak of its anonymous memory (``RssAnon``: its
+own, leaving out the pages of files it maps, such as the Arrow files the datasets library
+reads back); the same exports over a tenth of the file show whether memory grows with it.
+``iter_episodes`` alone is timed too: reading is most of an export's cost.
 
 Run by hand (it prints figures; nothing is asserted):
 
@@ -159,18 +160,26 @@ def generate(path: Path, size_mb: float, seed: int = 0) -> tuple[int, int]:
 
 
 _CHILD = """
-import resource, sys, time
+import resource, sys, threading, time
 from interplay.export import ExportOptions, export
 from interplay.run.results import iter_episodes
 from pathlib import Path
 fmt, unit, rows, src, out = sys.argv[1:6]
+anon = [0]
+def watch():  # the peak of memory that is the process's own, not a file's pages it maps
+    while True:
+        for line in open("/proc/self/status"):
+            if line.startswith("RssAnon:"):
+                anon[0] = max(anon[0], int(line.split()[1]))
+        time.sleep(0.02)
+threading.Thread(target=watch, daemon=True).start()
 t0 = time.perf_counter()
 if fmt == "read":
     n = sum(1 for _ in iter_episodes(Path(src)))
 else:
     n = export(src, out, ExportOptions(format=fmt, unit=unit, rows=rows)).rows
 wall = time.perf_counter() - t0
-print(wall, n, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+print(wall, n, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, anon[0])
 """
 
 #: name: (format, unit, rows)
@@ -184,7 +193,7 @@ def measure(case: str, src: Path, work: Path) -> dict[str, Any]:
     out = work / (case if fmt == "hf" else f"{case}.jsonl")
     proc = subprocess.run([sys.executable, "-c", _CHILD, fmt, unit, rows, str(src), str(out)],
                           capture_output=True, text=True, check=True)
-    wall, n, rss_kb = proc.stdout.split()
+    wall, n, rss_kb, anon_kb = proc.stdout.split()
     size = src.stat().st_size
     written = (sum(f.stat().st_size for f in out.rglob("*") if f.is_file()) if out.is_dir()
                else out.stat().st_size) if out.exists() else 0
@@ -197,6 +206,7 @@ def measure(case: str, src: Path, work: Path) -> dict[str, Any]:
             "wall_s": round(float(wall), 2), "mb_per_s": round(mb_s, 1),
             "ratio_of_target": round(mb_s / TARGET_MB_S, 2),
             "peak_rss_mb": round(int(rss_kb) / 1024, 1),
+            "peak_anon_mb": round(int(anon_kb) / 1024, 1),
             "output_mb": round(written / 1e6, 1), "load": os.getloadavg()[0]}
 
 

@@ -194,7 +194,8 @@ def _raw_lines(path: Path) -> Iterator[tuple[int, int, bytes]]:
     with _open(path) as fh:
         for number, raw in enumerate(fh, start=1):
             start, pos = pos, pos + len(raw)
-            if raw.strip():
+            # A line is blank only if it begins blank: strip() would copy every long line.
+            if raw[:1] not in b" \t\r\n" or raw.strip():
                 yield number, start, raw
 
 
