@@ -228,6 +228,8 @@ def _collect(episodes: Path, spill: Path, opts: ExportOptions, groups: Groups,
                     continue
                 made = list(_rows(trace, opts, skipped))
                 if not made:
+                    if opts.kind == "sft":
+                        _count(counts, "traces without a reply")
                     continue
                 serial += 1
                 key = f"{rollout}/{trace.get('agent')}"
