@@ -247,3 +247,18 @@ async def test_a_trace_without_capture_asks_nothing_through_interception() -> No
         await client.aclose()
     assert r.status_code == 200 and calls[0].tokens is None
     assert "logprobs" not in m.requests[0].body
+
+
+def test_the_embedded_models_generation_holds_back_what_may_begin_a_stop_string() -> None:
+    from interplay.model import local_generation as lg
+
+    assert lg._stop_at("Hello.\nUser: hi", ["\nUser:"]) == 6
+    assert lg._stop_at("Hello", ["\nUser:"]) is None
+    # "Hello\nUs" may be the start of "\nUser:": three characters wait for the next token.
+    assert lg._held("Hello\nUs", ["\nUser:", "END"]) == 3
+    assert lg._held("Hello", ["\nUser:"]) == 0
+    assert lg.Asked.of({"logprobs": True, "top_logprobs": 2}) == lg.Asked(
+        ids=False, logprobs=True, top_logprobs=2)
+    for bad in ({"top_logprobs": 21}, {"logprobs": 3}, {"return_token_ids": "yes"}):
+        with pytest.raises(ValueError):
+            lg.Asked.of(bad)
