@@ -112,6 +112,33 @@ class Generation:
         return bytes(self.llm.detokenize([token]))
 
     def __iter__(self) -> Iterator[Step]:
+        self._restore()
+        try:
+            yield from self._sample()
+        finally:
+            self._keep()
+
+    def _restore(self) -> None:
+        """Start from the state the server kept of this conversation, when it has a longer
+        prefix of the prompt than the model holds now (as create_chat_completion does)."""
+        llm = self.llm
+        if not llm.cache:
+            return
+        try:
+            kept = llm.cache[self.prompt_ids]
+        except KeyError:
+            return
+        if (type(llm).longest_token_prefix(kept.input_ids.tolist(), self.prompt_ids)
+                > type(llm).longest_token_prefix(llm._input_ids.tolist(), self.prompt_ids)):
+            llm.load_state(kept)
+
+    def _keep(self) -> None:
+        """Keep the state for the conversation's next request, as create_chat_completion
+        does: seats take turns, and the next turn of this one may come after another's."""
+        if self.llm.cache and self.completion_ids:
+            self.llm.cache[self.prompt_ids + self.completion_ids] = self.llm.save_state()
+
+    def _sample(self) -> Iterator[Step]:
         llm = self.llm
         # Imported here: the server process has them (the local extra), the command need not.
         import llama_cpp
