@@ -103,7 +103,7 @@ def export(run: str | Path, output: str | Path | None = None,
     opts = options or ExportOptions()
     episodes, folder = _locate(Path(run))
     if opts.kind == "rl":
-        _refuse_without_capture(folder)
+        _refuse_without_capture(folder, episodes)
     out = Path(output) if output is not None else default_output(folder, opts)
     _check_output(out, opts)
     if opts.format == "hf":
@@ -147,8 +147,10 @@ def _locate(run: Path) -> tuple[Path, Path]:
     return episodes, episodes.parent
 
 
-def _refuse_without_capture(folder: Path) -> None:
-    """Refuse at once a run whose config says it captured no tokens."""
+def _refuse_without_capture(folder: Path, episodes: Path) -> None:
+    """Refuse at once a run whose config says it captured no tokens, and whose first
+    episode's trainable calls have none (an env's own seat endpoint, which the config does not
+    hold, may capture: the first episode tells)."""
     try:
         config = json.loads((folder / CONFIG_FILE).read_text())["config"]
     except (OSError, ValueError, KeyError, TypeError):
@@ -159,6 +161,14 @@ def _refuse_without_capture(folder: Path) -> None:
     settings = [config.get("model")] + [s.get("model") for s in seats.values()
                                         if isinstance(s, Mapping)]
     if any(isinstance(m, Mapping) and m.get("capture_tokens") for m in settings):
+        return
+    try:
+        with episodes.open("rb") as fh:
+            first = _codec.loads(fh.readline())
+        traces = [t for t in rw.trainable_traces(first) if t.get("model_calls")]
+    except (OSError, ValueError, AttributeError, TypeError):
+        return
+    if not traces or any(rw.has_tokens(t) for t in traces):
         return
     raise InterplayError(
         f"{folder} was run without token capture, and an rl export needs the token ids the "
