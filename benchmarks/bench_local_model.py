@@ -1,4 +1,5 @@
-"""The embedded model on this machine: time to first token and tokens per second.
+"""The embedded model on this machine: time to first token and tokens per second, and what
+token capture costs (the server samples such requests itself, with each token's logprob).
 
 Run by hand: ``.venv/bin/python benchmarks/bench_local_model.py [--runs N]``. Starts
 ``interplay serve-local`` through LocalModel and streams completions through the ModelClient.
@@ -28,7 +29,7 @@ async def run(runs: int, max_tokens: int) -> None:
               f"[{os.cpu_count()} CPUs]")
         client = ModelClient(local.endpoint)
         await client.chat([{"role": "user", "content": "hi"}], max_tokens=4)  # warm up
-        ttft, tps, plain = [], [], []
+        ttft, tps, plain, captured = [], [], [], []
         for i in range(runs):
             msgs = [{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}]
             call = await client.chat(msgs, stream=True, max_tokens=max_tokens, temperature=0)
@@ -41,6 +42,10 @@ async def run(runs: int, max_tokens: int) -> None:
             call = await client.chat(msgs, max_tokens=max_tokens, temperature=0)
             plain.append(call.usage.completion_tokens / (time.perf_counter() - t1))
             assert assistant_message(call) is not None
+            t1 = time.perf_counter()
+            call = await client.chat(msgs, max_tokens=max_tokens, temperature=0, capture=True)
+            assert call.tokens is not None and call.tokens.missing == [], call.tokens
+            captured.append(call.usage.completion_tokens / (time.perf_counter() - t1))
         await client.aclose()
     print(f"streamed, {runs} runs, max_tokens={max_tokens}:")
     print(f"  time to first token: p50 {statistics.median(ttft) * 1e3:.0f} ms, "
@@ -48,6 +53,8 @@ async def run(runs: int, max_tokens: int) -> None:
     print(f"  decode speed: p50 {statistics.median(tps):.1f} tokens/s")
     print(f"not streamed: p50 {statistics.median(plain):.1f} tokens/s end to end "
           f"(prompt processing included)")
+    print(f"not streamed, token capture: p50 {statistics.median(captured):.1f} tokens/s "
+          f"({statistics.median(captured) / statistics.median(plain):.2f} of the above)")
 
 
 def main() -> None:

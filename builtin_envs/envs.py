@@ -17,6 +17,7 @@ from interplay.builtin_verifiers.state import StepScore, StepScoreConfig
 from interplay.env import Env, SeatSpec
 from interplay.records import Task
 from interplay.step import Step
+from interplay.taskset import TasksetSource
 from interplay.verifier import Verifier
 
 
@@ -26,7 +27,7 @@ def data_file(name: str) -> Path:
 
 @attrs.define
 class EchoConfig:
-    taskset: str = ""
+    taskset: TasksetSource = ""
 
 
 class EchoEnv(Env):
@@ -37,7 +38,7 @@ class EchoEnv(Env):
     seats = {"assistant": SeatSpec(harness="null")}
 
     def tasks(self) -> Iterable[Task]:
-        return taskset.load_jsonl(self.config.taskset or data_file("echo.jsonl"))
+        return taskset.load(self.config.taskset, data_file("echo.jsonl"))
 
     def steps(self) -> list[Step]:
         return [OneShot()]
@@ -48,7 +49,7 @@ class EchoEnv(Env):
 
 @attrs.define
 class UserSimConfig:
-    taskset: str = ""
+    taskset: TasksetSource = ""
     relay: RelayConfig = attrs.Factory(RelayConfig)
     #: Where the answer must show: any assistant reply.
     verifier: MatchConfig = attrs.Factory(lambda: MatchConfig(scope="any"))
@@ -65,7 +66,7 @@ class UserSimEnv(Env):
              "user": SeatSpec(harness="null", trainable=False, sampling={"max_tokens": 96})}
 
     def tasks(self) -> Iterable[Task]:
-        return taskset.load_jsonl(self.config.taskset or data_file("user_sim.jsonl"))
+        return taskset.load(self.config.taskset, data_file("user_sim.jsonl"))
 
     def steps(self) -> list[Step]:
         return [Relay(self.config.relay)]
@@ -85,7 +86,7 @@ class ScoredStepEnv(Env):
     step_field: ClassVar[str] = "puzzle"
 
     def tasks(self) -> Iterable[Task]:
-        return taskset.load_jsonl(self.config.taskset or data_file(self.data))
+        return taskset.load(self.config.taskset, data_file(self.data))
 
     def steps(self) -> list[Step]:
         return [self.step_cls(getattr(self.config, self.step_field))]

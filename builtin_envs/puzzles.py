@@ -25,6 +25,7 @@ from interplay.errors import InterplayError
 from interplay.records import Task
 from interplay.run.episode import EpisodeContext
 from interplay.step import Step
+from interplay.taskset import TasksetSource
 
 
 @attrs.frozen
@@ -315,7 +316,7 @@ class ColorCodeword(SessionPuzzle):
 
 @attrs.define
 class AlphabetSortEnvConfig:
-    taskset: str = ""
+    taskset: TasksetSource = ""
     puzzle: AlphabetSortConfig = attrs.Factory(AlphabetSortConfig)
 
 
@@ -330,7 +331,7 @@ class AlphabetSortEnv(ScoredStepEnv):
 
 @attrs.define
 class ColorCodewordEnvConfig:
-    taskset: str = ""
+    taskset: TasksetSource = ""
     puzzle: ColorCodewordConfig = attrs.Factory(ColorCodewordConfig)
 
 

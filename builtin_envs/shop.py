@@ -31,6 +31,7 @@ from interplay.errors import InterplayError
 from interplay.records import Task
 from interplay.run.episode import EpisodeContext
 from interplay.step import Step
+from interplay.taskset import TasksetSource
 from interplay.tools import Tool, tool
 from interplay.verifier import Verifier
 
@@ -123,7 +124,7 @@ def shop_tools(world: dict[str, Any]) -> list[Tool]:
 
 @attrs.define
 class UserSimToolsConfig:
-    taskset: str = ""
+    taskset: TasksetSource = ""
     relay: RelayConfig = attrs.Factory(lambda: RelayConfig(max_turns=8))
 
 
@@ -139,7 +140,7 @@ class UserSimToolsEnv(Env):
              "user": SeatSpec(harness="null", trainable=False)}
 
     def tasks(self) -> Iterable[Task]:
-        return taskset.load_jsonl(self.config.taskset or data_file("user_sim_tools.jsonl"))
+        return taskset.load(self.config.taskset, data_file("user_sim_tools.jsonl"))
 
     def steps(self) -> list[Step]:
         return [InitState(InitStateConfig(key="world", source="world")),

@@ -30,6 +30,7 @@ from interplay.builtin_envs.envs import ScoredStepEnv
 from interplay.errors import InterplayError
 from interplay.run.episode import EpisodeContext
 from interplay.step import Step
+from interplay.taskset import TasksetSource
 
 #: Secrets drawn (from ``ctx.rng``) for a task that gives no answer.
 WORDS = ("crane", "slate", "pious", "light", "brick", "flame", "ghost", "mango", "quilt",
@@ -174,7 +175,7 @@ class Wordle(Step):
 
 @attrs.define
 class WordleEnvConfig:
-    taskset: str = ""
+    taskset: TasksetSource = ""
     game: WordleConfig = attrs.Factory(WordleConfig)
 
 

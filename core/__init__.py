@@ -45,6 +45,7 @@ from interplay.records import (
     ModelCall,
     Reward,
     Task,
+    Tokens,
     ToolCall,
     ToolRun,
     Trace,
@@ -54,8 +55,10 @@ from interplay.records import (
 )
 from interplay.run.agent import Agent, ChatSession, Reply, SegmentClient, SegmentContext
 from interplay.run.episode import EpisodeContext, RunResources, run_episode
+from interplay.run.rollouts import RolloutGroup, Rollouts
 from interplay.step import Step
-from interplay.taskset import load_jsonl
+from interplay.taskset import DatasetTaskset, TasksetSource, load_jsonl
+from interplay.taskset import load as load_taskset
 from interplay.tools import Tool, tool
 from interplay.usersim import Answer, Person, PhoneNote, Read, ReadMessage, SentLine, UserSim
 from interplay.verifier import Verifier
@@ -72,6 +75,7 @@ __all__ = [
     "ChatSession",
     "Clock",
     "Criterion",
+    "DatasetTaskset",
     "Endpoint",
     "Env",
     "Episode",
@@ -93,6 +97,8 @@ __all__ = [
     "RelayConfig",
     "Reply",
     "Reward",
+    "RolloutGroup",
+    "Rollouts",
     "Rubric",
     "RubricConfig",
     "RunResources",
@@ -104,6 +110,8 @@ __all__ = [
     "SentLine",
     "Step",
     "Task",
+    "TasksetSource",
+    "Tokens",
     "Tool",
     "ToolCall",
     "ToolRun",
@@ -122,6 +130,7 @@ __all__ = [
     "hookimpl",
     "is_kind",
     "load_jsonl",
+    "load_taskset",
     "lookup",
     "owner_tag",
     "parse_duration",

@@ -62,6 +62,7 @@ def _more_commands() -> list[Any]:
     for module_name, attr in (
         ("interplay.model.local_server", "add_serve_local"),
         ("interplay.report", "add_report"),
+        ("interplay.export", "add_export"),
     ):
         try:
             module = importlib.import_module(module_name)

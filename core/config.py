@@ -104,6 +104,8 @@ def make_config_converter() -> cattrs.Converter:
         optional = len(members) < len(typing.get_args(typ))
         expected = _describe_type(typ)
 
+        tables = [m for m in members if isinstance(m, type) and attrs.has(m)]
+
         def hook(value: Any, _: Any) -> Any:
             if value is None and optional:
                 return None
@@ -112,6 +114,9 @@ def make_config_converter() -> cattrs.Converter:
                     return conv.structure(value, member)
                 except Exception:  # not this member; the next may fit
                     continue
+            if len(tables) == 1 and _is_table(value):
+                # A table meant for the one table member: its own error says which key.
+                return conv.structure(value, tables[0])
             raise _TypeMismatch(expected, value)
 
         return hook

@@ -123,7 +123,8 @@ def env_from_toml(path: str | Path) -> type[Env]:
     JSON: see :mod:`interplay.world.env`)::
 
         name = "my-env"
-        taskset = "tasks.jsonl"          # relative to this file
+        taskset = "tasks.jsonl"          # relative to this file; or a [taskset] table
+                                         # naming a dataset (interplay.taskset.DatasetTaskset)
         [seats.assistant]
         harness = "chat"
         [[steps]]
@@ -148,14 +149,20 @@ def env_from_toml(path: str | Path) -> type[Env]:
     if extra:
         raise InterplayError(f"{p}: unknown key {', '.join(sorted(extra))}; "
                              f"allowed: {', '.join(sorted(allowed))}")
-    for key in ("name", "description", "taskset"):
+    for key in ("name", "description"):
         if key in data and not isinstance(data[key], str):
             raise InterplayError(f"{p}: {key} must be a string, got "
                                  f"{type(data[key]).__name__} {data[key]!r}")
     env_name = data.get("name") or p.stem
     if "taskset" not in data:
-        raise InterplayError(f"{p}: missing value taskset; expected a JSONL path")
-    tasks_path = (p.parent / data["taskset"]).resolve()
+        raise InterplayError(f"{p}: missing value taskset; expected a JSONL path or a "
+                             f"[taskset] table naming a dataset")
+    source = data["taskset"]
+    if isinstance(source, dict):
+        source = config.structure(source, taskset.DatasetTaskset, path=f"{p}: taskset")
+    elif not isinstance(source, str):
+        raise InterplayError(f"{p}: taskset must be a path or a [taskset] table, got "
+                             f"{type(source).__name__} {source!r}")
     seat_table = data.get("seats", {})
     if not isinstance(seat_table, dict):
         raise InterplayError(f"{p}: seats must be a table of seats, e.g. [seats.assistant]; "
@@ -180,7 +187,7 @@ def env_from_toml(path: str | Path) -> type[Env]:
         source = str(p)
 
         def tasks(self) -> Iterable[Task]:
-            return taskset.load_jsonl(tasks_path)
+            return taskset.load(source, base=p.parent)
 
         def steps(self) -> list[Step]:
             return _build_all("steps", step_rows, "steps")

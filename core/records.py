@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import threading
+from array import array
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -218,6 +219,49 @@ class Usage:
                      self.total_tokens + other.total_tokens)
 
 
+def _as_ids(value: Any) -> array | None:
+    if value is None or (isinstance(value, array) and value.typecode == "i"):
+        return value
+    return array("i", value)
+
+
+def _as_floats(value: Any) -> array | None:
+    if value is None or (isinstance(value, array) and value.typecode == "d"):
+        return value
+    return array("d", value)
+
+
+@attrs.define
+class Tokens:
+    """What a model call's endpoint returned of its tokens, asked for by token capture
+    (``Endpoint.capture_tokens``) on a trainable seat's calls.
+
+    ``prompt_ids`` are the ids the endpoint read, ``completion_ids`` the ids it sampled (a stop
+    token included when the endpoint returns it), ``logprobs`` one log-probability per
+    completion id, as the endpoint computed it. A list the endpoint did not return is None and
+    named in ``missing``: nothing here is re-tokenized or made up after the fact. ``warnings``
+    say what does not fit (ids without logprobs, counts that differ from each other or from
+    the call's usage).
+
+    The numbers are kept as arrays (``array('i')`` of ids, ``array('d')`` of logprobs; given
+    as lists, they are converted): a run holds every call of every live episode, and a list of
+    a long prompt's ids would cost nine times the memory. ``list(...)`` one for a list; in an
+    episode line each is a plain JSON list.
+    """
+
+    prompt_ids: array | None = attrs.field(default=None, converter=_as_ids)
+    completion_ids: array | None = attrs.field(default=None, converter=_as_ids)
+    logprobs: array | None = attrs.field(default=None, converter=_as_floats)
+    missing: list[str] = attrs.Factory(list)
+    warnings: list[str] = attrs.Factory(list)
+
+    @property
+    def complete(self) -> bool:
+        """Whether prompt ids, completion ids and logprobs are all here."""
+        return (self.prompt_ids is not None and self.completion_ids is not None
+                and self.logprobs is not None)
+
+
 def _parsed(value: bytes | None) -> Any:
     return None if value is None else _codec.loads(value)
 
@@ -252,6 +296,10 @@ class ModelCall:
     status: int | None = None
     error: str | None = None
     error_type: str | None = None
+    #: The token ids and logprobs the endpoint returned, when token capture asked for them
+    #: (None: not asked, or the call failed). They are kept here rather than in
+    #: ``response``, which then holds the answer without them.
+    tokens: Tokens | None = None
     # The assistant Message of ``response`` (interplay.assistant_message), with the response
     # it was read from: made once, not stored.
     _message: tuple[bytes, Message | None] | None = attrs.field(default=None, init=False,
@@ -378,6 +426,10 @@ def _as_is(value: Any) -> Any:
 def make_converter() -> cattrs.Converter:
     """A converter for every record here (JSON-ready dicts both ways)."""
     conv = cattrs.Converter(omit_if_default=False)
+    # Tokens' fields convert lists to arrays themselves. First: hooks made below for the
+    # records that hold them look these up when they are made.
+    conv.register_structure_hook(array, lambda v, _: v)
+    conv.register_unstructure_hook(array, _listed)
     conv.register_unstructure_hook(Message, message_to_openai)
     conv.register_structure_hook(Message, lambda v, _: message_from_openai(v))
     conv.register_structure_hook(
@@ -495,7 +547,17 @@ def _splice_call(c: ModelCall) -> dict[str, Any]:
             "started_at": c.started_at, "latency_s": c.latency_s,
             "first_token_s": c.first_token_s, "finish_reason": c.finish_reason,
             "streamed": c.streamed, "attempts": c.attempts, "status": c.status,
-            "error": c.error, "error_type": c.error_type}
+            "error": c.error, "error_type": c.error_type,
+            "tokens": None if c.tokens is None else _splice_tokens(c.tokens)}
+
+
+def _splice_tokens(t: Tokens) -> dict[str, Any]:
+    return {"prompt_ids": _listed(t.prompt_ids), "completion_ids": _listed(t.completion_ids),
+            "logprobs": _listed(t.logprobs), "missing": t.missing, "warnings": t.warnings}
+
+
+def _listed(value: array | None) -> list[Any] | None:
+    return None if value is None else value.tolist()
 
 
 def _splice_calls(calls: list[ModelCall]) -> list[dict[str, Any]]:

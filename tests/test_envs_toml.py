@@ -98,7 +98,7 @@ def test_unknown_step_kind_and_bad_step_setting_are_one_line(tmp_path: Path) -> 
     ('taskset = "tasks.jsonl"\n[verifiers]\nkind = "exact"\n', "written [[verifiers]]"),
     ('taskset = "tasks.jsonl"\nsteps = [1]\n', "steps must be an array of tables"),
     ('taskset = "tasks.jsonl"\n[[steps]]\nkind = 3\n', "steps[0].kind must be a string"),
-    ("taskset = 5\n", "taskset must be a string, got int 5"),
+    ("taskset = 5\n", "taskset must be a path or a [taskset] table, got int 5"),
     ('taskset = "tasks.jsonl"\nname = 5\n', "name must be a string, got int 5"),
     ('taskset = "tasks.jsonl"\ndescription = []\n', "description must be a string"),
     ('taskset = "tasks.jsonl"\nseats = 3\n', "seats must be a table of seats"),

@@ -19,6 +19,7 @@ from interplay.records import (
     ModelCall,
     Reward,
     Task,
+    Tokens,
     ToolCall,
     ToolRun,
     Trace,
@@ -58,6 +59,10 @@ tasks = st.builds(
     info=json_object,
 )
 usages = st.builds(Usage, small_int, small_int, small_int)
+token_ids = st.none() | st.lists(st.integers(min_value=0, max_value=300_000), max_size=5)
+tokens = st.builds(Tokens, prompt_ids=token_ids, completion_ids=token_ids,
+                   logprobs=st.none() | st.lists(finite, max_size=5),
+                   missing=st.lists(text, max_size=2), warnings=st.lists(text, max_size=2))
 model_calls = st.builds(
     ModelCall,
     id=text, api=st.sampled_from(["chat.completions", "responses"]), model=text,
@@ -66,6 +71,7 @@ model_calls = st.builds(
     started_at=finite, latency_s=finite, first_token_s=st.none() | finite,
     finish_reason=st.none() | text, streamed=st.booleans(), attempts=small_int,
     status=st.none() | small_int, error=st.none() | text, error_type=st.none() | text,
+    tokens=st.none() | tokens,
 )
 tool_runs = st.builds(ToolRun, call_id=text, name=text, duration_s=finite,
                       error_type=st.none() | text)
@@ -92,7 +98,7 @@ episodes = st.builds(
 )
 
 STRATEGIES: dict[type, st.SearchStrategy[Any]] = {
-    ToolCall: tool_calls, Message: messages, Task: tasks, Usage: usages,
+    ToolCall: tool_calls, Message: messages, Task: tasks, Usage: usages, Tokens: tokens,
     ModelCall: model_calls, ToolRun: tool_runs, Reward: rewards, EpisodeInfo: episode_infos,
     Trace: traces, Episode: episodes,
 }

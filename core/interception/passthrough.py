@@ -4,8 +4,10 @@
 The request goes through the trace's model client: its transport and its retry policy, as any
 model call. The bytes the upstream answers go to the program unchanged (a stream as it
 arrives) and are what the record keeps (for a stream, the final Response object read from its
-events). Failures before the first byte are retried; an upstream error that is final is
-returned to the program with the upstream's own status and body.
+events; with token capture, the token lists and logprobs it asked for are kept on the call's
+``tokens`` and left out of the recorded response). Failures before the first byte are
+retried; an upstream error that is final is returned to the program with the upstream's own
+status and body.
 
 No translation, no user logic; logs carry no bodies or message text.
 """
@@ -22,6 +24,7 @@ from interplay import _codec
 from interplay._ids import new_id
 from interplay.interception import responses as rs
 from interplay.log import get_logger
+from interplay.model import tokens
 from interplay.model.client import ModelClient
 from interplay.model.retries import Failure
 from interplay.model.transport import Answer
@@ -67,8 +70,13 @@ def finish_reason_of(response: Mapping[str, Any]) -> str | None:
 class Forward:
     """One program request forwarded to a Responses upstream (with retries)."""
 
-    def __init__(self, client: ModelClient, body: dict[str, Any]) -> None:
+    def __init__(self, client: ModelClient, body: dict[str, Any], *,
+                 capture: bool = False) -> None:
         self.client = client
+        #: What of the answer the record leaves out (capture's additions), when capturing.
+        self.strip: frozenset[str] | None = None
+        if capture:
+            body, self.strip = tokens.ask_responses(body)
         self.body = body
         self.stream = bool(body.get("stream"))
         self.started = False
@@ -111,7 +119,7 @@ class Forward:
                     self.started = True
                     on_start(answer.status, asgi.JSON_HEADERS)
                     on_data(data)
-                    _finish(call, data, parsed)
+                    _finish(call, data, parsed, self.strip)
             finally:
                 await answer.close()
 
@@ -119,6 +127,10 @@ class Forward:
             await self.client.policy.run(attempt, event="interception.passthrough_retry")
         except Failure as f:
             call.status, call.error, call.error_type = f.status, f.message, f.error_type
+            hint = tokens.refusal_hint(f.body) if self.strip is not None and f.status == 400 \
+                else None
+            if hint is not None:
+                call.error = f"{f.message}; {hint}"
             self._deliver_failure(f, on_start, on_data)
         call.latency_s = time.monotonic() - t0
         return call
@@ -180,7 +192,7 @@ class Forward:
             if final is None:
                 raise Failure("server_error" if failure else "connection_error",
                               failure or "stream ended before it finished", answer.status)
-            _finish(call, _codec.dumps_kept(final), final)
+            _finish(call, _codec.dumps_kept(final), final, self.strip)
             if failure is not None:
                 raise Failure("server_error", failure, answer.status)
         except Failure as f:
@@ -188,9 +200,15 @@ class Forward:
             raise
 
 
-def _finish(call: ModelCall, raw: bytes, response: dict[str, Any]) -> None:
-    call.response = raw
+def _finish(call: ModelCall, raw: bytes, response: dict[str, Any],
+            strip: frozenset[str] | None) -> None:
     call.usage = usage_of(response)
+    if strip is not None:
+        call.tokens = tokens.from_response(response, call.usage)
+        if strip:
+            # Recorded once, on ``tokens``; the program had the answer as it came.
+            raw = _codec.dumps_kept(tokens.strip_response(response, strip))
+    call.response = raw
     call.finish_reason = finish_reason_of(response)
     if response.get("model"):
         call.model = str(response["model"])

@@ -60,6 +60,8 @@ class TraceRoute:
     model: str | None = None
     #: The seat's sampling, applied over what the program sends (see ``open_trace``).
     sampling: dict[str, Any] = attrs.Factory(dict)
+    #: Ask the upstream for each call's token ids and logprobs (see ``open_trace``).
+    capture: bool = False
     calls: int = 0
     #: Set by ``close_trace``; from then on nothing is recorded through ``on_call``.
     closed: bool = False
@@ -287,8 +289,8 @@ class InterceptionServer:
     # -- traces ----------------------------------------------------------------------------------
 
     def open_trace(self, *, client: ModelClient, on_call: Callable[[ModelCall], None],
-                   model: str | None = None,
-                   sampling: Mapping[str, Any] | None = None) -> TraceRoute:
+                   model: str | None = None, sampling: Mapping[str, Any] | None = None,
+                   capture: bool = False) -> TraceRoute:
         """A new trace's route: its requests go upstream through ``client`` (as ``model``, or
         the endpoint's model) and each is recorded through ``on_call``.
 
@@ -297,6 +299,11 @@ class InterceptionServer:
         program's: the researcher who configured the seat decides its temperature, top_p,
         max_tokens or seed, not the program under test. A seat's token limit replaces the
         program's under either name (``max_tokens``, ``max_completion_tokens``).
+
+        ``capture`` asks the upstream for each call's token ids and logprobs and records them
+        on the call's ``tokens`` (:mod:`interplay.model.tokens`); the program gets its answer
+        without what it did not ask for, except from a Responses upstream, whose bytes reach
+        the program as they came.
         """
         if client.endpoint.api == "responses" and client.endpoint.is_local:
             raise InterplayError("model.api = 'responses' needs a model.base_url: the embedded "
@@ -304,7 +311,8 @@ class InterceptionServer:
         secret = secrets.token_urlsafe(24)
         route = TraceRoute(secret=secret, base_url=self.base_url,
                            path_base_url=f"{self._server.url}/t/{secret}/v1", client=client,
-                           on_call=on_call, model=model, sampling=dict(sampling or {}))
+                           on_call=on_call, model=model, sampling=dict(sampling or {}),
+                           capture=capture)
         self._routes[secret] = route
         self._clients.add(client)
         return route
@@ -582,7 +590,7 @@ class InterceptionServer:
             flight.push(b"data: " + data + b"\n\n")
 
         call = await route.client.chat_raw(upstream, on_chunk=on_chunk if stream else None,
-                                           on_start=on_start)
+                                           on_start=on_start, capture=route.capture)
         if call.error_type is None and call.response is not None:
             if not stream:
                 flight.answer(200, call.response)  # the upstream's bytes, as they came
@@ -602,7 +610,7 @@ class InterceptionServer:
     async def _forward_responses(self, route: TraceRoute, upstream: dict[str, Any],
                                  flight: _Flight, stream: bool) -> ModelCall:
         """A Responses request forwarded as it is to an upstream that serves Responses."""
-        forward = passthrough.Forward(route.client, upstream)
+        forward = passthrough.Forward(route.client, upstream, capture=route.capture)
 
         def on_start(status: int, headers: list[tuple[bytes, bytes]]) -> None:
             flight.start(status, headers)
@@ -629,7 +637,7 @@ class InterceptionServer:
                 flight.push(ev)
 
         call = await route.client.chat_raw(upstream, on_chunk=on_chunk if stream else None,
-                                           on_start=on_start)
+                                           on_start=on_start, capture=route.capture)
         if call.error_type is None and call.response is not None:
             completion = call.parsed_response()
             if stream:

@@ -25,7 +25,7 @@ from interplay import _codec
 from interplay._ids import new_id
 from interplay.errors import InterplayError
 from interplay.log import get_logger
-from interplay.model import wire
+from interplay.model import tokens, wire
 from interplay.model.endpoint import Endpoint
 from interplay.model.retries import Failure, Policy
 from interplay.model.transport import Answer, Transport, open_transport
@@ -125,14 +125,18 @@ class ModelClient:
 
     async def chat(self, messages: Sequence[Message | Mapping[str, Any]], *,
                    tools: list[dict[str, Any]] | None = None, stream: bool = False,
-                   **params: Any) -> ModelCall:
-        """One Chat Completions call with retries; failures are recorded, never raised."""
+                   capture: bool = False, **params: Any) -> ModelCall:
+        """One Chat Completions call with retries; failures are recorded, never raised.
+        ``capture`` asks for the call's token ids and logprobs (see :meth:`chat_raw`)."""
         body = self.build_body(messages, tools=tools, stream=stream, **params)
-        return await self.chat_raw(body, payload=encode_body(body, messages))
+        strip: frozenset[str] | None = None
+        if capture:
+            body, strip = tokens.ask_chat(body)
+        return await self._send(body, encode_body(body, messages), strip, None, None)
 
     async def chat_raw(self, body: dict[str, Any], *, on_chunk: ChunkSink | None = None,
                        on_start: Callable[[], None] | None = None,
-                       payload: bytes | None = None) -> ModelCall:
+                       payload: bytes | None = None, capture: bool = False) -> ModelCall:
         """Send ``body`` as it is (a Chat Completions request) with retries; return the call.
 
         With ``"stream": true`` each SSE chunk is handed to ``on_chunk`` (raw data line, parsed
@@ -140,7 +144,21 @@ class ModelClient:
         before the first chunk is retried; once a chunk has been handed on, it is final. The
         interception server forwards programs' requests through here. ``payload`` is
         ``body`` already encoded (:func:`encode_body`), when the caller has it.
+
+        ``capture`` asks the endpoint for the call's token ids and logprobs
+        (:func:`interplay.model.tokens.ask_chat`) and records what it returns on the call's
+        ``tokens``; what ``body`` did not ask for itself is taken out of the recorded response
+        and of the chunks ``on_chunk`` gets.
         """
+        strip: frozenset[str] | None = None
+        if capture:
+            body, strip = tokens.ask_chat(body)
+            payload = None
+        return await self._send(body, payload, strip, on_chunk, on_start)
+
+    async def _send(self, body: dict[str, Any], payload: bytes | None,
+                    strip: frozenset[str] | None, on_chunk: ChunkSink | None,
+                    on_start: Callable[[], None] | None) -> ModelCall:
         call = ModelCall(id=f"mc_{new_id(10)}",
                          model=str(body.get("model") or self.endpoint.model), request=body,
                          started_at=time.time(), streamed=bool(body.get("stream")), attempts=0)
@@ -170,11 +188,18 @@ class ModelClient:
                     call.status = answer.status
                     if call.streamed and "text/event-stream" in answer.headers.get(
                             "content-type", ""):
-                        await _read_stream(call, answer, t0, on_chunk, on_start)
+                        await _read_stream(call, answer, t0, on_chunk, on_start, strip)
                     else:
                         raw = await answer.read()
-                        _finish(call, raw, wire.parse_body(raw, answer.status, "choices",
-                                                           "a chat.completion"))
+                        response = wire.parse_body(raw, answer.status, "choices",
+                                                   "a chat.completion")
+                        if strip is not None:
+                            call.tokens = tokens.from_chat(
+                                response, wire.chat_usage(response.get("usage")))
+                            if strip:
+                                response = tokens.strip_chat(response, strip)
+                                raw = _codec.dumps_kept(response)
+                        _finish(call, raw, response)
                 finally:
                     await answer.close()
             except Failure as f:
@@ -187,6 +212,10 @@ class ModelClient:
         except Failure as f:
             call.status, call.error, call.error_type = f.status, f.message, f.error_type
             call.response = wire.json_object(f.body)
+            hint = tokens.refusal_hint(f.body) if strip is not None and f.status == 400 \
+                else None
+            if hint is not None:
+                call.error = f"{f.message}; {hint}"
             log.warning("model.call_failed", call_id=call.id, error_type=f.error_type,
                         status=f.status, attempts=call.attempts)
         call.latency_s = time.monotonic() - t0
@@ -204,8 +233,10 @@ def _local_gone(failure: Failure) -> None:
 
 
 async def _read_stream(call: ModelCall, answer: Answer, t0: float, on_chunk: ChunkSink | None,
-                       on_start: Callable[[], None] | None) -> None:
+                       on_start: Callable[[], None] | None,
+                       strip: frozenset[str] | None) -> None:
     asm = wire.StreamAssembler()
+    captured = tokens.StreamTokens() if strip is not None else None
     done = delivered = False
     try:
         async with contextlib.aclosing(wire.aiter_sse_data(answer.chunks())) as lines:
@@ -228,6 +259,12 @@ async def _read_stream(call: ModelCall, answer: Answer, t0: float, on_chunk: Chu
                 if call.first_token_s is None:
                     call.first_token_s = time.monotonic() - t0
                 asm.add(chunk)
+                if captured is not None:
+                    captured.add(chunk)
+                    if strip:
+                        # The chunk as the caller would have had it without capture.
+                        chunk = tokens.strip_chat(chunk, strip)
+                        data = _codec.dumps(chunk)
                 if on_chunk is not None:
                     if not delivered:
                         delivered = True
@@ -242,6 +279,8 @@ async def _read_stream(call: ModelCall, answer: Answer, t0: float, on_chunk: Chu
         f.final = delivered  # the program has part of this answer: it cannot be asked again
         raise
     result = asm.result()
+    if captured is not None:
+        call.tokens = captured.result(wire.chat_usage(result.get("usage")))
     _finish(call, _codec.dumps_kept(result), result)
 
 

@@ -58,6 +58,12 @@ class Endpoint:
     ``ca_bundle`` (PEM file of the CAs to trust instead of the system's), ``client_cert`` and
     ``client_key`` (PEM files; the key may be in the certificate's file) and ``headers`` (sent
     with every request, after the client's own, so they may replace ``Authorization``).
+
+    ``capture_tokens`` asks, on every call of a trainable seat (direct or through the
+    interception server, streamed or not), for the token ids and logprobs the endpoint
+    computed (vLLM's ``return_token_ids`` and ``logprobs``: :mod:`interplay.model.tokens`) and
+    records them on each call's ``tokens``. An endpoint that does not return them is recorded
+    as such; one that refuses the fields fails the call with a line saying so.
     """
 
     base_url: str | None = attrs.field(
@@ -76,6 +82,7 @@ class Endpoint:
     ca_bundle: str | None = None
     client_cert: str | None = None
     client_key: str | None = None
+    capture_tokens: bool = False
 
     def __attrs_post_init__(self) -> None:
         problem = _problem(self)

@@ -60,6 +60,9 @@ class SegmentClient:
         # The trace, not the context: a context that held this client and was held by it would
         # be a cycle, and a finished episode would wait for the cycle collector.
         self._trace = trace
+        #: Whether this trace's calls ask for their token ids and logprobs: a trainable
+        #: seat's, on an endpoint set to capture them.
+        self.capture = trace.trainable and client.endpoint.capture_tokens
 
     @property
     def endpoint(self) -> Endpoint:
@@ -73,14 +76,17 @@ class SegmentClient:
 
     async def chat(self, messages: Sequence[Message | Mapping[str, Any]],
                    **params: Any) -> ModelCall:
-        """:meth:`ModelClient.chat <interplay.model.client.ModelClient.chat>`, recorded."""
+        """:meth:`ModelClient.chat <interplay.model.client.ModelClient.chat>`, recorded
+        (with the call's tokens when this trace captures them)."""
+        params.setdefault("capture", self.capture)
         call = await self.plain.chat(messages, **params)
         self._trace.model_calls.append(call)
         return call
 
     async def chat_raw(self, *args: Any, **kwargs: Any) -> ModelCall:
         """:meth:`ModelClient.chat_raw <interplay.model.client.ModelClient.chat_raw>`,
-        recorded."""
+        recorded (with the call's tokens when this trace captures them)."""
+        kwargs.setdefault("capture", self.capture)
         call = await self.plain.chat_raw(*args, **kwargs)
         self._trace.model_calls.append(call)
         return call
@@ -163,7 +169,8 @@ class SegmentContext:
                 self._route = server.open_trace(client=self.client.plain,
                                                 on_call=self.record_call,
                                                 model=self.client.endpoint.model,
-                                                sampling=self.sampling)
+                                                sampling=self.sampling,
+                                                capture=self.client.capture)
         return self._route
 
     async def tool_route(self) -> ToolRoute | None:

@@ -26,21 +26,27 @@ if TYPE_CHECKING:
     from interplay.testing.episodes import ScriptedRun, isolated_plugins, run_scripted
     from interplay.testing.logs import captured_log
     from interplay.testing.processes import descendants, survivors
-    from interplay.testing.script import ScriptedReply, ScriptedRequest, ScriptedToolCall
+    from interplay.testing.script import (
+        ScriptedReply,
+        ScriptedRequest,
+        ScriptedTokenizer,
+        ScriptedToolCall,
+    )
     from interplay.testing.script_file import read_script
     from interplay.testing.scripted import ScriptedModel
 
 _MODULES = {"ScriptedModel": "scripted", "ScriptedReply": "script",
             "ScriptedRequest": "script", "ScriptedToolCall": "script",
+            "ScriptedTokenizer": "script",
             "ScriptedRun": "episodes", "run_scripted": "episodes",
             "isolated_plugins": "episodes", "descendants": "processes",
             "survivors": "processes", "read_script": "script_file",
             "run_interplay": "cli", "interplay_command": "cli", "command_env": "cli",
             "needs_local_model": "cli", "captured_log": "logs"}
 __all__ = ["ScriptedModel", "ScriptedReply", "ScriptedRequest", "ScriptedRun",
-           "ScriptedToolCall", "captured_log", "command_env", "descendants", "interplay_command",
-           "isolated_plugins", "needs_local_model", "read_script", "run_interplay",
-           "run_scripted", "survivors"]
+           "ScriptedTokenizer", "ScriptedToolCall", "captured_log", "command_env", "descendants",
+           "interplay_command", "isolated_plugins", "needs_local_model", "read_script",
+           "run_interplay", "run_scripted", "survivors"]
 
 
 def __getattr__(name: str) -> Any:

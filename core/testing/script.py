@@ -4,6 +4,8 @@ reply (:class:`ScriptedReply`, with its :class:`ScriptedToolCall`), the request 
 
 from __future__ import annotations
 
+import re
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -45,6 +47,17 @@ class ScriptedReply:
     finish_reason: str | None = None
     #: Answer plain JSON even to a streamed request, as some OpenAI-compatible servers do.
     ignores_stream: bool = False
+    #: Answer a request for token ids and logprobs (``return_token_ids``, ``logprobs``,
+    #: vLLM's Responses ``enable_response_messages``) with them, as vLLM does; False answers
+    #: without them, as most endpoints do.
+    returns_tokens: bool = True
+    #: What to answer instead of the ids and logprobs the scripted tokenizer gives (a
+    #: misbehaving endpoint: ids without logprobs, counts that differ).
+    completion_ids: tuple[int, ...] | None = None
+    logprobs: tuple[float, ...] | None = None
+    #: Whether ``completion_ids`` and ``logprobs`` replace the tokenizer's (None in them then
+    #: leaves that list out).
+    tokens_given: bool = False
 
     @classmethod
     def text(cls, s: str, *, latency_s: float = 0.0) -> ScriptedReply:
@@ -97,6 +110,19 @@ class ScriptedReply:
         """This reply, answered as one JSON body even when the request asks to stream."""
         return attrs.evolve(self, ignores_stream=True)
 
+    def without_tokens(self) -> ScriptedReply:
+        """This reply, answered without token ids or logprobs even when they are asked for."""
+        return attrs.evolve(self, returns_tokens=False)
+
+    def with_tokens(self, completion_ids: Iterable[int] | None = None,
+                    logprobs: Iterable[float] | None = None) -> ScriptedReply:
+        """This reply, answering these completion ids and logprobs when tokens are asked for
+        (None: leave that list out of the answer)."""
+        return attrs.evolve(self, tokens_given=True,
+                            completion_ids=None if completion_ids is None
+                            else tuple(completion_ids),
+                            logprobs=None if logprobs is None else tuple(logprobs))
+
 
 @attrs.frozen
 class ScriptedRequest:
@@ -140,6 +166,66 @@ class ScriptedRequest:
 
 Handler = Callable[[ScriptedRequest], ScriptedReply | str]
 Script = Iterable[ScriptedReply | str] | Handler
+
+
+class ScriptedTokenizer:
+    """The scripted model's tokenizer: a text's pieces (a special token such as ``<|end|>``,
+    or a run of spaces with the word after it) numbered in the order first met, so ids decode
+    back to their text exactly."""
+
+    _PIECE = re.compile(r"<\|\w+\|>|\s*(?:(?!<\|)\S)+|\s+")
+    #: What ends a reply (the last completion id, as an end-of-turn token), and each message.
+    END = "<|end|>"
+
+    def __init__(self) -> None:
+        self._ids: dict[str, int] = {}
+        self._pieces: list[str] = []
+        self._lock = threading.Lock()
+
+    def pieces(self, text: str) -> list[str]:
+        return self._PIECE.findall(text)
+
+    def encode(self, text: str) -> list[int]:
+        with self._lock:
+            out = []
+            for piece in self.pieces(text):
+                ident = self._ids.get(piece)
+                if ident is None:
+                    ident = self._ids[piece] = len(self._pieces)
+                    self._pieces.append(piece)
+                out.append(ident)
+            return out
+
+    def decode(self, ids: Iterable[int], *, special: bool = False) -> str:
+        """The text of ``ids``; special tokens left out unless ``special``."""
+        pieces = (self._pieces[i] for i in ids)
+        return "".join(p for p in pieces if special or not self.is_special(p))
+
+    @staticmethod
+    def is_special(piece: str) -> bool:
+        return piece.startswith("<|") and piece.endswith("|>")
+
+    @staticmethod
+    def render(messages: Iterable[Mapping[str, Any]]) -> str:
+        """A conversation as the scripted chat template writes it: each message between its
+        role's token and ``<|end|>``, then the assistant's token. A conversation that grows
+        renders as the earlier rendering, the reply and its end, then the rest, as a real
+        chat template does."""
+        out = []
+        for m in messages:
+            content = m.get("content")
+            text = content if isinstance(content, str) else "".join(
+                str(p.get("text", "")) for p in content or () if isinstance(p, Mapping))
+            for call in m.get("tool_calls") or ():
+                fn = call.get("function") or {}
+                text += f"<{fn.get('name')}>{fn.get('arguments')}"
+            out.append(f"<|{m.get('role')}|>{text}<|end|>")
+        return "".join(out) + "<|assistant|>"
+
+    @staticmethod
+    def logprob(piece: str) -> float:
+        """A piece's log-probability: made up, but the same for the same piece."""
+        return -round(0.05 + (sum(map(ord, piece)) % 97) / 40, 6)
 
 
 def echo(request: ScriptedRequest) -> ScriptedReply:

@@ -7,9 +7,9 @@ steps. Its tasks are the scenario's ``[[tasks]]`` (the user's opening requests),
 opened by ``opening``; its verifiers the scenario's ``[[verifiers]]``; its seats an
 ``assistant`` on the chat harness, the ``user`` and a ``contact`` seat (both untrainable, on the
 null harness) under the scenario's ``[seats.*]``. ``--set env.always_on.max_wakes=5`` and
-``--set env.user.awake=[...]`` override the two tables; ``env.taskset`` names a JSONL taskset
-instead of the scenario's tasks, and ``env.verifiers`` (rows as in ``[[verifiers]]``) grades
-with other verifiers than the scenario's.
+``--set env.user.awake=[...]`` override the two tables; ``env.taskset`` names a taskset (JSONL or
+a dataset) instead of the scenario's tasks, and ``env.verifiers`` (rows as in
+``[[verifiers]]``) grades with other verifiers than the scenario's.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from interplay import config
 from interplay.env import Env, SeatSpec, build
 from interplay.errors import InterplayError
 from interplay.records import Task
+from interplay.taskset import TasksetSource
 from interplay.world.scenario import Scenario, load_scenario
 
 DEFAULT_SEATS = {
@@ -35,8 +36,8 @@ DEFAULT_SEATS = {
 
 @attrs.define
 class ScenarioEnvConfig:
-    #: A JSONL taskset to use instead of the scenario's tasks.
-    taskset: str = ""
+    #: A taskset to use instead of the scenario's tasks (a JSONL file, or a dataset).
+    taskset: TasksetSource = ""
     #: Settings of the always_on step, over the scenario's [always_on] table.
     always_on: dict[str, Any] = attrs.Factory(dict)
     #: Settings of the user_sim step, over the scenario's [user] table.
@@ -66,7 +67,7 @@ def scenario_env(path: str | Path) -> type[Env]:
             if self.config.taskset:
                 from interplay import taskset
 
-                return taskset.load_jsonl(self.config.taskset)
+                return taskset.load(self.config.taskset)
             return tasks_of(scenario)
 
         def steps(self) -> list[Any]:

@@ -19,7 +19,6 @@ import importlib.util
 import math
 import weakref
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import Any, ClassVar
 
 import attrs
@@ -34,9 +33,10 @@ from interplay import (
     SeatSpec,
     Step,
     Task,
+    TasksetSource,
     Verifier,
     get_logger,
-    load_jsonl,
+    load_taskset,
 )
 from interplay_openenv.schema import ActionError, ActionSchema, render
 from interplay_openenv.server import LocalServer, app_path
@@ -67,8 +67,9 @@ class OpenEnvConfig:
     #: Episodes the env offers as tasks (``interplay eval -n`` takes the first n), when no
     #: taskset is given.
     tasks: int = 1000
-    #: A JSONL taskset; a row's ``info.reset`` holds keyword arguments for that task's reset.
-    taskset: str = ""
+    #: A taskset (a JSONL file, or a dataset: ``interplay.DatasetTaskset``); a row's
+    #: ``info.reset`` holds keyword arguments for that task's reset.
+    taskset: TasksetSource = ""
     #: Keyword arguments for every reset (a row's ``info.reset`` goes over them).
     reset_kwargs: dict[str, Any] = attrs.Factory(dict)
     #: Where reset's seed comes from: "episode" (the episode's seed, derived from the run's
@@ -323,7 +324,7 @@ class OpenEnvEnv(Env):
     def tasks(self) -> Iterable[Task]:
         cfg: OpenEnvConfig = self.config
         if cfg.taskset:
-            tasks = load_jsonl(Path(cfg.taskset))
+            tasks = load_taskset(cfg.taskset)
             return [t if t.system_prompt else attrs.evolve(t, system_prompt=cfg.system_prompt
                                                            or None) for t in tasks]
         return (Task(idx=i, prompt=None, system_prompt=cfg.system_prompt or None)

@@ -1,0 +1,184 @@
+"""What one trace of an episode record becomes in an export: an SFT row (its conversation in the
+OpenAI chat shape, with the tools it was offered), RL rows of one model call each, or one RL row
+of the whole trace with a loss mask; and which traces count as training data at all.
+
+Works on episode records as an episode line holds them (dicts, not structured records: an
+export reads millions of them). Pure functions; no I/O, no logging.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+#: A trace's stop conditions that mean it was cut short rather than finished.
+CUT_SHORT = frozenset({"max_turns", "timeout", "error", "cancelled"})
+
+
+def trainable_traces(record: Mapping[str, Any],
+                     seats: Sequence[str] = ()) -> Iterator[Mapping[str, Any]]:
+    """The trainable traces of an episode record (of ``seats`` when given: a seat or agent
+    name)."""
+    for trace in record.get("traces") or ():
+        if not isinstance(trace, Mapping) or not trace.get("trainable", True):
+            continue
+        if seats and trace.get("seat") not in seats and trace.get("agent") not in seats:
+            continue
+        yield trace
+
+
+def seat_of(trace: Mapping[str, Any]) -> str:
+    return str(trace.get("seat") or trace.get("agent") or "")
+
+
+def cut_short(trace: Mapping[str, Any]) -> bool:
+    """Whether the trace did not finish: stopped by a cap, a timeout or an error, or a model
+    call was cut off at its token limit."""
+    if trace.get("stop_condition") in CUT_SHORT:
+        return True
+    return any(isinstance(c, Mapping) and c.get("finish_reason") == "length"
+               for c in trace.get("model_calls") or ())
+
+
+def meta(record: Mapping[str, Any], trace: Mapping[str, Any]) -> dict[str, Any]:
+    """Which episode, task, rollout and seat a row comes from, and its reward."""
+    info = record.get("info") or {}
+    return {"episode_id": info.get("episode_id"), "task_idx": info.get("task_idx"),
+            "rollout": info.get("rollout") or 0, "seat": seat_of(trace),
+            "agent": trace.get("agent"), "reward": trace.get("reward")}
+
+
+# -- SFT ---------------------------------------------------------------------------------------
+
+
+def sft_row(trace: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The trace's conversation up to its last assistant message (``messages``, OpenAI chat
+    shape, tool calls and tool results included) and the tools its model calls were offered
+    (``tools``, function tools in the Chat Completions shape); None when the agent never
+    answered."""
+    messages = [m for m in trace.get("messages") or () if isinstance(m, Mapping)]
+    last = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"),
+               default=-1)
+    if last < 0:
+        return None
+    return {"messages": [_message(m) for m in messages[:last + 1]], "tools": tools_of(trace)}
+
+
+def _message(m: Mapping[str, Any]) -> dict[str, Any]:
+    # The keys a chat template reads, and no nulls it would render ("name": null).
+    return {k: v for k, v in m.items() if v is not None or k == "content"}
+
+
+def tools_of(trace: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The function tools the trace's model calls offered, each once (by name), in the Chat
+    Completions shape."""
+    seen: dict[str, dict[str, Any]] = {}
+    for call in trace.get("model_calls") or ():
+        request = call.get("request") if isinstance(call, Mapping) else None
+        for tool in (request or {}).get("tools") or () if isinstance(request, Mapping) else ():
+            spec = _chat_tool(tool)
+            if spec is not None:
+                seen.setdefault(spec["function"]["name"], spec)
+    return list(seen.values())
+
+
+def _chat_tool(tool: Any) -> dict[str, Any] | None:
+    if not isinstance(tool, Mapping) or tool.get("type") != "function":
+        return None
+    fn = tool.get("function")
+    if isinstance(fn, Mapping) and isinstance(fn.get("name"), str):
+        return {"type": "function", "function": dict(fn)}
+    if isinstance(tool.get("name"), str):  # a Responses tool: its fields at the top
+        fn = {k: tool[k] for k in ("name", "description", "parameters", "strict") if k in tool}
+        return {"type": "function", "function": fn}
+    return None
+
+
+# -- RL ----------------------------------------------------------------------------------------
+
+
+@attrs.define
+class Skipped:
+    """Why traces or calls did not become RL rows."""
+
+    #: Calls without prompt or completion ids (the endpoint did not return them).
+    calls_without_ids: int = 0
+    #: Traces whose calls do not extend each other (exported per call only).
+    not_extending: int = 0
+
+
+def _ids(tokens: Mapping[str, Any], key: str) -> list[int] | None:
+    value = tokens.get(key)
+    return value if isinstance(value, list) else None
+
+
+def call_rows(trace: Mapping[str, Any], skipped: Skipped) -> Iterator[dict[str, Any]]:
+    """One row per model call with captured ids: ``prompt_ids``, ``completion_ids``,
+    ``logprobs`` (None when the endpoint returned none), ``loss_mask`` (all ones: every
+    completion token was sampled) and the call's ``finish_reason``."""
+    for index, call in enumerate(trace.get("model_calls") or ()):
+        if not isinstance(call, Mapping) or call.get("error_type") is not None:
+            continue
+        tokens = call.get("tokens")
+        if not isinstance(tokens, Mapping):
+            skipped.calls_without_ids += 1
+            continue
+        prompt, completion = _ids(tokens, "prompt_ids"), _ids(tokens, "completion_ids")
+        if prompt is None or completion is None:
+            skipped.calls_without_ids += 1
+            continue
+        logprobs = _ids(tokens, "logprobs")
+        if logprobs is not None and len(logprobs) != len(completion):
+            logprobs = None
+        yield {"call": index, "prompt_ids": prompt, "completion_ids": completion,
+               "logprobs": logprobs, "loss_mask": [1] * len(completion),
+               "finish_reason": call.get("finish_reason")}
+
+
+def trace_row(trace: Mapping[str, Any], skipped: Skipped) -> dict[str, Any] | None:
+    """The whole trace as one sequence: the first call's ``prompt_ids``, then
+    ``completion_ids`` holding every call's completion and, between them, what the next call's
+    prompt added (tool results, the user's turns); ``loss_mask`` is 1 on sampled tokens and 0
+    on the added ones, ``logprobs`` 0.0 on the added ones (None when a call has none).
+
+    Needs each call's prompt to begin with the previous call's prompt and completion, as a
+    chat template renders an unchanged conversation; a trace whose calls do not (a template
+    that re-renders earlier turns, a context policy that drops them) is None and counted."""
+    before = skipped.calls_without_ids
+    rows = list(call_rows(trace, skipped))
+    if not rows or skipped.calls_without_ids > before:
+        # A call without ids leaves a hole no mask can stand for.
+        return None
+    prompt = rows[0]["prompt_ids"]
+    sequence = list(prompt)
+    completion: list[int] = []
+    mask: list[int] = []
+    logprobs: list[float] | None = []
+    for row in rows:
+        ids = row["prompt_ids"]
+        if ids[:len(sequence)] != sequence:
+            skipped.not_extending += 1
+            return None
+        added = ids[len(sequence):]
+        completion += added
+        mask += [0] * len(added)
+        if logprobs is not None:
+            logprobs += [0.0] * len(added)
+        completion += row["completion_ids"]
+        mask += row["loss_mask"]
+        if logprobs is not None and row["logprobs"] is not None:
+            logprobs += row["logprobs"]
+        else:
+            logprobs = None
+        sequence = ids + row["completion_ids"]
+    return {"calls": len(rows), "prompt_ids": prompt, "completion_ids": completion,
+            "logprobs": logprobs, "loss_mask": mask,
+            "finish_reason": rows[-1]["finish_reason"]}
+
+
+def has_tokens(trace: Mapping[str, Any]) -> bool:
+    """Whether any model call of the trace captured tokens."""
+    return any(isinstance(c, Mapping) and isinstance(c.get("tokens"), Mapping)
+               for c in trace.get("model_calls") or ())
