@@ -159,6 +159,8 @@ class DatasetTaskset:
 
 
 TasksetSource = str | DatasetTaskset
+"""The type of an env's ``taskset`` setting: a JSON Lines path, or a :class:`DatasetTaskset`
+(a config's ``[env.taskset]`` table is structured into one)."""
 
 
 def load(source: TasksetSource | Mapping[str, Any] | None, default: str | Path | None = None,
