@@ -62,6 +62,8 @@ def _more_commands() -> list[Any]:
     for module_name, attr in (
         ("interplay.model.local_server", "add_serve_local"),
         ("interplay.report", "add_report"),
+        ("interplay.regrade", "add_regrade"),
+        ("interplay.compare", "add_compare"),
     ):
         try:
             module = importlib.import_module(module_name)

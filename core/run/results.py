@@ -13,7 +13,7 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Literal
 
 from interplay import _codec
 from interplay import config as config_mod
@@ -122,18 +122,29 @@ def read_episodes(path: Path, *, repair: bool = False,
     return list(out.values())
 
 
-def iter_episodes(path: Path, *, slim: bool = False) -> Iterator[dict[str, Any]]:
+def iter_episodes(path: Path, *, slim: bool = False,
+                  order: Literal["file", "pair"] = "file") -> Iterator[dict[str, Any]]:
     """The episodes of :func:`read_episodes`, streamed: each record is yielded as it is read
     and dropped after, so what a reader of any size of results file keeps is one record and
     an offset per (task, rollout). Records come in file order (the order episodes finished),
-    one per (task, rollout), the latest line for each. The file is read twice: once to find
-    each pair's latest line (checking every line as :func:`read_episodes` does), once to yield
-    those; a torn last line is skipped, never repaired."""
+    or with ``order="pair"`` by (task, rollout), one per (task, rollout), the latest line for
+    each. The file is read twice: once to find each pair's latest line (checking every line
+    as :func:`read_episodes` does), once to yield those; a torn last line is skipped, never
+    repaired."""
     latest: dict[tuple[int, int], int] = {}
     for start, _, checked in _lines(path):
         info = checked["info"]
         latest[(info["task_idx"], info["rollout"])] = start
     if not latest:
+        return
+    if order == "pair":
+        offsets = [latest[pair] for pair in sorted(latest)]
+        del latest
+        with _open(path) as fh:
+            for start in offsets:
+                fh.seek(start)
+                record = _codec.loads(fh.readline())
+                yield slim_record(record) if slim else record
         return
     wanted = set(latest.values())
     del latest
@@ -144,6 +155,32 @@ def iter_episodes(path: Path, *, slim: bool = False) -> Iterator[dict[str, Any]]
             if start in wanted:
                 record = _codec.loads(raw)
                 yield slim_record(record) if slim else record
+
+
+def stored_episode(record: Mapping[str, Any], folder: Path) -> Episode:
+    """The :class:`~interplay.records.Episode` one line of ``folder``'s episodes.jsonl holds,
+    rebuilt as the run had it when its verifiers scored it: traces, results, rewards and all.
+
+    Every reader that needs the episode itself rather than its JSON (``interplay regrade``)
+    rebuilds it here, so that what a record keeps beside its line is loaded back in this one
+    place. A line that does not structure as an episode is refused with its pair."""
+    try:
+        return converter().structure(dict(record), Episode)
+    except InterplayError:
+        raise
+    except Exception as exc:  # cattrs' structuring errors are exception groups of any kind
+        info = _map(record.get("info"))
+        detail = "; ".join(_messages(exc))[:300]
+        raise InterplayError(
+            f"{folder / EPISODES_FILE}: the episode of task {info.get('task_idx')}, rollout "
+            f"{info.get('rollout') or 0} does not read back as an episode ({detail}); "
+            f"mend or remove its line") from None
+
+
+def _messages(exc: BaseException) -> list[str]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [m for sub in exc.exceptions for m in _messages(sub)]
+    return [f"{type(exc).__name__}: {exc}"]
 
 
 def _open(path: Path) -> BinaryIO:
@@ -376,6 +413,11 @@ def prepare(data: dict[str, Any],
         except (ValueError, KeyError, TypeError, OSError):
             raise InterplayError(f"{stored_path}: not a results config; "
                                  f"start a new run with -o") from None
+        regraded = _map(json.loads(stored_path.read_text())).get("regrade")
+        if isinstance(regraded, Mapping):
+            raise InterplayError(f"--resume {resume}: it holds a regrade of "
+                                 f"{regraded.get('from')}, not a run to continue; regrade "
+                                 f"that run again with `interplay regrade` and another -o")
         given = (data.get("env") or {}).get("name")
         if given is not None and given != (stored.get("env") or {}).get("name"):
             # Another env's settings would not even structure: name the real difference.
