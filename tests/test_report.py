@@ -169,6 +169,8 @@ class Browser:
         self.session: aiohttp.ClientSession | None = None
         self.ws: Any = None
         self._id = 0
+        #: What the page reported as errors: uncaught exceptions, console.error, failed loads.
+        self.errors: list[str] = []
 
     async def __aenter__(self) -> Browser:
         assert CHROMIUM is not None
@@ -192,6 +194,7 @@ class Browser:
         self.ws = await self.session.ws_connect(page["webSocketDebuggerUrl"], max_msg_size=0)
         await self.send("Page.enable")
         await self.send("Runtime.enable")
+        await self.send("Log.enable")
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -213,10 +216,20 @@ class Browser:
         await self.ws.send_json({"id": my_id, "method": method, "params": params})
         while True:
             msg = await asyncio.wait_for(self.ws.receive_json(), timeout=120)
+            self._note(msg)
             if msg.get("id") == my_id:
                 if "error" in msg:
                     raise RuntimeError(f"{method}: {msg['error']}")
                 return msg.get("result", {})
+
+    def _note(self, msg: dict[str, Any]) -> None:
+        method, params = msg.get("method"), msg.get("params") or {}
+        if method == "Runtime.exceptionThrown":
+            self.errors.append(json.dumps(params.get("exceptionDetails"))[:500])
+        elif method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
+            self.errors.append(json.dumps(params.get("args"))[:500])
+        elif method == "Log.entryAdded" and (params.get("entry") or {}).get("level") == "error":
+            self.errors.append(json.dumps(params.get("entry"))[:500])
 
     async def open(self, url: str) -> None:
         await self.send("Page.navigate", url=url)

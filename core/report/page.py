@@ -44,11 +44,19 @@ def safe_json(data: Any) -> str:
 
 
 @functools.cache
+def _environment() -> jinja2.Environment:
+    return jinja2.Environment(loader=jinja2.PackageLoader("interplay.report", "templates"),
+                              autoescape=True, undefined=jinja2.StrictUndefined,
+                              trim_blocks=True, lstrip_blocks=True)
+
+
+def template(name: str) -> jinja2.Template:
+    """One of the report's templates (``templates/NAME``), autoescaping everything."""
+    return _environment().get_template(name)
+
+
 def _template() -> jinja2.Template:
-    env = jinja2.Environment(loader=jinja2.PackageLoader("interplay.report", "templates"),
-                             autoescape=True, undefined=jinja2.StrictUndefined,
-                             trim_blocks=True, lstrip_blocks=True)
-    return env.get_template("report.html.j2")
+    return template("report.html.j2")
 
 
 # -- records to plain values ------------------------------------------------------------------
