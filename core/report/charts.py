@@ -14,6 +14,7 @@ import datetime as dt
 import functools
 import io
 import math
+import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -64,8 +65,10 @@ def _svg(fig: Any) -> Markup:
         fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
     text = buf.getvalue()
     start = text.find("<svg")
-    # The XML declaration and doctype go: the element is placed inside an HTML page.
-    return Markup(text[start:] if start >= 0 else text)
+    # The XML declaration, doctype and RDF metadata go: the element is placed inside an
+    # HTML page.
+    text = text[start:] if start >= 0 else text
+    return Markup(re.sub(r"<metadata>.*?</metadata>\s*", "", text, count=1, flags=re.S))
 
 
 def _draw(width: float = 5.2, height: float = 2.6) -> Any:
