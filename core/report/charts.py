@@ -113,10 +113,12 @@ def reward_distribution(counts: Mapping[float, int]) -> Markup | None:
 
 def pass_at_k(pass_k: Mapping[str, float], pass_hat: Mapping[str, float],
               threshold: Any) -> Markup | None:
-    """pass@k and pass^k over k."""
-    if not pass_k or _matplotlib() is None:
+    """pass@k and pass^k over k (for two values of k or more: at k = 1 both are the pass
+    rate, which the summary shows)."""
+    if len(pass_k) < 2 or _matplotlib() is None:
         return None
     import matplotlib
+    from matplotlib import ticker
 
     with matplotlib.rc_context(_RC):
         fig, ax = _draw()
@@ -127,6 +129,7 @@ def pass_at_k(pass_k: Mapping[str, float], pass_hat: Mapping[str, float],
                 label="pass^k")
         ax.set_xscale("log", base=2)
         ax.set_xticks(xs, [str(x) for x in xs])
+        ax.xaxis.set_minor_formatter(ticker.NullFormatter())
         ax.set_ylim(-0.02, 1.02)
         ax.set_xlabel("k (rollouts)")
         ax.legend(frameon=False)
@@ -169,6 +172,7 @@ def per_call(tokens: Mapping[str, Counter[int]], seconds: Mapping[str, Counter[i
     if (not tokens and not seconds) or _matplotlib() is None:
         return None
     import matplotlib
+    from matplotlib import ticker
 
     with matplotlib.rc_context(_RC):
         fig = _figure(8.4, 2.6)
@@ -183,6 +187,9 @@ def per_call(tokens: Mapping[str, Counter[int]], seconds: Mapping[str, Counter[i
                 ax.stairs(ys, xs, color=_COLORS[i % len(_COLORS)], label=_short(seat),
                           linewidth=1.5)
             ax.set_xscale("log")
+            # Plain numbers: the log axis's default labels are math text, which is off here.
+            ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+            ax.xaxis.set_minor_formatter(ticker.NullFormatter())
             ax.set_xlabel(what)
             ax.set_ylabel("model calls")
             if len(data) > 1:
