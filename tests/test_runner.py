@@ -312,6 +312,10 @@ def test_iter_episodes_streams_the_latest_line_of_each_pair(tmp_path: Path) -> N
     assert sorted(map(results.pair_of, results.iter_episodes(path))) == sorted(
         map(results.pair_of, results.read_episodes(path)))
     assert list(results.iter_episodes(tmp_path / "missing.jsonl")) == []
+    # By pair: (task, rollout) order, read by offset, the latest line of each still.
+    assert list(results.iter_episodes(path, order="pair")) == [lines[3], lines[2], lines[1]]
+    assert [r["reward"] for r in results.iter_episodes(path, slim=True, order="pair")] == [
+        0.5, 0.0, 1.0]
     path.write_text('{"info": {"task_idx": 0, "rollout": 0}}\nnot json\n{}\n')
     with pytest.raises(interplay.InterplayError, match="line 2"):
         next(results.iter_episodes(path))

@@ -53,7 +53,10 @@ def _figure(width: float = 5.2, height: float = 2.6) -> Any:
     import matplotlib
 
     with matplotlib.rc_context(_RC):
-        fig = figure_cls(figsize=(width, height), layout="constrained")
+        # Fixed margins in inches: a constrained layout costs more than drawing the chart.
+        fig = figure_cls(figsize=(width, height))
+        fig.subplots_adjust(left=0.62 / width, right=1 - 0.15 / width, bottom=0.5 / height,
+                            top=1 - 0.3 / height, wspace=0.3)
     return fig
 
 
@@ -207,7 +210,8 @@ def errors(by_type: Mapping[str, int]) -> Markup | None:
 
     with matplotlib.rc_context(_RC):
         kinds = sorted(by_type, key=lambda k: -by_type[k])[:15]
-        fig, ax = _draw(5.2, 0.6 + 0.28 * len(kinds))
+        fig, ax = _draw(5.2, 1.2 + 0.28 * len(kinds))
+        fig.subplots_adjust(left=2.0 / 5.2)
         ax.barh([_short(k) for k in kinds][::-1], [by_type[k] for k in kinds][::-1],
                 color=_COLORS[3])
         ax.set_xlabel("episodes")
@@ -292,6 +296,7 @@ def always_on_timeline(record: Mapping[str, Any]) -> Markup | None:
 
     with matplotlib.rc_context(_RC):
         fig, ax = _draw(8.4, 2.2)
+        fig.subplots_adjust(left=1.0 / 8.4)
         names = list(rows)
         markers = ("|", "D", "o", "s")
         for i, name in enumerate(names):
@@ -333,7 +338,13 @@ def reply_latencies(record: Mapping[str, Any]) -> Markup | None:
 
     with matplotlib.rc_context(_RC):
         fig, ax = _draw(5.2, 2.4)
-        ax.bar(range(1, len(waits) + 1), [w for _, w in waits], color=_COLORS[1])
+        xs, ys = list(range(1, len(waits) + 1)), [w for _, w in waits]
+        # Stems with a dot: an answer in the same minute shows as a dot on the axis.
+        ax.vlines(xs, 0, ys, color=_COLORS[1], linewidth=2)
+        ax.scatter(xs, ys, color=_COLORS[1], s=18, zorder=3)
+        ax.set_ylim(0, max(1.0, *ys) * 1.15)
+        ax.set_xlim(0.4, len(xs) + 0.6)
+        ax.set_xticks(xs, [str(x) for x in xs] if len(xs) <= 30 else None)
         ax.set_xlabel("her message, in order")
         ax.set_ylabel("minutes to the agent's reply")
         ax.set_title("Reply latency (simulated time)")
