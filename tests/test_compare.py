@@ -155,3 +155,20 @@ def test_the_comparison_page_in_chromium(runs: tuple[Path, Path], tmp_path: Path
     assert "b - a" in seen["text"] and "model.base_url" in seen["text"]
     assert seen["diff"] == "+0.5"
     assert seen["charts"] and all(w > 100 and h > 50 and n > 5 for w, h, n in seen["charts"])
+
+
+def test_the_page_shows_every_label_and_value_as_text(
+        runs: tuple[Path, Path], tmp_path: Path) -> None:
+    a, b = runs
+    evil = tmp_path / "<script>window.__x=1<\\script> &amp;"
+    b.rename(evil)
+    config = json.loads((evil / "config.json").read_text())
+    config["config"]["model"]["model"] = "<img src=x onerror=alert(1)>"
+    (evil / "config.json").write_text(json.dumps(config))
+    page = tmp_path / "page.html"
+    assert cli.main(["compare", str(a), str(evil), "--html", str(page)]) == 0
+    html = page.read_text()
+    assert "<script>window.__x" not in html and "<img" not in html
+    assert "&lt;script&gt;window.__x=1&lt;\\script&gt; &amp;amp;" in html
+    assert "&lt;img src=x onerror=alert(1)&gt;" in html
+    assert html.count("<script") == 1  # the comparison's data, inert JSON
