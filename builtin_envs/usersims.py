@@ -207,5 +207,9 @@ def person_from_task(task: Task, description: str, **info: Any) -> Person:
     unmasked prompt)."""
     scenario = str(task.info.get("scenario") or (task.prompt if isinstance(task.prompt, str)
                                                  else "\n".join(m.text for m in task.prompt or ())))
+    opening = task.info.get("opening")
+    if isinstance(opening, str) and opening.strip():
+        # The relay sends the task's first line for her: she knows what she said.
+        scenario += f"\nYour first message to the assistant was: {opening.strip()}"
     return Person(description=str(task.info.get("persona") or description), scenario=scenario,
                   info=dict(info))

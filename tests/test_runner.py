@@ -804,8 +804,9 @@ async def test_a_finished_episode_is_summarized_as_its_line_reads_back(
     finally:
         await resources.aclose()
     slim = results.slim_episode(episode)
-    # Three user turns (two questions, then done) and two answers.
-    assert slim["usage"]["model_calls"] == 5 and slim["usage"]["total_tokens"] > 0
+    # The task's opening line (sent as written), three user turns (two questions, then done)
+    # and three answers.
+    assert slim["usage"]["model_calls"] == 6 and slim["usage"]["total_tokens"] > 0
     read = results.slim_record(json.loads(results.episode_line(episode)))
     assert {k: v for k, v in slim.items() if k != "info"} == \
         {k: v for k, v in read.items() if k != "info"}
@@ -838,7 +839,8 @@ def test_user_sim_relay_at_c1(tmp_path: Path, scripted_model: ScriptedFactory) -
     out = tmp_path / "run"
     assert cli.main(["eval", "user-sim", "-c", "1", "-n", "2", "--base-url", model.base_url,
                      "-o", str(out), "--quiet", "--no-report"]) == 0
-    assert [r["metrics"]["turns"] for r in episodes(out)] == [3.0, 3.0]
+    # The builtin tasks open with a line of their own: one more turn than the sim's questions.
+    assert [r["metrics"]["turns"] for r in episodes(out)] == [4.0, 4.0]
 
 
 # -- the summary's estimators -------------------------------------------------------------------

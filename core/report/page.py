@@ -1,16 +1,20 @@
 """The report: ``interplay report DIR`` turns a results folder into one HTML page a person reads.
 
 Owns rendering ``DIR/report.html`` from ``config.json``, ``summary.json`` and
-``episodes.jsonl``: the summary figures, a filterable table of episodes, and each episode's
-transcript per seat (tool calls, user turns, rewards, the verifiers' reasons); an always_on
-episode also as the user's chat with times and wake by wake (values from
-:mod:`interplay.report.always_on`). The page is
-self-contained (inline CSS and JS, no network). The markup is a Jinja2 template
-(``templates/report.html.j2``) with autoescape on, so every piece of a run's text is escaped
-without a call anyone could forget; this module only turns records into plain values for it,
-reading them defensively (a field of an unexpected shape is shown as text, never a crash). The
-embedded JSON cannot close its ``<script>`` element. It does not run anything or change the
-results.
+``episodes.jsonl``: what the run is, the summary figures, charts (:mod:`interplay.report.charts`),
+a filterable table of episodes with CSV and JSON downloads, and each episode's transcript per
+seat (tool calls, user turns, rewards, the verifiers' reasons); an always_on episode also as the
+user's chat with times and wake by wake (values from :mod:`interplay.report.always_on`). The
+page is self-contained (inline CSS, JS and SVG, no network). The markup is Jinja2 templates
+(``templates/``) with autoescape on, so every piece of a run's text is escaped without a call
+anyone could forget; this module only turns records into plain values for them, reading them
+defensively (a field of an unexpected shape is shown as text, never a crash). The embedded JSON
+cannot close its ``<script>`` element; the table's rows are JSON the page's script writes as
+text.
+
+Episodes are read one at a time, in (task, rollout) order: what is held is a row per episode
+and the charts' counts; each episode's details go through a temporary file into the page, up
+to a budget of transcripts. It does not run anything or change the results.
 """
 
 from __future__ import annotations
