@@ -204,7 +204,7 @@ def reply_target_of(text: str) -> tuple[int | str | None, str]:
 
 def person_from_task(task: Task, description: str, **info: Any) -> Person:
     """The person a relay's user sim plays: the task's persona and its scenario (the real,
-    unmasked prompt)."""
+    unmasked prompt), with her first line when the task gives it (``info.opening``)."""
     scenario = str(task.info.get("scenario") or (task.prompt if isinstance(task.prompt, str)
                                                  else "\n".join(m.text for m in task.prompt or ())))
     opening = task.info.get("opening")
