@@ -34,6 +34,7 @@ from typing import IO, Any
 import jinja2
 from markupsafe import Markup
 
+from interplay import _codec
 from interplay.errors import InterplayError
 from interplay.report import always_on, charts
 from interplay.run.results import finite, finite_number
@@ -46,9 +47,20 @@ def safe_json(data: Any) -> str:
     """JSON for inside a ``<script>`` element: no ``<``, ``>`` or ``&`` survives, so neither
     ``</script>`` nor ``<!--`` can end the element early. NaN and infinities (which
     ``JSON.parse`` rejects) become null."""
-    text = json.dumps(finite(data), ensure_ascii=False, default=repr, allow_nan=False)
+    return _script_safe(json.dumps(finite(data), ensure_ascii=False, default=repr,
+                                   allow_nan=False))
+
+
+def _script_safe(text: str) -> str:
     return (text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
             .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+
+
+def _rows_json(table: Mapping[str, Any]) -> str:
+    """:func:`safe_json` of the episode table, made by orjson (a row per episode: the
+    standard library's encoder is most of the page's build time on a large run). Its numbers
+    are finite already (:func:`_row`); orjson writes any other as null all the same."""
+    return _script_safe(_codec.dumps(table).decode("utf-8", "replace"))
 
 
 @functools.cache
@@ -332,16 +344,28 @@ class Figures:
                 acc = self.tasks.setdefault(idx, [0.0, 0])
                 acc[0] += reward
                 acc[1] += 1
-        calls = [(_seat(_map(t)), _map(c)) for t in _seq(ep.get("traces"))
-                 for c in _seq(_map(t).get("model_calls"))]
-        calls += [("judge", _map(c)) for c in _seq(ep.get("judge_calls"))]
-        for seat, call in calls:
-            tokens = _map(call.get("usage")).get("completion_tokens")
-            if finite_number(tokens) and tokens > 0:
-                self.tokens.setdefault(seat, Counter())[charts.log_bin(tokens)] += 1
+        for t in _seq(ep.get("traces")):
+            if isinstance(t, Mapping):
+                self._calls(_seat(t), t.get("model_calls"))
+        self._calls("judge", ep.get("judge_calls"))
+
+    def _calls(self, seat: str, calls: Any) -> None:
+        tokens = self.tokens.get(seat)
+        seconds = self.seconds.get(seat)
+        for call in _seq(calls):
+            if not isinstance(call, Mapping):
+                continue
+            usage = call.get("usage")
+            count = usage.get("completion_tokens") if isinstance(usage, Mapping) else None
+            if type(count) is int and count > 0:
+                if tokens is None:
+                    tokens = self.tokens[seat] = Counter()
+                tokens[charts.log_bin(count)] += 1
             latency = call.get("latency_s")
-            if finite_number(latency) and latency > 0:
-                self.seconds.setdefault(seat, Counter())[charts.log_bin(latency)] += 1
+            if type(latency) is float and 0 < latency < math.inf:
+                if seconds is None:
+                    seconds = self.seconds[seat] = Counter()
+                seconds[charts.log_bin(latency)] += 1
 
     def draw(self, summary: Mapping[str, Any]) -> list[Markup]:
         drawn = [
@@ -401,7 +425,7 @@ def render_to(out: IO[str], config: Mapping[str, Any], summary: Mapping[str, Any
         episodes_total=len(rows), kept=kept, budget_mb=budget_mb,
         details=(Markup(d) for d in details),
         data=Markup(safe_json({"summary": summary, "config": config})),
-        table=Markup(safe_json(table)))
+        table=Markup(_rows_json(table)))
     for chunk in stream:
         out.write(chunk)
 
