@@ -60,15 +60,28 @@ def make_run(folder: Path, n: int, concurrency: int) -> float:
         server.stop()
 
 
-def build_report(folder: Path) -> tuple[float, float]:
-    """``interplay report`` in a subprocess: (wall seconds, peak RSS in MB)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+def build_report(folder: Path) -> tuple[float, float, float]:
+    """``interplay report`` in a subprocess: (wall seconds, CPU seconds, peak RSS in MB). On
+    a shared machine the CPU figure is the one to read: the wall time is what the others'
+    load left of it."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
-    subprocess.run([*INTERPLAY, "report", str(folder)], check=True, cwd=ROOT,
-                   stdout=subprocess.DEVNULL)
+    # The command as `interplay report` runs it, telling its own peak RSS on stderr (the
+    # children's figure would be the eval's, run before it).
+    proc = subprocess.run([sys.executable, "-c", REPORT_WITH_RSS, str(folder)], check=True,
+                          cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          text=True)
     wall = time.monotonic() - t0
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return wall, max(peak, before) / 1024
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return wall, cpu, int(proc.stderr.split()[-1]) / 1024
+
+
+REPORT_WITH_RSS = ("import resource, sys\n"
+                   "from interplay.cli import main\n"
+                   "code = main(['report', sys.argv[1]])\n"
+                   "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
+                   "sys.exit(code)\n")
 
 
 async def open_page(url: str) -> dict[str, float]:
@@ -149,14 +162,17 @@ def main() -> None:
         episodes = sum(1 for _ in (folder / "episodes.jsonl").open("rb"))
         source_mb = (folder / "episodes.jsonl").stat().st_size / 1e6
         for i in range(args.repeat):
-            wall, rss = build_report(folder)
+            load = os.getloadavg()[0]
+            wall, cpu, rss = build_report(folder)
             size_mb = (folder / "report.html").stat().st_size / 1e6
             opened = asyncio.run(open_page((folder / "report.html").resolve().as_uri()))
             print(json.dumps({"episodes": episodes, "episodes_jsonl_mb": round(source_mb, 1),
                               "eval_s": None if eval_s is None or i else round(eval_s, 1),
-                              "report_s": round(wall, 2), "report_peak_rss_mb": round(rss),
+                              "report_s": round(wall, 2), "report_cpu_s": round(cpu, 2),
+                              "report_peak_rss_mb": round(rss),
                               "page_mb": round(size_mb, 2), **opened,
-                              "load": os.getloadavg()[0]}), flush=True)
+                              "load_before": round(load, 2),
+                              "load_after": round(os.getloadavg()[0], 2)}), flush=True)
 
 
 if __name__ == "__main__":
