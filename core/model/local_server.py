@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import ctypes
 import json
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,11 @@ from interplay.model.local import DEFAULT_MAX_TOKENS, MODEL_NAME, N_CTX, model_p
 
 log = get_logger("interplay.model.local_server")
 
-N_THREADS = 2
+#: llama.cpp's threads: two, but never every core. Its threads wait for each other at every
+#: step of every token, so one that is descheduled (by the run's own process, which drives
+#: the model, or by anything else) stalls the rest: on a busy 2-core machine two threads
+#: generated 5 to 10 times slower than one.
+N_THREADS = max(1, min(2, (os.cpu_count() or 1) - 1))
 STATE_CACHE_BYTES = 512 << 20
 _PASSTHROUGH = ("temperature", "top_p", "stop", "seed", "presence_penalty",
                 "frequency_penalty", "top_k", "min_p", "repeat_penalty")
