@@ -16,7 +16,7 @@ import io
 import math
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from markupsafe import Markup
@@ -260,6 +260,14 @@ def _local(at: Any) -> dt.datetime | None:
     return value.replace(tzinfo=None)
 
 
+def _chat(record: Mapping[str, Any]) -> Iterator[tuple[Mapping[str, Any], dt.datetime]]:
+    """The entries of the user's chat that have a readable time, with it."""
+    for entry in record.get("conversation") or ():
+        at = _local(entry.get("at")) if isinstance(entry, Mapping) else None
+        if at is not None:
+            yield entry, at
+
+
 def always_on_timeline(record: Mapping[str, Any]) -> Markup | None:
     """The episode's days in the user's local time: the agent's wakes, the world's events
     (alerts, answers, checks), her messages and replies, and what the agent sent her."""
@@ -279,12 +287,7 @@ def always_on_timeline(record: Mapping[str, Any]) -> Markup | None:
             if kind in ("alert", "contact_reply", "check"):
                 due = _local(source.get("due")) or at
                 rows["events"].append(due)
-    for entry in record.get("conversation") or ():
-        if not isinstance(entry, Mapping):
-            continue
-        at = _local(entry.get("at"))
-        if at is None:
-            continue
+    for entry, at in _chat(record):
         if entry.get("from") == "agent":
             rows["agent -> her"].append(at)
         elif entry.get("from") == "user":
@@ -321,12 +324,7 @@ def reply_latencies(record: Mapping[str, Any]) -> Markup | None:
         return None
     waits: list[tuple[dt.datetime, float]] = []
     pending: dt.datetime | None = None
-    for entry in record.get("conversation") or ():
-        if not isinstance(entry, Mapping):
-            continue
-        at = _local(entry.get("at"))
-        if at is None:
-            continue
+    for entry, at in _chat(record):
         if entry.get("from") == "user" and entry.get("kind") in ("opening", "line", "reply"):
             pending = pending or at
         elif entry.get("from") == "agent" and pending is not None:
