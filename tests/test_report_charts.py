@@ -225,3 +225,9 @@ def test_past_the_transcripts_budget_rows_stay_and_errors_keep_theirs(tmp_path: 
     assert seen["rows"] == 200 and seen["page"] == "page 1 of 2" and seen["second"] == "200"
     assert f"Episode {missing['episode_id']}: task {missing['task']}" in seen["missing"]
     assert "--transcripts-mb" in seen["missing"]
+
+
+def test_a_chart_matplotlib_cannot_draw_is_left_out_not_the_report() -> None:
+    # A reward of 1.7e308 is a finite number a verifier may return; no axis can place it.
+    assert charts.reward_per_task({0: (1.7e308, 1), 1: (1.0, 1)}) is None
+    assert charts.reward_distribution({1.0: 3}) is not None

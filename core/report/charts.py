@@ -15,11 +15,17 @@ import functools
 import io
 import math
 import re
+import warnings
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, ParamSpec
 
 from markupsafe import Markup
+
+from interplay.log import get_logger
+
+log = get_logger("interplay.report")
+P = ParamSpec("P")
 
 HINT = "pip install 'interplay[plots]'"
 #: Histogram bins per doubling, for the per-call figures (tokens, seconds).
@@ -86,6 +92,25 @@ def _draw(width: float = 5.2, height: float = 2.6) -> Any:
     return fig, ax
 
 
+def _drawn(draw: Callable[P, Markup | None]) -> Callable[P, Markup | None]:
+    """A chart that cannot be drawn (numbers matplotlib cannot place, say a reward of 1e308)
+    is left out of the page, logged by name, rather than failing the report."""
+
+    @functools.wraps(draw)
+    def drawn(*args: P.args, **kwargs: P.kwargs) -> Markup | None:
+        try:
+            with warnings.catch_warnings():
+                # numpy's overflow warnings on such numbers: the failure below says it once.
+                warnings.simplefilter("ignore", RuntimeWarning)
+                return draw(*args, **kwargs)
+        except (ArithmeticError, ValueError, TypeError, RuntimeError) as exc:
+            log.warning("report.chart_failed", chart=draw.__name__,
+                        error_type=type(exc).__name__)
+            return None
+
+    return drawn
+
+
 def _short(text: str, n: int = 28) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
@@ -93,6 +118,7 @@ def _short(text: str, n: int = 28) -> str:
 # -- a run ------------------------------------------------------------------------------------
 
 
+@_drawn
 def reward_distribution(counts: Mapping[float, int]) -> Markup | None:
     """Scored episodes by reward: a bar per value when there are few, else a histogram."""
     if not counts or _matplotlib() is None:
@@ -114,6 +140,7 @@ def reward_distribution(counts: Mapping[float, int]) -> Markup | None:
         return _svg(fig)
 
 
+@_drawn
 def pass_at_k(pass_k: Mapping[str, float], pass_hat: Mapping[str, float],
               threshold: Any) -> Markup | None:
     """pass@k and pass^k over k (for two values of k or more: at k = 1 both are the pass
@@ -140,6 +167,7 @@ def pass_at_k(pass_k: Mapping[str, float], pass_hat: Mapping[str, float],
         return _svg(fig)
 
 
+@_drawn
 def reward_per_task(per_task: Mapping[int, tuple[float, int]]) -> Markup | None:
     """Each task's mean reward (with its scored count): bars for up to 60 tasks, else the
     tasks' means sorted, as a line."""
@@ -169,6 +197,7 @@ def log_bin(value: float) -> int:
     return math.floor(math.log2(value) * BINS_PER_DOUBLING) if value > 0 else -10**6
 
 
+@_drawn
 def per_call(tokens: Mapping[str, Counter[int]], seconds: Mapping[str, Counter[int]],
              ) -> Markup | None:
     """Completion tokens and latency of each model call, per seat (log-binned counts)."""
@@ -202,6 +231,7 @@ def per_call(tokens: Mapping[str, Counter[int]], seconds: Mapping[str, Counter[i
         return _svg(fig)
 
 
+@_drawn
 def errors(by_type: Mapping[str, int]) -> Markup | None:
     """Error episodes by type."""
     if not by_type or _matplotlib() is None:
@@ -222,6 +252,7 @@ def errors(by_type: Mapping[str, int]) -> Markup | None:
 # -- a comparison -----------------------------------------------------------------------------
 
 
+@_drawn
 def task_differences(name: str, a: str, b: str,
                      rows: Sequence[Mapping[str, Any]]) -> Markup | None:
     """Each task's difference (B - A) with its interval, where it has one."""
@@ -268,6 +299,7 @@ def _chat(record: Mapping[str, Any]) -> Iterator[tuple[Mapping[str, Any], dt.dat
             yield entry, at
 
 
+@_drawn
 def always_on_timeline(record: Mapping[str, Any]) -> Markup | None:
     """The episode's days in the user's local time: the agent's wakes, the world's events
     (alerts, answers, checks), her messages and replies, and what the agent sent her."""
@@ -317,6 +349,7 @@ def always_on_timeline(record: Mapping[str, Any]) -> Markup | None:
         return _svg(fig)
 
 
+@_drawn
 def reply_latencies(record: Mapping[str, Any]) -> Markup | None:
     """How long each of her messages waited for the agent's next message to her (minutes of
     simulated time), in order."""
