@@ -220,6 +220,7 @@ def per_call(tokens: Mapping[str, Counter[int]], seconds: Mapping[str, Counter[i
                           linewidth=1.5)
             ax.set_xscale("log")
             # Plain numbers: the log axis's default labels are math text, which is off here.
+            ax.xaxis.set_major_locator(ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
             ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
             ax.xaxis.set_minor_formatter(ticker.NullFormatter())
             ax.set_xlabel(what)
