@@ -42,6 +42,9 @@ from interplay.run.summary import scored_reward, summarize
 
 CONFIDENCE = 0.95
 RESAMPLES = 2000
+#: Resamples spent on the per-task intervals of one quantity, all tasks together (at least
+#: 200 each).
+PER_TASK_DRAWS = 400_000
 #: Per-task rows shown in the terminal (the largest differences); the page shows them all.
 TASKS_SHOWN = 15
 
@@ -192,7 +195,7 @@ def _quantities(runs: Sequence[Run]) -> list[str]:
     return out
 
 
-def _paired(a: Run, b: Run, tasks: Sequence[int], quantity: str, *, resamples: int,
+def _paired(a: Run, b: Run, tasks: set[int], quantity: str, *, resamples: int,
             seed: int) -> dict[str, Any]:
     by_task: dict[int, list[tuple[float, float]]] = {}
     for (idx, rollout), rec in a.records.items():
@@ -204,10 +207,13 @@ def _paired(a: Run, b: Run, tasks: Sequence[int], quantity: str, *, resamples: i
             by_task.setdefault(idx, []).append((x, y))
     rng = random.Random(f"{seed}:{quantity}")
     rows = []
+    # Each task's own interval, from its few rollouts, is a coarse one: past a few hundred
+    # tasks it is drawn from fewer resamples, so that thousands of tasks take seconds.
+    per_task = min(resamples, max(200, PER_TASK_DRAWS // max(1, len(by_task))))
     for idx in sorted(by_task):
         pairs = by_task[idx]
         diffs = [y - x for x, y in pairs]
-        ci = bootstrap([[d] for d in diffs], resamples=resamples, rng=rng)
+        ci = bootstrap([[d] for d in diffs], resamples=per_task, rng=rng)
         rows.append({"task": idx, "pairs": len(pairs), "a": _mean([x for x, _ in pairs]),
                      "b": _mean([y for _, y in pairs]), "diff": _mean(diffs),
                      "ci": None if ci is None else [ci[0], ci[1]]})
@@ -276,7 +282,7 @@ def compare(runs: Sequence[Run], *, common: bool = False, seed: int = 0,
     for other in runs[1:]:
         comparisons.append({
             "a": runs[0].label, "b": other.label,
-            "quantities": [_paired(runs[0], other, tasks, q, resamples=resamples, seed=seed)
+            "quantities": [_paired(runs[0], other, wanted, q, resamples=resamples, seed=seed)
                            for q in quantities],
             "config_differences": differences(runs[0], other)})
     return {"tasks": len(tasks), "common_tasks": common, "seed": seed,
