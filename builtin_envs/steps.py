@@ -119,11 +119,7 @@ class Relay(Step):
             return answer
 
         try:
-            # A task may give her first line (info.opening): it is sent as written, and the
-            # user sim plays on from it.
-            opening = ctx.task.info.get("opening")
-            answer = (Answer(text=opening) if isinstance(opening, str) and opening.strip()
-                      else await ask(Read(text=None, turn=0)))
+            answer = await ask(Read(text=None, turn=0))
             async with ctx.agent(cfg.seat).chat(ctx.task, mask_prompt=cfg.mask_prompt) as chat:
                 while True:
                     if answer.error is not None:
