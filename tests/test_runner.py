@@ -219,7 +219,9 @@ def test_resume_runs_only_the_missing_pairs_and_tolerates_a_torn_line(
     records = episodes(out)
     assert pairs(records) == [(t, r) for t in range(3) for r in range(2)]
     assert pairs(records[:2]) == kept_pairs  # the kept ones were not rerun
-    assert len(model.requests) - calls_before == 4 * 3  # 4 episodes, 3 calls each
+    # 4 episodes, 4 calls each (after the task's opening line: an answer, a question, an
+    # answer, done).
+    assert len(model.requests) - calls_before == 4 * 4
     summary = json.loads((out / "summary.json").read_text())
     assert summary["episodes"] == 6 and summary["episodes_this_session"] == 4
 
