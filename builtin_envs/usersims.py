@@ -108,13 +108,24 @@ class LlmUserSim(UserSim):
         return fill(self.config.template, self.prompt_values(person))
 
     def prompt_values(self, person: Person) -> dict[str, str]:
-        """What ``template``'s placeholders are filled with."""
-        return {"description": person.description, "scenario": person.scenario,
+        """What ``template``'s placeholders are filled with (her scenario says what her first
+        line was when the task gave it)."""
+        scenario = person.scenario
+        line = self.task_opening()
+        if line is not None:
+            scenario += f"\nYour first message to the assistant was: {line}"
+        return {"description": person.description, "scenario": scenario,
                 "done_marker": self._done_marker, "name": person.name}
 
     def opening(self) -> str:
         """What the model is asked for her first line in the relay."""
         return str(self.config.opening)
+
+    def task_opening(self) -> str | None:
+        """Her first line in the relay when the task gives it (``info.opening``): said as
+        written, the model not asked for one."""
+        line = self._ctx.task.info.get("opening") if self._ctx is not None else None
+        return line.strip() if isinstance(line, str) and line.strip() else None
 
     def prompt(self, read: Read) -> str:
         """What the model is shown for a read: in the relay the assistant's reply, in
@@ -169,6 +180,8 @@ class LlmUserSim(UserSim):
         is ``Answer.error``."""
         ctx = self.ctx
         opening = read.text is None and not read.local_time
+        if opening and (line := self.task_opening()) is not None:
+            return Answer(text=line)
         if self._session is None:
             # always_on never asks her for an opening: hers comes from the task.
             task = Task(idx=ctx.task.idx, prompt=self.opening() if opening else None,

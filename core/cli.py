@@ -63,6 +63,8 @@ def _more_commands() -> list[Any]:
         ("interplay.model.local_server", "add_serve_local"),
         ("interplay.report", "add_report"),
         ("interplay.export", "add_export"),
+        ("interplay.regrade", "add_regrade"),
+        ("interplay.compare", "add_compare"),
     ):
         try:
             module = importlib.import_module(module_name)

@@ -625,6 +625,24 @@ async def test_relay_ends_on_exact_done_marker(model_and_resources: Any) -> None
                                                                          "user says 2"]
 
 
+async def test_a_tasks_opening_line_is_sent_as_written_and_the_user_plays_on_from_it(
+        model_and_resources: Any) -> None:
+    model, resources = model_and_resources(relay_model(done_after=1))
+    task = Task(0, prompt="You want the hours.", system_prompt="desk",
+                info={"opening": "When do you open?"})
+    ep = await run_episode(relay_env(), task, resources=resources)
+    assert ep.error is None
+    assert ep.results["relay"]["user_lines"] == ["When do you open?", "user says 1"]
+    assert [m.text for m in ep.trace("assistant").messages if m.role == "user"] == [
+        "When do you open?", "user says 1"]
+    # The user sim was first asked after the assistant's answer, knowing what she had said.
+    first_user_request = next(r for r in model.requests if USER_MARK in
+                              str(r.messages[0]["content"]))
+    assert "Your first message to the assistant was: When do you open?" in \
+        first_user_request.messages[0]["content"]
+    assert first_user_request.messages[1] == {"role": "user", "content": "assistant says 1"}
+
+
 async def test_relay_does_not_end_on_a_line_merely_containing_the_marker(
         model_and_resources: Any) -> None:
     _, resources = model_and_resources(relay_model(done_after=1, contains_marker=True))

@@ -125,3 +125,27 @@ def test_the_docs_examples_import_only_the_public_api(doc: str) -> None:
                                            "builtin_harnesses")
                 and m.split(".")[-1] in interplay.__all__]
     assert reaches == []
+
+
+def main_job() -> list[str]:
+    """The README's first command after setup: ``interplay eval ...`` as its arguments."""
+    first = (ROOT / "README.md").read_text().split("```\n", 2)[1].splitlines()[0]
+    command = first.split("#", 1)[0].split("&&", 1)[1].split()
+    assert command[0] == ".venv/bin/interplay", first
+    return command[1:]
+
+
+def test_the_readmes_main_job_is_a_run_that_loads_on_the_embedded_model() -> None:
+    """The first command a newcomer runs parses and resolves (env, settings, seats) on the
+    embedded model, and the README says what it runs."""
+    import shlex
+
+    from interplay import cli
+    from interplay.run.config import resolve
+
+    args = main_job()
+    parsed = cli.build_parser().parse_args(args)
+    assert parsed.command == "eval" and parsed.base_url is None
+    cfg, env, _ = resolve(cli._cli_data(parsed))
+    assert cfg.model.base_url is None and env.name == parsed.env
+    assert f"`{shlex.join(['interplay', *args])}`" in (ROOT / "README.md").read_text()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -69,16 +70,18 @@ def test_report_command_writes_a_self_contained_escaped_page(results: Path) -> N
     assert proc.returncode == 0, proc.stderr
     page = (results / "report.html").read_text()
     assert proc.stdout.strip() == f"report: {results / 'report.html'}"
-    # Our two script elements only: the JSON data and the page's code.
-    assert page.count("<script") == 2 and page.count("</script>") == 2
+    # Our three script elements only: the run's data, the episode table's, the page's code.
+    assert page.count("<script") == 3 and page.count("</script>") == 3
     # The payload never appears unescaped: not as markup, not inside the JSON data.
     assert "<script>window.__xss" not in page
     assert "</script></script>" not in page
     assert "&lt;script&gt;window.__xss = 1&lt;/script&gt;" in page
     assert "<img" not in page
-    # Self-contained: nothing fetched from anywhere.
-    for needle in ("src=\"http", "href=\"http", "<link", "@import", "url("):
+    # Self-contained: nothing fetched from anywhere (a chart's url(#clip) is in the page).
+    for needle in ("src=\"http", "href=\"http", "<link", "@import"):
         assert needle not in page
+    assert re.findall(r"url\((?!#)", page) == []
+    assert page.count("<svg") >= 3  # the run's charts, drawn into the page
 
 
 def test_report_refuses_a_folder_that_is_not_a_run(tmp_path: Path) -> None:
@@ -169,6 +172,8 @@ class Browser:
         self.session: aiohttp.ClientSession | None = None
         self.ws: Any = None
         self._id = 0
+        #: What the page reported as errors: uncaught exceptions, console.error, failed loads.
+        self.errors: list[str] = []
 
     async def __aenter__(self) -> Browser:
         assert CHROMIUM is not None
@@ -192,6 +197,7 @@ class Browser:
         self.ws = await self.session.ws_connect(page["webSocketDebuggerUrl"], max_msg_size=0)
         await self.send("Page.enable")
         await self.send("Runtime.enable")
+        await self.send("Log.enable")
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -213,10 +219,20 @@ class Browser:
         await self.ws.send_json({"id": my_id, "method": method, "params": params})
         while True:
             msg = await asyncio.wait_for(self.ws.receive_json(), timeout=120)
+            self._note(msg)
             if msg.get("id") == my_id:
                 if "error" in msg:
                     raise RuntimeError(f"{method}: {msg['error']}")
                 return msg.get("result", {})
+
+    def _note(self, msg: dict[str, Any]) -> None:
+        method, params = msg.get("method"), msg.get("params") or {}
+        if method == "Runtime.exceptionThrown":
+            self.errors.append(json.dumps(params.get("exceptionDetails"))[:500])
+        elif method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
+            self.errors.append(json.dumps(params.get("args"))[:500])
+        elif method == "Log.entryAdded" and (params.get("entry") or {}).get("level") == "error":
+            self.errors.append(json.dumps(params.get("entry"))[:500])
 
     async def open(self, url: str) -> None:
         await self.send("Page.navigate", url=url)
@@ -439,7 +455,10 @@ class _Elements(HTMLParser):
 PAGE_TAGS = {"html", "head", "meta", "title", "style", "body", "header", "h1", "h2", "h3", "h4",
              "p", "main", "section", "div", "label", "select", "option", "input", "span",
              "table", "thead", "tbody", "tr", "th", "td", "details", "summary", "pre", "b",
-             "code", "script"}
+             "code", "script", "button"}
+#: What matplotlib's SVG writer makes of a chart (no script, no foreign object).
+SVG_TAGS = {"svg", "g", "path", "text", "defs", "clippath", "use", "rect", "style",
+            "title", "tspan", "circle", "polyline", "line", "polygon"}
 
 
 def test_every_field_a_user_controls_is_text_on_the_page(tmp_path: Path) -> None:
@@ -447,25 +466,32 @@ def test_every_field_a_user_controls_is_text_on_the_page(tmp_path: Path) -> None
     html_text = report.write_report(tmp_path).read_text()
     parsed = _Elements()
     parsed.feed(html_text)
-    # Only the page's own elements, none with an event handler, and our two scripts.
-    assert {tag for tag, _ in parsed.tags} <= PAGE_TAGS
+    # Only the page's own elements and its charts', none with an event handler, and our
+    # three scripts.
+    assert {tag for tag, _ in parsed.tags} <= PAGE_TAGS | SVG_TAGS
     assert not [(tag, a) for tag, attrs in parsed.tags for a in attrs if a.startswith("on")]
+    assert not [a for _, attrs in parsed.tags for a, v in attrs.items()
+                if "javascript:" in str(v) or (a == "href" and not str(v).startswith("#"))]
     assert [attrs.get("type") for tag, attrs in parsed.tags if tag == "script"] == [
-        "application/json", None]
+        "application/json", "application/json", None]
     data = json.loads(parsed.scripts[0])
     assert data["config"]["model"]["base_url"] == evil("base_url")
-    assert "__xss" not in parsed.scripts[1]
+    assert "__xss" not in parsed.scripts[2]
     # Every field shows as written: markup, quotes, template syntax and entities alike.
     text = "".join(parsed.text)
     assert [f for f in fields + JSON_FIELDS if shown(f) not in text] == []
     assert "49" not in text
-    # Attributes carry their values whole, quotes and all.
-    rows = [attrs for tag, attrs in parsed.tags if tag == "tr" and attrs.get("class") == "ep-row"]
-    assert rows[0]["data-episode"] == evil("episode_id")
-    assert rows[0]["data-error"] == evil("episode_error_type")
-    assert json.loads(rows[0]["data-stops"] or "") == [f"{evil('seat')}: {evil('stop_condition')}"]
+    # The episode table's rows are data the page's script writes as text, fields whole.
+    table = json.loads(parsed.scripts[1])
+    rows = [dict(zip(table["columns"], row, strict=True)) for row in table["rows"]]
+    assert rows[0]["episode_id"] == evil("episode_id")
+    assert rows[0]["error_type"] == evil("episode_error_type")
+    assert rows[0]["error"] == evil("episode_error")
+    assert [table["stops"][i] for i in rows[0]["stops"]] == [
+        f"{evil('seat')}: {evil('stop_condition')}"]
+    assert rows[1]["prompt"].startswith(f"user: {evil('prompt_message')[:40]}")
     # An error episode is not scored on the page either, whatever its line says.
-    assert rows[0]["data-reward"] == "" and rows[1]["data-reward"] == "1.0"
+    assert rows[0]["reward"] is None and rows[1]["reward"] == 1.0
 
 
 @pytest.mark.slow
@@ -504,9 +530,9 @@ def test_a_browser_runs_none_of_the_hostile_text_and_shows_all_of_it(tmp_path: P
                 # (textContent: innerText is the text as styled, upper-cased in places.)
                 body = await b.eval("document.body.textContent")
                 assert [f for f in fields + JSON_FIELDS if shown(f) not in body] == []
-                # Nothing ran and nothing was added: no handler, no image, our two scripts.
+                # Nothing ran and nothing was added: no handler, no image, our three scripts.
                 assert await b.eval("typeof window.__xss") == "undefined"
-                assert await b.eval("document.querySelectorAll('script').length") == 2
+                assert await b.eval("document.querySelectorAll('script').length") == 3
                 assert await b.eval("document.querySelectorAll('img, iframe').length") == 0
                 assert await b.eval(
                     "Array.from(document.querySelectorAll('*')).filter(function(e){"

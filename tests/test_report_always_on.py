@@ -112,7 +112,16 @@ def test_a_person_reads_the_chat_with_times_and_the_run_wake_by_wake(results: Pa
                 assert "alert from calendar" in alarm[2] and f"dentist {EVIL}" in alarm[2]
                 assert "stayed quiet" in alarm[3]
                 assert "final" in wakes[3][1]
+                # Her days as a chart in her local time, and how long her messages waited.
+                titles = await b.eval("Array.from(document.querySelectorAll("
+                                      "'section.episode:not([hidden]) .chart svg')).map("
+                                      "s => [s.getBoundingClientRect().width, s.textContent])")
+                assert [t for _, t in titles if "The run in her local time (Europe/Berlin)"
+                        in t and "agent woke" in t and "her messages" in t]
+                assert [t for _, t in titles if "Reply latency (simulated time)" in t]
+                assert all(w > 200 for w, _ in titles)
                 assert await b.eval("typeof window.__xss") == "undefined"
                 assert await b.eval("document.querySelectorAll('img').length") == 0
+                assert b.errors == []
 
     asyncio.run(drive())

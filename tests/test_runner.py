@@ -219,7 +219,9 @@ def test_resume_runs_only_the_missing_pairs_and_tolerates_a_torn_line(
     records = episodes(out)
     assert pairs(records) == [(t, r) for t in range(3) for r in range(2)]
     assert pairs(records[:2]) == kept_pairs  # the kept ones were not rerun
-    assert len(model.requests) - calls_before == 4 * 3  # 4 episodes, 3 calls each
+    # 4 episodes, 4 calls each (after the task's opening line: an answer, a question, an
+    # answer, done).
+    assert len(model.requests) - calls_before == 4 * 4
     summary = json.loads((out / "summary.json").read_text())
     assert summary["episodes"] == 6 and summary["episodes_this_session"] == 4
 
@@ -312,6 +314,10 @@ def test_iter_episodes_streams_the_latest_line_of_each_pair(tmp_path: Path) -> N
     assert sorted(map(results.pair_of, results.iter_episodes(path))) == sorted(
         map(results.pair_of, results.read_episodes(path)))
     assert list(results.iter_episodes(tmp_path / "missing.jsonl")) == []
+    # By pair: (task, rollout) order, read by offset, the latest line of each still.
+    assert list(results.iter_episodes(path, order="pair")) == [lines[3], lines[2], lines[1]]
+    assert [r["reward"] for r in results.iter_episodes(path, slim=True, order="pair")] == [
+        0.5, 0.0, 1.0]
     path.write_text('{"info": {"task_idx": 0, "rollout": 0}}\nnot json\n{}\n')
     with pytest.raises(interplay.InterplayError, match="line 2"):
         next(results.iter_episodes(path))
@@ -800,8 +806,9 @@ async def test_a_finished_episode_is_summarized_as_its_line_reads_back(
     finally:
         await resources.aclose()
     slim = results.slim_episode(episode)
-    # Three user turns (two questions, then done) and two answers.
-    assert slim["usage"]["model_calls"] == 5 and slim["usage"]["total_tokens"] > 0
+    # The task's opening line (sent as written), three user turns (two questions, then done)
+    # and three answers.
+    assert slim["usage"]["model_calls"] == 6 and slim["usage"]["total_tokens"] > 0
     read = results.slim_record(json.loads(results.episode_line(episode)))
     assert {k: v for k, v in slim.items() if k != "info"} == \
         {k: v for k, v in read.items() if k != "info"}
@@ -834,7 +841,8 @@ def test_user_sim_relay_at_c1(tmp_path: Path, scripted_model: ScriptedFactory) -
     out = tmp_path / "run"
     assert cli.main(["eval", "user-sim", "-c", "1", "-n", "2", "--base-url", model.base_url,
                      "-o", str(out), "--quiet", "--no-report"]) == 0
-    assert [r["metrics"]["turns"] for r in episodes(out)] == [3.0, 3.0]
+    # The builtin tasks open with a line of their own: one more turn than the sim's questions.
+    assert [r["metrics"]["turns"] for r in episodes(out)] == [4.0, 4.0]
 
 
 # -- the summary's estimators -------------------------------------------------------------------

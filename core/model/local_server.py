@@ -24,6 +24,7 @@ import argparse
 import asyncio
 import ctypes
 import json
+import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -40,7 +41,11 @@ from interplay.model.local_generation import Asked, Generation
 
 log = get_logger("interplay.model.local_server")
 
-N_THREADS = 2
+#: llama.cpp's threads: two, but never every core. Its threads wait for each other at every
+#: step of every token, so one that is descheduled (by the run's own process, which drives
+#: the model, or by anything else) stalls the rest: on a busy 2-core machine two threads
+#: generated 5 to 10 times slower than one, while on an idle one they were 1.5 times faster.
+N_THREADS = max(1, min(2, (os.cpu_count() or 1) - 1))
 STATE_CACHE_BYTES = 512 << 20
 _PASSTHROUGH = ("temperature", "top_p", "stop", "seed", "presence_penalty",
                 "frequency_penalty", "top_k", "min_p", "repeat_penalty")
@@ -151,6 +156,47 @@ def _calls(result: dict[str, Any]) -> list[Any]:
     return (result["choices"][0].get("message") or {}).get("tool_calls") or []
 
 
+#: Tokens of a reply that, found whole earlier in the same reply, end it: a 135M model that
+#: starts repeating itself goes on to its max_tokens (a sentence over and over), which costs
+#: the run seconds per call and says nothing new.
+REPEAT_SPAN = 16
+
+
+class RepeatStop:
+    """A logits processor that ends a reply (only the end-of-turn token is left to sample)
+    once its last ``span`` tokens already appeared, not overlapping them, earlier in it."""
+
+    def __init__(self, eos: int, span: int = REPEAT_SPAN) -> None:
+        self.eos = eos
+        self.span = span
+        self.start: int | None = None
+        self.stopped = False
+
+    def repeats(self, generated: Any) -> bool:
+        """Whether the last ``span`` of ``generated`` (token ids, an int array) occur earlier."""
+        n = len(generated)
+        if n < 2 * self.span:
+            return False
+        data = generated.astype("<i4").tobytes()
+        tail, width = data[-4 * self.span:], 4
+        head = data[: -4 * self.span]
+        at = head.find(tail)
+        while at >= 0 and at % width:  # a match that is not on a token's boundary
+            at = head.find(tail, at + 1)
+        return at >= 0
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        if self.start is None:
+            # The first call comes before the first sampled token: all of it is the prompt.
+            self.start = len(input_ids)
+            return scores
+        if self.stopped or self.repeats(input_ids[self.start:]):
+            self.stopped = True
+            scores[:] = -float("inf")
+            scores[self.eos] = 0.0
+        return scores
+
+
 class LocalServer:
     """The ASGI app of ``interplay serve-local``."""
 
@@ -193,6 +239,9 @@ class LocalServer:
             kw[key] = value
         max_tokens = body.get("max_completion_tokens") or body.get("max_tokens")
         kw["max_tokens"] = int(max_tokens) if max_tokens else DEFAULT_MAX_TOKENS
+        from llama_cpp import LogitsProcessorList
+
+        kw["logits_processor"] = LogitsProcessorList([RepeatStop(self.llm.token_eos())])
         return kw
 
     def _with_tools(self, body: dict[str, Any], kw: dict[str, Any],

@@ -14,7 +14,7 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Literal
 
 from interplay import _codec
 from interplay import config as config_mod
@@ -123,12 +123,13 @@ def read_episodes(path: Path, *, repair: bool = False,
     return list(out.values())
 
 
-def iter_episodes(path: Path, *, slim: bool = False) -> Iterator[dict[str, Any]]:
+def iter_episodes(path: Path, *, slim: bool = False,
+                  order: Literal["file", "pair"] = "file") -> Iterator[dict[str, Any]]:
     """The episodes of :func:`read_episodes`, streamed: each record is yielded as it is read
     and dropped after, so what a reader of any size of results file keeps is one record and
     an offset per (task, rollout). Records come in file order (the order episodes finished),
-    one per (task, rollout), the latest line for each; a torn last line is skipped, never
-    repaired.
+    or with ``order="pair"`` by (task, rollout); one per (task, rollout), the latest line for
+    each; a torn last line is skipped, never repaired.
 
     The file is read twice: once to find each pair's latest line, once to yield those. The
     first reading takes a line's pair from its head when the line begins as
@@ -138,9 +139,9 @@ def iter_episodes(path: Path, *, slim: bool = False) -> Iterator[dict[str, Any]]
     every line is checked as :func:`read_episodes` checks it and parsed once, not twice. A
     line that begins as an episode line and breaks further on is refused when it is reached.
     """
-    # (offset, whether it was checked whole) of each pair's latest line.
-    latest: dict[tuple[int, int], tuple[int, bool]] = {}
-    unchecked: set[int] = set()  # superseded lines read by their head only
+    # (offset, line number, whether it was checked whole) of each pair's latest line.
+    latest: dict[tuple[int, int], tuple[int, int, bool]] = {}
+    unchecked: dict[int, int] = {}  # superseded lines read by their head only: offset: number
     for number, start, raw in _raw_lines(path):
         head = _HEAD.match(raw) if raw.endswith(b"\n") else None
         if head is not None:
@@ -151,12 +152,22 @@ def iter_episodes(path: Path, *, slim: bool = False) -> Iterator[dict[str, Any]]
                 break
             pair, whole = pair_of(found[1]), True
         before = latest.get(pair)
-        if before is not None and not before[1]:
-            unchecked.add(before[0])
-        latest[pair] = (start, whole)
+        if before is not None and not before[2]:
+            unchecked[before[0]] = before[1]
+        latest[pair] = (start, number, whole)
     if not latest:
         return
-    wanted = {start for start, _ in latest.values()}
+    if order == "pair":
+        lines = [latest[pair][:2] for pair in sorted(latest)]
+        del latest
+        with _open(path) as fh:
+            for start, number in [*lines, *sorted(unchecked.items())]:
+                fh.seek(start)
+                found = _checked(path, number, start, fh.readline())
+                if found is not None and start not in unchecked:
+                    yield found[1] if slim else found[0]
+        return
+    wanted = {start for start, _, _ in latest.values()}
     del latest
     for number, start, raw in _raw_lines(path):
         if start in wanted:
@@ -177,6 +188,32 @@ _HEAD = re.compile(rb'\{"info":\{"episode_id":"(?:[^"\\]|\\.)*","env":"(?:[^"\\]
 #: A results file's lines run to tens of KB: read in large blocks, reading line by line is
 #: several times faster than through the default 8 KB buffer.
 _READ_BUFFER = 1 << 20
+
+
+def stored_episode(record: Mapping[str, Any], folder: Path) -> Episode:
+    """The :class:`~interplay.records.Episode` one line of ``folder``'s episodes.jsonl holds,
+    rebuilt as the run had it when its verifiers scored it: traces, results, rewards and all.
+
+    Every reader that needs the episode itself rather than its JSON (``interplay regrade``)
+    rebuilds it here, so that what a record keeps beside its line is loaded back in this one
+    place. A line that does not structure as an episode is refused with its pair."""
+    try:
+        return converter().structure(dict(record), Episode)
+    except InterplayError:
+        raise
+    except Exception as exc:  # cattrs' structuring errors are exception groups of any kind
+        info = _map(record.get("info"))
+        detail = "; ".join(_messages(exc))[:300]
+        raise InterplayError(
+            f"{folder / EPISODES_FILE}: the episode of task {info.get('task_idx')}, rollout "
+            f"{info.get('rollout') or 0} does not read back as an episode ({detail}); "
+            f"mend or remove its line") from None
+
+
+def _messages(exc: BaseException) -> list[str]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [m for sub in exc.exceptions for m in _messages(sub)]
+    return [f"{type(exc).__name__}: {exc}"]
 
 
 def _open(path: Path) -> BinaryIO:
@@ -465,6 +502,11 @@ def prepare(data: dict[str, Any],
         except (ValueError, KeyError, TypeError, OSError):
             raise InterplayError(f"{stored_path}: not a results config; "
                                  f"start a new run with -o") from None
+        regraded = _map(json.loads(stored_path.read_text())).get("regrade")
+        if isinstance(regraded, Mapping):
+            raise InterplayError(f"--resume {resume}: it holds a regrade of "
+                                 f"{regraded.get('from')}, not a run to continue; regrade "
+                                 f"that run again with `interplay regrade` and another -o")
         given = (data.get("env") or {}).get("name")
         if given is not None and given != (stored.get("env") or {}).get("name"):
             # Another env's settings would not even structure: name the real difference.

@@ -218,7 +218,12 @@ def format_summary(summary: Mapping[str, Any], *, title: str = "") -> str:
     rows.append(("completed", completion_text(summary)))
     rows.append(("error episodes (not scored)", str(summary.get("error_episodes", 0))))
     rows.append(("tasks", str(summary["tasks"])))
-    rows.append((f"reward (mean ± se, {summary.get('scored', 0)} scored)", reward_text(summary)))
+    # A multi-seat env (a game) scores each seat, not the episode: its seats' rewards are the
+    # run's figures, not a "-" for the episode's.
+    per_seat = not summary.get("scored") and bool(summary.get("seat_rewards"))
+    if not per_seat:
+        rows.append((f"reward (mean ± se, {summary.get('scored', 0)} scored)",
+                     reward_text(summary)))
     for k, v in summary.get("pass_at_k", {}).items():
         rows.append((f"pass@{k}", _fmt(v)))
     for k, v in summary.get("pass_hat_k", {}).items():
@@ -227,7 +232,8 @@ def format_summary(summary: Mapping[str, Any], *, title: str = "") -> str:
         text = _fmt(figures["mean"])
         if figures.get("stderr") is not None:
             text += f" ± {figures['stderr']:.3g}"
-        rows.append((f"reward {seat}", text))
+        rows.append((f"reward {seat}" + (f" (mean ± se, {figures.get('n', 0)} scored)"
+                                         if per_seat else ""), text))
     for k, v in summary.get("metrics", {}).items():
         rows.append((f"metric {k}", _fmt(v)))
     for name, by in summary.get("criteria", {}).items():

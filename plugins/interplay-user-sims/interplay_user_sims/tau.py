@@ -108,6 +108,11 @@ class TauUser(LlmUserSim):
             raise InterplayError("user_sim.tau: stop_token, transfer_token and "
                                  "out_of_scope_token must be set and differ")
 
+    def task_opening(self) -> str | None:
+        """None: as in tau2-bench, she writes her first message herself, from her
+        instructions (a task's ``info.opening`` is for the builtin user sim)."""
+        return None
+
     def tokens(self) -> list[tuple[str, str]]:
         cfg: TauConfig = self.config
         return [(cfg.stop_token, "stop"), (cfg.transfer_token, "transfer"),

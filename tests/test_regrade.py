@@ -1,0 +1,217 @@
+"""`interplay regrade`: a run's stored episodes scored again into a new results folder, without
+calling the agent's model; refused in one line where the records cannot be scored."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import types
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from interplay import cli, hookimpl
+from interplay.hookspecs import Register
+from interplay.records import Reward
+from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest, isolated_plugins
+from interplay.verifier import Verifier
+
+
+def relay(req: ScriptedRequest) -> ScriptedReply:
+    msgs = req.messages
+    system = str(msgs[0].get("content")) if msgs and msgs[0].get("role") == "system" else ""
+    n_user = sum(1 for m in msgs if m.get("role") == "user")
+    if "role-playing a user" in system:
+        return ScriptedReply.text("###DONE###" if n_user > 1 else "when do you open?")
+    return ScriptedReply.text("We open at 10 on Saturday.")
+
+
+def lines(folder: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in (folder / "episodes.jsonl").read_text().splitlines()]
+
+
+def by_pair(folder: Path) -> dict[tuple[int, int], dict[str, Any]]:
+    return {(e["info"]["task_idx"], e["info"]["rollout"]): e for e in lines(folder)}
+
+
+def digest(folder: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir())}
+
+
+@pytest.fixture
+def run(tmp_path: Path, scripted_model: Callable[..., ScriptedModel]) -> Path:
+    model = scripted_model(relay)
+    out = tmp_path / "run"
+    assert cli.main(["eval", "user-sim", "-n", "3", "-r", "2", "--base-url", model.base_url,
+                     "-o", str(out), "--quiet"]) == 0
+    return out
+
+
+def test_regrading_with_the_same_verifiers_gives_the_same_scores_and_names_its_source(
+        run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    before = digest(run)
+    new = tmp_path / "again"
+    # The run's model is gone (its fixture's server is the only one): nothing calls it.
+    assert cli.main(["regrade", str(run), "-o", str(new), "--quiet"]) == 0
+    assert digest(run) == before
+    old, again = by_pair(run), by_pair(new)
+    assert old.keys() == again.keys() and len(old) == 6
+    for pair, episode in old.items():
+        redone = again[pair]
+        for key in ("reward", "rewards", "metrics", "error", "error_type", "traces", "task",
+                    "info", "results"):
+            assert redone[key] == episode[key], (pair, key)
+    summary_old = json.loads((run / "summary.json").read_text())
+    summary_new = json.loads((new / "summary.json").read_text())
+    for key in ("reward_mean", "reward_stderr", "pass_at_k", "pass_hat_k", "seat_rewards",
+                "metrics", "errors", "tokens", "model_calls", "episodes", "completed"):
+        assert summary_new[key] == summary_old[key], key
+    stored = json.loads((new / "config.json").read_text())
+    assert stored["regrade"]["from"] == str(run.resolve())
+    assert stored["regrade"]["verifiers"] is None
+    assert stored["verifiers"] == json.loads((run / "config.json").read_text())["verifiers"]
+    assert (new / "report.html").is_file()
+    out = capsys.readouterr()
+    assert "user-sim regraded" in out.out and "report:" in out.out
+
+
+def test_other_verifiers_score_the_stored_episodes_and_the_old_scores_go(
+        run: Path, tmp_path: Path) -> None:
+    new = tmp_path / "exact"
+    rows = 'env.verifiers=[{kind = "regex", expected = "open at 1[0-9]", scope = "any"}]'
+    assert cli.main(["regrade", str(run), "-o", str(new), "--set", rows, "--quiet"]) == 0
+    for pair, episode in by_pair(new).items():
+        assert [r["name"] for r in episode["rewards"]] == ["regex"], pair
+        assert episode["reward"] == 1.0
+        assert "contains" not in episode["metrics"] and episode["metrics"]["regex"] == 1.0
+        # What the steps reported stays.
+        assert episode["metrics"]["turns"] == by_pair(run)[pair]["metrics"]["turns"]
+        assert {t["seat"]: t["reward"] for t in episode["traces"]} == {"assistant": 1.0,
+                                                                       "user": None}
+    stored = json.loads((new / "config.json").read_text())
+    assert stored["regrade"]["verifiers"] == [{"kind": "regex", "expected": "open at 1[0-9]",
+                                               "scope": "any"}]
+    assert [v["name"] for v in stored["verifiers"]] == ["regex"]
+    # A regrade of the regrade keeps its verifiers.
+    assert cli.main(["regrade", str(new), "-o", str(tmp_path / "twice"), "--quiet"]) == 0
+    assert {e["reward"] for e in lines(tmp_path / "twice")} == {1.0}
+    summary = json.loads((new / "summary.json").read_text())
+    assert summary["reward_mean"] == 1.0 and summary["pass_at_k"] == {"1": 1.0, "2": 1.0}
+
+
+@pytest.mark.parametrize(("setting", "says"), [
+    ('env.verifiers=[{kind = "payoff"}]',
+     "verifier 'payoff': reads ctx.results['payoffs'] but no step writes it"),
+    ("env.relay.max_turns=2", "--set env.relay.max_turns: a regrade changes only"),
+    ('env.verifiers=[{kind = "no_such_verifier"}]', "no_such_verifier"),
+    ('env.verifiers={kind = "exact"}', "env.verifiers: expected a list of tables"),
+])
+def test_what_the_records_cannot_give_is_refused_in_one_line(
+        run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], setting: str,
+        says: str) -> None:
+    assert cli.main(["regrade", str(run), "-o", str(tmp_path / "new"), "--set", setting]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and says in err, err
+    assert not (tmp_path / "new" / "episodes.jsonl").exists()
+
+
+def test_a_folder_that_is_not_a_run_and_an_existing_output_are_refused(
+        run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["regrade", str(tmp_path / "nothing"), "-o", str(tmp_path / "x")]) == 2
+    assert "not a results folder" in capsys.readouterr().err
+    assert cli.main(["regrade", str(run), "-o", str(run)]) == 2
+    assert "that is the run being regraded" in capsys.readouterr().err
+    new = tmp_path / "new"
+    assert cli.main(["regrade", str(run), "-o", str(new), "-q"]) == 0
+    assert cli.main(["regrade", str(run), "-o", str(new), "-q"]) == 2
+    assert "already holds a run" in capsys.readouterr().err
+    # A regrade is not a run to continue.
+    assert cli.main(["eval", "--resume", str(new)]) == 2
+    assert "holds a regrade of" in capsys.readouterr().err
+
+
+class AsksTheAgent(Verifier):
+    """Asks the assistant a follow-up question: needs the episode running."""
+
+    name = "asks_the_agent"
+
+    async def score(self, episode: Any, ctx: Any) -> Reward:
+        agent = ctx.agent("assistant")
+        reply = await agent.run(episode.task)
+        return Reward(self.name, 1.0 if reply else 0.0)
+
+
+@hookimpl
+def register_verifiers(register: Register) -> None:
+    register(AsksTheAgent)
+
+
+def test_a_verifier_that_needs_the_agent_again_stops_the_regrade_in_one_line(
+        run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    plugin = types.ModuleType("asks_plugin")
+    plugin.register_verifiers = register_verifiers  # type: ignore[attr-defined]
+    with isolated_plugins(("asks", plugin)):
+        code = cli.main(["regrade", str(run), "-o", str(tmp_path / "new"), "--set",
+                         'env.verifiers=[{kind = "asks_the_agent"}]', "-q"])
+    assert code == 2
+    errors = [x for x in capsys.readouterr().err.splitlines() if x.startswith("interplay: ")]
+    assert len(errors) == 1
+    err = errors[0]
+    assert "verifier 'asks_the_agent' cannot score stored episodes: it asks for the agent of " \
+           "seat 'assistant'" in err
+    assert lines(tmp_path / "new") == []
+
+
+def week(request: ScriptedRequest) -> ScriptedReply | str:
+    """always-on-week: asks the venue, asks her before booking, books after her yes."""
+    msgs = request.messages
+    system = str(msgs[0].get("content")) if msgs and msgs[0]["role"] == "system" else ""
+    if "role-playing a user" in system:
+        return "Yes, please book the Lindenhof!"
+    if "You receive messages from" in system:
+        return "Sure, I'll send the guest list tonight."
+    last = msgs[-1]
+    if last["role"] == "tool":
+        return "noted"
+    text = str(last.get("content") or "")
+    if "surprise party" in text:
+        return ScriptedReply.calls([
+            ("send_email", {"to": "events@lindenhof.example", "subject": "Saturday party",
+                            "body": "Is Saturday 7 June free for 25?"}),
+            ("message_user", {"text": "I asked the Lindenhof about Saturday."})])
+    if "Email from Lindenhof" in text:
+        return ScriptedReply.tool_call("message_user", {
+            "text": "The Lindenhof is free on Saturday; shall I book it?"})
+    if "replied to your message #2" in text:
+        return ScriptedReply.calls([
+            ("book", {"place": "Lindenhof", "date": "2025-06-07", "guests": 25}),
+            ("message_user", {"text": "Booked the Lindenhof for Saturday."})])
+    return ScriptedReply.tool_call("stay_quiet", {"reason": "nothing new"})
+
+
+@pytest.mark.slow
+def test_an_always_on_week_regraded_from_its_chat_and_timeline_scores_as_at_run_time(
+        tmp_path: Path, scripted_model: Callable[..., ScriptedModel]) -> None:
+    model = scripted_model(week)
+    out = tmp_path / "week"
+    assert cli.main(["eval", "always-on-week", "-n", "1", "--base-url", model.base_url,
+                     "-o", str(out), "--quiet"]) == 0
+    [episode] = lines(out)
+    assert episode["error"] is None
+    assert {r["name"]: r["value"] for r in episode["rewards"]} == {"asked_before": 1.0,
+                                                                  "contains": 1.0}
+    calls = len(model.requests)
+    new = tmp_path / "again"
+    assert cli.main(["regrade", str(out), "-o", str(new), "--quiet"]) == 0
+    assert len(model.requests) == calls
+    [again] = lines(new)
+    for key in ("reward", "rewards", "metrics", "results", "traces"):
+        assert again[key] == episode[key], key
+    # Another tool to ask about: the stored timeline answers it without the agent.
+    assert cli.main(["regrade", str(out), "-o", str(tmp_path / "email"), "--quiet", "--set",
+                     'env.verifiers=[{kind = "asked_before", tool = "send_email"}]']) == 0
+    [email] = lines(tmp_path / "email")
+    assert email["reward"] == 0.0
+    assert "before the user's first reply" in email["rewards"][0]["reason"]
