@@ -286,9 +286,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        from interplay import log
+        from interplay import _fds, log
 
         log.configure(fmt=args.log_format, level=args.log_level)
+        # Every connection, upstream call and program's pipe is a descriptor: take all the
+        # system allows (the servers keep a client that hoards them to a share).
+        raised = _fds.raise_limit()
+        if raised is not None:
+            log.get_logger("interplay.cli").debug("cli.descriptor_limit", before=raised[0],
+                                                  after=raised[1])
         code = int(args.func(args) or 0)
         sys.stdout.flush()  # here, where a closed pipe is caught, not at interpreter exit
         return code

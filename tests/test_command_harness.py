@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, ClassVar
@@ -354,3 +355,102 @@ def test_descriptors_that_stay_exhausted_are_a_transient_error_not_the_users(
     assert out["stop"] == "error"
     assert "harness_config" not in out["error"]
     assert "Too many open files" in out["error"] or "descriptors" in out["error"], out
+
+
+#: A command program for `interplay eval`: it leaves its base URL in argv[1]/url for the test,
+#: waits until argv[1]/held exists (a hostile client is holding connections by then), asks the
+#: model through the interception server on a connection of its own (trying three times, as
+#: the OpenAI SDK does), and prints the answer; with argv[2] == "limit" it prints its
+#: descriptor limit instead.
+UNDER_ATTACK = textwrap.dedent("""
+    import json, os, resource, sys, time, urllib.request
+    folder = sys.argv[1]
+    if sys.argv[2:] == ["limit"]:
+        print(resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+        sys.exit(0)
+    base = os.environ["OPENAI_BASE_URL"]
+    tmp = os.path.join(folder, f"url.{os.getpid()}")
+    with open(tmp, "w") as f:
+        f.write(base)
+    os.replace(tmp, os.path.join(folder, "url"))
+    while not os.path.exists(os.path.join(folder, "held")):
+        time.sleep(0.05)
+    body = json.dumps({"model": os.environ["OPENAI_MODEL"],
+                       "messages": [{"role": "user", "content": sys.stdin.read()}]}).encode()
+    for attempt in range(3):
+        try:
+            request = urllib.request.Request(base + "/chat/completions", data=body, headers={
+                "authorization": "Bearer " + os.environ["OPENAI_API_KEY"],
+                "content-type": "application/json"})
+            with urllib.request.urlopen(request, timeout=30) as answer:
+                print(json.load(answer)["choices"][0]["message"]["content"])
+                break
+        except OSError:
+            if attempt == 2:
+                raise
+            time.sleep(0.5 * 2 ** attempt)
+""")
+
+
+def _eval_under_limit(tmp_path: Path, model_url: str, ulimit: str,
+                      mode: str = "ask") -> subprocess.Popen[str]:
+    program = tmp_path / "program.py"
+    program.write_text(UNDER_ATTACK)
+    argv = json.dumps([sys.executable, str(program), str(tmp_path), mode])
+    command = " ".join([sys.executable, "-m", "interplay.cli", "eval", "echo", "-n", "8", "-r",
+                        "4", "-c", "4", "--base-url", model_url, "-o", str(tmp_path / "run"),
+                        "--no-report", "-q", "--set", "seats.assistant.harness=command",
+                        "--set", f"'seats.assistant.harness_config.argv={argv}'"])
+    return subprocess.Popen(["bash", "-c", f"ulimit {ulimit} && exec {command}"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "INTERPLAY_LOAD_PLUGINS": ""})
+
+
+@pytest.mark.slow
+def test_a_run_under_a_descriptor_limit_completes_while_a_client_hoards_connections(
+        tmp_path: Path, scripted_model: Any) -> None:
+    """`ulimit -n 1024`, and a local client holding 1,100 half-sent connections to the run's
+    interception server from its first episode on: every episode completes."""
+    from test_listeners import HOSTILE
+
+    model = scripted_model()
+    run = _eval_under_limit(tmp_path, model.base_url, "-n 1024")
+    hostile = None
+    try:
+        url = tmp_path / "url"
+        deadline = time.monotonic() + 120  # a failure bound, not a speed check
+        while not url.exists():
+            assert run.poll() is None, run.communicate()
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        port = url.read_text().split(":")[2].split("/")[0]
+        hostile = subprocess.Popen([sys.executable, "-c", HOSTILE, port, "1100"],
+                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert hostile.stdout is not None
+        assert hostile.stdout.readline() == "held\n"
+        (tmp_path / "held").touch()
+        out, err = run.communicate(timeout=300)
+    finally:
+        if run.poll() is None:
+            run.kill()
+        if hostile is not None:
+            hostile.communicate(timeout=60)
+    assert run.returncode == 0, out + err
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert (summary["completed"], summary["errors"]) == (32, {}), summary
+
+
+@pytest.mark.slow
+def test_the_command_raises_its_soft_descriptor_limit(tmp_path: Path,
+                                                      scripted_model: Any) -> None:
+    import resource
+
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard == resource.RLIM_INFINITY or hard <= 256:
+        pytest.skip("no hard descriptor limit above 256 to raise to")
+    run = _eval_under_limit(tmp_path, scripted_model().base_url, "-Sn 256", mode="limit")
+    out, err = run.communicate(timeout=300)
+    assert run.returncode == 0, out + err
+    lines = (tmp_path / "run" / "episodes.jsonl").read_text().splitlines()
+    answers = {json.loads(line)["traces"][0]["messages"][-1]["content"] for line in lines}
+    assert answers == {str(hard)}
