@@ -280,8 +280,8 @@ async def _dispatch(ray: Any, pool: Sequence[_Actor], pairs: Sequence[tuple[Task
             except ray.exceptions.RayError as exc:
                 if isinstance(exc, ray.exceptions.RayActorError) and not actor.dead:
                     actor.dead = True
-                    log.warning("ray.actor_lost", host=actor.host,
-                                error_type=type(exc).__name__)
+                    log.warning("ray.actor_lost", host=actor.host, error_type="worker_error",
+                                exception_type=type(exc).__name__)
                 lost = RuntimeError(f"the Ray actor running it on {actor.node} failed "
                                     f"({_first_line(exc)})")
                 on_episode(runner.failed_episode(
