@@ -160,7 +160,7 @@ class _Held:
     be shed: those idle between requests or still sending one, oldest first (a dict keeps
     insertion order). ``room`` is called when one may be taken in again."""
 
-    __slots__ = ("all", "limit", "pending", "room", "shed", "sheddable")
+    __slots__ = ("all", "limit", "paused", "pending", "room", "shed", "sheddable")
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
@@ -169,6 +169,8 @@ class _Held:
         #: Accepted, their protocol not yet made.
         self.pending = 0
         self.shed = 0
+        #: Whether accepting waits for ``room()`` (checked on every request: a flag, no call).
+        self.paused = False
         self.room: Callable[[], None] = lambda: None
 
     @property
@@ -215,11 +217,13 @@ class _Acceptor:
     def resume(self) -> None:
         if not self.reading and not self.closed:
             self.reading = True
+            self.held.paused = False
             self.loop.add_reader(self.sock.fileno(), self._accept)
 
     def _pause(self) -> None:
         if self.reading:
             self.reading = False
+            self.held.paused = True
             self.loop.remove_reader(self.sock.fileno())
 
     def _accept(self) -> None:
@@ -267,6 +271,15 @@ class _Acceptor:
         self.sock.close()
 
 
+class _Answered:
+    """The request/response cycle of a request answered before it reached the app."""
+
+    response_complete = True
+
+    def __init__(self) -> None:
+        self.message_event = asyncio.Event()
+
+
 def _errno_name(exc: OSError) -> str:
     return errno.errorcode.get(exc.errno or 0, type(exc).__name__)
 
@@ -289,8 +302,6 @@ def _protocol(header_timeout_s: float, body_timeout_s: float,
         _head_bytes = 0
         #: When the body must have arrived by (once the head has); None while reading the head.
         _body_deadline: float | None = None
-        #: A WebSocket handshake answered with a 403: the rest of it is not parsed.
-        _refused = False
 
         def _drop(self) -> None:
             held.all.discard(self)
@@ -347,15 +358,13 @@ def _protocol(header_timeout_s: float, body_timeout_s: float,
             self._disarm()
             self._drop()
             super().connection_lost(exc)
-            held.room()
+            if held.paused:
+                held.room()
 
         def on_message_begin(self) -> None:
             super().on_message_begin()
             if self._timer is None or self._body_deadline is not None:
                 self._arm()  # a request on a kept-alive connection
-            if self in held.all:  # a connection that shows life is the last to go
-                held.sheddable.pop(self, None)
-                held.sheddable[self] = None
 
         def on_url(self, url: bytes) -> None:
             self._count(len(url))
@@ -369,11 +378,13 @@ def _protocol(header_timeout_s: float, body_timeout_s: float,
             self._body_deadline = self.loop.time() + body_timeout_s
             if self.parser.should_upgrade():
                 if self._get_upgrade() == b"websocket":
-                    self._refused = True
                     self._disarm()
                     self.transport.write(_answer(
                         403, "this server does not serve WebSocket connections"))
                     self.transport.close()
+                    # Answered: what the parser still reads of it goes nowhere (uvicorn's
+                    # own callbacks skip a request whose response is complete).
+                    self.cycle = _Answered()  # type: ignore[assignment]
                     return
                 super().on_headers_complete()
                 # Another protocol (h2c) is ignored, as a server may: the request is answered
@@ -382,22 +393,17 @@ def _protocol(header_timeout_s: float, body_timeout_s: float,
                 return
             super().on_headers_complete()
 
-        def on_body(self, body: bytes) -> None:
-            if not self._refused:
-                super().on_body(body)
-
         def on_message_complete(self) -> None:
             self._disarm()
-            if self._refused:
-                return
             held.sheddable.pop(self, None)  # being answered: never shed
             super().on_message_complete()
 
         def on_response_complete(self) -> None:
             super().on_response_complete()
-            if self in held.all and not self.transport.is_closing():
-                held.sheddable[self] = None  # idle, kept alive
-                held.room()
+            if self in held.all:
+                held.sheddable[self] = None  # idle, kept alive: the newest to go
+                if held.paused:
+                    held.room()
 
         def _unsupported_upgrade_warning(self) -> None:
             pass  # answered above: refused (a WebSocket), or served as plain HTTP
