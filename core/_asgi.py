@@ -353,6 +353,8 @@ def _protocol(header_timeout_s: float, body_timeout_s: float,
             self._arm()  # a connection that sends nothing at all
             held.all.add(self)
             held.sheddable[self] = None
+            if held.paused:  # accepting waited for a connection it may now shed
+                held.room()
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm()
@@ -438,7 +440,11 @@ def _server(app: App, *, graceful_s: float | None, header_timeout_s: float,
                 return protocol(config=config, server_state=self.server_state,  # type: ignore[call-arg]
                                 app_state=self.lifespan.state)
 
-            self.acceptor = _Acceptor(sock, factory, held)
+            try:
+                self.acceptor = _Acceptor(sock, factory, held)
+            except NotImplementedError:  # a loop that cannot watch a socket (Windows' proactor)
+                self.servers = [await asyncio.get_running_loop().create_server(
+                    factory, sock=sock, backlog=config.backlog)]
 
         async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
             if self.acceptor is not None:
@@ -481,7 +487,7 @@ class AsgiServer:
 
     @property
     def connections_shed(self) -> int:
-        """Connections closed (or refused) to stay within ``max_connections``."""
+        """Connections closed to stay within ``max_connections``."""
         return 0 if self._held is None else self._held.shed
 
     async def start(self) -> None:

@@ -160,6 +160,9 @@ def _common_error(causes: Counter[tuple[str, str]]) -> dict[str, Any] | None:
 #: text (lowercased), else the type's last one (no words).
 _REMEDIES: dict[str, list[tuple[tuple[str, ...], str]]] = {
     "connection_error": [
+        (("mismatch", "certificate verify failed"),
+         "the endpoint's certificate is for another name: reach it by a host name the "
+         "certificate holds (model.base_url)"),
         (("certificate verify failed",),
          "the endpoint's certificate is not trusted here: set model.ca_bundle to the PEM file "
          "of its CA (or export SSL_CERT_FILE=that file)"),
