@@ -34,66 +34,10 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 
-SERVER = """
-import asyncio, json, resource, sys
-resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
-from interplay import _aio
-from interplay.interception import InterceptionServer
-from interplay.model.client import ModelClient
-from interplay.model.endpoint import Endpoint
-
-async def main():
-    client = ModelClient(Endpoint(base_url=sys.argv[1], model="scripted", max_retries=0))
-    async with InterceptionServer() as srv:
-        route = srv.open_trace(client=client, on_call=lambda call: None)
-        print(json.dumps({"base_url": route.base_url, "secret": route.secret}), flush=True)
-        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
-        shed = getattr(srv._server, "connections_shed", None)  # (none before the limit)
-    await client.aclose()
-    print(json.dumps({"shed": shed}), flush=True)
-
-_aio.run(main())
-"""
-
-HOSTILE = """
-import asyncio, sys
-port, n = int(sys.argv[1]), int(sys.argv[2])
-opened = 0
-
-async def hold(stop):
-    global opened
-    while not stop.is_set():
-        try:
-            async with asyncio.timeout(5):
-                reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        except (OSError, TimeoutError):
-            await asyncio.sleep(0.1)
-            continue
-        opened += 1
-        try:
-            writer.write(b"POST /v1/chat/completions HTTP/1.1\\r\\nhost: x\\r\\ncontent-le")
-            await reader.read()
-        except OSError:
-            pass
-        finally:
-            writer.close()
-
-async def main():
-    stop = asyncio.Event()
-    tasks = [asyncio.ensure_future(hold(stop)) for _ in range(n)]
-    closed = asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
-    while opened < n:
-        await asyncio.sleep(0.05)
-    print("held", flush=True)
-    await closed
-    print(opened, flush=True)
-    stop.set()
-    for task in tasks:
-        task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
-
-asyncio.run(main())
-"""
+# The server under a descriptor limit and the hostile client are the ones the test of this
+# case runs (tests/test_listeners.py), so the figures are of what the test checks.
+sys.path.insert(0, str(HERE.parent / "tests"))
+from test_listeners import HOSTILE, PRESSED_SERVER  # noqa: E402
 
 
 async def good_requests(base_url: str, secret: str, n: int, *, fresh: bool) -> list[float]:
@@ -128,7 +72,8 @@ def describe(latencies: list[float]) -> str:
     answered = sorted(x for x in latencies if x == x)
     if not answered:
         return f"0 of {len(latencies)} answered"
-    q = statistics.quantiles(answered, n=100) if len(answered) > 1 else answered * 99
+    q = (statistics.quantiles(answered, n=100, method="inclusive") if len(answered) > 1
+         else answered * 99)
     return (f"{len(answered)} of {len(latencies)} answered; p50 {q[49] * 1e3:.1f} ms, "
             f"p99 {q[98] * 1e3:.1f} ms, max {answered[-1] * 1e3:.1f} ms")
 
@@ -138,8 +83,8 @@ async def hostile_run(hostile: int, good: int) -> None:
 
     async with ScriptedModel() as model:
         server = await asyncio.create_subprocess_exec(
-            sys.executable, "-c", SERVER, model.base_url, stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE)
+            sys.executable, "-c", PRESSED_SERVER, model.base_url, "uvloop",
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
         assert server.stdout is not None and server.stdin is not None
         route = json.loads(await server.stdout.readline())
         port = route["base_url"].split(":")[2].split("/")[0]
