@@ -508,8 +508,7 @@ def test_sigterm_while_connecting_to_ray_stops_the_run_and_writes_its_summary(
     pytest.importorskip("ray")
     proc = subprocess.Popen(
         [sys.executable, "-m", "interplay.cli",
-         *_connect_args(tmp_path, f"127.0.0.1:{silent_listener}",
-                        "--set", "ray_connect_timeout_s=50")],
+         *_connect_args(tmp_path, f"127.0.0.1:{silent_listener}")],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
     try:
         assert proc.stderr is not None
