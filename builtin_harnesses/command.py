@@ -7,25 +7,32 @@ the tool gateway, an MCP server (streamable HTTP) serving them: ``INTERPLAY_MCP_
 ``INTERPLAY_MCP_TOKEN`` (the trace's bearer token); each call it makes runs in-process and is
 recorded as the ``chat`` harness records one. The task goes on stdin or as the last argument, as
 text or (``prompt_format = "messages"``) as a JSON message list; its stdout is the reply.
-Exit code, stdout and stderr are recorded on the trace. The program runs in a process group
-of its own, killed when the segment ends (on a timeout, on cancellation, and after a normal
-exit, for what it left in the background), and it is started through
-:mod:`interplay.processes`, so a killed run takes it and its children along.
+Exit code, stdout and stderr are recorded on the trace. The segment ends when the program
+exits (or at its timeout), even if something it started in the background still holds its
+output: what it wrote until then is its answer. The program runs in a process group of its
+own, killed when the segment ends (on a timeout, on cancellation, and after a normal exit, for
+what it left in the background), and it is started through :mod:`interplay.processes`, so a
+killed run takes it and its children along.
+
+A program that cannot run as configured (not found, not executable) is a config error; one the
+system could not start for want of descriptors, processes or memory is tried again under the
+seat's retry policy (its endpoint's ``max_retries`` and ``retry_max_s``), and if it still
+cannot start the segment ends as a ``spawn_error``, transient like a model's connection error.
 """
 
 from __future__ import annotations
 
-import asyncio
+import errno
 import json
 import os
-import signal
 from typing import Any, ClassVar, Literal
 
 import attrs
 
 from interplay.errors import InterplayError
 from interplay.harness import Harness, Segment
-from interplay.processes import start_process
+from interplay.model.retries import Failure, Policy
+from interplay.processes import ProgramRun, not_runnable, run_program
 from interplay.records import Message, Task
 from interplay.run.agent import SegmentContext
 
@@ -78,35 +85,41 @@ class CommandHarness(Harness):
         else:  # never another run's, inherited
             env.pop(MCP_URL_VAR, None)
             env.pop(MCP_TOKEN_VAR, None)
-        try:
-            proc = await start_process(
-                *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE, cwd=cfg.cwd, env=env)
-        except FileNotFoundError:
-            raise InterplayError(f"harness 'command': program {argv[0]!r} not found; "
-                                 f"fix harness_config.argv") from None
-        except OSError as exc:
-            reason = exc.strerror or type(exc).__name__
-            raise InterplayError(f"harness 'command': cannot run program {argv[0]!r} "
-                                 f"({reason}); fix harness_config.argv") from None
         stdin = prompt.encode() if cfg.prompt_via == "stdin" else b""
+
+        async def attempt() -> ProgramRun:
+            try:
+                return await run_program(argv, stdin=stdin, timeout_s=cfg.timeout_s,
+                                         cwd=cfg.cwd, env=env, keep_stderr=KEEP_BYTES)
+            except OSError as exc:
+                reason = exc.strerror or type(exc).__name__
+                if isinstance(exc, FileNotFoundError):
+                    raise InterplayError(f"harness 'command': program {argv[0]!r} not found; "
+                                         f"fix harness_config.argv") from None
+                if exc.errno == errno.E2BIG and cfg.prompt_via == "argv":
+                    raise InterplayError(f"harness 'command': the prompt is too long to pass "
+                                         f"as an argument ({reason}); set "
+                                         f"harness_config.prompt_via = \"stdin\"") from None
+                if not_runnable(exc):
+                    raise InterplayError(f"harness 'command': cannot run program {argv[0]!r} "
+                                         f"({reason}); fix harness_config.argv") from None
+                raise Failure("spawn_error", f"the system could not start program "
+                              f"{argv[0]!r} ({_system_reason(exc)})") from None
+
         try:
-            out, err = await asyncio.wait_for(proc.communicate(stdin), cfg.timeout_s)
-        except (TimeoutError, asyncio.CancelledError) as exc:
-            _kill_group(proc)
-            await proc.wait()
-            if isinstance(exc, asyncio.CancelledError):
-                raise
-            self._record(ctx, proc.returncode, b"", b"")
+            run = await Policy(ctx.client.endpoint).run(attempt, event="command.start_retry")
+        except Failure as failure:
+            return Segment(stop_condition="error", error_type=failure.error_type,
+                           error=failure.message)
+        self._record(ctx, run.exit_code, run.stdout, run.stderr)
+        if run.timed_out:
             return Segment(stop_condition="timeout", error_type="timeout",
                            error=f"command exceeded {cfg.timeout_s:g} s")
-        _kill_group(proc)  # what it left running in the background
-        self._record(ctx, proc.returncode, out, err)
-        text = out.decode(errors="replace").strip()
-        if proc.returncode != 0:
+        text = run.stdout.decode(errors="replace").strip()
+        if run.exit_code != 0:
             return Segment([Message("assistant", text)] if text else [], stop_condition="error",
                            error_type="command_failed",
-                           error=f"exit code {proc.returncode}")
+                           error=f"exit code {run.exit_code}")
         return Segment([Message("assistant", text)])
 
     def _render(self, task: Task) -> str:
@@ -124,8 +137,10 @@ class CommandHarness(Harness):
                      "stderr": err[-KEEP_BYTES:].decode(errors="replace")})
 
 
-def _kill_group(proc: asyncio.subprocess.Process) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+def _system_reason(exc: OSError) -> str:
+    """What the system ran short of, as its error says it (uvloop reports a failed start for
+    want of descriptors as errno -1, "Unknown error -1")."""
+    if exc.errno is None or exc.errno < 0:
+        return "no descriptor, process or memory to spare (the system's error: " \
+               f"{exc.strerror or exc})"
+    return exc.strerror or str(exc)

@@ -252,9 +252,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
                   else ", a local Ray cluster")
 
     def announce(n_tasks: int, to_run: int) -> None:
+        short = (f" (-n {cfg.n}, but {env.name} has {n_tasks} tasks: it runs {n_tasks})"
+                 if cfg.n is not None and cfg.n > n_tasks else "")
         print(f"interplay eval {env.name}: {to_run} episodes to run "
               f"({n_tasks} tasks x {cfg.rollouts} rollouts, -c {cfg.concurrency}{spread}) "
-              f"on {where}; results in {output}", file=sys.stderr)
+              f"on {where}; results in {output}{short}", file=sys.stderr)
 
     try:
         outcome = _aio.run(_run_cli(cfg, env, resolved, output, show_progress=not args.quiet,
@@ -263,7 +265,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         print(f"interplay: interrupted; finished episodes are in {output / EPISODES_FILE}; "
               f"continue with: interplay eval --resume {output}", file=sys.stderr)
         return 130
-    from interplay.run.summary import format_summary
+    from interplay.run.summary import error_line, format_summary
 
     summary = outcome.summary
     print(format_summary(summary, title=f"{env.name}: {output}"))
@@ -272,12 +274,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
         path = write_report(output)
         print(f"report: {path}")
+    # When every episode, or most, ended the same way: the cause and what to change, last.
+    line = error_line(summary, rerun=f"run them again with `interplay eval --resume {output} "
+                                     f"--retry-errors`")
+    if line is not None:
+        print(line, file=sys.stderr)
     if not summary["completed"]:
-        errors = ", ".join(f"{kind} {n}" for kind, n in
-                           sorted(summary["errors"].items(), key=lambda item: -item[1]))
-        print(f"interplay: error: no episode completed: all {summary['episodes']} ended in an "
-              f"error ({errors}); mend the cause, then run them again with "
-              f"`interplay eval --resume {output} --retry-errors`", file=sys.stderr)
         return 1
     return 0 if summary["complete"] else 1
 
@@ -289,9 +291,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        from interplay import log
+        from interplay import _fds, log
 
         log.configure(fmt=args.log_format, level=args.log_level)
+        # Every connection, upstream call and program's pipe is a descriptor: take all the
+        # system allows (the servers keep a client that hoards them to a share).
+        raised = _fds.raise_limit()
+        if raised is not None:
+            log.get_logger("interplay.cli").debug("cli.descriptor_limit", before=raised[0],
+                                                  after=raised[1])
         code = int(args.func(args) or 0)
         sys.stdout.flush()  # here, where a closed pipe is caught, not at interpreter exit
         return code

@@ -8,15 +8,20 @@ then they go to the standard library's ``logging`` under the logger's name, so a
 host decides, and with no logging set up only warnings and above reach stderr, never stdout.
 :func:`configure` is called by the CLI and nowhere else.
 
-Whatever a caller passes, :func:`redact` lets through only values that cannot carry message
-text, tool arguments or user data: numbers, booleans, strings under keys known to hold names and
-identifiers, and an event that is a namespaced name (``"interception.request"``; an event with
-spaces or %-formatted text is user text as far as the guard knows). Any other string becomes
-``<redacted len=N>``. URLs and paths are kept without their credentials: userinfo, query
-string and fragment are dropped and a trace's secret segment (``/t/<secret>/``) is masked.
-Tracebacks are dropped (their type is kept) unless the level is debug. Records from the
-standard library's ``logging`` (httpx, uvicorn, ...) go through the same guard, so no log line
-on the process's stream bypasses it.
+Message text stays out of the log because interplay's log calls never pass it: they pass
+names, ids, counts, lengths, times, package names and error types. The guard,
+:func:`redact`, is the second line: whatever a caller passes, it lets through only values that
+cannot carry message text, tool arguments or user data: numbers, booleans, strings under keys
+known to hold names and identifiers, text the calling code vouches for (:class:`Verbatim`: a
+plugin's import error, say), and an event that is a namespaced name
+(``"interception.request"``; an event with spaces or %-formatted text is user text as far as
+the guard knows). Any other string becomes ``<redacted len=N>``. URLs and paths are kept
+without their credentials: userinfo, query string and fragment are dropped and a trace's
+secret segment (``/t/<secret>/``) is masked. Tracebacks are dropped (their type is kept)
+unless the level is debug. Records from the standard library's ``logging`` (httpx, uvicorn,
+...) go through the same guard, so no log line on the process's stream bypasses it; the
+servers' own lines (:data:`SERVER_LOGGERS`: uvicorn's status lines and protocol errors, which
+never hold a request's bytes) keep their text, their arguments redacted unless numbers.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ SAFE_KEYS = frozenset({
     "agent", "seat", "env", "harness", "model", "plugin", "package", "version", "hook",
     "kind", "name", "step", "verifier", "user_sim", "tool", "api", "route", "method",
     "stop_condition", "error_type", "finish_reason", "phase",
-    "host", "format", "reason_code",
+    "host", "format", "reason_code", "packages",
 })
 #: Keys whose string values are URLs or paths: kept, but scrubbed by :func:`scrub_location`.
 LOCATION_KEYS = frozenset({"url", "base_url", "path"})
@@ -76,9 +81,39 @@ def _scrub_str(key: str, value: str) -> str:
     return f"<redacted len={len(value)}>"
 
 
+class Verbatim(str):
+    """Text a log call vouches holds no message text, tool arguments or user data (a plugin's
+    import error, a program's name): let through as it is, under any key."""
+
+    __slots__ = ()
+
+
+#: Loggers of the servers interplay runs whose own lines are let through with their text:
+#: uvicorn's (``uvicorn.error`` is its main logger despite the name; its access log, which
+#: holds request paths, is off and stays redacted).
+SERVER_LOGGERS = frozenset({"uvicorn", "uvicorn.error"})
+
+
+def _server_line(record: logging.LogRecord) -> str | None:
+    """A server's own line: its format string, with each argument kept only if a number."""
+    if record.name not in SERVER_LOGGERS or not isinstance(record.msg, str):
+        return None
+    args = record.args if isinstance(record.args, tuple) else ()
+    if not args:
+        return record.msg
+    shown = tuple(a if isinstance(a, int | float) and not isinstance(a, bool)
+                  else _scrub("text", a) for a in args)
+    try:
+        return record.msg % shown
+    except (TypeError, ValueError):
+        return record.msg
+
+
 def _scrub(key: str, value: Any) -> Any:
     if value is None or isinstance(value, bool | int | float):
         return value
+    if isinstance(value, Verbatim):
+        return str(value)
     if isinstance(value, str):
         return _scrub_str(key, value)
     if isinstance(value, list | tuple | set | frozenset):
@@ -115,7 +150,11 @@ class Redactor:
             value = event_dict[key]
             if key == "event":
                 if not (isinstance(value, str) and _EVENT.fullmatch(value)):
-                    event_dict[key] = _scrub("text", value)
+                    record = event_dict.get("_record")
+                    line = None
+                    if record is not None and not event_dict.get("_from_structlog"):
+                        line = _server_line(record)
+                    event_dict[key] = _scrub("text", value) if line is None else line
                 continue
             event_dict[key] = _scrub(key, value)
         return event_dict
@@ -260,7 +299,8 @@ def _route_stdlib_logging(level: int, guard: Redactor, renderer: Any, stream: Te
             structlog.stdlib.add_logger_name,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
         ],
-        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, guard,
+        # The guard first: a server's own line is told apart by its record.
+        processors=[guard, structlog.stdlib.ProcessorFormatter.remove_processors_meta,
                     renderer],
     ))
     handler._interplay = True  # type: ignore[attr-defined]

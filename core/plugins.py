@@ -33,7 +33,7 @@ import pluggy
 from interplay import hookspecs
 from interplay.config import default_problems
 from interplay.errors import InterplayError
-from interplay.log import get_logger
+from interplay.log import Verbatim, get_logger
 from interplay.registry import KIND_BASES, Entry, Registry
 from interplay.registry import KINDS as KINDS  # the kinds, where callers have always found them
 from interplay.registry import SINGULAR as SINGULAR
@@ -134,8 +134,10 @@ class PluginHost:
                 name=ep.name, package=package, version=version, builtin=False,
                 error=_describe(exc),
             )
+            # The plugin's own error, not user data: what its author needs to read.
             log.warning("plugins.load_failed", plugin=ep.name, package=package,
-                        version=version, error_type=type(exc).__name__)
+                        version=version, error_type=type(exc).__name__,
+                        error=Verbatim(self.infos[ep.name].error or ""))
             return
         self._add(module, ep.name, package, version, builtin=False)
 
@@ -186,7 +188,8 @@ class PluginHost:
                     info.error = f"{hook_name}: {_describe(exc)}"
                     info.registered = {}
                     log.warning("plugins.hook_failed", plugin=info.name, hook=hook_name,
-                                package=info.package, error_type=type(exc).__name__)
+                                package=info.package, error_type=type(exc).__name__,
+                                error=Verbatim(info.error))
                     continue
                 added.setdefault(info.name, []).extend(mine)
         # Only plugins whose every hook succeeded contribute, so a plugin that failed in a

@@ -32,6 +32,14 @@ Platforms: on Linux, groups and the tag (found through ``/proc``). On other POSI
 found, nor a child started in the instant between its start and its registration. On Windows
 children start plainly and nothing is reaped.
 
+A program run for its output (:func:`run_program`, what the ``command`` harness does) ends
+when it exits, not when its output pipes close: a background child it left holding them (``cmd
+&``, or one in a session of its own) does not keep its caller waiting. What it wrote until it
+exited is read, and its process group ended. A failure to start it is told apart
+(:func:`not_runnable`): the program itself cannot run as given (no such file, no permission,
+not an executable), or the system was short of something (descriptors, processes, memory) and
+trying again may work.
+
 This module owns how children start and the reaper; it must not decide when a child should
 stop (its owner does).
 """
@@ -40,14 +48,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import secrets
+import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+import attrs
 
 from interplay.log import get_logger
 
@@ -190,3 +202,176 @@ def popen(args: list[str], *, env: Mapping[str, str] | None = None,
     proc = subprocess.Popen(args, env=child_env(env), start_new_session=True, **kwargs)
     _register(proc.pid)
     return proc
+
+
+#: Why a program cannot start that is the program's (or its settings'), not the system's: trying
+#: again cannot help. Any other failure to start it (EMFILE, ENFILE, EAGAIN, ENOMEM, or uvloop's
+#: errno -1 for the same) is the system running short, and may pass.
+NOT_RUNNABLE = frozenset({errno.ENOENT, errno.EACCES, errno.EPERM, errno.ENOEXEC,
+                          errno.ENOTDIR, errno.EISDIR, errno.ELOOP, errno.ENAMETOOLONG,
+                          errno.E2BIG})
+
+
+def not_runnable(exc: OSError) -> bool:
+    """Whether ``exc``, raised starting a program, says the program cannot run as given."""
+    return exc.errno in NOT_RUNNABLE
+
+
+@attrs.define
+class ProgramRun:
+    """What one run of a program did: its exit code (negative: the signal that ended it, as
+    SIGKILL at its timeout), everything it wrote to stdout, and the last ``keep_stderr`` bytes
+    of its stderr."""
+
+    exit_code: int | None
+    stdout: bytes
+    stderr: bytes
+    timed_out: bool = False
+
+
+class _Sink:
+    """The read end of a program's pipe, read as data arrives, and once more, without waiting,
+    when the program has exited: as many bytes as the pipe holds then (a child still writing
+    to it does not keep this reading)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, fd: int, keep: int | None) -> None:
+        self.loop = loop
+        self.fd = fd
+        self.keep = keep
+        self.data = bytearray()
+        self.open = True
+        os.set_blocking(fd, False)
+        loop.add_reader(fd, self.read)
+
+    def read(self, size: int = 1 << 18) -> int:
+        """One read of up to ``size`` bytes; how many came (0 at the end, or none waiting)."""
+        try:
+            chunk = os.read(self.fd, size)
+        except (BlockingIOError, InterruptedError):
+            return 0
+        except OSError:
+            chunk = b""
+        if not chunk:
+            self.close()
+            return 0
+        self.data += chunk
+        if self.keep is not None and len(self.data) > 2 * self.keep:
+            del self.data[:-self.keep]
+        return len(chunk)
+
+    def take(self) -> bytes:
+        """All that was written until now; the pipe is closed."""
+        left = _waiting(self.fd) if self.open else 0
+        while left > 0 and self.open:
+            n = self.read(min(left, 1 << 18))
+            if not n:
+                break
+            left -= n
+        self.close()
+        return bytes(self.data if self.keep is None else self.data[-self.keep:])
+
+    def close(self) -> None:
+        if self.open:
+            self.open = False
+            self.loop.remove_reader(self.fd)
+            os.close(self.fd)
+
+
+def _waiting(fd: int) -> int:
+    """Bytes waiting in the pipe ``fd`` (FIONREAD)."""
+    import fcntl
+    import termios
+
+    buf = bytearray(4)
+    try:
+        fcntl.ioctl(fd, termios.FIONREAD, buf)
+    except OSError:
+        return 1 << 30  # read until it would block
+    return int.from_bytes(buf, sys.byteorder)
+
+
+class _Feed:
+    """The write end of a program's stdin, fed ``data`` as the program reads it, then closed.
+    A program that exits without reading it all just does not get the rest."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, fd: int, data: bytes) -> None:
+        self.loop = loop
+        self.fd = fd
+        self.data = memoryview(data)
+        self.open = True
+        os.set_blocking(fd, False)
+        self.watching = False
+        self.write()
+
+    def write(self) -> None:
+        while self.open and self.data:
+            try:
+                n = os.write(self.fd, self.data[:1 << 16])
+            except (BlockingIOError, InterruptedError):
+                if not self.watching:
+                    self.watching = True
+                    self.loop.add_writer(self.fd, self.write)
+                return
+            except OSError:  # the program closed its stdin (EPIPE) or exited
+                break
+            self.data = self.data[n:]
+        self.close()
+
+    def close(self) -> None:
+        if self.open:
+            self.open = False
+            if self.watching:
+                self.loop.remove_writer(self.fd)
+            os.close(self.fd)
+
+
+async def run_program(argv: Sequence[str], *, stdin: bytes = b"", timeout_s: float,
+                      cwd: str | None = None, env: Mapping[str, str] | None = None,
+                      keep_stderr: int | None = None) -> ProgramRun:
+    """Run ``argv`` (through :func:`start_process`) with ``stdin`` on its standard input, until
+    it exits or ``timeout_s`` passes, then end its process group.
+
+    Its output is read as it comes, through pipes of this function's own rather than
+    asyncio's: an asyncio subprocess is not done until its pipes close, and a child the
+    program left in the background may hold them for as long as it lives. Once the program
+    has exited, what it wrote is all in the pipes (a write to a pipe is done when it returns)
+    and is read without waiting for their end. Raises the OSError of a program that could not
+    start (see :func:`not_runnable`); cancelled, it ends the program's group first."""
+    loop = asyncio.get_running_loop()
+    mine: list[int] = []  # the descriptors still open here, closed on every way out
+    try:
+        stdin_r, stdin_w = os.pipe()
+        mine += [stdin_r, stdin_w]
+        out_r, out_w = os.pipe()
+        mine += [out_r, out_w]
+        err_r, err_w = os.pipe()
+        mine += [err_r, err_w]
+        proc = await start_process(*argv, stdin=stdin_r, stdout=out_w, stderr=err_w, cwd=cwd,
+                                   env=env)
+    except BaseException:
+        for fd in mine:
+            os.close(fd)
+        raise
+    for fd in (stdin_r, out_w, err_w):  # the program's ends: it holds its own copies
+        os.close(fd)
+    feed = _Feed(loop, stdin_w, stdin)
+    out, err = _Sink(loop, out_r, None), _Sink(loop, err_r, keep_stderr)
+    timed_out = False
+    try:
+        try:
+            await asyncio.wait_for(proc.wait(), timeout_s)
+        except TimeoutError:
+            timed_out = True
+    finally:
+        # What it left running in its group goes with it (and the program, on a timeout or a
+        # cancellation); what left the group is the reaper's, when this process ends.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        feed.close()
+        try:
+            if proc.returncode is None:
+                await asyncio.shield(proc.wait())
+        finally:
+            stdout, stderr = out.take(), err.take()
+    return ProgramRun(exit_code=proc.returncode, stdout=stdout, stderr=stderr,
+                      timed_out=timed_out)

@@ -330,3 +330,17 @@ def test_listing_into_a_closed_pipe_ends_quietly(installed: dict[str, Path]) -> 
     assert "Traceback" not in proc.stderr and "BrokenPipeError" not in proc.stderr, proc.stderr
     assert proc.returncode == 141  # as a writer killed by SIGPIPE, which shells expect
 
+
+
+def test_plugin_failures_and_clashes_are_logged_so_an_operator_can_read_them(run: Run) -> None:
+    """The log names a clash's packages and carries a plugin's import error, both the
+    plugins' own words (no user data)."""
+    out = run("--log-format", "json", "plugins", packages=["good", "bad_import", "clash"])
+    assert out.returncode == 0, out.stderr
+    lines = [json.loads(line) for line in out.stderr.splitlines() if line.startswith("{")]
+    [failed] = [x for x in lines if x["event"] == "plugins.load_failed"]
+    assert failed["package"] == "interplay-fixture-bad-import"
+    assert "RuntimeError: fixture_bad_import_plugin is broken on purpose" in failed["error"]
+    [clash] = [x for x in lines if x["event"] == "plugins.clash"]
+    assert sorted(clash["packages"]) == ["interplay-fixture-clash", "interplay-fixture-good"]
+    assert "redacted" not in out.stderr

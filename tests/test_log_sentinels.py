@@ -13,6 +13,7 @@ import io
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import structlog
@@ -260,3 +261,115 @@ def test_a_debug_traceback_shows_no_locals() -> None:
     text = buffer.getvalue()
     assert "Traceback" in text and "KeyError" in text  # debug keeps the traceback ...
     assert "SENTINEL" not in text  # ... but not what its frames held
+
+
+async def test_the_servers_own_messages_come_through_and_request_bytes_do_not(
+        log_buffer: io.StringIO) -> None:
+    """uvicorn's own lines (a protocol error here) are logged with their text, which is
+    uvicorn's; the bytes of the request that caused them are not."""
+    import asyncio
+
+    from interplay.interception import InterceptionServer
+
+    secret = "SENTINEL-GARBAGE-81fe"
+    async with ScriptedModel() as model, InterceptionServer() as srv:
+        for port in (int(srv.root_url.rsplit(":", 1)[1]),
+                     int(model.base_url.split(":")[2].split("/")[0])):
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(f"POST /v1/chat {secret} HTTP/9.9\r\nx: {secret}\r\n\r\n".encode())
+            answer = await reader.read()
+            writer.close()
+            assert answer.startswith(b"HTTP/1.1 400")
+    text = log_buffer.getvalue()
+    assert secret not in text
+    lines = [json.loads(line) for line in text.splitlines()]
+    protocol_errors = [x for x in lines if x["event"] == "Invalid HTTP request received."]
+    assert len(protocol_errors) == 2, lines
+    assert {x["logger"] for x in protocol_errors} == {"uvicorn.error"}
+
+
+class _Returns:
+    """Harness stand-ins that fail each in its own way: hand back nothing, or raise."""
+
+    @staticmethod
+    def harnesses() -> list[type]:
+        from interplay import Harness
+
+        class Nothing(Harness):
+            name = "test_returns_nothing"
+
+            async def launch(self, task: Task, ctx: Any) -> Any:
+                return None
+
+        class Raises(Harness):
+            name = "test_raises"
+
+            async def launch(self, task: Task, ctx: Any) -> Any:
+                raise ValueError(SENTINELS["reply"])
+
+        return [Nothing, Raises]
+
+
+@pytest.mark.parametrize("harness", ["test_returns_nothing", "test_raises"])
+async def test_a_failure_is_logged_with_the_error_type_its_record_has(
+        log_buffer: io.StringIO, register_plugin: Any, harness: str) -> None:
+    import types
+
+    from interplay import hookimpl
+    from interplay.builtin_envs.steps import OneShot
+
+    def register_harnesses(register: Any) -> None:
+        for cls in _Returns.harnesses():
+            register(cls)
+
+    register_plugin(types.SimpleNamespace(register_harnesses=hookimpl(register_harnesses)),
+                    "returns")
+
+    class OneSeat(Env):
+        name = "test_one_seat"
+        seats = {"assistant": SeatSpec(harness=harness)}
+
+        def tasks(self) -> list[Task]:
+            return []
+
+        def steps(self) -> list[Step]:
+            return [OneShot()]
+
+    episode = (await run_scripted(OneSeat(), Task(0, prompt="x"), None)).episode
+    assert episode.error_type == "harness_error", episode.error
+    trace = episode.trace("assistant")
+    assert trace.error_type == "harness_error"
+    lines = [json.loads(line) for line in log_buffer.getvalue().splitlines()]
+    [logged] = [x for x in lines if x["event"] == "agent.harness_error"]
+    assert logged["error_type"] == trace.error_type
+    assert logged.get("exception_type") == ("ValueError" if harness == "test_raises" else None)
+    assert SENTINELS["reply"] not in log_buffer.getvalue()
+
+
+@pytest.mark.parametrize("raised", ["ValueError", "InterplayError"])
+async def test_a_failed_step_is_logged_with_the_episodes_error_type(
+        log_buffer: io.StringIO, raised: str) -> None:
+    from interplay.errors import InterplayError
+
+    class Fails(Step):
+        name = "test_fails"
+
+        async def run(self, ctx: EpisodeContext) -> None:
+            raise (ValueError if raised == "ValueError" else InterplayError)(SENTINELS["reply"])
+
+    class FailingEnv(Env):
+        name = "test_failing"
+        seats = {"assistant": SeatSpec(harness="null")}
+
+        def tasks(self) -> list[Task]:
+            return []
+
+        def steps(self) -> list[Step]:
+            return [Fails()]
+
+    episode = (await run_scripted(FailingEnv(), Task(0, prompt="x"), None)).episode
+    assert episode.error_type == ("env_error" if raised == "ValueError" else "config_error")
+    lines = [json.loads(line) for line in log_buffer.getvalue().splitlines()]
+    [logged] = [x for x in lines if x["event"] == "episode.step_failed"]
+    assert (logged["error_type"], logged["exception_type"]) == (episode.error_type, raised)
+    assert SENTINELS["reply"] not in log_buffer.getvalue()

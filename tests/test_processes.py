@@ -216,3 +216,20 @@ def test_serve_local_started_by_hand_outlives_its_starter(tmp_path: Path) -> Non
     finally:
         os.kill(pid, signal.SIGTERM)
     assert survivors({pid}) == set()
+
+
+async def test_a_program_run_ends_when_the_program_exits(tmp_path: Path) -> None:
+    """run_program returns when the program exits, with what it wrote until then, though a
+    child that left its group keeps writing to the same pipe without end."""
+    from interplay.processes import run_program
+
+    pid_file = tmp_path / "pid"
+    try:
+        run = await run_program(
+            ["bash", "-c", f"read line; echo \"got $line\"; setsid yes & echo $! > {pid_file}"],
+            stdin=b"apple\n", timeout_s=30)
+        assert (run.exit_code, run.timed_out) == (0, False)
+        assert run.stdout.startswith(b"got apple\n")
+        assert run.stderr == b""
+    finally:
+        os.kill(int(pid_file.read_text()), signal.SIGKILL)  # written before the program exited

@@ -465,3 +465,66 @@ def test_resume_may_move_a_run_between_executors() -> None:
     moved = {**stored, "executor": "ray", "ray_address": "auto", "workers": 1,
              "ray_runtime_env": {"pip": ["my-plugin"]}}
     assert config.config_differences(stored, moved) == []
+
+
+# -- connecting ---------------------------------------------------------------------------------
+
+
+def _connect_args(tmp_path: Path, address: str, *extra: str) -> list[str]:
+    return ["eval", "echo", "-n", "2", "--executor", "ray", "--ray-address", address,
+            "--base-url", "http://127.0.0.1:9/v1", "-o", str(tmp_path / "run"), "--no-report",
+            "--quiet", *extra]
+
+
+@pytest.fixture
+def silent_listener() -> Iterator[int]:
+    """A port where connections are taken (by the kernel) and never answered: something is
+    there, but not a Ray cluster. On every address, as Ray dials this machine's own."""
+    with socket.socket() as sock:
+        sock.bind(("0.0.0.0", 0))
+        sock.listen(64)
+        yield int(sock.getsockname()[1])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("behind", ["nothing", "silence"])
+def test_a_ray_address_that_does_not_answer_fails_in_one_line(
+        tmp_path: Path, silent_listener: int, behind: str) -> None:
+    pytest.importorskip("ray")
+    port = _free_port() if behind == "nothing" else silent_listener
+    proc = run_cli(*_connect_args(tmp_path, f"127.0.0.1:{port}",
+                                  "--set", "ray_connect_timeout_s=4"), env=_env(), timeout=120)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("interplay: error")]
+    assert errors == [proc.stderr.strip().splitlines()[-1]]
+    assert f"Ray address 127.0.0.1:{port}" in errors[0]
+    assert "within 4 s" in errors[0] and "ray_connect_timeout_s" in errors[0]
+    assert results.read_episodes(tmp_path / "run" / "episodes.jsonl") == []
+
+
+@pytest.mark.slow
+def test_sigterm_while_connecting_to_ray_stops_the_run_and_writes_its_summary(
+        tmp_path: Path, silent_listener: int) -> None:
+    pytest.importorskip("ray")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "interplay.cli",
+         *_connect_args(tmp_path, f"127.0.0.1:{silent_listener}")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+    try:
+        assert proc.stderr is not None
+        announced = proc.stderr.readline()
+        assert "episodes to run" in announced, announced + proc.communicate()[1]
+        time.sleep(3)  # connecting by now
+        assert proc.poll() is None
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err[-3000:]
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["interrupted"] is True and summary["episodes"] == 0
+
+
+def test_connecting_to_ray_has_a_deadline_well_under_a_minute() -> None:
+    assert 0 < config.RunConfig().ray_connect_timeout_s < 60

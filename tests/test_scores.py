@@ -121,7 +121,8 @@ def test_a_failed_judge_never_raises_a_score(tmp_path: Path, scripted_model: Scr
                                            "-o", str(out2), "-q")
     assert code == 1
     assert stderr.strip().splitlines()[-1].startswith(
-        "interplay: error: no episode completed: all 3 ended in an error (verifier_error 3)")
+        "interplay: error: no episode completed: all 3 ended in verifier_error: verifier rubric: "
+        "JudgeFailed: ")
     s = strict_json(out2 / "summary.json")
     assert (s["reward_mean"], s["scored"], s["pass_at_k"], s["completed"]) == (None, 0, {}, 0)
     assert "reward (mean ± se, 0 scored)     -" in stdout
@@ -177,9 +178,12 @@ def test_a_run_that_never_reached_the_model_exits_1_with_one_line(tmp_path: Path
                    "-o", str(out), "-q", "--set", "model.max_retries=0")
     assert proc.returncode == 1
     last = proc.stderr.strip().splitlines()[-1]
-    assert last == (f"interplay: error: no episode completed: all 3 ended in an error "
-                    f"(connection_error 3); mend the cause, then run them again with "
-                    f"`interplay eval --resume {out} --retry-errors`")
+    assert last == (f"interplay: error: no episode completed: all 3 ended in connection_error: "
+                    f"connection error sending the request: Cannot connect to host "
+                    f"127.0.0.1:{port} ssl:default [Connect call failed ('127.0.0.1', {port})]; "
+                    f"nothing answered at model.base_url (--base-url): start the endpoint, fix "
+                    f"the URL, or set model.proxy (HTTPS_PROXY) if it is reached through one; "
+                    f"then run them again with `interplay eval --resume {out} --retry-errors`")
     assert "Traceback" not in proc.stderr
     s = strict_json(out / "summary.json")
     assert (s["completed"], s["completion_ratio"], s["reward_mean"]) == (0, 0.0, None)

@@ -530,7 +530,8 @@ class InterceptionServer:
         if not task.cancelled() and (exc := task.exception()) is not None:
             # Retrieved here, so that it is logged through the guard rather than by asyncio
             # with the task's repr (which holds the request).
-            log.error("interception.producer_failed", api=api, error_type=type(exc).__name__)
+            log.error("interception.producer_failed", api=api, error_type="server_error",
+                      exception_type=type(exc).__name__)
         if not flight.done:  # cancelled before it began, or failed: never leave it open
             if task.cancelled():
                 self._cancelled(flight, api, 0.0)

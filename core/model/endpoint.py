@@ -55,7 +55,8 @@ class Endpoint:
     ``transport`` is what sends: "aiohttp" (the default) or "openai", the openai SDK's own
     client (for what only it does, such as its typed errors). Both honour ``HTTP_PROXY``,
     ``HTTPS_PROXY`` and ``NO_PROXY`` unless ``proxy`` names one, follow redirects, and use
-    ``ca_bundle`` (PEM file of the CAs to trust instead of the system's), ``client_cert`` and
+    ``ca_bundle`` (PEM file of the CAs to trust instead of the system's; unset, both honour
+    ``SSL_CERT_FILE``), ``client_cert`` and
     ``client_key`` (PEM files; the key may be in the certificate's file) and ``headers`` (sent
     with every request, after the client's own, so they may replace ``Authorization``).
 

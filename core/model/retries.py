@@ -1,12 +1,14 @@
 """The one retry policy of every model call (the model client, the Responses passthrough, the
-judges, either transport), and the failures it tells apart.
+judges, either transport) and of starting a seat's program (the ``command`` harness), and the
+failures it tells apart.
 
 A failed attempt is a :class:`Failure` with an ``error_type``. Only transient ones are tried
-again (``rate_limited``, ``server_error``, ``timeout``, ``connection_error``), and only while
-nothing of the answer has been handed on. The wait is exponential backoff with full jitter, or
-the endpoint's Retry-After when it sends one; a call stops after ``max_retries`` retries, or
-rather than wait past ``retry_max_s`` from its start. One :class:`Policy` per endpoint, held by
-its :class:`~interplay.model.client.ModelClient`.
+again (``rate_limited``, ``server_error``, ``timeout``, ``connection_error``, and
+``spawn_error``: a program the system could not start for want of descriptors, processes or
+memory), and only while nothing of the answer has been handed on. The wait is exponential
+backoff with full jitter, or the endpoint's Retry-After when it sends one; a call stops after
+``max_retries`` retries, or rather than wait past ``retry_max_s`` from its start. One
+:class:`Policy` per endpoint, held by its :class:`~interplay.model.client.ModelClient`.
 
 No I/O of its own; logs carry error types, statuses and delays, never bodies.
 """
@@ -28,7 +30,8 @@ T = TypeVar("T")
 
 log = get_logger("interplay.model")
 
-RETRYABLE = frozenset({"rate_limited", "server_error", "timeout", "connection_error"})
+RETRYABLE = frozenset({"rate_limited", "server_error", "timeout", "connection_error",
+                       "spawn_error"})
 _BACKOFF_FIRST_S = 0.5
 _BACKOFF_CAP_S = 8.0
 

@@ -313,7 +313,8 @@ class ChatSession:
             raise
         except Exception as exc:
             log.warning("agent.harness_error", agent=self.agent.name,
-                        harness=self.agent.harness.name, error_type=type(exc).__name__)
+                        harness=self.agent.harness.name, error_type="harness_error",
+                        exception_type=type(exc).__name__)
             return Segment(stop_condition="error", error_type="harness_error",
                            error=f"{type(exc).__name__}: {exc}")
         # What a harness hands back becomes the trace: anything but Messages in a Segment
@@ -321,7 +322,8 @@ class ChatSession:
         problem = _segment_problem(segment)
         if problem is not None:
             log.warning("agent.harness_error", agent=self.agent.name,
-                        harness=self.agent.harness.name, error_type="bad_segment")
+                        harness=self.agent.harness.name, error_type="harness_error",
+                        reason_code="bad_segment")
             return Segment(stop_condition="error", error_type="harness_error",
                            error=f"harness {self.agent.harness.name!r} {problem}")
         return segment  # type: ignore[no-any-return]

@@ -27,7 +27,8 @@ log = get_logger("interplay.run")
 #: Fields that may differ between a run and its resumption: where it writes, how fast, and
 #: what its interception server takes from a client.
 RESUME_IGNORED = frozenset({"output", "concurrency", "workers", "retry_errors", "executor",
-                            "ray_address", "ray_runtime_env", "interception"})
+                            "ray_address", "ray_runtime_env", "ray_connect_timeout_s",
+                            "interception"})
 DEFAULT_CONCURRENCY = 8
 
 
@@ -58,6 +59,9 @@ class RunConfig:
     ray_address: str | None = None
     #: A Ray runtime_env for the actors (pip packages, env_vars, a working_dir to ship).
     ray_runtime_env: dict[str, Any] = attrs.Factory(dict)
+    #: Seconds the driver waits for the cluster at ``ray_address`` to answer before it stops
+    #: the run in one line (Ray itself would keep trying for some ten minutes).
+    ray_connect_timeout_s: float = 20.0
     seed: int = 0
     model: Endpoint = attrs.Factory(Endpoint)
     seats: dict[str, dict[str, Any]] = attrs.Factory(dict)
@@ -153,6 +157,9 @@ def check_executor(cfg: RunConfig) -> None:
     if cfg.workers > 1:
         raise InterplayError("workers: with --executor ray the episodes are spread over the "
                              "cluster's CPUs (one actor each, sharing -c); give -w 1")
+    if not cfg.ray_connect_timeout_s > 0:
+        raise InterplayError(f"ray_connect_timeout_s: must be above 0, got "
+                             f"{cfg.ray_connect_timeout_s:g}")
     from interplay.run.ray_executor import require_ray
 
     require_ray()

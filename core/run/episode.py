@@ -203,7 +203,7 @@ async def _run(ctx: EpisodeContext, env: Env, task: Task) -> Episode:
         episode.error = f"{type(exc).__name__}: {exc}"
         episode.error_type = "config_error" if isinstance(exc, InterplayError) else "env_error"
         log.warning("episode.step_failed", episode_id=info.episode_id, env=env.name,
-                    error_type=type(exc).__name__)
+                    error_type=episode.error_type, exception_type=type(exc).__name__)
     _mark_open_traces(ctx, "error" if episode.error else "episode_ended")
     episode.traces = list(ctx.traces)
     episode.results = ctx.results
@@ -256,14 +256,14 @@ async def score(episode: Episode, env: Env, ctx: EpisodeContext) -> None:
             out = await verifier.score(episode, ctx)
             problem = _bad_rewards(out)
         except Exception as exc:
-            problem, error_type = f"{type(exc).__name__}: {exc}", type(exc).__name__
+            problem, why = f"{type(exc).__name__}: {exc}", {"exception_type": type(exc).__name__}
         else:
             if problem is None:
                 rewards.extend([out] if isinstance(out, Reward) else out)
                 continue
-            error_type = "bad_reward"
+            why = {"reason_code": "bad_reward"}
         log.warning("episode.verifier_failed", verifier=verifier.name,
-                    episode_id=episode.info.episode_id, error_type=error_type)
+                    episode_id=episode.info.episode_id, error_type="verifier_error", **why)
         episode.metrics[f"{verifier.name}_error"] = 1.0
         if episode.error is None:
             episode.error = f"verifier {verifier.name}: {problem}"

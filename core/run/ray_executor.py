@@ -1,6 +1,7 @@
 """Episodes on a Ray cluster: ``interplay eval --executor ray [--ray-address ADDRESS]``.
 
-The driver (the ``interplay eval`` process) connects to the cluster (``ray.init``; with no address
+The driver (the ``interplay eval`` process) connects to the cluster (``ray.init``, within
+``ray_connect_timeout_s``, its event loop free to answer a signal meanwhile; with no address
 Ray starts a local cluster on this machine, which ends with the run), starts one async actor
 (:class:`~interplay.run.ray_actor.EpisodeActor`) per CPU the cluster has free, at most one per
 episode of ``-c``, spread over the nodes, and gives each its share of ``-c``. Async actors
@@ -32,10 +33,11 @@ import asyncio
 import contextlib
 import logging
 import os
-import signal
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from interplay import log as log_mod
 from interplay import plugins, processes
@@ -96,8 +98,8 @@ async def run_on_ray(cfg: RunConfig, env: Env, resolved: Mapping[str, Any],
     import ray
 
     connected_here = not ray.is_initialized()
-    if connected_here:
-        _connect(ray, cfg.ray_address)
+    connection = await _connect(ray, cfg.ray_address, cfg.ray_connect_timeout_s) \
+        if connected_here else None
     pool: list[_Actor] = []
     try:
         pool = _start_actors(ray, cfg, env, resolved, len(pairs))
@@ -105,20 +107,142 @@ async def run_on_ray(cfg: RunConfig, env: Env, resolved: Mapping[str, Any],
         await _dispatch(ray, pool, pairs, env.name, cfg.seed, on_line, on_episode)
     finally:
         await asyncio.shield(_stop(ray, pool))
-        if connected_here:
+        if connection is not None:
             ray.shutdown()
+            connection.set()
 
 
-def _connect(ray: Any, address: str | None) -> None:
+async def _connect(ray: Any, address: str | None, timeout_s: float) -> threading.Event:
     """``ray.init``: to the cluster at ``address`` (else ``RAY_ADDRESS``, which ``ray job
-    submit`` sets), or a new local cluster whose processes carry this process's tag, so they
-    end with it however it ends (Ray's own fate-sharing leaves some of them running after a
-    ``kill -9`` of the driver)."""
+    submit`` sets) within ``timeout_s``, or a new local cluster whose processes carry this
+    process's tag, so they end with it however it ends (Ray's own fate-sharing leaves some of
+    them running after a ``kill -9`` of the driver).
+
+    An address is first dialled here (nothing listening there fails at the deadline, in one
+    line), then ``ray.init`` runs in a thread of its own while this loop waits for it up to
+    the same deadline: Ray keeps trying a cluster that does not answer for some ten minutes,
+    and the loop must stay free to answer Ctrl-C or SIGTERM (the run then writes its
+    summary). A ``ray.init`` given up on is left to its daemon thread.
+
+    That thread lives until the returned event is set (after ``ray.shutdown``): the local
+    cluster's processes are started from it, and Ray has them killed when the *thread* that
+    started them ends (``PR_SET_PDEATHSIG``)."""
     address = address or os.environ.get("RAY_ADDRESS") or None
-    # ray.init installs a SIGTERM handler that exits the process at once; the run's own (cancel,
-    # write the summary, stop the actors) is put back.
-    old_sigterm = signal.getsignal(signal.SIGTERM)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    if address is not None:
+        await _dial(address, _bootstrap(address), deadline, timeout_s)
+    done: asyncio.Future[None] = loop.create_future()
+    release = threading.Event()
+
+    def settle(exc: BaseException | None) -> None:
+        if not done.done():
+            if exc is None:
+                done.set_result(None)
+            else:
+                done.set_exception(exc)
+
+    def connect() -> None:
+        try:
+            _init(ray, address)
+        except BaseException as exc:
+            outcome: BaseException | None = exc
+        else:
+            outcome = None
+        with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits any more
+            loop.call_soon_threadsafe(settle, outcome)
+        if outcome is None:
+            release.wait()
+
+    threading.Thread(target=connect, name="interplay-ray-connect", daemon=True).start()
+    try:
+        if address is None:
+            await asyncio.shield(done)  # a cluster of this machine's own, starting
+        else:
+            async with asyncio.timeout(max(0.0, deadline - loop.time())):
+                await asyncio.shield(done)
+    except TimeoutError:
+        raise InterplayError(
+            f"Ray address {address}: the cluster did not answer within {timeout_s:g} s "
+            "(ray_connect_timeout_s); is it a Ray head's address (its GCS port, 6379 unless "
+            "`ray start --port` said otherwise), and does this machine hold its token "
+            "(RAY_AUTH_MODE=token, RAY_AUTH_TOKEN)?") from None
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        if address is None:
+            raise
+        raise InterplayError(
+            f"Ray address {address}: cannot connect ({_first_line(exc)}); is the "
+            "cluster up (`ray start --head`), and does this machine hold its token "
+            "(RAY_AUTH_MODE=token, RAY_AUTH_TOKEN)?") from None
+    log.info("ray.connected", cluster_url=address or "local",
+             cpus=ray.cluster_resources().get("CPU", 0))
+    return release
+
+
+def _bootstrap(address: str) -> tuple[str, int] | None:
+    """Where ``ray.init(address)`` will dial (Ray's own reading of the address: ``auto`` finds
+    the cluster this machine runs, ``localhost`` becomes this node's address); None when that
+    cannot be told here (Ray's connect, under the deadline, then says what is wrong)."""
+    if "://" in address:  # ray://HOST:PORT, the Ray Client's server
+        parts = urlsplit(address)
+        return (parts.hostname, parts.port or 10001) if parts.hostname else None
+    try:
+        from ray._private.services import canonicalize_bootstrap_address
+    except ImportError:
+        return None
+    try:
+        canonical = canonicalize_bootstrap_address(address)
+    except (ConnectionError, ValueError) as exc:  # "auto" with no cluster here, a bad form
+        raise InterplayError(f"Ray address {address}: {_first_line(exc)}") from None
+    if not canonical:
+        return None
+    host, _, port = canonical.rpartition(":")
+    return (host.strip("[]"), int(port)) if port.isdigit() else None
+
+
+async def _dial(address: str, where: tuple[str, int] | None, deadline: float,
+                timeout_s: float) -> None:
+    """Wait until something listens at ``where`` (a cluster still starting is waited for),
+    or fail in one line at ``deadline``."""
+    if where is None:
+        return
+    loop = asyncio.get_running_loop()
+    host, port = where
+    while True:
+        left = deadline - loop.time()
+        try:
+            async with asyncio.timeout(max(0.0, left)):
+                _, writer = await asyncio.open_connection(host, port)
+            writer.close()
+            return
+        except (OSError, TimeoutError):
+            if loop.time() >= deadline:
+                raise InterplayError(
+                    f"Ray address {address}: nothing answered at {host}:{port} within "
+                    f"{timeout_s:g} s (ray_connect_timeout_s); is the cluster up (`ray start "
+                    "--head`), and its port open to this machine?") from None
+            await asyncio.sleep(min(0.5, max(0.0, deadline - loop.time())))
+
+
+class _DropLine(logging.Filter):
+    """Drops one of Ray's log lines that is not the user's news."""
+
+    def __init__(self, start: str) -> None:
+        super().__init__()
+        self.start = start
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(self.start)
+
+
+def _init(ray: Any, address: str | None) -> None:
+    """``ray.init`` as the run needs it (in the connecting thread)."""
     options: dict[str, Any] = {"logging_level": logging.WARNING, "log_to_driver": True}
+    # Outside the main thread Ray installs no SIGTERM handler of its own (the run's own, which
+    # cancels, writes the summary and stops the actors, stays), and warns that it did not.
+    worker_log = logging.getLogger("ray._private.worker")
+    unwarned = _DropLine("SIGTERM handler is not set")
+    worker_log.addFilter(unwarned)
     try:
         if address is None:
             tag = processes.owner_tag()
@@ -135,18 +259,9 @@ def _connect(ray: Any, address: str | None) -> None:
             finally:
                 quiet.setLevel(level)
         else:
-            try:
-                ray.init(address=address, **options)
-            except (ConnectionError, RuntimeError, ValueError) as exc:
-                raise InterplayError(
-                    f"Ray address {address}: cannot connect ({_first_line(exc)}); is the "
-                    "cluster up (`ray start --head`), and does this machine hold its token "
-                    "(RAY_AUTH_MODE=token, RAY_AUTH_TOKEN)?") from None
+            ray.init(address=address, **options)
     finally:
-        if old_sigterm is not None:
-            signal.signal(signal.SIGTERM, old_sigterm)
-    log.info("ray.connected", cluster_url=address or "local",
-             cpus=ray.cluster_resources().get("CPU", 0))
+        worker_log.removeFilter(unwarned)
 
 
 @contextlib.contextmanager
@@ -280,8 +395,8 @@ async def _dispatch(ray: Any, pool: Sequence[_Actor], pairs: Sequence[tuple[Task
             except ray.exceptions.RayError as exc:
                 if isinstance(exc, ray.exceptions.RayActorError) and not actor.dead:
                     actor.dead = True
-                    log.warning("ray.actor_lost", host=actor.host,
-                                error_type=type(exc).__name__)
+                    log.warning("ray.actor_lost", host=actor.host, error_type="worker_error",
+                                exception_type=type(exc).__name__)
                 lost = RuntimeError(f"the Ray actor running it on {actor.node} failed "
                                     f"({_first_line(exc)})")
                 on_episode(runner.failed_episode(

@@ -307,12 +307,21 @@ def slim_record(record: Any) -> dict[str, Any]:
     return {"info": {"task_idx": task_idx, "rollout": rollout,
                      "episode_id": _get(info, "episode_id", str, where="info.")},
             "reward": _get(record, "reward", float),
-            "error_type": _get(record, "error_type", str), "metrics": metrics,
+            "error_type": _get(record, "error_type", str),
+            "error": _short(_get(record, "error", str)), "metrics": metrics,
             "started_at": _get(record, "started_at", float),
             "wall_s": _get(record, "wall_s", float),
             "traces": traces, "usage": dict(record_usage(record)),
             "criteria": criteria_scores((_map(r).get("name"), _map(r).get("info"))
                                         for r in _get(record, "rewards", list) or ())}
+
+
+#: Characters of an episode's error the slim record keeps: enough to tell causes apart.
+ERROR_CHARS = 500
+
+
+def _short(error: str | None) -> str | None:
+    return error if error is None or len(error) <= ERROR_CHARS else error[:ERROR_CHARS] + "…"
 
 
 def _kind(value: Any) -> str:
@@ -352,6 +361,7 @@ def slim_episode(episode: Episode) -> dict[str, Any]:
     return {"info": {"task_idx": info.task_idx, "rollout": info.rollout,
                      "episode_id": info.episode_id},
             "reward": episode.reward, "error_type": episode.error_type,
+            "error": _short(episode.error),
             "metrics": dict(episode.metrics), "started_at": episode.started_at,
             "wall_s": episode.wall_s,
             "traces": [{"seat": t.seat, "agent": t.agent, "stop_condition": t.stop_condition,

@@ -64,9 +64,11 @@ async def run_one(env: Env, task: Task, rollout: int, *, resources: Any, seed: i
     try:
         return await run_episode(env, task, resources=resources, rollout=rollout, seed=ep_seed)
     except Exception as exc:
+        episode = failed_episode(env.name, task, rollout, ep_seed, exc, started)
         log.warning("runner.episode_raised", env=env.name, task_idx=task.idx,
-                    rollout=rollout, error_type=type(exc).__name__)
-        return failed_episode(env.name, task, rollout, ep_seed, exc, started)
+                    rollout=rollout, error_type=episode.error_type,
+                    exception_type=type(exc).__name__)
+        return episode
 
 
 #: Episodes a run starts per turn of the event loop while it fills its slots.

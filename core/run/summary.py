@@ -108,6 +108,8 @@ def summarize(records: Sequence[Mapping[str, Any]], *, pass_threshold: float = 1
             stops[f"{_seat(t)}: {t.get('stop_condition')}"] += 1
         tokens.update(r["usage"])
     errors = Counter(str(r["error_type"]) for r in records if is_error(r))
+    causes = Counter((str(r["error_type"]), r.get("error") or "") for r in records
+                     if is_error(r))
     done = len(records)
     wall = busy_seconds(records)
     out: dict[str, Any] = {
@@ -131,6 +133,7 @@ def summarize(records: Sequence[Mapping[str, Any]], *, pass_threshold: float = 1
                      for name, by in sorted(criteria.items())},
         "stop_conditions": dict(sorted(stops.items())),
         "errors": dict(sorted(errors.items())),
+        "common_error": _common_error(causes),
         "tokens": {k: tokens[k] for k in ("prompt_tokens", "completion_tokens",
                                           "total_tokens")},
         "model_calls": tokens["model_calls"],
@@ -143,6 +146,88 @@ def summarize(records: Sequence[Mapping[str, Any]], *, pass_threshold: float = 1
         out["session_wall_s"] = session_wall_s
         out["episodes_this_session"] = done if session_episodes is None else session_episodes
     return out
+
+
+def _common_error(causes: Counter[tuple[str, str]]) -> dict[str, Any] | None:
+    """The error most error episodes ended with: its type, its text, how many."""
+    if not causes:
+        return None
+    (error_type, error), n = causes.most_common(1)[0]
+    return {"error_type": error_type, "error": error, "episodes": n}
+
+
+#: What to change for an error, by type: the first remedy whose words all occur in the error's
+#: text (lowercased), else the type's last one (no words).
+_REMEDIES: dict[str, list[tuple[tuple[str, ...], str]]] = {
+    "connection_error": [
+        (("mismatch", "certificate verify failed"),
+         "the endpoint's certificate is for another name: reach it by a host name the "
+         "certificate holds (model.base_url)"),
+        (("certificate verify failed",),
+         "the endpoint's certificate is not trusted here: set model.ca_bundle to the PEM file "
+         "of its CA (or export SSL_CERT_FILE=that file)"),
+        (("certificate",), "the endpoint's TLS certificate was refused: check model.base_url's "
+                           "host and model.ca_bundle"),
+        (("name or service not known",), "model.base_url's host name does not resolve"),
+        (("nodename nor servname",), "model.base_url's host name does not resolve"),
+        ((), "nothing answered at model.base_url (--base-url): start the endpoint, fix the "
+             "URL, or set model.proxy (HTTPS_PROXY) if it is reached through one"),
+    ],
+    "timeout": [
+        (("segment exceeded",), "raise the seat's timeout_s (--set seats.SEAT.timeout_s=...)"),
+        (("command exceeded",), "raise harness_config.timeout_s"),
+        ((), "the endpoint did not answer within model.timeout_s: raise it, or lower -c"),
+    ],
+    "auth_error": [((), "the endpoint refused the key: set model.api_key_var to the variable "
+                        "holding a valid one")],
+    "not_found": [((), "check model.base_url (it often ends in /v1) and the model's name "
+                       "(-m, model.model)")],
+    "rate_limited": [((), "lower -c, or give retries more room (model.max_retries, "
+                          "model.retry_max_s)")],
+    "server_error": [((), "the endpoint failed; its own logs say why (model.max_retries "
+                          "retries such answers)")],
+    "spawn_error": [((), "the system ran short of descriptors, processes or memory: raise "
+                         "`ulimit -n` (and `ulimit -u`) or lower -c")],
+    "command_failed": [((), "the program's exit code and stderr are in episodes.jsonl "
+                            "(traces[].info.command_runs)")],
+}
+
+
+def remedy(error_type: str, error: str) -> str | None:
+    """The setting to change for an error of ``error_type`` whose text is ``error``; None
+    where the error's own text says it (a config error) or nothing general can be said."""
+    text = error.lower()
+    for words, advice in _REMEDIES.get(error_type, []):
+        if all(w in text for w in words):
+            return advice
+    return None
+
+
+def error_line(summary: Mapping[str, Any], *, rerun: str) -> str | None:
+    """The terminal's last word on a run's errors: when no episode completed, or when more
+    than half of its episodes ended with the same error, that error, its cause and what to
+    change, and ``rerun`` (how to run them again); None otherwise."""
+    common = summary.get("common_error")
+    episodes = int(summary.get("episodes") or 0)
+    if not common or not episodes:
+        return None
+    cause = " ".join(str(common["error"]).split())
+    advice = remedy(common["error_type"], cause)
+    said = f"{common['error_type']}: {cause}" if cause else common["error_type"]
+    if advice:
+        said += f"; {advice}"
+    if not summary.get("completed"):
+        if common["episodes"] == episodes:
+            return (f"interplay: error: no episode completed: all {episodes} ended in {said}; "
+                    f"then {rerun}")
+        errors = ", ".join(f"{kind} {n}" for kind, n in
+                           sorted(summary["errors"].items(), key=lambda item: -item[1]))
+        return (f"interplay: error: no episode completed: all {episodes} ended in an error "
+                f"({errors}), {common['episodes']} in {said}; mend the causes, then {rerun}")
+    if common["episodes"] * 2 > episodes:
+        return (f"interplay: warning: {common['episodes']} of {episodes} episodes ended in "
+                f"{said}; then {rerun}")
+    return None
 
 
 def busy_seconds(records: Sequence[Mapping[str, Any]]) -> float | None:

@@ -41,8 +41,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from interplay import _aio as aio
+from interplay import _fds, plugins, processes
 from interplay import log as log_mod
-from interplay import plugins, processes
 from interplay.errors import InterplayError
 from interplay.records import Episode, Task
 from interplay.run import config, results, runner
@@ -344,6 +344,7 @@ def _die_with_parent() -> None:
 
 def main() -> None:
     _die_with_parent()
+    _fds.raise_limit()  # as the interplay command does: the worker runs episodes and servers
     # One step below the parent (the only writer of the results) and below a model server on
     # the same machine, whose every wait for the CPU is added to every call.
     os.nice(1)
