@@ -49,8 +49,6 @@ class Env:
     name: ClassVar[str] = ""
     Config: ClassVar[type] = NoConfig
     seats: ClassVar[Mapping[str, SeatSpec]] = {"assistant": SeatSpec()}
-    #: The file an env was made from (a TOML env, a scenario), which its load errors name.
-    source: ClassVar[str | None] = None
 
     def __init__(self, config: Any = None) -> None:
         self.config = settle(config, self, "env")
@@ -72,8 +70,7 @@ class Env:
         """Refuse a step or verifier that does not fit, naming it and the reason."""
         steps = self.steps()
         if not steps:
-            raise InterplayError(f"{self.source + ': ' if self.source else ''}env "
-                                 f"{self.name!r} has no steps")
+            raise InterplayError(f"env {self.name!r} has no steps")
         problems: list[str] = []
         for step in steps:
             problems += [f"step {step.name!r}: {p}" for p in step.check(steps)]
@@ -85,9 +82,7 @@ class Env:
         for verifier in self.verifiers():
             problems += [f"verifier {verifier.name!r}: {p}" for p in verifier.check(steps)]
         if problems:
-            where = f"{self.source}: " if self.source else ""
-            raise InterplayError(f"{where}env {self.name!r} does not fit together: "
-                                 f"{problems[0]}")
+            raise InterplayError(f"env {self.name!r} does not fit together: {problems[0]}")
 
 
 def build(kind: str, name: str, settings: Mapping[str, Any], path: str) -> Any:
