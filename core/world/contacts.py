@@ -50,9 +50,11 @@ class Contact:
     seat: str = "contact"
     #: How long they take to answer: one ISO-8601 duration or [low, high].
     delay: Any = "PT1H"
-    #: Working hours (local, ``HH:MM``) and days; none means any time.
-    hours: list[str] = attrs.Factory(list)
-    days: list[str] = attrs.Factory(list)
+    #: Working hours (local, ``HH:MM``, e.g. ``["09:00", "18:00"]``) and the days they work
+    #: (``mon``..``sun``, ``weekdays``, ``weekend``, ``daily``); left out: any time, any day.
+    #: An empty list is refused: it is not a way to say "any time".
+    hours: list[str] | None = None
+    days: list[str] | None = None
     timezone: str = ""
     #: Real seconds a seat-played answer may take to compute.
     limit_s: float = 120.0
@@ -67,8 +69,14 @@ class Contact:
         if bool(self.persona) == bool(self.replies):
             out.append(f"{where}: give a persona (played by a seat) or replies (scripted), "
                        f"not both and not neither")
-        if self.hours:
-            if len(self.hours) != 2:
+        for i, reply in enumerate(self.replies):
+            if not str(reply).strip():
+                out.append(f"{where}.replies[{i}]: empty; a contact's answer needs words")
+        if self.hours is not None:
+            if not self.hours:
+                out.append(f"{where}.hours: empty; give two times of day, e.g. "
+                           f"[\"09:00\", \"18:00\"], or leave hours out for any time")
+            elif len(self.hours) != 2:
                 out.append(f"{where}.hours: two times of day, e.g. [\"09:00\", \"18:00\"]")
             else:
                 for value in self.hours:
@@ -76,11 +84,19 @@ class Contact:
                         times.parse_clock_time(value)
                     except ValueError as exc:
                         out.append(f"{where}.hours: {exc}")
+        if self.days is not None:
+            if not self.days:
+                out.append(f"{where}.days: empty; name the days they work, e.g. "
+                           f"[\"weekdays\"], or leave days out for every day")
+            else:
+                try:
+                    times.parse_days(self.days)
+                except ValueError as exc:
+                    out.append(f"{where}.days: {exc}")
         try:
-            times.parse_days(self.days)
             times.zone(self.timezone or tz)
         except ValueError as exc:
-            out.append(f"{where}: {exc}")
+            out.append(f"{where}.timezone: {exc}")
         if self.limit_s <= 0:
             out.append(f"{where}.limit_s: must be more than 0")
         if self.app and self.app not in apps:
@@ -93,7 +109,7 @@ class Contact:
             return t
         zone_name = self.timezone or tz
         zone = times.zone(zone_name)
-        days = times.parse_days(self.days)
+        days = times.parse_days(self.days or ())
         start, end = (times.parse_clock_time(h) for h in (self.hours or ["00:00", "24:00"]))
         today = times.local(t, zone_name).date()
         for offset in range(0, 15):
