@@ -16,10 +16,12 @@ from interplay.builtin_envs import always_on_prompts as prompts
 from interplay.builtin_envs import always_on_records as records
 from interplay.builtin_envs.always_on_history import Folder, resolve
 from interplay.builtin_envs.user_sim import UserSide, make_sim, person_from
+from interplay.errors import InterplayError
 from interplay.log import get_logger
 from interplay.records import Task
 from interplay.run.agent import ChatSession, Reply
 from interplay.run.episode import EpisodeContext
+from interplay.usersim import UserSimError, set_up
 from interplay.world import times
 from interplay.world.chat import ChatSettings
 from interplay.world.contacts import Contact
@@ -64,7 +66,8 @@ class Loop:
                                   self.cfg.min_check_interval)),
             ask=self._ask)
         self.user = UserSide(self.world, make_sim(self.user_record), self.person, self.schedule,
-                             done_ends_run=not self.multi_day)
+                             done_ends_run=not self.multi_day,
+                             sim_name=self.user_record["user_sim"], step=step.name)
         self.world.chat.on_message = self.user.on_message
         self.wakes: list[dict[str, Any]] = []
         self.wake_real_s: list[float] = []
@@ -73,6 +76,8 @@ class Loop:
         self.done_at_once = False
         self.error_type: str | None = None
         self.error: str | None = None
+        #: The run ended because an agent turn failed (not because the run itself broke).
+        self.turn_failed = False
         self.free_at_us = self.world.clock.now_us()
         self.nudges = 0
         self.late = 0
@@ -93,7 +98,8 @@ class Loop:
                     user_agent = ctx.agent(seat)
                     user_agent.tools = [*user_agent.tools,
                                         *world.user_tools(self.user_record["tools"])]
-            await self.user.sim.setup(self.person, ctx)
+            await set_up(self.user.sim, self.person, ctx, name=self.user.sim_name,
+                         step=self.step.name)
             self._queue_opening()
             agent = ctx.agent(self.cfg.seat)
             deny = set(self.cfg.deny_tools) | set(ctx.task.info.get("deny_tools") or ())
@@ -113,20 +119,32 @@ class Loop:
                     self.end_reason, self.error_type = "cancelled", "cancelled"
                     raise
                 except Exception as exc:
-                    self.end_reason, self.error_type = "error", "env_error"
+                    self.end_reason = "error"
+                    self.error_type = "config_error" if isinstance(exc, InterplayError) \
+                        else "env_error"
                     self.error = f"{type(exc).__name__}: {exc}"
                     raise
-                if self.error_type is None:
+                if self.error_type in (None, "user_error"):
                     session.stop(f"always_on_{self.end_reason}")
+        except UserSimError as exc:  # her sim could not set up
+            self.end_reason = self.error_type = "user_error"
+            self.error = str(exc)
+            raise
         finally:
             world.enter("end")
             try:
                 # She left (a blank done), or the run broke: no wrap-up to read.
                 if self.end_reason not in ("error", "user_error", "cancelled", "") \
                         and not self.done_at_once:
-                    await self.user.wrap_up()
+                    record = await self.user.wrap_up()
+                    if record["outcome"] == "error":
+                        self.end_reason = self.error_type = "user_error"
+                        self.error = record.get("error")
             finally:
                 await self._close()
+        if self.error_type == "user_error":
+            # Recorded: now the episode is the user sim's failure, never scored.
+            raise UserSimError(self.error or "the user sim failed")
 
     async def _close(self) -> None:
         world, ctx = self.world, self.ctx
@@ -149,6 +167,8 @@ class Loop:
             items, ending = await self._next_wake()
             if items is None:
                 self.end_reason = ending or "finished_nothing_pending"
+                if self.end_reason == "user_error":
+                    self.error_type = "user_error"
                 return
             n += 1
             final_reason = ending
@@ -291,6 +311,7 @@ class Loop:
                   final=final_reason is not None)
         if reply.stopped:
             trace = session.trace
+            self.turn_failed = True
             self.error_type = trace.error_type or reply.stop_condition or "error"
             self.error = trace.error
             for message in mine:

@@ -218,11 +218,18 @@ def end_note(loop: Loop, reason: str) -> str:
         return f"Nothing could wake the agent any more, yet things were pending: {left}."
     if reason == "error":
         wake = len(loop.wakes)
-        return (f"The agent's turn in wake {wake} failed ({loop.error_type}); the run ended "
-                f"there." if loop.wakes else
-                f"The run stopped on an error ({loop.error_type}) before any wake.")
+        if loop.turn_failed:
+            return (f"The agent's turn in wake {wake} failed ({loop.error_type}); the run "
+                    f"ended there.")
+        where = f"after wake {wake}" if loop.wakes else "before any wake"
+        return f"The run stopped on an error ({loop.error_type}) {where}: {loop.error}."
     if reason == "user_error":
-        return f"The user simulator could not answer ({loop.error}); the run ended there."
+        sim = loop.user.sim_name
+        read = next((r["read"] for r in reversed(loop.user.records)
+                     if r["outcome"] == "error"), None)
+        at = f"read {read}" if read is not None else "setting up"
+        return (f"The user simulator {sim!r} could not answer ({at}): {loop.error}; the run "
+                f"ended there, not scored.")
     return "The run was cancelled."
 
 

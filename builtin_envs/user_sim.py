@@ -28,7 +28,16 @@ from interplay.log import get_logger
 from interplay.records import Task
 from interplay.run.episode import EpisodeContext
 from interplay.step import Step
-from interplay.usersim import Answer, Person, PhoneNote, Read, ReadMessage, SentLine, UserSim
+from interplay.usersim import (
+    Answer,
+    Person,
+    PhoneNote,
+    Read,
+    ReadMessage,
+    SentLine,
+    UserSim,
+    answer_or_error,
+)
 from interplay.world import times
 from interplay.world.chat import Sent
 from interplay.world.events import Event
@@ -166,9 +175,12 @@ class UserSide:
     """The user in an always_on run: when she reads, what she reads, and her replies."""
 
     def __init__(self, world: World, sim: UserSim, person: Person, schedule: Schedule, *,
-                 done_ends_run: bool) -> None:
+                 done_ends_run: bool, sim_name: str = "", step: str = "always_on") -> None:
         self.world = world
         self.sim = sim
+        #: The sim's registered name and the step that runs her (for what a failure says).
+        self.sim_name = sim_name or sim.name
+        self.step = step
         self.person = person
         self.schedule = schedule
         self.done_ends_run = done_ends_run
@@ -238,7 +250,9 @@ class UserSide:
                            for t, kind, text in self.lines if t <= now),
             done_ends_run=self.done_ends_run, last_read=last, mode=mode,
             local_time=times.readable(now, tz))
-        answer = await self.sim.answer(read)
+        answer = await answer_or_error(self.sim, read, name=self.sim_name, step=self.step,
+                                       what=" (the wrap-up)" if last
+                                       else f" (read {len(self.records) + 1})")
         for m in messages:
             if last:
                 m.wrap_up = True

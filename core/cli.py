@@ -272,6 +272,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if not summary["completed"]:
         errors = ", ".join(f"{kind} {n}" for kind, n in
                            sorted(summary["errors"].items(), key=lambda item: -item[1]))
+        if "user_error" in summary["errors"]:
+            errors += (": the user sim failed; each episode's error names it and where in "
+                       "its code")
         print(f"interplay: error: no episode completed: all {summary['episodes']} ended in an "
               f"error ({errors}); mend the cause, then run them again with "
               f"`interplay eval --resume {output} --retry-errors`", file=sys.stderr)

@@ -193,8 +193,8 @@ def _episode(i: int, ep: Mapping[str, Any], judged: Collection[str]) -> dict[str
 
 
 RULE = ("Rewards, pass@k and metrics are over the completed episodes. An episode that ended in "
-        "an error (a model fault, a failed verifier, an env that raised) is not scored: it is "
-        "counted among the errors.")
+        "an error (a model fault, a user sim that failed, a failed verifier, an env that "
+        "raised) is not scored: it is counted among the errors.")
 
 
 def _summary(summary: Mapping[str, Any]) -> dict[str, Any]:
