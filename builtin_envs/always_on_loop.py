@@ -7,10 +7,14 @@ world owns the clock, the queue and what events do; the user's side owns her rea
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import random
 import time
+from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
+
+import attrs
 
 from interplay.builtin_envs import always_on_prompts as prompts
 from interplay.builtin_envs import always_on_records as records
@@ -23,16 +27,20 @@ from interplay.run.agent import ChatSession, Reply
 from interplay.run.episode import EpisodeContext
 from interplay.usersim import UserSimError, set_up
 from interplay.world import times
-from interplay.world.chat import ChatSettings
+from interplay.world.chat import CHECK_TOOLS, ChatSettings, Sent
 from interplay.world.contacts import Contact
 from interplay.world.events import Event
 from interplay.world.scenario import Scenario, build_world
-from interplay.world.world import World
+from interplay.world.world import World, denied
 
 if TYPE_CHECKING:
     from interplay.builtin_envs.always_on import AlwaysOn, AlwaysOnConfig
 
 log = get_logger("interplay.envs.always_on")
+
+#: The next wake is the closing one once the budget's time left is under this many times the
+#: longest wake so far (what runs past the budget is cut).
+CLOSING_MARGIN = 2.0
 
 
 def spans_days(scenario: Scenario) -> bool:
@@ -41,7 +49,36 @@ def spans_days(scenario: Scenario) -> bool:
     if end is None:
         return False
     tz = str(scenario.user.get("timezone") or scenario.timezone)
+    try:
+        times.zone(tz)
+    except ValueError:
+        tz = scenario.timezone  # her zone is refused where it is checked
     return times.local(end, tz).date() > times.local(scenario.start_time, tz).date()
+
+
+def deny_problems(deny: Sequence[str], where: str, *, stay_quiet: bool,
+                  checks: bool) -> list[str]:
+    """A deny-list that names one of the agent's ways to the user: ``message_user``,
+    ``stay_quiet``, ``get_time`` or a check tool while checks are on. (A pattern such as ``*``
+    never takes them: only a name can, and that is refused here, so it is never by accident.)"""
+    out = []
+    for name in deny:
+        if name == "message_user":
+            out.append(f"{where}: message_user is the agent's only way to reach the user; a "
+                       f"deny-list never takes it")
+        elif name == "get_time":
+            out.append(f"{where}: get_time is always there while the clock is set; a "
+                       f"deny-list never takes it")
+        elif name == "stay_quiet":
+            out.append(f"{where}: stay_quiet is how the agent says there is nothing to tell "
+                       f"her; to not offer it, set always_on.stay_quiet = false")
+        elif name in CHECK_TOOLS and checks:
+            out.append(f"{where}: {name} is one of the agent's scheduled checks; to not offer "
+                       f"them, set always_on.checks = false")
+        elif not isinstance(name, str) or not name.strip():
+            out.append(f"{where}: {name!r} is not a tool name or a pattern")
+    return out
+
 
 
 class Loop:
@@ -67,7 +104,8 @@ class Loop:
             ask=self._ask)
         self.user = UserSide(self.world, make_sim(self.user_record), self.person, self.schedule,
                              done_ends_run=not self.multi_day,
-                             sim_name=self.user_record["user_sim"], step=step.name)
+                             sim_name=self.user_record["user_sim"], step=step.name,
+                             reply_lands=self.user_record.get("reply_lands", "anyway"))
         self.world.chat.on_message = self.user.on_message
         self.wakes: list[dict[str, Any]] = []
         self.wake_real_s: list[float] = []
@@ -78,11 +116,26 @@ class Loop:
         self.error: str | None = None
         #: The run ended because an agent turn failed (not because the run itself broke).
         self.turn_failed = False
-        self.free_at_us = self.world.clock.now_us()
         self.nudges = 0
         self.late = 0
         self.early = 0
         self.started = time.monotonic()
+        #: When the real-time budget runs out (time.monotonic()).
+        self.deadline = self.started + self.cfg.budget_s
+        #: The budget ran out while something still ran (a turn, her read): what it cut.
+        self.budget_cut: str | None = None
+        #: The wake whose turn is running (cut short when the budget runs out).
+        self.open_wake: OpenWake | None = None
+        #: Events that fell due and took effect, waiting for the next wake to tell the agent.
+        self.arrived: list[Event] = []
+        #: Why the run ends, found while a turn ran on a running clock (her read failed, her
+        #: blank done); the run ends after that turn.
+        self.pending_end: str | None = None
+        #: While a turn runs on a running clock: one carrier-out of due events at a time, and
+        #: what wakes the timer when an event is queued.
+        self._busy = asyncio.Lock()
+        self._poke = asyncio.Event()
+        self._tools_running = 0
         #: The agent's context policy (made when its agent is, in run()).
         self.folder: Folder | None = None
 
@@ -102,9 +155,9 @@ class Loop:
                          step=self.step.name)
             self._queue_opening()
             agent = ctx.agent(self.cfg.seat)
-            deny = set(self.cfg.deny_tools) | set(ctx.task.info.get("deny_tools") or ())
-            agent.tools = [*(t for t in agent.tools if t.name not in deny),
-                           *world.tools_for(self.cfg.seat, sorted(deny))]
+            deny = self._deny_list()
+            agent.tools = [*(t for t in agent.tools if not denied(t.name, deny)),
+                           *world.tools_for(self.cfg.seat, deny)]
             policy = resolve(self.cfg.history, agent)
             task = self._agent_task()
             self.folder = Folder(policy, tools=agent.tools, timezone=world.timezone,
@@ -114,7 +167,12 @@ class Loop:
                 # Read beside the trace's messages: what each model call was sent may be less.
                 session.trace.info["history"] = policy.record()
                 try:
-                    await self._loop(session)
+                    async with asyncio.timeout_at(self.deadline) as budget:
+                        await self._loop(session)
+                except TimeoutError:
+                    if not budget.expired():
+                        raise
+                    self._out_of_budget()
                 except asyncio.CancelledError:
                     self.end_reason, self.error_type = "cancelled", "cancelled"
                     raise
@@ -133,18 +191,45 @@ class Loop:
         finally:
             world.enter("end")
             try:
-                # She left (a blank done), or the run broke: no wrap-up to read.
-                if self.end_reason not in ("error", "user_error", "cancelled", "") \
-                        and not self.done_at_once:
-                    record = await self.user.wrap_up()
-                    if record["outcome"] == "error":
-                        self.end_reason = self.error_type = "user_error"
-                        self.error = record.get("error")
+                await self._wrap_up()
             finally:
                 await self._close()
         if self.error_type == "user_error":
             # Recorded: now the episode is the user sim's failure, never scored.
             raise UserSimError(self.error or "the user sim failed")
+
+    def _out_of_budget(self) -> None:
+        """The budget ran out with something still running: the run ends there, with the
+        wake whose turn was cut (if one was) recorded as far as it went."""
+        self.end_reason = "budget"
+        self.world.clock.freeze()
+        self.world.clock.hold_at(None)
+        self.world.tool_time = None
+        self.world.queue.on_push = None
+        opened = self.open_wake
+        if opened is not None:
+            self.budget_cut = "turn"
+            self._close_wake(opened, cut=True)
+        else:
+            self.budget_cut = "between wakes"
+        log.info("always_on.budget_cut", episode_id=self.ctx.info.episode_id,
+                 wakes=len(self.wakes), budget_s=self.cfg.budget_s)
+
+    async def _wrap_up(self) -> None:
+        """Her last read, after the last wake (not after a run that broke, one the budget cut,
+        or one she left with a blank done)."""
+        if self.end_reason in ("error", "user_error", "cancelled", "") or self.done_at_once \
+                or self.budget_cut is not None:
+            return
+        try:
+            async with asyncio.timeout_at(self.deadline):
+                record = await self.user.wrap_up()
+        except TimeoutError:
+            self.budget_cut = "wrap-up"
+            return
+        if record["outcome"] == "error":
+            self.end_reason = self.error_type = "user_error"
+            self.error = record.get("error")
 
     async def _close(self) -> None:
         world, ctx = self.world, self.ctx
@@ -166,25 +251,29 @@ class Loop:
         while True:
             items, ending = await self._next_wake()
             if items is None:
-                self.end_reason = ending or "finished_nothing_pending"
-                if self.end_reason == "user_error":
-                    self.error_type = "user_error"
+                self._end(ending or "finished_nothing_pending")
                 return
             n += 1
             final_reason = ending
             if final_reason is None and n >= self.cfg.max_wakes:
                 final_reason = "max_wakes"
-            if final_reason is None and self.cfg.budget_s is not None and (
-                    time.monotonic() - self.started + self.step.worst_wake_s(self.ctx)
-                    > self.cfg.budget_s):
+            if final_reason is None and self.wake_real_s and (
+                    time.monotonic() + CLOSING_MARGIN * max(self.wake_real_s)
+                    > self.deadline):
+                # Another wake like the longest so far might not end within the budget.
                 final_reason = "budget"
             outcome = await self._wake(session, n, items, final_reason)
             if outcome is not None:
-                self.end_reason = outcome
+                self._end(outcome)
                 return
             if final_reason is not None:
-                self.end_reason = final_reason
+                self._end(final_reason)
                 return
+
+    def _end(self, reason: str) -> None:
+        self.end_reason = reason
+        if reason == "user_error":
+            self.error_type = "user_error"
 
     async def _next_wake(self) -> tuple[list[Event] | None, str | None]:
         """The events of the next wake (and, for a final wake, why it is final); None with the
@@ -195,56 +284,166 @@ class Loop:
         while True:
             await world.settle()
             self._raise_failure()
+            if self.pending_end is not None:
+                return None, self.pending_end
             now = world.clock.now()
             if end is not None and world.clock.reached(end):
                 # The task time is past the end: this wake is the final one, with what is due.
-                items = await self._take(world.clock.now_us())
-                if isinstance(items, str):
-                    return None, items
-                return items, "end_time"
+                ending = await self._take(world.clock.now_us())
+                if ending is not None:
+                    return None, ending
+                return self._take_arrived(), "end_time"
             event = queue.peek()
-            if event is None or (end is not None and event.due > end):
+            if self.arrived:
+                first = now  # what fell due during the last turn is overdue: a wake now
+            elif event is None or (end is not None and event.due > end):
                 if end is None:
                     return None, self._nothing_reason()
                 world.jump_to(world.us(end), "end")
                 continue
+            else:
+                first = max(event.due, now)
             # Everything due in the minute of the first event (or overdue) comes in one wake.
-            last_us = world.us((math.floor(max(event.due, now) / 60) + 1) * 60) - 1
-            items = await self._take(last_us if end is None else min(last_us, world.us(end)))
-            if isinstance(items, str):
-                return None, items
-            if items:
+            last_us = world.us((math.floor(first / 60) + 1) * 60) - 1
+            ending = await self._take(last_us if end is None else min(last_us, world.us(end)))
+            if ending is not None:
+                return None, ending
+            if self.arrived:
                 # A wake at the end time is the final one.
-                return items, "end_time" if end is not None and world.clock.reached(end) \
-                    else None
+                return self._take_arrived(), "end_time" if end is not None and \
+                    world.clock.reached(end) else None
             if end is None and queue.only_recurring():
                 idle += 1
                 if idle >= self.cfg.idle_jumps:
                     return None, self._nothing_reason()
 
-    async def _take(self, last_us: int) -> list[Event] | str:
-        """Take the events due up to ``last_us``: world events run at their marks, reads
-        happen, and the events that wake the agent are returned (or the reason the run ends
-        now)."""
+    async def _take(self, last_us: int) -> str | None:
+        """Take the events due up to ``last_us``, each at its mark: world events run, reads
+        happen, and the events that wake the agent take effect and wait in ``arrived``.
+        Returns the reason the run ends now, or None."""
         world, queue = self.world, self.world.queue
-        items: list[Event] = []
         while (event := queue.peek()) is not None and event.due_us <= last_us:
             queue.pop()
             world.jump_to(event.due_us, event.kind)
-            if world.run_event(event):
-                self._raise_failure()
-                continue
-            if event.kind == "read":
-                record = await self.user.read(event)
-                if record is not None and record["outcome"] == "error":
-                    self.error = record.get("error")
-                    return "user_error"
-                if record is not None and record["outcome"] == "done" and self.user.done_ends_run:
-                    self.done_at_once = True
-                    return "user_done"
-                continue
-            items.append(event)
+            ending = await self._take_one(event)
+            if ending is not None:
+                return ending
+        return None
+
+    async def _take_one(self, event: Event) -> str | None:
+        """Carry out one event at its mark (the clock is there); the reason the run ends now,
+        or None."""
+        if self.world.run_event(event):
+            self._raise_failure()
+            return None
+        if event.kind == "read":
+            record = await self.user.read(event)
+            if record is not None and record["outcome"] == "error":
+                self.error = record.get("error")
+                return "user_error"
+            if record is not None and record["outcome"] == "done" and self.user.done_ends_run:
+                self.done_at_once = True
+                return "user_done"
+            return None
+        self._arrive(event)
+        return None
+
+    def _arrive(self, event: Event) -> None:
+        """A waking event falls due: what it does in the world happens now (a contact's answer
+        lands in its app, a check is due, her line is written); the agent is told at its next
+        wake."""
+        world = self.world
+        if event.kind == "contact_reply":
+            world.contacts.deliver(event)
+        elif event.kind == "check":
+            world.chat.check_due(event)
+        elif event.kind == "user_line":
+            kind = "opening" if event.data.get("opening") else "line"
+            self.user.said(event.due, kind, event.data["text"])
+        self.arrived.append(event)
+
+    def _take_arrived(self) -> list[Event]:
+        items, self.arrived = self.arrived, []
         return items
+
+    # -- the world while a turn runs on a running clock ---------------------------------------
+
+    def _next_mark_us(self) -> int | None:
+        """The next moment the world must act at: its next event, or a contact's answer still
+        being computed that is due sooner (the clock waits for it there, up to its limit)."""
+        event = self.world.queue.peek()
+        computing = self.world.contacts.first_computing()
+        marks = [m.due_us for m in (event, computing) if m is not None]
+        return min(marks) if marks else None
+
+    async def _run_due(self, *, may_wait: bool) -> None:
+        """Carry out, each at its mark, what is due by the clock (held at the first of them).
+        ``may_wait``: also her reads and the contacts' answers still being computed, which
+        take real time (the timer's part; a tool call's catch-up stops before them)."""
+        world, queue = self.world, self.world.queue
+        while self.pending_end is None:
+            now_us = world.clock.now_us()
+            event = queue.peek()
+            computing = world.contacts.first_computing()
+            if computing is not None and computing.due_us <= now_us and (
+                    event is None or computing.due_us <= event.due_us):
+                if not may_wait:
+                    return
+                await world.contacts.settle_call(computing)
+                continue
+            if event is None or event.due_us > now_us or (event.kind == "read"
+                                                            and not may_wait):
+                return
+            queue.pop()
+            self.pending_end = await self._take_one(event)
+
+    @contextlib.asynccontextmanager
+    async def _tool_time(self) -> AsyncIterator[None]:
+        """An agent's tool call on a running clock: what is due by now takes effect first
+        (reads and answers still computing are the timer's), and the clock stops while the
+        tool runs (a tool takes no task time; what it queues is due when it was called)."""
+        clock = self.world.clock
+        if not self._busy.locked():
+            async with self._busy:
+                await self._run_due(may_wait=False)
+        self._tools_running += 1
+        clock.hold_at(clock.now())
+        try:
+            yield
+        finally:
+            self._tools_running -= 1
+            if self._tools_running == 0:
+                mark = self._next_mark_us()
+                clock.hold_at(None if mark is None else mark / 1e6)
+                self._poke.set()
+
+    async def _timer(self) -> None:
+        """While a turn runs on a running clock: hold the clock at the world's next moment,
+        and carry out what falls due as the clock reaches it."""
+        clock = self.world.clock
+        while True:
+            mark = self._next_mark_us()
+            clock.hold_at(None if mark is None else mark / 1e6)
+            if mark is not None and clock.reached(mark / 1e6):
+                async with self._busy:
+                    await self._run_due(may_wait=True)
+                if self.pending_end is not None or self.world.failure is not None:
+                    return
+                continue
+            self._poke.clear()
+            left = None if mark is None or clock.rate == 0 else \
+                max(0.0, (mark / 1e6 - clock.now()) / clock.rate)
+            try:
+                await asyncio.wait_for(self._poke.wait(), left)
+            except TimeoutError:
+                pass
+
+    def _pushed(self, event: Event) -> None:
+        """An event queued during a running turn: a sooner one holds the clock at once."""
+        held = self.world.clock.held_at
+        if held is None or event.due < held:
+            self.world.clock.hold_at(event.due)
+        self._poke.set()
 
     def _nothing_reason(self) -> str:
         pending = records.pending(self)
@@ -262,11 +461,14 @@ class Loop:
         world = self.world
         world.enter("before_turn", wake=n)
         now_us = world.clock.now_us()
-        sources = [self._deliver(event, n, now_us) for event in items]
+        sources = [self._tell(event, n, now_us) for event in items]
         lines = [s.pop("line") for s in sources]
         if n == 1 and not self.ctx.task.system_prompt:
             lines.insert(0, prompts.step_line(self._rules()))
             sources.insert(0, {"kind": "rules", "from": "step", "text": self._rules()})
+        if self.cfg.reminder:
+            lines.append(prompts.step_line(prompts.reminder_text(self.cfg.reminder)))
+            sources.append({"kind": "reminder", "from": "step", "text": self.cfg.reminder})
         if final_reason is not None:
             notice = self._final_notice(final_reason)
             lines.append(prompts.step_line(notice))
@@ -274,40 +476,26 @@ class Loop:
         entry = world.timeline.add("wake", now_us, wake=n, final=final_reason is not None,
                                    sources=sources)
         done_reply = any(e.kind == "user_reply" and e.data["done"] for e in items)
-        t0 = time.monotonic()
+        opened = self.open_wake = OpenWake(n, entry, time.monotonic())
         assert self.folder is not None
         self.folder.begin(session.trace.messages)
         reply = await self._turn(session, "\n".join(lines), "turn")
-        calls = world.take_tool_calls()
-        notes = [reply.text] if reply.text.strip() else []
-        nudged = False
+        opened.calls += world.take_tool_calls()
+        if reply.text.strip():
+            opened.notes.append(reply.text)
         wrote = any(m.wake == n for m in world.chat.sent_by(self.cfg.seat)) or \
             n in world.chat.quiet_wakes
         if self.cfg.nudge and not reply.stopped and not wrote and reply.text.strip():
-            nudged = True
+            opened.nudged = True
             self.nudges += 1
             reply = await self._turn(session, prompts.step_line(self._nudge_text()), "nudge",
                                      tool_choice=self.cfg.nudge_tool_choice or None)
-            calls += world.take_tool_calls()
+            opened.calls += world.take_tool_calls()
             if reply.text.strip():
-                notes.append(reply.text)
-        world.enter("after_turn")
-        self.free_at_us = world.clock.now_us()
-        mine = [m for m in world.chat.sent_by(self.cfg.seat) if m.wake == n]
-        entry.update(end_at=world.timeline.stamp(self.free_at_us)["at"],
-                     end_t=world.timeline.stamp(self.free_at_us)["t"],
-                     sent=[m.number for m in mine],
-                     quiet=n in world.chat.quiet_wakes, nudged=nudged, tool_calls=calls,
-                     private_note="\n\n".join(notes))
-        # Real time is kept beside the timeline, which a seed replays to the byte.
-        self.wake_real_s.append(round(time.monotonic() - t0, 3))
-        if nudged:
-            entry["nudge"] = {"from": "step", "text": self._nudge_text()}
-        self.folder.end(entry, [(m.number, m.at_us, m.text) for m in mine])
-        self.wakes.append(entry)
-        world.timeline.gap()
+                opened.notes.append(reply.text)
+        mine = self._close_wake(opened)
         log.debug("always_on.wake", episode_id=self.ctx.info.episode_id, wake=n,
-                  sources=len(items), tool_calls=len(calls), nudged=nudged,
+                  sources=len(items), tool_calls=len(opened.calls), nudged=opened.nudged,
                   final=final_reason is not None)
         if reply.stopped:
             trace = session.trace
@@ -318,9 +506,41 @@ class Loop:
                 message.leftover = True
             return "error"
         self._raise_failure()
+        if self.pending_end is not None:
+            return self.pending_end
         if done_reply and self.user.done_ends_run:
             return "user_done"
         return None
+
+    def _close_wake(self, opened: OpenWake, *, cut: bool = False) -> list[Sent]:
+        """Record the wake's end (its turns done, or ``cut`` by the budget) and move the world
+        on to the next wake; the agent's messages of the wake."""
+        world, n, entry = self.world, opened.n, opened.entry
+        self.open_wake = None
+        end_us = world.clock.now_us()
+        mine = [m for m in world.chat.sent_by(self.cfg.seat) if m.wake == n]
+        if cut:
+            opened.calls += world.take_tool_calls()
+            for message in mine:
+                message.leftover = True
+        entry.update(end_at=world.timeline.stamp(end_us)["at"],
+                     end_t=world.timeline.stamp(end_us)["t"],
+                     sent=[m.number for m in mine],
+                     quiet=n in world.chat.quiet_wakes, nudged=opened.nudged,
+                     tool_calls=opened.calls, private_note="\n\n".join(opened.notes))
+        if cut:
+            entry["cut"] = True
+        # Real time is kept beside the timeline, which a seed replays to the byte.
+        self.wake_real_s.append(round(time.monotonic() - opened.t0, 3))
+        if opened.nudged:
+            entry["nudge"] = {"from": "step", "text": self._nudge_text()}
+        if self.folder is not None and not cut:
+            self.folder.end(entry, [(m.number, m.at_us, m.text) for m in mine])
+        self.wakes.append(entry)
+        world.timeline.gap()
+        # What happens from here until the next wake counts for that wake.
+        world.enter("before_turn", wake=n + 1)
+        return mine
 
     async def _turn(self, session: ChatSession, message: str, phase: str, *,
                     tool_choice: str | None = None) -> Reply:
@@ -328,28 +548,67 @@ class Loop:
         world.enter(phase)
         assert self.folder is not None
         context = self.folder.context(session.trace.messages, message)
-        world.clock.set_rate(self.rate)
-        try:
+        if self.rate == 0:
             return await session.turn(message, tool_choice=tool_choice, context=context)
+        # The clock runs while the agent thinks, held at the world's next moment, where the
+        # timer carries out what falls due.
+        mark = self._next_mark_us()
+        world.clock.hold_at(None if mark is None else mark / 1e6)
+        world.queue.on_push = self._pushed
+        world.tool_time = self._tool_time
+        world.clock.set_rate(self.rate)
+        timer = asyncio.ensure_future(self._timer())
+        try:
+            reply = await session.turn(message, tool_choice=tool_choice, context=context)
+        except BaseException:
+            # Cut (the budget, a cancel) or broken: nothing more is carried out.
+            timer.cancel()
+            with contextlib.suppress(BaseException):
+                await timer
+            raise
         finally:
             world.clock.freeze()
+            world.tool_time = None
+            world.queue.on_push = None
+        try:
+            await self._stop_timer(timer)
+        finally:
+            world.clock.hold_at(None)
+        return reply
 
-    def _deliver(self, event: Event, n: int, wake_us: int) -> dict[str, Any]:
-        """What one waking event tells the agent, marking it delivered."""
+    async def _stop_timer(self, timer: asyncio.Future[None]) -> None:
+        """The turn is over (the clock frozen at its end): let the timer finish what it is
+        carrying out, then carry out what fell due by the turn's end (``after_turn``)."""
+        if not timer.done():
+            async with self._busy:
+                timer.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await timer
+        if not timer.cancelled() and timer.exception() is not None:
+            raise timer.exception()  # type: ignore[misc]
+        self.world.enter("after_turn")
+        async with self._busy:
+            await self._run_due(may_wait=True)
+
+    def _tell(self, event: Event, n: int, wake_us: int) -> dict[str, Any]:
+        """What one event that took effect tells the agent at wake ``n``: the wake's source,
+        with the line it reads. One that reaches it in a later minute than it fell due (it
+        came while a turn ran on) is ``late``, and its line says both times."""
         world = self.world
         tz = world.timezone
         due = event.due
-        late = math.floor(wake_us / 60e6) > math.floor(max(event.due_us, self.free_at_us) / 60e6)
+        late = math.floor(wake_us / 60e6) > math.floor(event.due_us / 60e6)
         early = wake_us < event.due_us
         self.late += late
         self.early += early
         source: dict[str, Any] = {"kind": event.kind, "from": "world",
                                   **_due(world, event.due_us)}
         when = times.readable(due, tz)
+        if late:
+            when = prompts.late_when(when, times.local(wake_us / 1e6, tz))
         name = self.person.name
         if event.kind == "user_line":
             kind = "opening" if event.data.get("opening") else "line"
-            self.user.said(due, kind, event.data["text"])
             source.update(kind=kind, **{"from": "user"}, text=event.data["text"])
             source["line"] = prompts.user_line(when, name, event.data["text"])
         elif event.kind == "user_reply":
@@ -365,13 +624,13 @@ class Loop:
                           trigger=event.data["trigger"], fire=event.data["fire"])
             source["line"] = prompts.alert_line(when, event.data["source"], event.data["text"])
         elif event.kind == "contact_reply":
-            call = world.contacts.deliver(event)
+            call = event.data["call"]
             spec: Contact = world.contacts.specs[call.contact]
             who = f"{spec.name} <{spec.address}>" if spec.address else spec.name
             source.update(text=call.text or "", contact=call.contact, call=call.number)
             source["line"] = prompts.contact_line(when, spec.channel, who, call.text)
         else:  # check
-            check = world.chat.check_due(event)
+            check = event.data["check"]
             source.update(check=check.number, text=check.note)
             source["line"] = prompts.check_line(when, check.number, check.note)
         source["late"] = bool(late)
@@ -385,6 +644,17 @@ class Loop:
             world = self.world
             world.queue.push(Event(world.us(world.start), "user_line", key=("opening",),
                                    data={"text": text, "opening": True}))
+
+    def _deny_list(self) -> list[str]:
+        """The step's deny-list and the task's; a task from a taskset file that names the
+        agent's channel to the user is refused here (a scenario's tasks were, at load)."""
+        task = self.ctx.task
+        extra = list(task.info.get("deny_tools") or ())
+        problems = deny_problems(extra, f"task {task.idx} info.deny_tools",
+                                 stay_quiet=self.cfg.stay_quiet, checks=self.checks)
+        if problems:
+            raise InterplayError(problems[0])
+        return [*self.cfg.deny_tools, *extra]
 
     def _agent_task(self) -> Task:
         task = self.ctx.task
@@ -414,6 +684,18 @@ class Loop:
         if reply.stopped and not reply.text:
             raise RuntimeError(f"the contact's turn stopped ({reply.stop_condition})")
         return reply.text
+
+
+@attrs.define(eq=False)
+class OpenWake:
+    """A wake whose turns are running: what it has done so far."""
+
+    n: int
+    entry: dict[str, Any]
+    t0: float
+    calls: list[dict[str, Any]] = attrs.Factory(list)
+    notes: list[str] = attrs.Factory(list)
+    nudged: bool = False
 
 
 def _due(world: World, due_us: int) -> dict[str, Any]:

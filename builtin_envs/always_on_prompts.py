@@ -59,6 +59,17 @@ def opening_text(task: Task, scenario: Scenario) -> str:
     return task.prompt if isinstance(task.prompt, str) else scenario.opening
 
 
+def late_when(when: str, reached: datetime) -> str:
+    """An event's time as the agent reads it when it reaches the agent after the minute it
+    fell due in (it came while a turn ran on): when it was due, and when it reached it."""
+    return f"{when}; reached you at {reached:%H:%M}"
+
+
+def reminder_text(reminder: str) -> str:
+    """The step's reminder, added to every wake (``always_on.reminder``)."""
+    return f"Reminder: {reminder}"
+
+
 def user_line(when: str, name: str, text: str) -> str:
     """A line the user wrote, as the agent is given it."""
     return f"[{when}] {name} (the user) wrote: {text}"

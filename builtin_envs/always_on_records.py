@@ -189,7 +189,8 @@ def settings(loop: Loop) -> dict[str, Any]:
             "stay_quiet": cfg.stay_quiet, "checks": loop.checks,
             "min_check_interval": cfg.min_check_interval, "deny_tools": list(cfg.deny_tools),
             "idle_jumps": cfg.idle_jumps, "multi_day": loop.multi_day,
-            "done_ends_run": loop.user.done_ends_run,
+            "done_ends_run": loop.user.done_ends_run, "reply_lands": loop.user.reply_lands,
+            "reminder": cfg.reminder,
             "history": loop.folder.policy.record() if loop.folder else None}
 
 
@@ -208,8 +209,15 @@ def end_note(loop: Loop, reason: str) -> str:
         return (f"The run reached its cap of {loop.cfg.max_wakes} wakes; the last one carried "
                 f"the last-turn notice.")
     if reason == "budget":
-        return (f"The real-time budget of {loop.cfg.budget_s:g} s was spent; the closing wake "
-                f"carried the last-turn notice.")
+        budget = f"The real-time budget of {loop.cfg.budget_s:g} s"
+        if loop.budget_cut == "turn":
+            return (f"{budget} ran out during wake {len(loop.wakes)}: its turn was cut short "
+                    f"there (what it sent is kept, marked leftover); no wrap-up was read.")
+        if loop.budget_cut is not None:
+            where = "during her wrap-up read" if loop.budget_cut == "wrap-up" else \
+                "between wakes"
+            return f"{budget} ran out after wake {len(loop.wakes)}, {where}; the run ended there."
+        return f"{budget} was nearly spent; the closing wake carried the last-turn notice."
     if reason == "finished_nothing_pending":
         return "Nothing could wake the agent any more, and nothing was pending."
     if reason == "stuck":

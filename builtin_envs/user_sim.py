@@ -46,6 +46,9 @@ from interplay.world.world import World
 
 log = get_logger("interplay.envs.user_sim")
 
+#: What happens to a reply whose delay ends while she sleeps or is busy (the first: default).
+REPLY_LANDS = ("anyway", "when_free")
+
 
 @attrs.define
 class UserSimStepConfig:
@@ -68,6 +71,10 @@ class UserSimStepConfig:
     #: App tools on her side (dual control): the seat that plays her may call these tools of
     #: the world's apps while she reads; her changes count as made by ``user``.
     tools: list[str] = attrs.Factory(list)
+    #: A reply whose delay ends while she sleeps or is busy: ``anyway`` lands then (she
+    #: started typing, as a person who sends it before bed would); ``when_free`` waits for
+    #: her next free time.
+    reply_lands: str = "anyway"
 
 
 class UserSimStep(Step):
@@ -102,6 +109,9 @@ class UserSimStep(Step):
             make_sim(self.record_settings())
         except InterplayError as exc:
             problems.append(str(exc))
+        if cfg.reply_lands not in REPLY_LANDS:
+            problems.append(f"reply_lands: {cfg.reply_lands!r} is not a rule; use "
+                            f"{' or '.join(REPLY_LANDS)}")
         return problems
 
     async def run(self, ctx: EpisodeContext) -> None:
@@ -115,7 +125,8 @@ class UserSimStep(Step):
         return {"name": cfg.name, "email": cfg.email, "description": cfg.description,
                 "scenario": str(scenario), **self.schedule().describe(),
                 "user_sim": cfg.user_sim, "user_sim_settings": dict(cfg.user_sim_settings),
-                "seat": cfg.seat, "done_marker": cfg.done_marker, "tools": list(cfg.tools)}
+                "seat": cfg.seat, "done_marker": cfg.done_marker, "tools": list(cfg.tools),
+                "reply_lands": cfg.reply_lands}
 
 
 def person_from(record: dict[str, Any]) -> tuple[Person, Schedule]:
@@ -175,12 +186,14 @@ class UserSide:
     """The user in an always_on run: when she reads, what she reads, and her replies."""
 
     def __init__(self, world: World, sim: UserSim, person: Person, schedule: Schedule, *,
-                 done_ends_run: bool, sim_name: str = "", step: str = "always_on") -> None:
+                 done_ends_run: bool, sim_name: str = "", step: str = "always_on",
+                 reply_lands: str = "anyway") -> None:
         self.world = world
         self.sim = sim
         #: The sim's registered name and the step that runs her (for what a failure says).
         self.sim_name = sim_name or sim.name
         self.step = step
+        self.reply_lands = reply_lands
         self.person = person
         self.schedule = schedule
         self.done_ends_run = done_ends_run
@@ -287,6 +300,10 @@ class UserSide:
             else:
                 delay = self.schedule.reply_delay(mode, world.rng) + max(0.0, answer.delay_s)
                 wrote_us = world.us(now + delay)
+                moved = self._when_free(wrote_us / 1e6)
+                if moved is not None:
+                    record["moved_from"] = times.iso(wrote_us / 1e6, world.timezone)
+                    wrote_us = world.us(moved)
             record.update(_stamp(world, wrote_us, "wrote"))
             record["reply_to"] = reply_target(answer, messages)
             self.lines.append((wrote_us / 1e6, "reply", text))
@@ -299,6 +316,13 @@ class UserSide:
         log.debug("user_sim.read", read=record["read"], messages=len(messages),
                   outcome=record["outcome"], chars=len(text))
         return record
+
+    def _when_free(self, t: float) -> float | None:
+        """Where a reply due at ``t`` lands instead under ``when_free`` (her next free time,
+        when she sleeps or is busy at ``t``); None when it lands at ``t``."""
+        if self.reply_lands != "when_free" or self.schedule.state_at(t) == "free":
+            return None
+        return self.schedule.next_free(t)
 
     def said(self, t: float, kind: str, text: str) -> None:
         """She wrote a line the run delivered for her (the opening, a scripted line)."""

@@ -139,6 +139,9 @@ class Call:
     delay_s: float
     limit_s: float
     started_real: float
+    #: When the answer lands (its delay from the request, moved into working hours): known
+    #: when asked, so a running clock is held there while a seat still computes it.
+    due_us: int = 0
     task: asyncio.Task[str] | None = None
     text: str | None = None
     status: str = "computing"  # computing, scheduled, delivered, timed_out, failed
@@ -163,10 +166,12 @@ class Contacts:
         """Ask contact ``name``; the answer is scheduled once computed."""
         spec = self.specs[name]
         self._counts[name] = self._counts.get(name, 0) + 1
+        requested_us = self.world.clock.now_us()
+        delay_s = times.draw_delay(spec.delay, self.world.rng)
+        due = spec.next_working(requested_us / 1e6 + delay_s, self.world.timezone)
         call = Call(contact=name, number=self._counts[name], key=key, message=message,
-                    requested_us=self.world.clock.now_us(),
-                    delay_s=times.draw_delay(spec.delay, self.world.rng),
-                    limit_s=spec.limit_s, started_real=time.monotonic(), context=context)
+                    requested_us=requested_us, delay_s=delay_s, limit_s=spec.limit_s,
+                    started_real=time.monotonic(), due_us=self.world.us(due), context=context)
         self.calls.append(call)
         self.world.timeline.add("contact_asked", call.requested_us, contact=name,
                                 call=call.number, chars=len(message))
@@ -200,12 +205,10 @@ class Contacts:
         self._answered(call, task.result())
 
     def _answered(self, call: Call, text: str) -> None:
-        spec = self.specs[call.contact]
         call.text = text
         call.status = "scheduled"
-        due = spec.next_working(call.requested_us / 1e6 + call.delay_s, self.world.timezone)
         call.event = self.world.queue.push(Event(
-            self.world.us(due), "contact_reply", key=("contact", call.contact, call.number),
+            call.due_us, "contact_reply", key=("contact", call.contact, call.number),
             data={"call": call}))
 
     def in_progress(self) -> list[Call]:
@@ -217,25 +220,34 @@ class Contacts:
         waited for."""
         waiting = self.in_progress()
         for call in waiting:
-            assert call.task is not None
-            left = call.started_real + call.limit_s - time.monotonic()
-            if left > 0 and not call.task.done():
-                await asyncio.wait({call.task}, timeout=left)
-            if not call.task.done():
-                grace = min(GRACE_MAX_S, max(GRACE_MIN_S, call.limit_s * GRACE_SHARE))
-                await asyncio.wait({call.task}, timeout=grace)
-            if not call.task.done():
-                call.task.cancel()
-                call.status = "timed_out"
-                log.info("contacts.answer_timed_out", contact=call.contact, call=call.number,
-                         limit_s=call.limit_s)
-                self.world.timeline.add("contact_timed_out", self.world.clock.now_us(),
-                                        contact=call.contact, call=call.number,
-                                        limit_s=call.limit_s)
-            else:
-                # The done callback may not have run yet when wait() returns.
-                self._computed(call, call.task)
+            await self.settle_call(call)
         return len(waiting)
+
+    def first_computing(self) -> Call | None:
+        """The answer still being computed that is due first (None when none is)."""
+        return min(self.in_progress(), key=lambda c: (c.due_us, c.key), default=None)
+
+    async def settle_call(self, call: Call) -> None:
+        """Wait for one answer being computed, up to its limit and a short grace; an answer
+        that does not come by then is dropped (``contact_timed_out``)."""
+        assert call.task is not None
+        left = call.started_real + call.limit_s - time.monotonic()
+        if left > 0 and not call.task.done():
+            await asyncio.wait({call.task}, timeout=left)
+        if not call.task.done():
+            grace = min(GRACE_MAX_S, max(GRACE_MIN_S, call.limit_s * GRACE_SHARE))
+            await asyncio.wait({call.task}, timeout=grace)
+        if not call.task.done():
+            call.task.cancel()
+            call.status = "timed_out"
+            log.info("contacts.answer_timed_out", contact=call.contact, call=call.number,
+                     limit_s=call.limit_s)
+            self.world.timeline.add("contact_timed_out", self.world.clock.now_us(),
+                                    contact=call.contact, call=call.number,
+                                    limit_s=call.limit_s)
+        else:
+            # The done callback may not have run yet when wait() returns.
+            self._computed(call, call.task)
 
     def deliver(self, event: Event) -> Call:
         """The answer reaches the user's side: into the contact's app, if it has one."""

@@ -104,7 +104,7 @@ def scenario_env(path: str | Path) -> type[Env]:
         def check(self) -> None:
             super().check()
             for step in self.steps():
-                for name in ("budget_problem", "history_problem"):
+                for name in ("history_problem",):
                     problem = getattr(step, name, None)
                     if problem is not None and (text := problem(dict(self.seats))):
                         raise InterplayError(f"env {self.name!r}: step {step.name!r}: {text}")
