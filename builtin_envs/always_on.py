@@ -84,6 +84,9 @@ class AlwaysOnConfig:
     history: HistoryConfig = attrs.Factory(HistoryConfig)
     #: Text the step adds to every wake, e.g. "check the calendar before replying".
     reminder: str = ""
+    #: Whether her done ends the run; None: in a one-sitting run (not spanning two days in
+    #: her zone) it does, in a multi-day run it is recorded and the run goes on.
+    done_ends_run: bool | None = None
 
 
 class AlwaysOn(Step):
@@ -154,6 +157,8 @@ class AlwaysOn(Step):
                                       f"tasks[{task.idx}].info.deny_tools",
                                       stay_quiet=cfg.stay_quiet, checks=checks)
         problems += cfg.history.problems()
+        if users and users[-1].config.opening is not None and users[-1].config.opening.at:
+            problems += _opening_problems(users[-1].config.opening.at, scenario)
         if users and cfg.history.max_context_tokens is not None and not problems:
             problems += self._budget_floor(scenario, users[-1].config.name)
         return problems
@@ -207,6 +212,20 @@ class AlwaysOn(Step):
             raise InterplayError("always_on needs a user_sim step before it")
         loop = Loop(self, ctx)
         await loop.run()
+
+
+def _opening_problems(at: str, scenario: Scenario) -> list[str]:
+    try:
+        when = times.parse_when(at, scenario.timezone, scenario.start_time)
+    except ValueError as exc:
+        return [f"user_sim.opening.at: {exc}"]
+    if when < scenario.start_time - 1e-6:
+        return [f"user_sim.opening.at: {at} is before the start ({scenario.start}); give a time "
+                f"in the run"]
+    end = scenario.end_time
+    if end is not None and when > end:
+        return [f"user_sim.opening.at: {at} is after the end; give a time in the run"]
+    return []
 
 
 def _app_tool_names(scenario: Scenario) -> set[str]:

@@ -102,8 +102,10 @@ class Loop:
                               min_check_interval_s=times.parse_duration(
                                   self.cfg.min_check_interval)),
             ask=self._ask)
+        done_ends_run = self.cfg.done_ends_run if self.cfg.done_ends_run is not None \
+            else not self.multi_day
         self.user = UserSide(self.world, make_sim(self.user_record), self.person, self.schedule,
-                             done_ends_run=not self.multi_day,
+                             done_ends_run=done_ends_run,
                              sim_name=self.user_record["user_sim"], step=step.name,
                              reply_lands=self.user_record.get("reply_lands", "anyway"))
         self.world.chat.on_message = self.user.on_message
@@ -120,6 +122,8 @@ class Loop:
         self.late = 0
         self.early = 0
         self.started = time.monotonic()
+        #: The task time the run ended at (before her wrap-up read, which may come later).
+        self.ended_us = self.world.clock.now_us()
         #: When the real-time budget runs out (time.monotonic()).
         self.deadline = self.started + self.cfg.budget_s
         #: The budget ran out while something still ran (a turn, her read): what it cut.
@@ -190,6 +194,7 @@ class Loop:
             raise
         finally:
             world.enter("end")
+            self.ended_us = world.clock.now_us()
             try:
                 await self._wrap_up()
             finally:
@@ -216,14 +221,27 @@ class Loop:
                  wakes=len(self.wakes), budget_s=self.cfg.budget_s)
 
     async def _wrap_up(self) -> None:
-        """Her last read, after the last wake (not after a run that broke, one the budget cut,
-        or one she left with a blank done)."""
-        if self.end_reason in ("error", "user_error", "cancelled", "") or self.done_at_once \
+        """Her last read, after the last wake, when she would read it: at once when she is
+        free, else when she is next free if that comes before the run's end; otherwise it is
+        recorded unread (``wrap_up_unread``). None after a run that broke, one the budget cut,
+        or one she ended with her done."""
+        if self.end_reason in ("error", "user_error", "cancelled", "user_done", "") \
                 or self.budget_cut is not None:
             return
+        world = self.world
+        now = world.clock.now()
+        read_at, mode = self.schedule.read_plan(now)
+        if read_at is None or (read_at > now and world.end is not None
+                               and read_at > world.end):
+            world.timeline.add("wrap_up_unread", world.clock.now_us(),
+                               state=self.schedule.state_at(now),
+                               free_at=None if read_at is None
+                               else times.iso(read_at, world.timezone))
+            return
+        world.jump_to(world.us(read_at), "wrap_up")
         try:
             async with asyncio.timeout_at(self.deadline):
-                record = await self.user.wrap_up()
+                record = await self.user.wrap_up(mode)
         except TimeoutError:
             self.budget_cut = "wrap-up"
             return
@@ -336,6 +354,15 @@ class Loop:
         if self.world.run_event(event):
             self._raise_failure()
             return None
+        if event.kind == "user_line" and event.data.get("compose"):
+            # She speaks first, in her own words: her sim writes her opening now.
+            answer = await self.user.compose_opening()
+            if answer.error is not None:
+                self.error = answer.error
+                return "user_error"
+            if answer.nothing or not answer.text.strip():
+                return None
+            event.data["text"] = answer.text.strip()
         if event.kind == "read":
             record = await self.user.read(event)
             if record is not None and record["outcome"] == "error":
@@ -639,11 +666,20 @@ class Loop:
     # -- what the step says -------------------------------------------------------------------
 
     def _queue_opening(self) -> None:
-        text = prompts.opening_text(self.ctx.task, self.scenario)
+        """Her opening line, at her opening's time (else the start): the task's prompt, else
+        her opening's words, else the scenario's opening; with an opening of hers that gives
+        no words, her sim writes it then."""
+        world, spec = self.world, self.person.opening
+        text = prompts.opening_text(self.ctx.task, self.scenario,
+                                    spec.text if spec is not None else "")
+        at = world.start if spec is None or not spec.at else \
+            times.parse_when(spec.at, world.timezone, world.start)
         if text:
-            world = self.world
-            world.queue.push(Event(world.us(world.start), "user_line", key=("opening",),
+            world.queue.push(Event(world.us(at), "user_line", key=("opening",),
                                    data={"text": text, "opening": True}))
+        elif spec is not None:
+            world.queue.push(Event(world.us(at), "user_line", key=("opening",),
+                                   data={"text": "", "opening": True, "compose": True}))
 
     def _deny_list(self) -> list[str]:
         """The step's deny-list and the task's; a task from a taskset file that names the

@@ -37,7 +37,7 @@ def build(loop: Loop) -> dict[str, Any]:
         "timezone": world.timezone,
         "start": times.iso(world.start, world.timezone),
         "end": None if world.end is None else times.iso(world.end, world.timezone),
-        "ended_at": world.timeline.stamp(world.clock.now_us())["at"],
+        "ended_at": world.timeline.stamp(loop.ended_us)["at"],
         "end_reason": reason,
         "end_note": end["note"],
         "error_type": loop.error_type,
@@ -103,8 +103,7 @@ def conversation(loop: Loop, end: dict[str, Any]) -> list[dict[str, Any]]:
         if record["last_read"] and record["text"]:
             out.append({"from": "user", "kind": "wrap_up", "text": record["text"],
                         "at": record["read_at"], "t": record["read_t"]})
-    out.append({"from": "step", "kind": "end", **end,
-                **world.timeline.stamp(world.clock.now_us())})
+    out.append({"from": "step", "kind": "end", **end, **world.timeline.stamp(loop.ended_us)})
     return out
 
 

@@ -30,6 +30,7 @@ from interplay.run.episode import EpisodeContext
 from interplay.step import Step
 from interplay.usersim import (
     Answer,
+    Opening,
     Person,
     PhoneNote,
     Read,
@@ -75,6 +76,8 @@ class UserSimStepConfig:
     #: started typing, as a person who sends it before bed would); ``when_free`` waits for
     #: her next free time.
     reply_lands: str = "anyway"
+    #: She speaks first (always_on): ``{at, text}``; without text her sim writes it then.
+    opening: Opening | None = None
 
 
 class UserSimStep(Step):
@@ -109,6 +112,15 @@ class UserSimStep(Step):
             make_sim(self.record_settings())
         except InterplayError as exc:
             problems.append(str(exc))
+        if cfg.opening is not None:
+            if cfg.opening.text and not cfg.opening.text.strip():
+                problems.append("opening.text: empty; give her words, or leave text out for "
+                                "her sim to write them")
+            if cfg.opening.at:
+                try:
+                    times.parse_when(cfg.opening.at, cfg.timezone, 0.0)
+                except ValueError as exc:
+                    problems.append(f"opening.at: {exc}")
         if cfg.reply_lands not in REPLY_LANDS:
             problems.append(f"reply_lands: {cfg.reply_lands!r} is not a rule; use "
                             f"{' or '.join(REPLY_LANDS)}")
@@ -126,7 +138,8 @@ class UserSimStep(Step):
                 "scenario": str(scenario), **self.schedule().describe(),
                 "user_sim": cfg.user_sim, "user_sim_settings": dict(cfg.user_sim_settings),
                 "seat": cfg.seat, "done_marker": cfg.done_marker, "tools": list(cfg.tools),
-                "reply_lands": cfg.reply_lands}
+                "reply_lands": cfg.reply_lands,
+                "opening": None if cfg.opening is None else attrs.asdict(cfg.opening)}
 
 
 def person_from(record: dict[str, Any]) -> tuple[Person, Schedule]:
@@ -138,11 +151,13 @@ def person_from(record: dict[str, Any]) -> tuple[Person, Schedule]:
     busy = tuple((times.parse_clock_time(b.start) // 60, times.parse_clock_time(b.end) // 60)
                  for b in schedule.busy)
     free = schedule.reply_delays.get("free")
+    opening = record.get("opening")
     person = Person(description=record["description"], scenario=record.get("scenario", ""),
                     name=record["name"], timezone=schedule.timezone, awake_hours=awake,
                     busy_hours=busy, reply_delay_s=times.delay_bounds(free)[0] if free else 0.0,
                     info={"done_marker": record.get("done_marker", "")},
-                    email=record.get("email", ""), schedule=schedule)
+                    email=record.get("email", ""), schedule=schedule,
+                    opening=Opening(**opening) if opening else None)
     return person, schedule
 
 
@@ -240,10 +255,21 @@ class UserSide:
         self._plan(now, reason="overdue")
         return None
 
-    async def wrap_up(self) -> dict[str, Any]:
-        """The last read, after the last wake: recorded, never delivered."""
-        return await self._read(mode=self.schedule.read_plan(self.world.clock.now())[1],
-                                overdue_s=0.0, last=True)
+    async def wrap_up(self, mode: str) -> dict[str, Any]:
+        """The last read, after the last wake (the loop chooses when, and ``mode`` says why
+        she reads then): recorded, never delivered."""
+        return await self._read(mode=mode, overdue_s=0.0, last=True)
+
+    async def compose_opening(self) -> Answer:
+        """She speaks first in her own words: her sim is given a read with nothing in it
+        (``text`` None, no messages) at her opening's time, and answers with her first line."""
+        world = self.world
+        now = world.clock.now()
+        read = Read(text=None, turn=0, at=now, done_ends_run=self.done_ends_run,
+                    mode=self.schedule.read_plan(now)[1],
+                    local_time=times.readable(now, world.timezone))
+        return await answer_or_error(self.sim, read, name=self.sim_name, step=self.step,
+                                     what=" (her opening)")
 
     async def _read(self, *, mode: str, overdue_s: float, last: bool = False) -> dict[str, Any]:
         world = self.world

@@ -53,7 +53,16 @@ from interplay.run.episode import EpisodeContext, RunResources, run_episode
 from interplay.step import Step
 from interplay.taskset import load_jsonl
 from interplay.tools import Tool, tool
-from interplay.usersim import Answer, Person, PhoneNote, Read, ReadMessage, SentLine, UserSim
+from interplay.usersim import (
+    Answer,
+    Opening,
+    Person,
+    PhoneNote,
+    Read,
+    ReadMessage,
+    SentLine,
+    UserSim,
+)
 from interplay.verifier import Verifier
 from interplay.world import App, BusyBlock, Schedule, app_tool
 from interplay.world.times import parse_duration
@@ -80,6 +89,7 @@ __all__ = [
     "Message",
     "ModelCall",
     "NoConfig",
+    "Opening",
     "Person",
     "PhoneNote",
     "Read",

@@ -36,6 +36,15 @@ log = get_logger("interplay.usersim")
 
 
 @attrs.define
+class Opening:
+    """She speaks first (always_on): ``at`` (an ISO-8601 date-time, or a duration from the
+    start; "" is the start) and ``text`` ("" when her sim writes it then)."""
+
+    at: str = ""
+    text: str = ""
+
+
+@attrs.define
 class Person:
     """Who the simulated user is: a description and the task's scenario, plus when they are
     around (used by always_on; the relay ignores the schedule).
@@ -56,6 +65,9 @@ class Person:
     #: Her schedule (awake hours, busy blocks, reply delays per mode), or None when the step
     #: has none (the relay).
     schedule: Schedule | None = None
+    #: always_on: she speaks first, at this time (None: the task's prompt opens at the start,
+    #: if it has one).
+    opening: Opening | None = None
 
 
 @attrs.define
