@@ -50,6 +50,7 @@ from interplay.records import (
 )
 from interplay.run.agent import Agent, ChatSession, Reply, SegmentClient, SegmentContext
 from interplay.run.episode import EpisodeContext, RunResources, run_episode
+from interplay.run.results import whole_record
 from interplay.step import Step
 from interplay.taskset import load_jsonl
 from interplay.tools import Tool, tool
@@ -140,4 +141,5 @@ __all__ = [
     "structure_config",
     "to_json",
     "tool",
+    "whole_record",
 ]

@@ -277,6 +277,7 @@ def write_report(folder: str | Path) -> Path:
         judged_names,
         read_episodes,
         recorded_verifiers,
+        whole_record,
     )
     from interplay.run.summary import summarize
 
@@ -287,7 +288,8 @@ def write_report(folder: str | Path) -> Path:
     stored = _map(_read_json(out / CONFIG_FILE))
     config = _map(stored.get("config"))
     judged = judged_names(recorded_verifiers(stored))
-    episodes = read_episodes(out / EPISODES_FILE)
+    # A long episode's transcripts and records are in its side file: the page shows them.
+    episodes = [whole_record(e, out) for e in read_episodes(out / EPISODES_FILE)]
     episodes.sort(key=lambda e: (int(e["info"]["task_idx"]), int(e["info"].get("rollout") or 0)))
     summary = _read_json(out / SUMMARY_FILE)
     if not isinstance(summary, Mapping) or summary.get("episodes") != len(episodes) \

@@ -1,6 +1,14 @@
 """The results folder: ``config.json``, ``episodes.jsonl`` (appended and fsync'd as each
-episode finishes) and ``summary.json``; making a new folder or checking one to resume, and
-reading its episode records back. Nothing here runs an episode or computes the summary.
+episode finishes), ``episodes/`` (the side files of long episodes) and ``summary.json``;
+making a new folder or checking one to resume, and reading its episode records back. Nothing
+here runs an episode or computes the summary.
+
+An episode's line stays small whatever its length: one whose line would pass
+:data:`LINE_BOUND` keeps its bulk (its traces' messages, model calls and tool runs, its
+judges' calls, and the long values of the env's results: an always_on timeline, the agent's
+private notes, tool arguments) in a side file, ``episodes/<episode_id>.json``, written and
+fsync'd before its line, which names it (``side``). :func:`whole_record` puts a record back
+together; every reader that needs more than the summary's figures goes through it.
 """
 
 from __future__ import annotations
@@ -34,6 +42,15 @@ log = get_logger("interplay.run")
 CONFIG_FILE = "config.json"
 EPISODES_FILE = "episodes.jsonl"
 SUMMARY_FILE = "summary.json"
+#: The folder of the side files, beside episodes.jsonl.
+SIDE_DIR = "episodes"
+#: An episode whose line would be longer than this keeps its bulk in a side file.
+LINE_BOUND = 64 * 1024
+#: In a split episode, a value of the env's results (or of one of its tables) longer than
+#: this as JSON goes to the side file; shorter ones (counts, the end reason) stay on the line.
+RESULT_KEPT = 2 * 1024
+#: What a split episode's traces keep in the side file (the line keeps their usage).
+TRACE_BULK = ("messages", "model_calls", "tool_runs")
 
 
 class EpisodeLog:
@@ -101,6 +118,138 @@ def episode_line(episode: Episode) -> bytes:
         # taskset can carry): escaped to ASCII, the line reads back as it was.
         return json.dumps(converter().unstructure(episode), ensure_ascii=True,
                           separators=(",", ":"), default=repr).encode()
+
+
+def bounded_line(folder: Path, line: bytes, *, bound: int = LINE_BOUND) -> bytes:
+    """The line to append for an episode whose JSON line is ``line``: itself when it is at
+    most ``bound`` bytes; else the record with its bulk moved to its side file in
+    ``folder/episodes/``, which is written and fsync'd first, so a line never names a side
+    file that is not there (a crash between the two leaves a side file no line names, which
+    nothing reads)."""
+    if len(line) <= bound:
+        return line
+    record = _codec.loads(line)
+    info = record.get("info") if isinstance(record, dict) else None
+    episode_id = info.get("episode_id") if isinstance(info, dict) else None
+    if not isinstance(episode_id, str) or not episode_id.isalnum():
+        return line  # not an episode record this can name a file after: kept whole
+    ref = f"{SIDE_DIR}/{episode_id}.json"
+    kept, side = split_record(record, ref)
+    path = folder / ref
+    tmp = path.with_suffix(".json.tmp")
+    try:
+        path.parent.mkdir(exist_ok=True)
+        with tmp.open("wb") as fh:
+            fh.write(_codec.dumps(side))
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+        _fsync_dir(path.parent)
+    except OSError as exc:
+        raise InterplayError(
+            f"{path}: cannot write the next episode's side file ({exc.strerror or exc}); the "
+            f"episodes before it are kept: make room, then continue with --resume "
+            f"{folder}") from None
+    return _codec.dumps(kept)
+
+
+def _fsync_dir(path: Path) -> None:
+    """Make a file's new name in ``path`` durable (where the platform allows it)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def split_record(record: Mapping[str, Any], ref: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """An episode record as its line (what the summary, a resume and a listing read: the
+    scores, errors, metrics, stop conditions, each trace's usage, the short values of the
+    env's results) and its side part (the rest), the line naming the side file ``ref``."""
+    line = dict(record)
+    side: dict[str, Any] = {"episode_id": record["info"]["episode_id"], "traces": [],
+                            "results": {}, "results_whole": {}}
+    traces = []
+    for trace in record.get("traces") or ():
+        if not isinstance(trace, dict):
+            traces.append(trace)
+            side["traces"].append({})
+            continue
+        kept = {k: v for k, v in trace.items() if k not in TRACE_BULK}
+        kept["usage"] = dict(record_usage({"traces": [trace]}))
+        traces.append(kept)
+        side["traces"].append({k: trace[k] for k in TRACE_BULK if k in trace})
+    line["traces"] = traces
+    if record.get("judge_calls"):
+        line["judge_usage"] = dict(record_usage({"judge_calls": record["judge_calls"]}))
+        side["judge_calls"] = record["judge_calls"]
+        line.pop("judge_calls")
+    results: dict[str, Any] = {}
+    for key, value in (record.get("results") or {}).items():
+        if isinstance(value, dict):
+            kept, moved = {}, {}
+            for k, v in value.items():
+                (moved if len(_codec.dumps(v)) > RESULT_KEPT else kept)[k] = v
+            if moved:
+                kept["side_file"] = ref
+                side["results"][key] = moved
+            results[key] = kept
+        elif len(_codec.dumps(value)) > RESULT_KEPT:
+            side["results_whole"][key] = value
+        else:
+            results[key] = value
+    line["results"] = results
+    line["side"] = {"file": ref, "traces": list(TRACE_BULK),
+                    "results": {k: sorted(v) for k, v in side["results"].items()},
+                    "results_whole": sorted(side["results_whole"])}
+    return line, side
+
+
+def whole_record(record: Mapping[str, Any], where: str | os.PathLike[str]) -> dict[str, Any]:
+    """An episode record as it was before its line was split: the record itself when its line
+    was whole, else the line with its side file (named by the line's ``side``) put back.
+    ``where`` is the results folder or its ``episodes.jsonl``. What regrade, export, the report
+    and a replay read: an episode's transcripts and its long records are only whole here."""
+    side_ref = record.get("side")
+    if not isinstance(side_ref, Mapping):
+        return dict(record)
+    folder = Path(where)
+    if folder.is_file() or folder.suffix == ".jsonl":
+        folder = folder.parent
+    path = folder / str(side_ref.get("file"))
+    try:
+        side = _codec.loads(path.read_bytes())
+    except FileNotFoundError:
+        raise InterplayError(f"{path}: the side file of episode "
+                             f"{record.get('info', {}).get('episode_id')} is missing; copy a "
+                             f"results folder with its {SIDE_DIR}/ folder") from None
+    except (OSError, ValueError) as exc:
+        raise InterplayError(f"{path}: cannot read the side file of an episode "
+                             f"({getattr(exc, 'strerror', None) or exc})") from None
+    whole = {k: v for k, v in record.items() if k not in ("side", "judge_usage")}
+    traces = []
+    for trace, bulk in zip(record.get("traces") or (), side.get("traces") or (), strict=False):
+        if isinstance(trace, dict) and isinstance(bulk, dict) and bulk:
+            trace = {k: v for k, v in trace.items() if k != "usage"}
+            trace.update(bulk)
+        traces.append(trace)
+    whole["traces"] = traces
+    if "judge_calls" in side:
+        whole["judge_calls"] = side["judge_calls"]
+    results = {}
+    for key, value in (record.get("results") or {}).items():
+        if isinstance(value, dict) and key in side.get("results", {}):
+            value = {k: v for k, v in value.items() if k != "side_file"}
+            value.update(side["results"][key])
+        results[key] = value
+    results.update(side.get("results_whole") or {})
+    whole["results"] = results
+    return whole
 
 
 def read_episodes(path: Path, *, repair: bool = False,
@@ -310,9 +459,14 @@ def record_usage(record: Mapping[str, Any]) -> Counter[str]:
     total: Counter[str] = Counter()
     calls: list[tuple[str, Any]] = []
     for i, t in enumerate(record.get("traces") or ()):
+        if "model_calls" not in t and isinstance(t.get("usage"), dict):
+            total.update(_usage_counts(t["usage"], f"traces[{i}].usage."))  # a split line
+            continue
         calls += [(f"traces[{i}].model_calls[{j}]", c)
                   for j, c in enumerate(_get(t, "model_calls", list, where=f"traces[{i}].")
                                         or ())]
+    if isinstance(record.get("judge_usage"), dict):
+        total.update(_usage_counts(record["judge_usage"], "judge_usage."))
     calls += [(f"judge_calls[{j}]", c)
               for j, c in enumerate(_get(record, "judge_calls", list) or ())]
     for where, call in calls:
@@ -326,6 +480,17 @@ def record_usage(record: Mapping[str, Any]) -> Counter[str]:
             total[key] += count
     total["model_calls"] += len(calls)
     return total
+
+
+def _usage_counts(usage: Mapping[str, Any], where: str) -> Counter[str]:
+    """The counts a split line keeps of a trace's (or the judges') calls, checked."""
+    out: Counter[str] = Counter()
+    for key in ("prompt_tokens", "completion_tokens", "total_tokens", "model_calls"):
+        count = _get(usage, key, int, where=where) or 0
+        if count < 0:
+            raise ValueError(f"{where}{key}: expected 0 or more, got {count}")
+        out[key] += count
+    return out
 
 
 def write_json(path: Path, data: Any) -> None:

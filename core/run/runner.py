@@ -29,6 +29,7 @@ from interplay.run.results import (
     EPISODES_FILE,
     SUMMARY_FILE,
     EpisodeLog,
+    bounded_line,
     episode_line,
     judged_in,
     pair_of,
@@ -153,7 +154,7 @@ async def run(cfg: RunConfig, env: Env, resolved: Mapping[str, Any], output: Pat
 
     def on_line(task_idx: int, rollout: int, line: bytes, slim: dict[str, Any]) -> None:
         nonlocal ran
-        writer.append_line(line)
+        writer.append_line(bounded_line(output, line))
         records[(task_idx, rollout)] = slim
         ran += 1
         progress.count(slim)
