@@ -84,7 +84,11 @@ def conversation(loop: Loop, end: dict[str, Any]) -> list[dict[str, Any]]:
     for m in world.chat.sent_by(loop.cfg.seat):
         stamp = world.timeline.stamp(m.at_us)
         entry = {"from": "agent", "kind": "message", "n": m.number, "text": m.text, **stamp,
-                 "wake": m.wake, "read": m.read_at_us is not None}
+                 "wake": m.wake, "read": m.read_at_us is not None,
+                 "read_at": None if m.read_at_us is None
+                 else world.timeline.stamp(m.read_at_us)["at"]}
+        if m.wrap_up:
+            entry["wrap_up"] = True
         if m.leftover:
             entry["leftover"] = True
         chat.append((stamp["t"], 1, entry))
