@@ -32,26 +32,31 @@ def long_env(tmp_path: Path) -> Path:
               for i in range(80)]
     env = make_env(tmp_path, {"end": "P5D", "tasks": [{"prompt": "watch my account"}],
                               "apps": [{"kind": "notes"}], "triggers": alerts},
-                   user={"answers": [{"text": "ok"}]})
+                   user={"user_sim": "llm"})
     return Path(env.source)
 
 
 def agent() -> Agent:
+    """The agent, and her (the builtin llm sim, so that worker processes have it too)."""
     return Agent(by_pattern({"watch my account": say("Will do."),
                              "payment 7\\b": "a private note about payment 7"},
-                            default=quiet()))
+                            default=quiet()), user=lambda request: "ok")
 
 
 def lines(out: Path) -> list[bytes]:
     return (out / "episodes.jsonl").read_bytes().splitlines()
 
 
+@pytest.mark.parametrize("workers", [1, 2], ids=["one process", "workers"])
 def test_a_long_episodes_line_stays_small_and_its_side_file_holds_the_rest(
-        tmp_path: Path, scripted_model: Any) -> None:
+        tmp_path: Path, scripted_model: Any, workers: int) -> None:
     scenario, out = long_env(tmp_path), tmp_path / "run"
     model = scripted_model(agent())
+    # With workers, the episode runs in a worker process and its side file comes to the
+    # parent with its line.
+    spread = ["-w", str(workers)] if workers > 1 else []
     assert cli.main(["eval", str(scenario), "--base-url", model.base_url, "-o", str(out),
-                     "--quiet", "--no-report"]) == 0
+                     "--quiet", "--no-report", *spread]) == 0
     [raw] = lines(out)
     assert len(raw) < LINE_BOUND
     line = json.loads(raw)
@@ -71,7 +76,8 @@ def test_a_long_episodes_line_stays_small_and_its_side_file_holds_the_rest(
     assert {"name": "message_user", "arguments": {"text": "Will do."}}.items() <= \
         calls[0].items()
     assistant = next(t for t in whole["traces"] if t["seat"] == "assistant")
-    assert len(assistant["model_calls"]) == len(model.requests)  # every call, whole
+    user = next(t for t in whole["traces"] if t["seat"] == "user")
+    assert len(assistant["model_calls"]) + len(user["model_calls"]) == len(model.requests)
     # The summary's tokens are the whole record's.
     summary = json.loads((out / "summary.json").read_text())
     assert summary["tokens"]["total_tokens"] == record_usage(whole)["total_tokens"] > 0
