@@ -44,16 +44,14 @@ import json
 import math
 import statistics
 import sys
-import tempfile
 import time
 import tracemalloc
-from pathlib import Path
 from typing import Any
 
 from interplay import _aio as aio
 from interplay import log, plugins
 from interplay.records import Episode
-from interplay.run.results import LINE_BOUND, bounded_line, episode_line
+from interplay.run.results import LINE_BOUND, episode_line, episode_parts
 from interplay.testing import ScriptedReply, ScriptedRequest, run_scripted
 from interplay.world import Schedule, load_scenario, times
 
@@ -137,15 +135,18 @@ def record_user(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def sizes(episode: Episode) -> dict[str, float]:
-    """The episode's line whole, the line episodes.jsonl gets, and its side file (KB)."""
+    """The episode's line whole (as it was written before side files), the line
+    episodes.jsonl gets, and its side file (KB), with the seconds to make the parts."""
     whole = episode_line(episode)
-    with tempfile.TemporaryDirectory() as folder:
-        line = bounded_line(Path(folder), whole)
-        side = sum(f.stat().st_size for f in Path(folder).rglob("*.json"))
+    t0 = time.perf_counter()
+    line, side = episode_parts(episode)
+    made = time.perf_counter() - t0
+    side_len = len(side or b"")
     return {"line_whole_kb": round(len(whole) / 1024, 1),
             "line_kb": round(len(line) / 1024, 1), "line_target_kb": LINE_BOUND // 1024,
-            "side_file_kb": round(side / 1024, 1),
-            "files_kb": round((len(line) + 1 + side) / 1024, 1)}
+            "side_file_kb": round(side_len / 1024, 1),
+            "files_kb": round((len(line) + 1 + side_len) / 1024, 1),
+            "parts_s": round(made, 3)}
 
 
 def sizeof(value: Any, seen: set[int] | None = None) -> int:

@@ -93,15 +93,16 @@ def conversation(loop: Loop, end: dict[str, Any]) -> list[dict[str, Any]]:
             entry["leftover"] = True
         chat.append((stamp["t"], 1, entry))
     out = [entry for _, _, entry in sorted(chat, key=lambda item: (item[0], item[1]))]
-    for event in world.queue:
+    for event in [*loop.arrived, *world.queue]:
         if event.kind == "user_reply":
             record = event.data["record"]
             out.append({"from": "user", "kind": "undelivered", "why": "held",
                         "text": event.data["text"], "at": record["wrote_at"],
                         "t": record["wrote_t"]})
-        elif event.kind == "user_line":
+        elif event.kind == "user_line" and event.data.get("text"):
             stamp = world.timeline.stamp(event.due_us)
-            out.append({"from": "user", "kind": "undelivered", "why": "not due",
+            out.append({"from": "user", "kind": "undelivered",
+                        "why": "held" if event in loop.arrived else "not due",
                         "text": event.data["text"], **stamp})
     for record in loop.user.records:
         if record["last_read"] and record["text"]:
@@ -118,7 +119,9 @@ def pending(loop: Loop) -> dict[str, dict[str, Any]]:
     kinds: dict[str, list[dict[str, Any]]] = {
         "held_replies": [], "unread_by_user": [], "user_lines_not_delivered": [],
         "alerts_never_delivered": [], "checks_not_due": [], "contact_replies_in_progress": []}
-    for event in world.queue:
+    # What took effect but never reached the agent (it fell due during its last turn), then
+    # what never fell due.
+    for event in [*loop.arrived, *world.queue]:
         at = times.iso(event.due, tz)
         if event.kind == "user_reply":
             kinds["held_replies"].append({"read": event.data["record"]["read"], "at": at,
@@ -138,8 +141,8 @@ def pending(loop: Loop) -> dict[str, dict[str, Any]]:
             kinds["alerts_never_delivered"].append({"at": at, "trigger": event.data["trigger"]})
         elif event.kind == "check":
             check = event.data["check"]
-            kinds["checks_not_due"].append({"check": check.number, "at": at,
-                                            "note": check.note})
+            kinds["alerts_never_delivered" if check.status == "due" else "checks_not_due"] \
+                .append({"check": check.number, "at": at, "note": check.note})
     kinds["unread_by_user"] = [{"n": m.number, "seat": m.seat, "text": m.text,
                                 "leftover": m.leftover}
                                for m in world.chat.sent if m.read_at_us is None]

@@ -188,3 +188,19 @@ async def test_a_reply_that_would_land_in_a_busy_block_waits_when_her_rule_says(
     episode = await run(env, Agent(by_pattern({"Alert from": say("hello")}, default=quiet())))
     first = episode.results["always_on"]["replies"][0]
     assert first["wrote_at"] == "2025-06-02T12:00:00+02:00"
+
+
+async def test_what_fell_due_during_the_last_turn_is_pending_at_the_end(tmp_path: Path) -> None:
+    env = make_env(tmp_path, tokyo(rate=600.0, tasks=[{"prompt": "hello"}], triggers=[
+        {"name": "brief", "at": "2025-06-02T10:04",
+         "actions": [{"kind": "notify", "source": "calendar", "text": "stand-up soon"}]}]),
+        user=TOKYO_USER, always_on={"max_wakes": 1})
+    agent = Agent(lambda text: ScriptedReply.tool_call("stay_quiet", {}, latency_s=1.0))
+    episode = await run(env, agent)
+    ao = episode.results["always_on"]
+    assert ao["end_reason"] == "max_wakes" and len(wakes(episode)) == 1
+    [fire] = timeline(episode, "fire")
+    assert fire["at"] == "2025-06-02T10:04:00+09:00"  # it fired, at its time
+    never = ao["summary"]["pending"]["alerts_never_delivered"]
+    assert never["first"] == [{"at": "2025-06-02T10:04:00+09:00", "source": "calendar",
+                               "text": "stand-up soon"}]
