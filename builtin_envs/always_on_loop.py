@@ -7,17 +7,17 @@ world owns the clock, the queue and what events do; the user's side owns her rea
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
 import random
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from interplay.builtin_envs import always_on_prompts as prompts
 from interplay.builtin_envs import always_on_records as records
+from interplay.builtin_envs.always_on_clock import TurnClock
 from interplay.builtin_envs.always_on_history import Folder, resolve
 from interplay.builtin_envs.user_sim import UserSide, make_sim, person_from
 from interplay.errors import InterplayError
@@ -80,7 +80,6 @@ def deny_problems(deny: Sequence[str], where: str, *, stay_quiet: bool,
     return out
 
 
-
 class Loop:
     """One always_on run."""
 
@@ -132,14 +131,8 @@ class Loop:
         self.open_wake: OpenWake | None = None
         #: Events that fell due and took effect, waiting for the next wake to tell the agent.
         self.arrived: list[Event] = []
-        #: Why the run ends, found while a turn ran on a running clock (her read failed, her
-        #: blank done); the run ends after that turn.
-        self.pending_end: str | None = None
-        #: While a turn runs on a running clock: one carrier-out of due events at a time, and
-        #: what wakes the timer when an event is queued.
-        self._busy = asyncio.Lock()
-        self._poke = asyncio.Event()
-        self._tools_running = 0
+        #: When the world acts while a turn runs on a running clock.
+        self.turns = TurnClock(self.world, self._take_one)
         #: The agent's context policy (made when its agent is, in run()).
         self.folder: Folder | None = None
 
@@ -302,8 +295,8 @@ class Loop:
         while True:
             await world.settle()
             self._raise_failure()
-            if self.pending_end is not None:
-                return None, self.pending_end
+            if self.turns.ending is not None:
+                return None, self.turns.ending
             now = world.clock.now()
             if end is not None and world.clock.reached(end):
                 # The task time is past the end: this wake is the final one, with what is due.
@@ -393,85 +386,6 @@ class Loop:
         items, self.arrived = self.arrived, []
         return items
 
-    # -- the world while a turn runs on a running clock ---------------------------------------
-
-    def _next_mark_us(self) -> int | None:
-        """The next moment the world must act at: its next event, or a contact's answer still
-        being computed that is due sooner (the clock waits for it there, up to its limit)."""
-        event = self.world.queue.peek()
-        computing = self.world.contacts.first_computing()
-        marks = [m.due_us for m in (event, computing) if m is not None]
-        return min(marks) if marks else None
-
-    async def _run_due(self, *, may_wait: bool) -> None:
-        """Carry out, each at its mark, what is due by the clock (held at the first of them).
-        ``may_wait``: also her reads and the contacts' answers still being computed, which
-        take real time (the timer's part; a tool call's catch-up stops before them)."""
-        world, queue = self.world, self.world.queue
-        while self.pending_end is None:
-            now_us = world.clock.now_us()
-            event = queue.peek()
-            computing = world.contacts.first_computing()
-            if computing is not None and computing.due_us <= now_us and (
-                    event is None or computing.due_us <= event.due_us):
-                if not may_wait:
-                    return
-                await world.contacts.settle_call(computing)
-                continue
-            if event is None or event.due_us > now_us or (event.kind == "read"
-                                                            and not may_wait):
-                return
-            queue.pop()
-            self.pending_end = await self._take_one(event)
-
-    @contextlib.asynccontextmanager
-    async def _tool_time(self) -> AsyncIterator[None]:
-        """An agent's tool call on a running clock: what is due by now takes effect first
-        (reads and answers still computing are the timer's), and the clock stops while the
-        tool runs (a tool takes no task time; what it queues is due when it was called)."""
-        clock = self.world.clock
-        if not self._busy.locked():
-            async with self._busy:
-                await self._run_due(may_wait=False)
-        self._tools_running += 1
-        clock.hold_at(clock.now())
-        try:
-            yield
-        finally:
-            self._tools_running -= 1
-            if self._tools_running == 0:
-                mark = self._next_mark_us()
-                clock.hold_at(None if mark is None else mark / 1e6)
-                self._poke.set()
-
-    async def _timer(self) -> None:
-        """While a turn runs on a running clock: hold the clock at the world's next moment,
-        and carry out what falls due as the clock reaches it."""
-        clock = self.world.clock
-        while True:
-            mark = self._next_mark_us()
-            clock.hold_at(None if mark is None else mark / 1e6)
-            if mark is not None and clock.reached(mark / 1e6):
-                async with self._busy:
-                    await self._run_due(may_wait=True)
-                if self.pending_end is not None or self.world.failure is not None:
-                    return
-                continue
-            self._poke.clear()
-            left = None if mark is None or clock.rate == 0 else \
-                max(0.0, (mark / 1e6 - clock.now()) / clock.rate)
-            try:
-                await asyncio.wait_for(self._poke.wait(), left)
-            except TimeoutError:
-                pass
-
-    def _pushed(self, event: Event) -> None:
-        """An event queued during a running turn: a sooner one holds the clock at once."""
-        held = self.world.clock.held_at
-        if held is None or event.due < held:
-            self.world.clock.hold_at(event.due)
-        self._poke.set()
-
     def _nothing_reason(self) -> str:
         pending = records.pending(self)
         return "stuck" if any(p["count"] for p in pending.values()) else \
@@ -533,8 +447,8 @@ class Loop:
                 message.leftover = True
             return "error"
         self._raise_failure()
-        if self.pending_end is not None:
-            return self.pending_end
+        if self.turns.ending is not None:
+            return self.turns.ending
         if done_reply and self.user.done_ends_run:
             return "user_done"
         return None
@@ -577,45 +491,9 @@ class Loop:
         context = self.folder.context(session.trace.messages, message)
         if self.rate == 0:
             return await session.turn(message, tool_choice=tool_choice, context=context)
-        # The clock runs while the agent thinks, held at the world's next moment, where the
-        # timer carries out what falls due.
-        mark = self._next_mark_us()
-        world.clock.hold_at(None if mark is None else mark / 1e6)
-        world.queue.on_push = self._pushed
-        world.tool_time = self._tool_time
-        world.clock.set_rate(self.rate)
-        timer = asyncio.ensure_future(self._timer())
-        try:
-            reply = await session.turn(message, tool_choice=tool_choice, context=context)
-        except BaseException:
-            # Cut (the budget, a cancel) or broken: nothing more is carried out.
-            timer.cancel()
-            with contextlib.suppress(BaseException):
-                await timer
-            raise
-        finally:
-            world.clock.freeze()
-            world.tool_time = None
-            world.queue.on_push = None
-        try:
-            await self._stop_timer(timer)
-        finally:
-            world.clock.hold_at(None)
-        return reply
-
-    async def _stop_timer(self, timer: asyncio.Future[None]) -> None:
-        """The turn is over (the clock frozen at its end): let the timer finish what it is
-        carrying out, then carry out what fell due by the turn's end (``after_turn``)."""
-        if not timer.done():
-            async with self._busy:
-                timer.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await timer
-        if not timer.cancelled() and timer.exception() is not None:
-            raise timer.exception()  # type: ignore[misc]
-        self.world.enter("after_turn")
-        async with self._busy:
-            await self._run_due(may_wait=True)
+        # The clock runs while the agent thinks; the world goes on at its own times.
+        return await self.turns.turn(session, self.rate, message, tool_choice=tool_choice,
+                                     context=context)
 
     def _tell(self, event: Event, n: int, wake_us: int) -> dict[str, Any]:
         """What one event that took effect tells the agent at wake ``n``: the wake's source,
