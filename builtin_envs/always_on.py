@@ -5,14 +5,15 @@ Wake sources: alerts, the user's replies, her scripted lines, contacts' replies 
 the agent scheduled. Between wakes the clock jumps to the next event (never past one) and the
 world settles (contacts' answers in progress land, each up to its limit) before the next wake;
 everything due in the same minute arrives in one wake. The clock runs at the task's rate only
-during the agent's turns and is frozen otherwise. The agent reaches the user only through
+during the agent's turns and is frozen otherwise; what falls due during a turn takes effect at
+its time and reaches the agent at its next wake. The agent reaches the user only through
 ``message_user``; its plain reply is a private note she never reads, and a wake in which it
 wrote to nobody gets one nudge turn. Lines the step adds are marked ``[always_on]``.
 
-The run ends at ``end_time`` (a final check-in), on the user's done in a one-sitting run, at
-``max_wakes``, on the real-time budget, when nothing can wake the agent any more
-(``finished_nothing_pending`` or ``stuck``), or when an agent turn fails (``error``, with its
-``error_type``). What it leaves is in ``ctx.results["always_on"]`` (see
+The run ends at ``end_time`` (a final check-in), on the user's done where it ends the run, at
+``max_wakes``, on the real-time budget (which cuts what still runs at it), when nothing can
+wake the agent any more (``finished_nothing_pending`` or ``stuck``), when an agent turn fails
+(``error``, with its ``error_type``), or when her user sim fails (``user_error``). What it leaves is in ``ctx.results["always_on"]`` (see
 :mod:`interplay.builtin_envs.always_on_records` and docs/always_on.md).
 
 This module owns the step: its settings and what it refuses at load; the run itself is

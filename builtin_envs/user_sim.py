@@ -1,16 +1,17 @@
 """The ``user_sim`` step (who the user is) and the user's side of an always_on run.
 
 The step's settings describe her: description, name, e-mail, IANA time zone, awake hours, busy
-blocks, reply delays per mode, the user-sim plug-in (by registered name, with its settings)
-and the seat that plays her. It refuses, when the env loads, an unknown zone and reply delays
-her schedule could never use; the always_on step refuses a zone that disagrees with its
-world's. Run, it writes her as plain data to ``ctx.results["user"]``.
+blocks, reply delays per mode and where a reply due while she is away lands, her opening, the
+user-sim plug-in (by registered name, with its settings) and the seat that plays her. It
+refuses, when the env loads, an unknown zone and reply delays her schedule could never use;
+the always_on step refuses a zone that disagrees with its world's. Run, it writes her as plain
+data to ``ctx.results["user"]``.
 
 :class:`UserSide` is her in an always_on run: she reads only after the agent's
 ``message_user``, at the time she would (at once when awake and free, else when she is next
-free; a read that fell due while the agent's turn ran on is checked again, so a turn that ran
-past her bedtime does not make her answer at night), and her reply reaches the agent after her
-reply delay for the mode she read in.
+free; also while the agent's turn runs on), and her reply is written after her reply delay for
+the mode she read in (moved to her next free time when ``reply_lands`` says so). A failure of
+her sim is an ``Answer.error`` naming it (:func:`interplay.usersim.answer_or_error`).
 """
 
 from __future__ import annotations
