@@ -13,8 +13,9 @@ wrote to nobody gets one nudge turn. Lines the step adds are marked ``[always_on
 The run ends at ``end_time`` (a final check-in), on the user's done where it ends the run, at
 ``max_wakes``, on the real-time budget (which cuts what still runs at it), when nothing can
 wake the agent any more (``finished_nothing_pending`` or ``stuck``), when an agent turn fails
-(``error``, with its ``error_type``), or when her user sim fails (``user_error``). What it leaves is in ``ctx.results["always_on"]`` (see
-:mod:`interplay.builtin_envs.always_on_records` and docs/always_on.md).
+(``error``, with its ``error_type``), or when her user sim fails (``user_error``). What it
+leaves is in ``ctx.results["always_on"]`` (see :mod:`interplay.builtin_envs.always_on_records`
+and docs/always_on.md).
 
 This module owns the step: its settings and what it refuses at load; the run itself is
 :class:`interplay.builtin_envs.always_on_loop.Loop`.

@@ -11,6 +11,10 @@ phone, her own earlier lines, whether saying done ends the run, and whether this
 read (the wrap-up, whose answer is recorded and never delivered). Nothing meant for the agent
 alone (its notes, alerts, rules) is ever in a read. Every field added to these classes has a
 default, so a sim written for the relay works unchanged.
+
+The steps call a sim through :func:`set_up` and :func:`answer_or_error`: a sim that raises, or
+answers with ``error``, ends the episode as a ``user_error`` (:class:`UserSimError`) whose
+error names the sim, the step, the read and where in the sim's code it raised.
 """
 
 from __future__ import annotations
@@ -252,9 +256,7 @@ async def answer_or_error(sim: UserSim, read: Read, *, name: str, step: str,
     except InterplayError:
         raise  # a setting or a task the sim refuses: a config error, with what to change
     except Exception as exc:
-        where = failure_site(exc, sim)
-        log.warning("user_sim.failed", step=step, user_sim=name, code_path=where,
-                    error_type=type(exc).__name__)
+        where = _raised(exc, sim, name=name, step=step)
         return Answer(text="", error=f"user sim {name!r} failed in {step}{what} at {where}: "
                                      f"{type(exc).__name__}: {exc}")
     if not isinstance(answer, Answer):
@@ -278,8 +280,15 @@ async def set_up(sim: UserSim, person: Person, ctx: EpisodeContext, *, name: str
     except InterplayError:
         raise  # a setting or a task the sim refuses: a config error, with what to change
     except Exception as exc:
-        where = failure_site(exc, sim)
-        log.warning("user_sim.failed", step=step, user_sim=name, code_path=where,
-                    error_type=type(exc).__name__)
+        where = _raised(exc, sim, name=name, step=step)
         raise UserSimError(f"user sim {name!r} failed to set up in {step} at {where}: "
                            f"{type(exc).__name__}: {exc}") from exc
+
+
+def _raised(exc: BaseException, sim: UserSim, *, name: str, step: str) -> str:
+    """Log a sim's exception by the step's and the sim's names, where it was raised and its
+    type (never its text); where it was raised."""
+    where = failure_site(exc, sim)
+    log.warning("user_sim.failed", step=step, user_sim=name, code_path=where,
+                error_type=type(exc).__name__)
+    return where
