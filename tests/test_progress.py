@@ -200,4 +200,5 @@ def test_without_a_terminal_a_line_comes_every_interval_while_episodes_run(
         time.sleep(0.5)
         assert path.read_text() == after_finish  # the timer stopped with the run
     assert len(during) >= 2 and all(line.startswith("0/2 episodes") for line in during)
+    assert all(line.endswith("s elapsed") for line in during)
     assert after_finish.splitlines()[-1].startswith("2/2 episodes  reward 1.000")

@@ -161,8 +161,10 @@ class Progress:
                 f"errors {self.errors}  {rate:.2f} ep/s  ETA {eta}")
 
     def _print_line(self, now: float | None = None) -> None:
+        # The bar shows the time elapsed in a column of its own; a plain line says it.
+        elapsed = (now or time.monotonic()) - self.t0
         try:
-            self.stream.write(self.figures(now) + "\n")
+            self.stream.write(f"{self.figures(now)}  {elapsed:.0f}s elapsed\n")
             self.stream.flush()
         except (OSError, ValueError):  # closed, or a pipe whose reader went away
             self._turn_off()
