@@ -15,6 +15,7 @@ import pytest
 from always_on_support import Agent, by_pattern, make_env, quiet, say
 
 from interplay import cli, whole_record
+from interplay.env import env_from_toml
 from interplay.run.results import LINE_BOUND, bounded_line, record_usage, slim_record
 
 
@@ -152,3 +153,22 @@ def test_splitting_is_undone_exactly(tmp_path: Path) -> None:
                                           "total_tokens": 5, "model_calls": 1}
     assert record_usage(kept) == record_usage(record)
     assert whole_record(kept, tmp_path) == record
+
+
+async def test_the_parts_of_a_long_episode_put_back_are_its_whole_record(tmp_path: Path) -> None:
+    """What the run writes (the line and the side file, made from the episode as it is) puts
+    back together to exactly the record its whole line held, and reads back as an Episode."""
+    from interplay import _codec
+    from interplay.records import Episode, converter
+    from interplay.run.results import episode_line, episode_parts, write_side
+    from interplay.testing import run_scripted
+
+    env = env_from_toml(long_env(tmp_path))()
+    episode = (await run_scripted(env, next(iter(env.tasks())), agent())).episode
+    line, side = episode_parts(episode)
+    assert side is not None and len(line) < LINE_BOUND
+    write_side(tmp_path, episode.info.episode_id, side)
+    whole = whole_record(_codec.loads(line), tmp_path)
+    assert whole == json.loads(episode_line(episode))
+    again = converter().structure(whole, Episode)
+    assert again.results == episode.results and len(again.traces[0].model_calls) > 50
