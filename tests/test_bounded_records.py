@@ -16,7 +16,14 @@ from always_on_support import Agent, by_pattern, make_env, quiet, say
 
 from interplay import cli, whole_record
 from interplay.env import env_from_toml
-from interplay.run.results import LINE_BOUND, bounded_line, record_usage, slim_record
+from interplay.run.results import (
+    LINE_BOUND,
+    record_usage,
+    side_ref,
+    slim_record,
+    split_record,
+    write_side,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -143,10 +150,9 @@ def test_splitting_is_undone_exactly(tmp_path: Path) -> None:
               "judge_calls": [{"usage": {"prompt_tokens": 7, "completion_tokens": 1,
                                          "total_tokens": 8}}],
               "reward": 0.5}
-    raw = json.dumps(record).encode()
-    line = bounded_line(tmp_path, raw, bound=1000)
-    kept = json.loads(line)
-    assert len(line) < 1000
+    kept, side = split_record(record, side_ref("abc123"))
+    write_side(tmp_path, "abc123", json.dumps(side).encode())
+    assert len(json.dumps(kept)) < 1000 < len(json.dumps(record))
     assert kept["results"] == {"big": {"short": 1, "side_file": "episodes/abc123.json"},
                                "small": [1, 2]}
     assert kept["traces"][0]["usage"] == {"prompt_tokens": 3, "completion_tokens": 2,

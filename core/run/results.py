@@ -162,22 +162,6 @@ def write_side(folder: Path, episode_id: str, side: bytes) -> None:
             f"{folder}") from None
 
 
-def bounded_line(folder: Path, line: bytes, *, bound: int = LINE_BOUND) -> bytes:
-    """:func:`episode_parts` for an episode line already made (parsed back: slower): the line
-    itself when it is at most ``bound`` bytes, else its side file written to ``folder`` and
-    the line that names it."""
-    if len(line) <= bound:
-        return line
-    record = _codec.loads(line)
-    info = record.get("info") if isinstance(record, dict) else None
-    episode_id = info.get("episode_id") if isinstance(info, dict) else None
-    if not isinstance(episode_id, str) or not episode_id.isalnum():
-        return line  # not an episode record this can name a file after: kept whole
-    kept, side = split_record(record, side_ref(episode_id))
-    write_side(folder, episode_id, _codec.dumps(side))
-    return _codec.dumps(kept)
-
-
 def _fsync_dir(path: Path) -> None:
     """Make a file's new name in ``path`` durable (where the platform allows it)."""
     try:
