@@ -515,6 +515,8 @@ class Loop:
         if event.kind == "user_line":
             kind = "opening" if event.data.get("opening") else "line"
             source.update(kind=kind, **{"from": "user"}, text=event.data["text"])
+            if "trigger" in event.data:  # a line a trigger made her write
+                source.update(trigger=event.data["trigger"], fire=event.data["fire"])
             source["line"] = prompts.user_line(when, name, event.data["text"])
         elif event.kind == "user_reply":
             record = event.data["record"]
