@@ -5,15 +5,17 @@ Wake sources: alerts, the user's replies, her scripted lines, contacts' replies 
 the agent scheduled. Between wakes the clock jumps to the next event (never past one) and the
 world settles (contacts' answers in progress land, each up to its limit) before the next wake;
 everything due in the same minute arrives in one wake. The clock runs at the task's rate only
-during the agent's turns and is frozen otherwise. The agent reaches the user only through
+during the agent's turns and is frozen otherwise; what falls due during a turn takes effect at
+its time and reaches the agent at its next wake. The agent reaches the user only through
 ``message_user``; its plain reply is a private note she never reads, and a wake in which it
 wrote to nobody gets one nudge turn. Lines the step adds are marked ``[always_on]``.
 
-The run ends at ``end_time`` (a final check-in), on the user's done in a one-sitting run, at
-``max_wakes``, on the real-time budget, when nothing can wake the agent any more
-(``finished_nothing_pending`` or ``stuck``), or when an agent turn fails (``error``, with its
-``error_type``). What it leaves is in ``ctx.results["always_on"]`` (see
-:mod:`interplay.builtin_envs.always_on_records` and docs/always_on.md).
+The run ends at ``end_time`` (a final check-in), on the user's done where it ends the run, at
+``max_wakes``, on the real-time budget (which cuts what still runs at it), when nothing can
+wake the agent any more (``finished_nothing_pending`` or ``stuck``), when an agent turn fails
+(``error``, with its ``error_type``), or when her user sim fails (``user_error``). What it
+leaves is in ``ctx.results["always_on"]`` (see :mod:`interplay.builtin_envs.always_on_records`
+and docs/always_on.md).
 
 This module owns the step: its settings and what it refuses at load; the run itself is
 :class:`interplay.builtin_envs.always_on_loop.Loop`.
@@ -37,7 +39,7 @@ from interplay.builtin_envs.always_on_history import (
     keeps_session,
     session_problem,
 )
-from interplay.builtin_envs.always_on_loop import Loop, spans_days
+from interplay.builtin_envs.always_on_loop import Loop, deny_problems, spans_days
 from interplay.builtin_envs.user_sim import UserSimStep, make_sim
 from interplay.clock import Clock
 from interplay.env import SeatSpec
@@ -49,6 +51,9 @@ from interplay.world.chat import ChatSettings
 from interplay.world.env import tasks_of
 from interplay.world.scenario import Scenario, build_world, load_scenario
 
+#: The real-time budget of a run whose settings name none (docs/always_on.md says why).
+DEFAULT_BUDGET_S = 3600.0
+
 
 @attrs.define
 class AlwaysOnConfig:
@@ -57,8 +62,11 @@ class AlwaysOnConfig:
     scenario: str = ""
     #: The wake that is the last (it gets the last-turn notice).
     max_wakes: int = 100
-    #: Real seconds after which the next wake is the closing one; None: no budget.
-    budget_s: float | None = None
+    #: Real seconds the run may take: once the time left is less than twice the longest wake
+    #: so far, the next wake is the closing one, and whatever still runs at the budget (a
+    #: turn, a model call that hangs) is cut there. Sized for always-on-week on the embedded
+    #: model.
+    budget_s: float = DEFAULT_BUDGET_S
     #: A wake in which the agent wrote to nobody (and said something) gets a nudge turn.
     nudge: bool = True
     #: The nudge turn's tool_choice for its first model call ("" leaves it to the model).
@@ -76,6 +84,11 @@ class AlwaysOnConfig:
     idle_jumps: int = 24
     #: What of its conversation the agent is sent each turn (docs/always_on.md).
     history: HistoryConfig = attrs.Factory(HistoryConfig)
+    #: Text the step adds to every wake, e.g. "check the calendar before replying".
+    reminder: str = ""
+    #: Whether her done ends the run; None: in a one-sitting run (not spanning two days in
+    #: her zone) it does, in a multi-day run it is recorded and the run goes on.
+    done_ends_run: bool | None = None
 
 
 class AlwaysOn(Step):
@@ -88,8 +101,6 @@ class AlwaysOn(Step):
     def __init__(self, config: Any = None) -> None:
         super().__init__(config)
         self._scenario: Scenario | None = None
-        #: The seat that plays the user (from the user_sim step; for the worst-case wake).
-        self.user_seat = "user"
 
     def scenario(self) -> Scenario:
         if self._scenario is None:
@@ -116,12 +127,10 @@ class AlwaysOn(Step):
             if self in steps else [s for s in steps if isinstance(s, UserSimStep)]
         if not users:
             problems.append("needs a user_sim step before it (who the user is)")
-        else:
-            self.user_seat = users[-1].config.seat
-            if users[-1].config.timezone != scenario.timezone:
-                problems.append(f"the user's time zone {users[-1].config.timezone!r} disagrees "
-                                f"with the world's {scenario.timezone!r}; set "
-                                f"user_sim.timezone to the scenario's")
+        elif users[-1].config.timezone != scenario.timezone:
+            problems.append(f"the user's time zone {users[-1].config.timezone!r} disagrees "
+                            f"with the world's {scenario.timezone!r}; set "
+                            f"user_sim.timezone to the scenario's")
         if users and users[-1].config.tools:
             offered = _app_tool_names(scenario)
             missing = [t for t in users[-1].config.tools if t not in offered]
@@ -138,10 +147,20 @@ class AlwaysOn(Step):
             problems.append("idle_jumps must be at least 1")
         if cfg.rate is not None and (cfg.rate < 0 or not math.isfinite(cfg.rate)):
             problems.append("rate must be a finite number >= 0")
-        if cfg.budget_s is not None and cfg.budget_s <= 0:
-            problems.append("budget_s must be more than 0")
+        if not (cfg.budget_s > 0 and math.isfinite(cfg.budget_s)):
+            problems.append(f"budget_s must be a number of seconds more than 0, got "
+                            f"{cfg.budget_s:g}")
         problems += times.check_delay(cfg.min_check_interval, "min_check_interval")
+        checks = cfg.checks if cfg.checks is not None else spans_days(scenario)
+        problems += deny_problems(cfg.deny_tools, "deny_tools", stay_quiet=cfg.stay_quiet,
+                                  checks=checks)
+        for task in tasks_of(scenario):
+            problems += deny_problems(task.info.get("deny_tools") or (),
+                                      f"tasks[{task.idx}].info.deny_tools",
+                                      stay_quiet=cfg.stay_quiet, checks=checks)
         problems += cfg.history.problems()
+        if users and users[-1].config.opening is not None and users[-1].config.opening.at:
+            problems += _opening_problems(users[-1].config.opening.at, scenario)
         if users and cfg.history.max_context_tokens is not None and not problems:
             problems += self._budget_floor(scenario, users[-1].config.name)
         return problems
@@ -179,26 +198,6 @@ class AlwaysOn(Step):
                     f"{floor}, or set history.mode = \"all\""]
         return []
 
-    def worst_wake_s(self, ctx_or_seats: Any) -> float:
-        """The longest one wake can take in real time: the agent's turns at their timeout,
-        the user's read (a retried answer) and the slowest contact's limit."""
-        timeout = _seat_timeout(ctx_or_seats, self.config.seat)
-        user = _seat_timeout(ctx_or_seats, self.user_seat)
-        turns = 2 if self.config.nudge else 1
-        contacts = max((c.limit_s for c in self.scenario().contacts if c.persona), default=0.0)
-        return timeout * turns + user * 2 + contacts
-
-    def budget_problem(self, ctx_or_seats: Any) -> str | None:
-        budget = self.config.budget_s
-        if budget is None:
-            return None
-        worst = self.worst_wake_s(ctx_or_seats)
-        if budget < worst:
-            return (f"budget_s {budget:g} cannot fit one wake at its worst ({worst:g} s: the "
-                    f"agent's turns at their timeout, the user's read, the slowest contact); "
-                    f"raise budget_s or lower the seats' timeout_s")
-        return None
-
     def history_problem(self, seats: Mapping[str, SeatSpec]) -> str | None:
         """Folding asked for on a seat whose harness keeps its own session."""
         spec = seats.get(self.config.seat)
@@ -211,24 +210,27 @@ class AlwaysOn(Step):
         return session_problem(spec.harness) if keeps_session(harness) else None
 
     async def run(self, ctx: EpisodeContext) -> None:
-        problem = self.budget_problem(ctx)
-        if problem is not None:
-            raise InterplayError(problem)
         if "user" not in ctx.results:
             raise InterplayError("always_on needs a user_sim step before it")
         loop = Loop(self, ctx)
         await loop.run()
 
 
+def _opening_problems(at: str, scenario: Scenario) -> list[str]:
+    try:
+        when = times.parse_when(at, scenario.timezone, scenario.start_time)
+    except ValueError as exc:
+        return [f"user_sim.opening.at: {exc}"]
+    if when < scenario.start_time - 1e-6:
+        return [f"user_sim.opening.at: {at} is before the start ({scenario.start}); give a time "
+                f"in the run"]
+    end = scenario.end_time
+    if end is not None and when > end:
+        return [f"user_sim.opening.at: {at} is after the end; give a time in the run"]
+    return []
+
+
 def _app_tool_names(scenario: Scenario) -> set[str]:
     return {t.name for app in scenario.make_apps() for t in app.tools()}
 
-
-def _seat_timeout(ctx_or_seats: Any, seat: str) -> float:
-    if isinstance(ctx_or_seats, EpisodeContext):
-        if seat not in ctx_or_seats.env.seats:
-            return 0.0
-        return ctx_or_seats.resources.seat(ctx_or_seats.env, seat).timeout_s
-    spec = ctx_or_seats.get(seat)
-    return 0.0 if spec is None else spec.timeout_s
 

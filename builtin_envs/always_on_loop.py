@@ -10,27 +10,37 @@ import asyncio
 import math
 import random
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
+
+import attrs
 
 from interplay.builtin_envs import always_on_prompts as prompts
 from interplay.builtin_envs import always_on_records as records
+from interplay.builtin_envs.always_on_clock import TurnClock
 from interplay.builtin_envs.always_on_history import Folder, resolve
 from interplay.builtin_envs.user_sim import UserSide, make_sim, person_from
+from interplay.errors import InterplayError
 from interplay.log import get_logger
 from interplay.records import Task
 from interplay.run.agent import ChatSession, Reply
 from interplay.run.episode import EpisodeContext
+from interplay.usersim import UserSimError, set_up
 from interplay.world import times
-from interplay.world.chat import ChatSettings
+from interplay.world.chat import CHECK_TOOLS, ChatSettings, Sent
 from interplay.world.contacts import Contact
 from interplay.world.events import Event
 from interplay.world.scenario import Scenario, build_world
-from interplay.world.world import World
+from interplay.world.world import World, denied
 
 if TYPE_CHECKING:
     from interplay.builtin_envs.always_on import AlwaysOn, AlwaysOnConfig
 
 log = get_logger("interplay.envs.always_on")
+
+#: The next wake is the closing one once the budget's time left is under this many times the
+#: longest wake so far (what runs past the budget is cut).
+CLOSING_MARGIN = 2.0
 
 
 def spans_days(scenario: Scenario) -> bool:
@@ -39,7 +49,35 @@ def spans_days(scenario: Scenario) -> bool:
     if end is None:
         return False
     tz = str(scenario.user.get("timezone") or scenario.timezone)
+    try:
+        times.zone(tz)
+    except ValueError:
+        tz = scenario.timezone  # her zone is refused where it is checked
     return times.local(end, tz).date() > times.local(scenario.start_time, tz).date()
+
+
+def deny_problems(deny: Sequence[str], where: str, *, stay_quiet: bool,
+                  checks: bool) -> list[str]:
+    """A deny-list that names one of the agent's ways to the user: ``message_user``,
+    ``stay_quiet``, ``get_time`` or a check tool while checks are on. (A pattern such as ``*``
+    never takes them: only a name can, and that is refused here, so it is never by accident.)"""
+    out = []
+    for name in deny:
+        if name == "message_user":
+            out.append(f"{where}: message_user is the agent's only way to reach the user; a "
+                       f"deny-list never takes it")
+        elif name == "get_time":
+            out.append(f"{where}: get_time is always there while the clock is set; a "
+                       f"deny-list never takes it")
+        elif name == "stay_quiet":
+            out.append(f"{where}: stay_quiet is how the agent says there is nothing to tell "
+                       f"her; to not offer it, set always_on.stay_quiet = false")
+        elif name in CHECK_TOOLS and checks:
+            out.append(f"{where}: {name} is one of the agent's scheduled checks; to not offer "
+                       f"them, set always_on.checks = false")
+        elif not isinstance(name, str) or not name.strip():
+            out.append(f"{where}: {name!r} is not a tool name or a pattern")
+    return out
 
 
 class Loop:
@@ -63,8 +101,12 @@ class Loop:
                               min_check_interval_s=times.parse_duration(
                                   self.cfg.min_check_interval)),
             ask=self._ask)
+        done_ends_run = self.cfg.done_ends_run if self.cfg.done_ends_run is not None \
+            else not self.multi_day
         self.user = UserSide(self.world, make_sim(self.user_record), self.person, self.schedule,
-                             done_ends_run=not self.multi_day)
+                             done_ends_run=done_ends_run,
+                             sim_name=self.user_record["user_sim"], step=step.name,
+                             reply_lands=self.user_record.get("reply_lands", "anyway"))
         self.world.chat.on_message = self.user.on_message
         self.wakes: list[dict[str, Any]] = []
         self.wake_real_s: list[float] = []
@@ -73,11 +115,24 @@ class Loop:
         self.done_at_once = False
         self.error_type: str | None = None
         self.error: str | None = None
-        self.free_at_us = self.world.clock.now_us()
+        #: The run ended because an agent turn failed (not because the run itself broke).
+        self.turn_failed = False
         self.nudges = 0
         self.late = 0
         self.early = 0
         self.started = time.monotonic()
+        #: The task time the run ended at (before her wrap-up read, which may come later).
+        self.ended_us = self.world.clock.now_us()
+        #: When the real-time budget runs out (time.monotonic()).
+        self.deadline = self.started + self.cfg.budget_s
+        #: The budget ran out while something still ran (a turn, her read): what it cut.
+        self.budget_cut: str | None = None
+        #: The wake whose turn is running (cut short when the budget runs out).
+        self.open_wake: OpenWake | None = None
+        #: Events that fell due and took effect, waiting for the next wake to tell the agent.
+        self.arrived: list[Event] = []
+        #: When the world acts while a turn runs on a running clock.
+        self.turns = TurnClock(self.world, self._take_one)
         #: The agent's context policy (made when its agent is, in run()).
         self.folder: Folder | None = None
 
@@ -93,12 +148,13 @@ class Loop:
                     user_agent = ctx.agent(seat)
                     user_agent.tools = [*user_agent.tools,
                                         *world.user_tools(self.user_record["tools"])]
-            await self.user.sim.setup(self.person, ctx)
+            await set_up(self.user.sim, self.person, ctx, name=self.user.sim_name,
+                         step=self.step.name)
             self._queue_opening()
             agent = ctx.agent(self.cfg.seat)
-            deny = set(self.cfg.deny_tools) | set(ctx.task.info.get("deny_tools") or ())
-            agent.tools = [*(t for t in agent.tools if t.name not in deny),
-                           *world.tools_for(self.cfg.seat, sorted(deny))]
+            deny = self._deny_list()
+            agent.tools = [*(t for t in agent.tools if not denied(t.name, deny)),
+                           *world.tools_for(self.cfg.seat, deny)]
             policy = resolve(self.cfg.history, agent)
             task = self._agent_task()
             self.folder = Folder(policy, tools=agent.tools, timezone=world.timezone,
@@ -108,25 +164,83 @@ class Loop:
                 # Read beside the trace's messages: what each model call was sent may be less.
                 session.trace.info["history"] = policy.record()
                 try:
-                    await self._loop(session)
+                    async with asyncio.timeout_at(self.deadline) as budget:
+                        await self._loop(session)
+                except TimeoutError:
+                    if not budget.expired():
+                        raise
+                    self._out_of_budget()
                 except asyncio.CancelledError:
                     self.end_reason, self.error_type = "cancelled", "cancelled"
                     raise
                 except Exception as exc:
-                    self.end_reason, self.error_type = "error", "env_error"
+                    self.end_reason = "error"
+                    self.error_type = "config_error" if isinstance(exc, InterplayError) \
+                        else "env_error"
                     self.error = f"{type(exc).__name__}: {exc}"
                     raise
-                if self.error_type is None:
+                if self.error_type in (None, "user_error"):
                     session.stop(f"always_on_{self.end_reason}")
+        except UserSimError as exc:  # her sim could not set up
+            self.end_reason = self.error_type = "user_error"
+            self.error = str(exc)
+            raise
         finally:
             world.enter("end")
+            self.ended_us = world.clock.now_us()
             try:
-                # She left (a blank done), or the run broke: no wrap-up to read.
-                if self.end_reason not in ("error", "user_error", "cancelled", "") \
-                        and not self.done_at_once:
-                    await self.user.wrap_up()
+                await self._wrap_up()
             finally:
                 await self._close()
+        if self.error_type == "user_error":
+            # Recorded: now the episode is the user sim's failure, never scored.
+            raise UserSimError(self.error or "the user sim failed")
+
+    def _out_of_budget(self) -> None:
+        """The budget ran out with something still running: the run ends there, with the
+        wake whose turn was cut (if one was) recorded as far as it went."""
+        self.end_reason = "budget"
+        self.world.clock.freeze()
+        self.world.clock.hold_at(None)
+        self.world.tool_time = None
+        self.world.queue.on_push = None
+        opened = self.open_wake
+        if opened is not None:
+            self.budget_cut = "turn"
+            self._close_wake(opened, cut=True)
+        else:
+            self.budget_cut = "between wakes"
+        log.info("always_on.budget_cut", episode_id=self.ctx.info.episode_id,
+                 wakes=len(self.wakes), budget_s=self.cfg.budget_s)
+
+    async def _wrap_up(self) -> None:
+        """Her last read, after the last wake, when she would read it: at once when she is
+        free, else when she is next free if that comes before the run's end; otherwise it is
+        recorded unread (``wrap_up_unread``). None after a run that broke, one the budget cut,
+        or one she ended with her done."""
+        if self.end_reason in ("error", "user_error", "cancelled", "user_done", "") \
+                or self.budget_cut is not None:
+            return
+        world = self.world
+        now = world.clock.now()
+        read_at, mode = self.schedule.read_plan(now)
+        if read_at is None or (read_at > now and world.end is not None
+                               and read_at > world.end):
+            world.timeline.add("wrap_up_unread", world.clock.now_us(),
+                               state=self.schedule.state_at(now),
+                               free_at=None if read_at is None
+                               else times.iso(read_at, world.timezone))
+            return
+        world.jump_to(world.us(read_at), "wrap_up")
+        try:
+            async with asyncio.timeout_at(self.deadline):
+                record = await self.user.wrap_up(mode)
+        except TimeoutError:
+            self.budget_cut = "wrap-up"
+            return
+        if record["outcome"] == "error":
+            self.end_reason = self.error_type = "user_error"
+            self.error = record.get("error")
 
     async def _close(self) -> None:
         world, ctx = self.world, self.ctx
@@ -148,23 +262,29 @@ class Loop:
         while True:
             items, ending = await self._next_wake()
             if items is None:
-                self.end_reason = ending or "finished_nothing_pending"
+                self._end(ending or "finished_nothing_pending")
                 return
             n += 1
             final_reason = ending
             if final_reason is None and n >= self.cfg.max_wakes:
                 final_reason = "max_wakes"
-            if final_reason is None and self.cfg.budget_s is not None and (
-                    time.monotonic() - self.started + self.step.worst_wake_s(self.ctx)
-                    > self.cfg.budget_s):
+            if final_reason is None and self.wake_real_s and (
+                    time.monotonic() + CLOSING_MARGIN * max(self.wake_real_s)
+                    > self.deadline):
+                # Another wake like the longest so far might not end within the budget.
                 final_reason = "budget"
             outcome = await self._wake(session, n, items, final_reason)
             if outcome is not None:
-                self.end_reason = outcome
+                self._end(outcome)
                 return
             if final_reason is not None:
-                self.end_reason = final_reason
+                self._end(final_reason)
                 return
+
+    def _end(self, reason: str) -> None:
+        self.end_reason = reason
+        if reason == "user_error":
+            self.error_type = "user_error"
 
     async def _next_wake(self) -> tuple[list[Event] | None, str | None]:
         """The events of the next wake (and, for a final wake, why it is final); None with the
@@ -175,55 +295,95 @@ class Loop:
         while True:
             await world.settle()
             self._raise_failure()
+            if self.turns.ending is not None:
+                return None, self.turns.ending
             now = world.clock.now()
             if end is not None and world.clock.reached(end):
                 # The task time is past the end: this wake is the final one, with what is due.
-                items = await self._take(world.clock.now_us())
-                if isinstance(items, str):
-                    return None, items
-                return items, "end_time"
+                ending = await self._take(world.clock.now_us())
+                if ending is not None:
+                    return None, ending
+                return self._take_arrived(), "end_time"
             event = queue.peek()
-            if event is None or (end is not None and event.due > end):
+            if self.arrived:
+                first = now  # what fell due during the last turn is overdue: a wake now
+            elif event is None or (end is not None and event.due > end):
                 if end is None:
                     return None, self._nothing_reason()
                 world.jump_to(world.us(end), "end")
                 continue
+            else:
+                first = max(event.due, now)
             # Everything due in the minute of the first event (or overdue) comes in one wake.
-            last_us = world.us((math.floor(max(event.due, now) / 60) + 1) * 60) - 1
-            items = await self._take(last_us if end is None else min(last_us, world.us(end)))
-            if isinstance(items, str):
-                return None, items
-            if items:
+            last_us = world.us((math.floor(first / 60) + 1) * 60) - 1
+            ending = await self._take(last_us if end is None else min(last_us, world.us(end)))
+            if ending is not None:
+                return None, ending
+            if self.arrived:
                 # A wake at the end time is the final one.
-                return items, "end_time" if end is not None and world.clock.reached(end) \
-                    else None
+                return self._take_arrived(), "end_time" if end is not None and \
+                    world.clock.reached(end) else None
             if end is None and queue.only_recurring():
                 idle += 1
                 if idle >= self.cfg.idle_jumps:
                     return None, self._nothing_reason()
 
-    async def _take(self, last_us: int) -> list[Event] | str:
-        """Take the events due up to ``last_us``: world events run at their marks, reads
-        happen, and the events that wake the agent are returned (or the reason the run ends
-        now)."""
+    async def _take(self, last_us: int) -> str | None:
+        """Take the events due up to ``last_us``, each at its mark: world events run, reads
+        happen, and the events that wake the agent take effect and wait in ``arrived``.
+        Returns the reason the run ends now, or None."""
         world, queue = self.world, self.world.queue
-        items: list[Event] = []
         while (event := queue.peek()) is not None and event.due_us <= last_us:
             queue.pop()
             world.jump_to(event.due_us, event.kind)
-            if world.run_event(event):
-                self._raise_failure()
-                continue
-            if event.kind == "read":
-                record = await self.user.read(event)
-                if record is not None and record["outcome"] == "error":
-                    self.error = record.get("error")
-                    return "user_error"
-                if record is not None and record["outcome"] == "done" and self.user.done_ends_run:
-                    self.done_at_once = True
-                    return "user_done"
-                continue
-            items.append(event)
+            ending = await self._take_one(event)
+            if ending is not None:
+                return ending
+        return None
+
+    async def _take_one(self, event: Event) -> str | None:
+        """Carry out one event at its mark (the clock is there); the reason the run ends now,
+        or None."""
+        if self.world.run_event(event):
+            self._raise_failure()
+            return None
+        if event.kind == "user_line" and event.data.get("compose"):
+            # She speaks first, in her own words: her sim writes her opening now.
+            answer = await self.user.compose_opening()
+            if answer.error is not None:
+                self.error = answer.error
+                return "user_error"
+            if answer.nothing or not answer.text.strip():
+                return None
+            event.data["text"] = answer.text.strip()
+        if event.kind == "read":
+            record = await self.user.read(event)
+            if record is not None and record["outcome"] == "error":
+                self.error = record.get("error")
+                return "user_error"
+            if record is not None and record["outcome"] == "done" and self.user.done_ends_run:
+                self.done_at_once = True
+                return "user_done"
+            return None
+        self._arrive(event)
+        return None
+
+    def _arrive(self, event: Event) -> None:
+        """A waking event falls due: what it does in the world happens now (a contact's answer
+        lands in its app, a check is due, her line is written); the agent is told at its next
+        wake."""
+        world = self.world
+        if event.kind == "contact_reply":
+            world.contacts.deliver(event)
+        elif event.kind == "check":
+            world.chat.check_due(event)
+        elif event.kind == "user_line":
+            kind = "opening" if event.data.get("opening") else "line"
+            self.user.said(event.due, kind, event.data["text"])
+        self.arrived.append(event)
+
+    def _take_arrived(self) -> list[Event]:
+        items, self.arrived = self.arrived, []
         return items
 
     def _nothing_reason(self) -> str:
@@ -242,11 +402,14 @@ class Loop:
         world = self.world
         world.enter("before_turn", wake=n)
         now_us = world.clock.now_us()
-        sources = [self._deliver(event, n, now_us) for event in items]
+        sources = [self._tell(event, n, now_us) for event in items]
         lines = [s.pop("line") for s in sources]
         if n == 1 and not self.ctx.task.system_prompt:
             lines.insert(0, prompts.step_line(self._rules()))
             sources.insert(0, {"kind": "rules", "from": "step", "text": self._rules()})
+        if self.cfg.reminder:
+            lines.append(prompts.step_line(prompts.reminder_text(self.cfg.reminder)))
+            sources.append({"kind": "reminder", "from": "step", "text": self.cfg.reminder})
         if final_reason is not None:
             notice = self._final_notice(final_reason)
             lines.append(prompts.step_line(notice))
@@ -254,52 +417,71 @@ class Loop:
         entry = world.timeline.add("wake", now_us, wake=n, final=final_reason is not None,
                                    sources=sources)
         done_reply = any(e.kind == "user_reply" and e.data["done"] for e in items)
-        t0 = time.monotonic()
+        opened = self.open_wake = OpenWake(n, entry, time.monotonic())
         assert self.folder is not None
         self.folder.begin(session.trace.messages)
         reply = await self._turn(session, "\n".join(lines), "turn")
-        calls = world.take_tool_calls()
-        notes = [reply.text] if reply.text.strip() else []
-        nudged = False
+        opened.calls += world.take_tool_calls()
+        if reply.text.strip():
+            opened.notes.append(reply.text)
         wrote = any(m.wake == n for m in world.chat.sent_by(self.cfg.seat)) or \
             n in world.chat.quiet_wakes
         if self.cfg.nudge and not reply.stopped and not wrote and reply.text.strip():
-            nudged = True
+            opened.nudged = True
             self.nudges += 1
             reply = await self._turn(session, prompts.step_line(self._nudge_text()), "nudge",
                                      tool_choice=self.cfg.nudge_tool_choice or None)
-            calls += world.take_tool_calls()
+            opened.calls += world.take_tool_calls()
             if reply.text.strip():
-                notes.append(reply.text)
-        world.enter("after_turn")
-        self.free_at_us = world.clock.now_us()
-        mine = [m for m in world.chat.sent_by(self.cfg.seat) if m.wake == n]
-        entry.update(end_at=world.timeline.stamp(self.free_at_us)["at"],
-                     end_t=world.timeline.stamp(self.free_at_us)["t"],
-                     sent=[m.number for m in mine],
-                     quiet=n in world.chat.quiet_wakes, nudged=nudged, tool_calls=calls,
-                     private_note="\n\n".join(notes))
-        # Real time is kept beside the timeline, which a seed replays to the byte.
-        self.wake_real_s.append(round(time.monotonic() - t0, 3))
-        if nudged:
-            entry["nudge"] = {"from": "step", "text": self._nudge_text()}
-        self.folder.end(entry, [(m.number, m.at_us, m.text) for m in mine])
-        self.wakes.append(entry)
-        world.timeline.gap()
+                opened.notes.append(reply.text)
+        mine = self._close_wake(opened)
         log.debug("always_on.wake", episode_id=self.ctx.info.episode_id, wake=n,
-                  sources=len(items), tool_calls=len(calls), nudged=nudged,
+                  sources=len(items), tool_calls=len(opened.calls), nudged=opened.nudged,
                   final=final_reason is not None)
         if reply.stopped:
             trace = session.trace
+            self.turn_failed = True
             self.error_type = trace.error_type or reply.stop_condition or "error"
             self.error = trace.error
             for message in mine:
                 message.leftover = True
             return "error"
         self._raise_failure()
+        if self.turns.ending is not None:
+            return self.turns.ending
         if done_reply and self.user.done_ends_run:
             return "user_done"
         return None
+
+    def _close_wake(self, opened: OpenWake, *, cut: bool = False) -> list[Sent]:
+        """Record the wake's end (its turns done, or ``cut`` by the budget) and move the world
+        on to the next wake; the agent's messages of the wake."""
+        world, n, entry = self.world, opened.n, opened.entry
+        self.open_wake = None
+        end_us = world.clock.now_us()
+        mine = [m for m in world.chat.sent_by(self.cfg.seat) if m.wake == n]
+        if cut:
+            opened.calls += world.take_tool_calls()
+            for message in mine:
+                message.leftover = True
+        entry.update(end_at=world.timeline.stamp(end_us)["at"],
+                     end_t=world.timeline.stamp(end_us)["t"],
+                     sent=[m.number for m in mine],
+                     quiet=n in world.chat.quiet_wakes, nudged=opened.nudged,
+                     tool_calls=opened.calls, private_note="\n\n".join(opened.notes))
+        if cut:
+            entry["cut"] = True
+        # Real time is kept beside the timeline, which a seed replays to the byte.
+        self.wake_real_s.append(round(time.monotonic() - opened.t0, 3))
+        if opened.nudged:
+            entry["nudge"] = {"from": "step", "text": self._nudge_text()}
+        if self.folder is not None and not cut:
+            self.folder.end(entry, [(m.number, m.at_us, m.text) for m in mine])
+        self.wakes.append(entry)
+        world.timeline.gap()
+        # What happens from here until the next wake counts for that wake.
+        world.enter("before_turn", wake=n + 1)
+        return mine
 
     async def _turn(self, session: ChatSession, message: str, phase: str, *,
                     tool_choice: str | None = None) -> Reply:
@@ -307,29 +489,34 @@ class Loop:
         world.enter(phase)
         assert self.folder is not None
         context = self.folder.context(session.trace.messages, message)
-        world.clock.set_rate(self.rate)
-        try:
+        if self.rate == 0:
             return await session.turn(message, tool_choice=tool_choice, context=context)
-        finally:
-            world.clock.freeze()
+        # The clock runs while the agent thinks; the world goes on at its own times.
+        return await self.turns.turn(session, self.rate, message, tool_choice=tool_choice,
+                                     context=context)
 
-    def _deliver(self, event: Event, n: int, wake_us: int) -> dict[str, Any]:
-        """What one waking event tells the agent, marking it delivered."""
+    def _tell(self, event: Event, n: int, wake_us: int) -> dict[str, Any]:
+        """What one event that took effect tells the agent at wake ``n``: the wake's source,
+        with the line it reads. One that reaches it in a later minute than it fell due (it
+        came while a turn ran on) is ``late``, and its line says both times."""
         world = self.world
         tz = world.timezone
         due = event.due
-        late = math.floor(wake_us / 60e6) > math.floor(max(event.due_us, self.free_at_us) / 60e6)
+        late = math.floor(wake_us / 60e6) > math.floor(event.due_us / 60e6)
         early = wake_us < event.due_us
         self.late += late
         self.early += early
         source: dict[str, Any] = {"kind": event.kind, "from": "world",
                                   **_due(world, event.due_us)}
         when = times.readable(due, tz)
+        if late:
+            when = prompts.late_when(when, times.local(wake_us / 1e6, tz))
         name = self.person.name
         if event.kind == "user_line":
             kind = "opening" if event.data.get("opening") else "line"
-            self.user.said(due, kind, event.data["text"])
             source.update(kind=kind, **{"from": "user"}, text=event.data["text"])
+            if "trigger" in event.data:  # a line a trigger made her write
+                source.update(trigger=event.data["trigger"], fire=event.data["fire"])
             source["line"] = prompts.user_line(when, name, event.data["text"])
         elif event.kind == "user_reply":
             record = event.data["record"]
@@ -344,13 +531,13 @@ class Loop:
                           trigger=event.data["trigger"], fire=event.data["fire"])
             source["line"] = prompts.alert_line(when, event.data["source"], event.data["text"])
         elif event.kind == "contact_reply":
-            call = world.contacts.deliver(event)
+            call = event.data["call"]
             spec: Contact = world.contacts.specs[call.contact]
             who = f"{spec.name} <{spec.address}>" if spec.address else spec.name
             source.update(text=call.text or "", contact=call.contact, call=call.number)
             source["line"] = prompts.contact_line(when, spec.channel, who, call.text)
         else:  # check
-            check = world.chat.check_due(event)
+            check = event.data["check"]
             source.update(check=check.number, text=check.note)
             source["line"] = prompts.check_line(when, check.number, check.note)
         source["late"] = bool(late)
@@ -359,11 +546,31 @@ class Loop:
     # -- what the step says -------------------------------------------------------------------
 
     def _queue_opening(self) -> None:
-        text = prompts.opening_text(self.ctx.task, self.scenario)
+        """Her opening line, at her opening's time (else the start): the task's prompt, else
+        her opening's words, else the scenario's opening; with an opening of hers that gives
+        no words, her sim writes it then."""
+        world, spec = self.world, self.person.opening
+        text = prompts.opening_text(self.ctx.task, self.scenario,
+                                    spec.text if spec is not None else "")
+        at = world.start if spec is None or not spec.at else \
+            times.parse_when(spec.at, world.timezone, world.start)
         if text:
-            world = self.world
-            world.queue.push(Event(world.us(world.start), "user_line", key=("opening",),
+            world.queue.push(Event(world.us(at), "user_line", key=("opening",),
                                    data={"text": text, "opening": True}))
+        elif spec is not None:
+            world.queue.push(Event(world.us(at), "user_line", key=("opening",),
+                                   data={"text": "", "opening": True, "compose": True}))
+
+    def _deny_list(self) -> list[str]:
+        """The step's deny-list and the task's; a task from a taskset file that names the
+        agent's channel to the user is refused here (a scenario's tasks were, at load)."""
+        task = self.ctx.task
+        extra = list(task.info.get("deny_tools") or ())
+        problems = deny_problems(extra, f"task {task.idx} info.deny_tools",
+                                 stay_quiet=self.cfg.stay_quiet, checks=self.checks)
+        if problems:
+            raise InterplayError(problems[0])
+        return [*self.cfg.deny_tools, *extra]
 
     def _agent_task(self) -> Task:
         task = self.ctx.task
@@ -393,6 +600,18 @@ class Loop:
         if reply.stopped and not reply.text:
             raise RuntimeError(f"the contact's turn stopped ({reply.stop_condition})")
         return reply.text
+
+
+@attrs.define(eq=False)
+class OpenWake:
+    """A wake whose turns are running: what it has done so far."""
+
+    n: int
+    entry: dict[str, Any]
+    t0: float
+    calls: list[dict[str, Any]] = attrs.Factory(list)
+    notes: list[str] = attrs.Factory(list)
+    nudged: bool = False
 
 
 def _due(world: World, due_us: int) -> dict[str, Any]:

@@ -54,9 +54,21 @@ def agent_system_prompt(task_system_prompt: str | None, rules: str) -> str | Non
     return f"{task_system_prompt}\n\n{rules}" if task_system_prompt else None
 
 
-def opening_text(task: Task, scenario: Scenario) -> str:
-    """The user's first line: the task's prompt, else the scenario's opening ("" for none)."""
-    return task.prompt if isinstance(task.prompt, str) else scenario.opening
+def opening_text(task: Task, scenario: Scenario, hers: str = "") -> str:
+    """The user's first line: the task's prompt, else her opening's words (``hers``), else the
+    scenario's opening ("" for none)."""
+    return task.prompt if isinstance(task.prompt, str) else hers or scenario.opening
+
+
+def late_when(when: str, reached: datetime) -> str:
+    """An event's time as the agent reads it when it reaches the agent after the minute it
+    fell due in (it came while a turn ran on): when it was due, and when it reached it."""
+    return f"{when}; reached you at {reached:%H:%M}"
+
+
+def reminder_text(reminder: str) -> str:
+    """The step's reminder, added to every wake (``always_on.reminder``)."""
+    return f"Reminder: {reminder}"
 
 
 def user_line(when: str, name: str, text: str) -> str:

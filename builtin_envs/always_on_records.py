@@ -37,7 +37,7 @@ def build(loop: Loop) -> dict[str, Any]:
         "timezone": world.timezone,
         "start": times.iso(world.start, world.timezone),
         "end": None if world.end is None else times.iso(world.end, world.timezone),
-        "ended_at": world.timeline.stamp(world.clock.now_us())["at"],
+        "ended_at": world.timeline.stamp(loop.ended_us)["at"],
         "end_reason": reason,
         "end_note": end["note"],
         "error_type": loop.error_type,
@@ -84,27 +84,31 @@ def conversation(loop: Loop, end: dict[str, Any]) -> list[dict[str, Any]]:
     for m in world.chat.sent_by(loop.cfg.seat):
         stamp = world.timeline.stamp(m.at_us)
         entry = {"from": "agent", "kind": "message", "n": m.number, "text": m.text, **stamp,
-                 "wake": m.wake, "read": m.read_at_us is not None}
+                 "wake": m.wake, "read": m.read_at_us is not None,
+                 "read_at": None if m.read_at_us is None
+                 else world.timeline.stamp(m.read_at_us)["at"]}
+        if m.wrap_up:
+            entry["wrap_up"] = True
         if m.leftover:
             entry["leftover"] = True
         chat.append((stamp["t"], 1, entry))
     out = [entry for _, _, entry in sorted(chat, key=lambda item: (item[0], item[1]))]
-    for event in world.queue:
+    for event in [*loop.arrived, *world.queue]:
         if event.kind == "user_reply":
             record = event.data["record"]
             out.append({"from": "user", "kind": "undelivered", "why": "held",
                         "text": event.data["text"], "at": record["wrote_at"],
                         "t": record["wrote_t"]})
-        elif event.kind == "user_line":
+        elif event.kind == "user_line" and event.data.get("text"):
             stamp = world.timeline.stamp(event.due_us)
-            out.append({"from": "user", "kind": "undelivered", "why": "not due",
+            out.append({"from": "user", "kind": "undelivered",
+                        "why": "held" if event in loop.arrived else "not due",
                         "text": event.data["text"], **stamp})
     for record in loop.user.records:
         if record["last_read"] and record["text"]:
             out.append({"from": "user", "kind": "wrap_up", "text": record["text"],
                         "at": record["read_at"], "t": record["read_t"]})
-    out.append({"from": "step", "kind": "end", **end,
-                **world.timeline.stamp(world.clock.now_us())})
+    out.append({"from": "step", "kind": "end", **end, **world.timeline.stamp(loop.ended_us)})
     return out
 
 
@@ -115,7 +119,9 @@ def pending(loop: Loop) -> dict[str, dict[str, Any]]:
     kinds: dict[str, list[dict[str, Any]]] = {
         "held_replies": [], "unread_by_user": [], "user_lines_not_delivered": [],
         "alerts_never_delivered": [], "checks_not_due": [], "contact_replies_in_progress": []}
-    for event in world.queue:
+    # What took effect but never reached the agent (it fell due during its last turn), then
+    # what never fell due.
+    for event in [*loop.arrived, *world.queue]:
         at = times.iso(event.due, tz)
         if event.kind == "user_reply":
             kinds["held_replies"].append({"read": event.data["record"]["read"], "at": at,
@@ -135,8 +141,8 @@ def pending(loop: Loop) -> dict[str, dict[str, Any]]:
             kinds["alerts_never_delivered"].append({"at": at, "trigger": event.data["trigger"]})
         elif event.kind == "check":
             check = event.data["check"]
-            kinds["checks_not_due"].append({"check": check.number, "at": at,
-                                            "note": check.note})
+            kinds["alerts_never_delivered" if check.status == "due" else "checks_not_due"] \
+                .append({"check": check.number, "at": at, "note": check.note})
     kinds["unread_by_user"] = [{"n": m.number, "seat": m.seat, "text": m.text,
                                 "leftover": m.leftover}
                                for m in world.chat.sent if m.read_at_us is None]
@@ -189,7 +195,8 @@ def settings(loop: Loop) -> dict[str, Any]:
             "stay_quiet": cfg.stay_quiet, "checks": loop.checks,
             "min_check_interval": cfg.min_check_interval, "deny_tools": list(cfg.deny_tools),
             "idle_jumps": cfg.idle_jumps, "multi_day": loop.multi_day,
-            "done_ends_run": loop.user.done_ends_run,
+            "done_ends_run": loop.user.done_ends_run, "reply_lands": loop.user.reply_lands,
+            "reminder": cfg.reminder,
             "history": loop.folder.policy.record() if loop.folder else None}
 
 
@@ -208,8 +215,15 @@ def end_note(loop: Loop, reason: str) -> str:
         return (f"The run reached its cap of {loop.cfg.max_wakes} wakes; the last one carried "
                 f"the last-turn notice.")
     if reason == "budget":
-        return (f"The real-time budget of {loop.cfg.budget_s:g} s was spent; the closing wake "
-                f"carried the last-turn notice.")
+        budget = f"The real-time budget of {loop.cfg.budget_s:g} s"
+        if loop.budget_cut == "turn":
+            return (f"{budget} ran out during wake {len(loop.wakes)}: its turn was cut short "
+                    f"there (what it sent is kept, marked leftover); no wrap-up was read.")
+        if loop.budget_cut is not None:
+            where = "during her wrap-up read" if loop.budget_cut == "wrap-up" else \
+                "between wakes"
+            return f"{budget} ran out after wake {len(loop.wakes)}, {where}; the run ended there."
+        return f"{budget} was nearly spent; the closing wake carried the last-turn notice."
     if reason == "finished_nothing_pending":
         return "Nothing could wake the agent any more, and nothing was pending."
     if reason == "stuck":
@@ -218,11 +232,18 @@ def end_note(loop: Loop, reason: str) -> str:
         return f"Nothing could wake the agent any more, yet things were pending: {left}."
     if reason == "error":
         wake = len(loop.wakes)
-        return (f"The agent's turn in wake {wake} failed ({loop.error_type}); the run ended "
-                f"there." if loop.wakes else
-                f"The run stopped on an error ({loop.error_type}) before any wake.")
+        if loop.turn_failed:
+            return (f"The agent's turn in wake {wake} failed ({loop.error_type}); the run "
+                    f"ended there.")
+        where = f"after wake {wake}" if loop.wakes else "before any wake"
+        return f"The run stopped on an error ({loop.error_type}) {where}: {loop.error}."
     if reason == "user_error":
-        return f"The user simulator could not answer ({loop.error}); the run ended there."
+        sim = loop.user.sim_name
+        read = next((r["read"] for r in reversed(loop.user.records)
+                     if r["outcome"] == "error"), None)
+        at = f"read {read}" if read is not None else "setting up"
+        return (f"The user simulator {sim!r} could not answer ({at}): {loop.error}; the run "
+                f"ended there, not scored.")
     return "The run was cancelled."
 
 

@@ -18,7 +18,15 @@ from interplay.builtin_envs.usersims import person_from_task
 from interplay.errors import InterplayError
 from interplay.run.episode import EpisodeContext
 from interplay.step import Step
-from interplay.usersim import Answer, Read, ReadMessage, UserSim
+from interplay.usersim import (
+    Answer,
+    Read,
+    ReadMessage,
+    UserSim,
+    UserSimError,
+    answer_or_error,
+    set_up,
+)
 
 
 @attrs.define
@@ -65,10 +73,14 @@ EMPTY_LINE_REASK = ("(Your last message was empty, so it was not passed on. Writ
 
 
 class Relay(Step):
-    """A modeled user and the assistant take turns: two chat sessions, relayed."""
+    """A modeled user and the assistant take turns: two chat sessions, relayed. It writes
+    ``results["relay"]``: ``turns``, ``ended_by`` (``user_done``, ``max_turns``,
+    ``user_empty``, ``user_error``, ``assistant_stopped``), ``done_reason``, ``user_lines``,
+    ``closing_line``, and ``error`` when the user sim failed."""
 
     name = "relay"
     Config: ClassVar[type] = RelayConfig
+    writes = frozenset({"relay"})
 
     def seats(self) -> set[str]:
         cfg: RelayConfig = self.config
@@ -98,35 +110,40 @@ class Relay(Step):
         cfg: RelayConfig = self.config
         sim = make_user_sim(cfg.user_sim, cfg.user_sim_settings)
         person = person_from_task(ctx.task, cfg.persona, done_marker=cfg.done_marker)
-        await sim.setup(person, ctx)
+        await set_up(sim, person, ctx, name=cfg.user_sim, step=self.name)
         turns = 0
         empty_lines = 0
         ended_by = "max_turns"
         lines: list[str] = []
         done_reason = closing = ""
         malformed = 0
+        failure: str | None = None
+
+        async def answer_once(read: Read) -> Answer:
+            return await answer_or_error(sim, read, name=cfg.user_sim, step=self.name,
+                                         what=f" (turn {read.turn})")
 
         async def ask(read: Read) -> Answer:
             """The sim's next line, asked again while it is empty (within the budget)."""
             nonlocal empty_lines, malformed
-            answer = await sim.answer(read)
-            malformed += int(answer.used.get("malformed", 0))
+            answer_ = await answer_once(read)
+            malformed += int(answer_.used.get("malformed", 0))
             for _ in range(cfg.empty_retries):
-                if not _is_empty(answer):
+                if not _is_empty(answer_):
                     break
                 empty_lines += 1
-                answer = await sim.answer(Read(text=EMPTY_LINE_REASK, turn=read.turn))
-                malformed += int(answer.used.get("malformed", 0))
-            if _is_empty(answer):
+                answer_ = await answer_once(Read(text=EMPTY_LINE_REASK, turn=read.turn))
+                malformed += int(answer_.used.get("malformed", 0))
+            if _is_empty(answer_):
                 empty_lines += 1
-            return answer
+            return answer_
 
         try:
             answer = await ask(Read(text=None, turn=0))
             async with ctx.agent(cfg.seat).chat(ctx.task, mask_prompt=cfg.mask_prompt) as chat:
                 while True:
                     if answer.error is not None:
-                        ended_by = "user_error"
+                        ended_by, failure = "user_error", answer.error
                         chat.stop("user_error")
                         break
                     if answer.done or answer.text.strip() == cfg.done_marker:
@@ -162,6 +179,11 @@ class Relay(Step):
             ctx.results["relay"] = {"turns": turns, "ended_by": ended_by,
                                     "done_reason": done_reason, "user_lines": lines,
                                     "closing_line": closing}
+            if failure is not None:
+                ctx.results["relay"]["error"] = failure
+        if failure is not None:
+            # The episode is the user sim's failure: a user_error, never scored.
+            raise UserSimError(failure)
 
 
 def make_user_sim(name: str, settings: dict[str, Any]) -> UserSim:

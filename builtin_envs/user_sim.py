@@ -1,16 +1,17 @@
 """The ``user_sim`` step (who the user is) and the user's side of an always_on run.
 
 The step's settings describe her: description, name, e-mail, IANA time zone, awake hours, busy
-blocks, reply delays per mode, the user-sim plug-in (by registered name, with its settings)
-and the seat that plays her. It refuses, when the env loads, an unknown zone and reply delays
-her schedule could never use; the always_on step refuses a zone that disagrees with its
-world's. Run, it writes her as plain data to ``ctx.results["user"]``.
+blocks, reply delays per mode and where a reply due while she is away lands, her opening, the
+user-sim plug-in (by registered name, with its settings) and the seat that plays her. It
+refuses, when the env loads, an unknown zone and reply delays her schedule could never use;
+the always_on step refuses a zone that disagrees with its world's. Run, it writes her as plain
+data to ``ctx.results["user"]``.
 
 :class:`UserSide` is her in an always_on run: she reads only after the agent's
 ``message_user``, at the time she would (at once when awake and free, else when she is next
-free; a read that fell due while the agent's turn ran on is checked again, so a turn that ran
-past her bedtime does not make her answer at night), and her reply reaches the agent after her
-reply delay for the mode she read in.
+free; also while the agent's turn runs on), and her reply is written after her reply delay for
+the mode she read in (moved to her next free time when ``reply_lands`` says so). A failure of
+her sim is an ``Answer.error`` naming it (:func:`interplay.usersim.answer_or_error`).
 """
 
 from __future__ import annotations
@@ -28,7 +29,17 @@ from interplay.log import get_logger
 from interplay.records import Task
 from interplay.run.episode import EpisodeContext
 from interplay.step import Step
-from interplay.usersim import Answer, Person, PhoneNote, Read, ReadMessage, SentLine, UserSim
+from interplay.usersim import (
+    Answer,
+    Opening,
+    Person,
+    PhoneNote,
+    Read,
+    ReadMessage,
+    SentLine,
+    UserSim,
+    answer_or_error,
+)
 from interplay.world import times
 from interplay.world.chat import Sent
 from interplay.world.events import Event
@@ -36,6 +47,9 @@ from interplay.world.schedule import BusyBlock, Schedule
 from interplay.world.world import World
 
 log = get_logger("interplay.envs.user_sim")
+
+#: What happens to a reply whose delay ends while she sleeps or is busy (the first: default).
+REPLY_LANDS = ("anyway", "when_free")
 
 
 @attrs.define
@@ -59,6 +73,12 @@ class UserSimStepConfig:
     #: App tools on her side (dual control): the seat that plays her may call these tools of
     #: the world's apps while she reads; her changes count as made by ``user``.
     tools: list[str] = attrs.Factory(list)
+    #: A reply whose delay ends while she sleeps or is busy: ``anyway`` lands then (she
+    #: started typing, as a person who sends it before bed would); ``when_free`` waits for
+    #: her next free time.
+    reply_lands: str = "anyway"
+    #: She speaks first (always_on): ``{at, text}``; without text her sim writes it then.
+    opening: Opening | None = None
 
 
 class UserSimStep(Step):
@@ -93,6 +113,18 @@ class UserSimStep(Step):
             make_sim(self.record_settings())
         except InterplayError as exc:
             problems.append(str(exc))
+        if cfg.opening is not None:
+            if cfg.opening.text and not cfg.opening.text.strip():
+                problems.append("opening.text: empty; give her words, or leave text out for "
+                                "her sim to write them")
+            if cfg.opening.at:
+                try:
+                    times.parse_when(cfg.opening.at, cfg.timezone, 0.0)
+                except ValueError as exc:
+                    problems.append(f"opening.at: {exc}")
+        if cfg.reply_lands not in REPLY_LANDS:
+            problems.append(f"reply_lands: {cfg.reply_lands!r} is not a rule; use "
+                            f"{' or '.join(REPLY_LANDS)}")
         return problems
 
     async def run(self, ctx: EpisodeContext) -> None:
@@ -106,7 +138,9 @@ class UserSimStep(Step):
         return {"name": cfg.name, "email": cfg.email, "description": cfg.description,
                 "scenario": str(scenario), **self.schedule().describe(),
                 "user_sim": cfg.user_sim, "user_sim_settings": dict(cfg.user_sim_settings),
-                "seat": cfg.seat, "done_marker": cfg.done_marker, "tools": list(cfg.tools)}
+                "seat": cfg.seat, "done_marker": cfg.done_marker, "tools": list(cfg.tools),
+                "reply_lands": cfg.reply_lands,
+                "opening": None if cfg.opening is None else attrs.asdict(cfg.opening)}
 
 
 def person_from(record: dict[str, Any]) -> tuple[Person, Schedule]:
@@ -118,11 +152,13 @@ def person_from(record: dict[str, Any]) -> tuple[Person, Schedule]:
     busy = tuple((times.parse_clock_time(b.start) // 60, times.parse_clock_time(b.end) // 60)
                  for b in schedule.busy)
     free = schedule.reply_delays.get("free")
+    opening = record.get("opening")
     person = Person(description=record["description"], scenario=record.get("scenario", ""),
                     name=record["name"], timezone=schedule.timezone, awake_hours=awake,
                     busy_hours=busy, reply_delay_s=times.delay_bounds(free)[0] if free else 0.0,
                     info={"done_marker": record.get("done_marker", "")},
-                    email=record.get("email", ""), schedule=schedule)
+                    email=record.get("email", ""), schedule=schedule,
+                    opening=Opening(**opening) if opening else None)
     return person, schedule
 
 
@@ -166,9 +202,14 @@ class UserSide:
     """The user in an always_on run: when she reads, what she reads, and her replies."""
 
     def __init__(self, world: World, sim: UserSim, person: Person, schedule: Schedule, *,
-                 done_ends_run: bool) -> None:
+                 done_ends_run: bool, sim_name: str = "", step: str = "always_on",
+                 reply_lands: str = "anyway") -> None:
         self.world = world
         self.sim = sim
+        #: The sim's registered name and the step that runs her (for what a failure says).
+        self.sim_name = sim_name or sim.name
+        self.step = step
+        self.reply_lands = reply_lands
         self.person = person
         self.schedule = schedule
         self.done_ends_run = done_ends_run
@@ -215,10 +256,21 @@ class UserSide:
         self._plan(now, reason="overdue")
         return None
 
-    async def wrap_up(self) -> dict[str, Any]:
-        """The last read, after the last wake: recorded, never delivered."""
-        return await self._read(mode=self.schedule.read_plan(self.world.clock.now())[1],
-                                overdue_s=0.0, last=True)
+    async def wrap_up(self, mode: str) -> dict[str, Any]:
+        """The last read, after the last wake (the loop chooses when, and ``mode`` says why
+        she reads then): recorded, never delivered."""
+        return await self._read(mode=mode, overdue_s=0.0, last=True)
+
+    async def compose_opening(self) -> Answer:
+        """She speaks first in her own words: her sim is given a read with nothing in it
+        (``text`` None, no messages) at her opening's time, and answers with her first line."""
+        world = self.world
+        now = world.clock.now()
+        read = Read(text=None, turn=0, at=now, done_ends_run=self.done_ends_run,
+                    mode=self.schedule.read_plan(now)[1],
+                    local_time=times.readable(now, world.timezone))
+        return await answer_or_error(self.sim, read, name=self.sim_name, step=self.step,
+                                     what=" (her opening)")
 
     async def _read(self, *, mode: str, overdue_s: float, last: bool = False) -> dict[str, Any]:
         world = self.world
@@ -238,7 +290,9 @@ class UserSide:
                            for t, kind, text in self.lines if t <= now),
             done_ends_run=self.done_ends_run, last_read=last, mode=mode,
             local_time=times.readable(now, tz))
-        answer = await self.sim.answer(read)
+        answer = await answer_or_error(self.sim, read, name=self.sim_name, step=self.step,
+                                       what=" (the wrap-up)" if last
+                                       else f" (read {len(self.records) + 1})")
         for m in messages:
             if last:
                 m.wrap_up = True
@@ -273,6 +327,10 @@ class UserSide:
             else:
                 delay = self.schedule.reply_delay(mode, world.rng) + max(0.0, answer.delay_s)
                 wrote_us = world.us(now + delay)
+                moved = self._when_free(wrote_us / 1e6)
+                if moved is not None:
+                    record["moved_from"] = times.iso(wrote_us / 1e6, world.timezone)
+                    wrote_us = world.us(moved)
             record.update(_stamp(world, wrote_us, "wrote"))
             record["reply_to"] = reply_target(answer, messages)
             self.lines.append((wrote_us / 1e6, "reply", text))
@@ -285,6 +343,13 @@ class UserSide:
         log.debug("user_sim.read", read=record["read"], messages=len(messages),
                   outcome=record["outcome"], chars=len(text))
         return record
+
+    def _when_free(self, t: float) -> float | None:
+        """Where a reply due at ``t`` lands instead under ``when_free`` (her next free time,
+        when she sleeps or is busy at ``t``); None when it lands at ``t``."""
+        if self.reply_lands != "when_free" or self.schedule.state_at(t) == "free":
+            return None
+        return self.schedule.next_free(t)
 
     def said(self, t: float, kind: str, text: str) -> None:
         """She wrote a line the run delivered for her (the opening, a scripted line)."""

@@ -132,6 +132,9 @@ class LlmUserSim(UserSim):
         always_on the read rendered with :meth:`how_to_answer`."""
         if not read.local_time:
             return read.text or ""
+        if read.text is None and not read.messages and not read.phone:
+            # always_on: she speaks first (her opening, at its time).
+            return f"It is {read.local_time}. {self.opening()}"
         scripted = [line for line in read.you_sent if line.kind != "reply"]
         earlier = "".join(f"Earlier ({line.at}) you wrote to the assistant: {line.text}\n"
                           for line in scripted[self._shown_lines:])

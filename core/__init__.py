@@ -55,12 +55,22 @@ from interplay.records import (
 )
 from interplay.run.agent import Agent, ChatSession, Reply, SegmentClient, SegmentContext
 from interplay.run.episode import EpisodeContext, RunResources, run_episode
+from interplay.run.results import whole_record
 from interplay.run.rollouts import RolloutGroup, Rollouts
 from interplay.step import Step
 from interplay.taskset import DatasetTaskset, TasksetSource, load_jsonl
 from interplay.taskset import load as load_taskset
 from interplay.tools import Tool, tool
-from interplay.usersim import Answer, Person, PhoneNote, Read, ReadMessage, SentLine, UserSim
+from interplay.usersim import (
+    Answer,
+    Opening,
+    Person,
+    PhoneNote,
+    Read,
+    ReadMessage,
+    SentLine,
+    UserSim,
+)
 from interplay.verifier import Verifier
 from interplay.world import App, BusyBlock, Schedule, app_tool
 from interplay.world.times import parse_duration
@@ -88,6 +98,7 @@ __all__ = [
     "Message",
     "ModelCall",
     "NoConfig",
+    "Opening",
     "Person",
     "PhoneNote",
     "Read",
@@ -143,4 +154,5 @@ __all__ = [
     "structure_config",
     "to_json",
     "tool",
+    "whole_record",
 ]

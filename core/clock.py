@@ -2,9 +2,12 @@
 
 ``now`` advances at ``rate`` simulated seconds per real second from the last anchor; rate 0
 freezes it. ``advance`` and ``set_time`` jump; ``set_rate`` keeps the anchors (the simulated
-time does not move when the rate changes). ``set_time`` also *re-arms*: listeners registered with
-``on_set_time`` (relative and recurring triggers) re-anchor on the new time, so code that only
-wants to pause the clock freezes it with ``set_rate(0)``, never with ``set_time``.
+time does not move when the rate changes). ``hold_at`` sets a mark a running clock stops at
+until the hold moves: a world whose clock runs while an agent thinks holds it at its next
+event, so that time never passes an event before the world has carried it out. ``set_time``
+also *re-arms*: listeners registered with ``on_set_time`` (relative and recurring triggers)
+re-anchor on the new time, so code that only wants to pause the clock freezes it with
+``set_rate(0)``, never with ``set_time``.
 
 Times are marks on a microsecond grid: a mark less than 1 us away counts as reached, so a
 float computed two ways never misses its moment. Anything waiting on simulated time
@@ -48,6 +51,8 @@ class Clock:
         self._anchor_real = real()
         self._anchor_sim = time.time() if start is None else float(start)
         self._rate = float(rate)
+        #: A mark the clock does not pass while it runs (None: no hold).
+        self._hold: float | None = None
         self._rearm: list[Callable[[float], None]] = []
         self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
         self._lock = threading.Lock()
@@ -67,7 +72,20 @@ class Clock:
         """Simulated seconds since the epoch."""
         if self._rate == 0.0:
             return self._anchor_sim
-        return self._anchor_sim + (self._real() - self._anchor_real) * self._rate
+        t = self._anchor_sim + (self._real() - self._anchor_real) * self._rate
+        return t if self._hold is None or t < self._hold else max(self._hold, self._anchor_sim)
+
+    @property
+    def held_at(self) -> float | None:
+        return self._hold
+
+    def hold_at(self, mark: float | None) -> None:
+        """While running, stop at ``mark`` (within the 1 us grid) until the hold is moved;
+        None lifts it. A hold at or before the current time stops the clock where it is.
+        Moving or lifting a hold goes on from where the clock stopped: no time is skipped."""
+        self._reanchor()
+        self._hold = None if mark is None else float(mark)
+        self._changed()
 
     def now_us(self) -> int:
         """:meth:`now` as a microsecond mark."""

@@ -576,19 +576,26 @@ def _splicing_converter() -> cattrs.Converter:
     return conv
 
 
-def to_json_bytes(record: Trace | Episode) -> bytes:
-    """:func:`to_json` of a trace or an episode, as UTF-8, made without parsing and encoding
-    again the JSON it already holds: each message's wire JSON (a chat resends its conversation
-    in every request, so an episode holds each message many times over) and each response as
-    it came. The result reads back the same as :func:`to_json`'s."""
+def spliced(record: Trace | Episode) -> Any:
+    """A trace or an episode as plain data for :func:`interplay._codec.dumps`, holding the JSON
+    it already has as it is (each message's wire JSON, each response as it came): what
+    :func:`to_json_bytes` writes, for a writer that splits it first."""
     traces = record.traces if isinstance(record, Episode) else [record]
     known = {id(m._wire): m._wire_json for t in traces for m in t.messages
              if m._wire is not None and m._wire_json is not None}
     _splicing.known = known
     try:
-        data = _splicing_converter().unstructure(record)
+        return _splicing_converter().unstructure(record)
     finally:
         _splicing.known = None
+
+
+def to_json_bytes(record: Trace | Episode) -> bytes:
+    """:func:`to_json` of a trace or an episode, as UTF-8, made without parsing and encoding
+    again the JSON it already holds: each message's wire JSON (a chat resends its conversation
+    in every request, so an episode holds each message many times over) and each response as
+    it came. The result reads back the same as :func:`to_json`'s."""
+    data = spliced(record)
     try:
         return _codec.dumps(data)
     except TypeError:

@@ -42,7 +42,6 @@ from interplay.run.results import (
     EPISODES_FILE,
     SUMMARY_FILE,
     EpisodeLog,
-    episode_line,
     iter_episodes,
     judged_in,
     recorded_verifiers,
@@ -279,7 +278,7 @@ async def run(job: Regrade, *, show_progress: bool = False) -> RegradeOutcome:
             del record
             await rescore(episode, job.env, resources, job.old_names)
             slim = slim_episode(episode)
-            writer.append_line(episode_line(episode))
+            writer.append_episode(episode)
             records[(episode.info.task_idx, episode.info.rollout)] = slim
             progress.count(slim)
             del episode

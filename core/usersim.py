@@ -11,21 +11,41 @@ phone, her own earlier lines, whether saying done ends the run, and whether this
 read (the wrap-up, whose answer is recorded and never delivered). Nothing meant for the agent
 alone (its notes, alerts, rules) is ever in a read. Every field added to these classes has a
 default, so a sim written for the relay works unchanged.
+
+The steps call a sim through :func:`set_up` and :func:`answer_or_error`: a sim that raises, or
+answers with ``error``, ends the episode as a ``user_error`` (:class:`UserSimError`) whose
+error names the sim, the step, the read and where in the sim's code it raised.
 """
 
 from __future__ import annotations
 
+import sys
+import traceback
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
 from interplay.config import settle
+from interplay.errors import InterplayError
 from interplay.harness import NoConfig
+from interplay.log import get_logger
 from interplay.world.schedule import Schedule
 
 if TYPE_CHECKING:
     from interplay.run.episode import EpisodeContext
+
+log = get_logger("interplay.usersim")
+
+
+@attrs.define
+class Opening:
+    """She speaks first (always_on): ``at`` (an ISO-8601 date-time, or a duration from the
+    start; "" is the start) and ``text`` ("" when her sim writes it then)."""
+
+    at: str = ""
+    text: str = ""
 
 
 @attrs.define
@@ -49,6 +69,9 @@ class Person:
     #: Her schedule (awake hours, busy blocks, reply delays per mode), or None when the step
     #: has none (the relay).
     schedule: Schedule | None = None
+    #: always_on: she speaks first, at this time (None: the task's prompt opens at the start,
+    #: if it has one).
+    opening: Opening | None = None
 
 
 @attrs.define
@@ -182,3 +205,90 @@ class UserSim:
 
     async def close(self) -> None:
         """Release what ``setup`` opened."""
+
+
+class UserSimError(Exception):
+    """A user sim failed (it raised, or answered with ``Answer.error``): the episode ends as a
+    ``user_error``, not scored. The message names the sim, the step that ran it and where it
+    failed."""
+
+    error_type = "user_error"
+
+
+def failure_site(exc: BaseException, sim: UserSim) -> str:
+    """Where ``exc`` was raised in the sim's own code: ``file.py:LINE`` of the innermost frame
+    inside the package (or the lone module) that holds the sim's class, the path from that
+    package's parent; the innermost frame of all when none is there."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return "?"
+    module = sys.modules.get(type(sim).__module__)
+    file = getattr(module, "__file__", None)
+    root: Path | None = None
+    if file:
+        path = Path(file).resolve()
+        package = type(sim).__module__.rpartition(".")[0]
+        root = path.parent if package else path
+    mine = [f for f in frames if root is not None and _inside(Path(f.filename), root)]
+    frame = (mine or frames)[-1]
+    shown = Path(frame.filename)
+    if mine and root is not None:
+        return f"{shown.resolve().relative_to(root.parent).as_posix()}:{frame.lineno}"
+    return f"{shown.name}:{frame.lineno}"
+
+
+def _inside(path: Path, root: Path) -> bool:
+    try:
+        resolved = path.resolve()
+    except OSError:
+        return False
+    return resolved == root or root in resolved.parents
+
+
+async def answer_or_error(sim: UserSim, read: Read, *, name: str, step: str,
+                          what: str = "") -> Answer:
+    """``sim.answer(read)``, with a failure made an ``Answer.error`` that names the sim, the
+    step, the read (``what``) and, when it raised, where in its code; logged with those names
+    and the exception's type, never its text. An InterplayError (a setting or a task the sim
+    refuses) is raised as it is: a config error, which says what to change."""
+    try:
+        answer = await sim.answer(read)
+    except InterplayError:
+        raise  # a setting or a task the sim refuses: a config error, with what to change
+    except Exception as exc:
+        where = _raised(exc, sim, name=name, step=step)
+        return Answer(text="", error=f"user sim {name!r} failed in {step}{what} at {where}: "
+                                     f"{type(exc).__name__}: {exc}")
+    if not isinstance(answer, Answer):
+        log.warning("user_sim.failed", step=step, user_sim=name, code_path="answer()",
+                    error_type="bad_answer")
+        return Answer(text="", error=f"user sim {name!r} failed in {step}{what}: answer() "
+                                     f"returned {type(answer).__name__}, not an Answer")
+    if answer.error is not None:
+        log.warning("user_sim.failed", step=step, user_sim=name, code_path="Answer.error",
+                    error_type="answer_error")
+        answer.error = f"user sim {name!r} could not answer in {step}{what}: {answer.error}"
+    return answer
+
+
+async def set_up(sim: UserSim, person: Person, ctx: EpisodeContext, *, name: str,
+                 step: str) -> None:
+    """``sim.setup(person, ctx)``; a failure raises :class:`UserSimError` naming the sim, the
+    step and where in its code (an InterplayError is raised as it is)."""
+    try:
+        await sim.setup(person, ctx)
+    except InterplayError:
+        raise  # a setting or a task the sim refuses: a config error, with what to change
+    except Exception as exc:
+        where = _raised(exc, sim, name=name, step=step)
+        raise UserSimError(f"user sim {name!r} failed to set up in {step} at {where}: "
+                           f"{type(exc).__name__}: {exc}") from exc
+
+
+def _raised(exc: BaseException, sim: UserSim, *, name: str, step: str) -> str:
+    """Log a sim's exception by the step's and the sim's names, where it was raised and its
+    type (never its text); where it was raised."""
+    where = failure_site(exc, sim)
+    log.warning("user_sim.failed", step=step, user_sim=name, code_path=where,
+                error_type=type(exc).__name__)
+    return where

@@ -2,7 +2,8 @@
 
 ``check(steps)`` runs when a task loads and refuses a verifier that does not fit the env's
 steps (for example a payoff verifier on an env whose steps write no payoffs). ``score`` runs
-once the env's program has finished, also when it raised midway.
+once the env's program has finished without an error: an episode that ended in one (a model
+fault, a user sim that failed, a step that raised) is never scored, so never given to it.
 """
 
 from __future__ import annotations

@@ -121,25 +121,30 @@ async def test_she_reads_when_free_after_work_and_on_waking(tmp_path: Path) -> N
     assert [r["reached_t"] for r in replies if not r["last_read"]] == [g[2] for g in got]
 
 
-async def test_an_overdue_read_while_she_sleeps_waits_for_the_morning(tmp_path: Path) -> None:
-    """A turn that runs past her bedtime must not make her answer at night."""
+async def test_a_read_due_while_the_turn_runs_on_happens_at_its_time(tmp_path: Path) -> None:
+    """A turn that runs past her bedtime neither delays her read nor makes her answer at
+    night: she reads the message when it is sent, before 23:00, and her reply lands then."""
     # A real second of the agent's turn is an hour: the message goes out at 22:30 plus the
-    # first model call's real time (under 30 minutes unless that call takes half a second),
-    # and the turn's second call (0.75 s, 45 minutes) ends it after 23:00.
+    # first model call's real time, and the turn's second call (0.75 s, 45 minutes) ends it
+    # after 23:00.
     env = make_env(tmp_path, {
         "end": "P2D", "rate": 3600.0,
         "triggers": [{"name": "late", "at": "2025-06-02T22:30", "actions": [
             {"kind": "notify", "text": "late"}]}]},
         user={"awake": ["07:00", "23:00"], "reply_delays": {"free": "PT5M", "woken": "PT30M"},
-              "answers": [{"text": "morning!"}]})
+              "answers": [{"text": "thanks, good night"}]})
     agent = Agent(by_pattern({"Alert from": say("it is late")}, default=quiet()),
                   after_tools=ScriptedReply.text("thinking", latency_s=0.75))
     episode = await run(env, agent)
-    [deferred] = timeline(episode, "read_deferred")
-    assert deferred["state"] == "asleep" and t(deferred["due"]) < t("2025-06-02T23:00")
-    first = episode.results["always_on"]["replies"][0]
-    assert (first["mode"], first["read_t"]) == ("woken", t("2025-06-03T07:00"))
-    assert first["wrote_t"] == t("2025-06-03T07:30")
+    assert not timeline(episode, "read_deferred")
+    ao = episode.results["always_on"]
+    sent, first = ao["response"][0], ao["replies"][0]
+    assert (first["mode"], first["read_t"]) == ("free", sent["t"])
+    assert first["read_t"] < t("2025-06-02T23:00")
+    assert first["wrote_t"] == pytest.approx(first["read_t"] + 300, abs=1e-6)
+    [reply] = [s for w in wakes(episode) for s in w["sources"] if s["kind"] == "user_reply"]
+    assert reply["late"] and reply["due_t"] == first["wrote_t"]
+    assert wakes(episode)[0]["end_t"] > t("2025-06-02T23:00")
 
 
 def test_reply_delays_without_a_schedule_are_refused_at_load(tmp_path: Path) -> None:
@@ -250,7 +255,7 @@ async def test_a_wake_that_wrote_to_nobody_gets_one_nudge(tmp_path: Path) -> Non
 async def test_the_rules_go_in_the_system_prompt_or_open_the_first_wake(tmp_path: Path) -> None:
     env = make_env(tmp_path, {"end": "P1D", "tasks": [
         {"prompt": "one"}, {"prompt": "two", "system_prompt": "You help Dana."}]},
-        always_on={"deny_tools": ["get_time", "schedule_check"]})
+        always_on={"deny_tools": ["*"], "checks": False})
     agent = Agent(lambda text: quiet())
     await run(env, agent)
     first = agent.requests[0]

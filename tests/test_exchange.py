@@ -681,12 +681,14 @@ async def test_relay_ends_with_user_error_when_the_user_model_fails(
     ep = await run_episode(relay_env(), Task(0, prompt="s"), resources=resources)
     assert ep.results["relay"] == {"turns": 2, "ended_by": "user_error", "done_reason": "",
                                    "user_lines": ["user says 1", "user says 2"],
-                                   "closing_line": ""}
-    # The user did not say they were done: the assistant's trace says so, and the episode
-    # carries the user's error.
+                                   "closing_line": "",
+                                   "error": "user sim 'llm' could not answer in relay "
+                                            "(turn 2): bad_request"}
+    # The user did not say they were done: the assistant's trace says so, and the episode is
+    # the user sim's failure (her seat's trace keeps the model's fault).
     assert ep.trace("assistant").stop_condition == "user_error"
     assert ep.trace("user").error_type == "bad_request"
-    assert ep.error_type == "bad_request"
+    assert ep.error_type == "user_error" and ep.error == ep.results["relay"]["error"]
 
 
 async def test_relay_refuses_an_empty_done_marker() -> None:

@@ -179,3 +179,26 @@ def test_a_display_that_cannot_write_turns_itself_off(tty: bool) -> None:
     assert p.done == 2
     # The streams rich takes over for the bar are given back.
     assert type(sys.stdout).__name__ != "FileProxy" != type(sys.stderr).__name__
+
+
+def test_without_a_terminal_a_line_comes_every_interval_while_episodes_run(
+        tmp_path: Path) -> None:
+    """Long episodes: no episode finishes for minutes, yet the plain line comes every
+    interval (written to a real file, as stderr redirected to one is)."""
+    import time
+
+    path = tmp_path / "stderr.log"
+    with path.open("w") as log_file:
+        p = progress.Progress(2, stream=log_file, interval_s=0.2)
+        p.start()
+        time.sleep(0.75)
+        during = path.read_text().splitlines()
+        p.count({"reward": 1.0, "error_type": None})
+        p.count({"reward": 1.0, "error_type": None})
+        p.finish()
+        after_finish = path.read_text()
+        time.sleep(0.5)
+        assert path.read_text() == after_finish  # the timer stopped with the run
+    assert len(during) >= 2 and all(line.startswith("0/2 episodes") for line in during)
+    assert all(line.endswith("s elapsed") for line in during)
+    assert after_finish.splitlines()[-1].startswith("2/2 episodes  reward 1.000")

@@ -170,6 +170,33 @@ def test_local_workers_and_ray_give_the_same_episodes(
     assert stored["executor"] == "ray" and stored["ray_address"] == ray_cluster.address
 
 
+def test_a_long_episode_on_ray_writes_its_side_file_beside_its_line(
+        tmp_path: Path, scripted_model: ScriptedFactory, ray_cluster: Cluster) -> None:
+    """An always_on episode whose line would be megabytes: the actor sends its side file's
+    content with its line, and the driver writes both (the side file first)."""
+    scenario = tmp_path / "long.json"
+    scenario.write_text(json.dumps({
+        "start": "2025-06-02T08:00", "end": "P3D", "timezone": "Europe/Berlin",
+        "tasks": [{"prompt": "watch my account"}],
+        "triggers": [{"name": f"a{i}", "at": f"2025-06-02T{8 + i // 6:02d}:{(i % 6) * 10:02d}",
+                      "actions": [{"kind": "notify", "text": f"payment {i}"}]}
+                     for i in range(60)]}))
+    model = scripted_model()  # echoes the last user message: a private note each wake
+    settings = tmp_path / "ray.toml"
+    settings.write_text(f'executor = "ray"\nray_address = "{ray_cluster.address}"\n')
+    out = tmp_path / "run"
+    proc = run_cli("eval", str(scenario), "--base-url", model.base_url, "--config",
+                   str(settings), "-o", str(out), "--no-report", "--quiet",
+                   env=_env(ray_cluster))
+    assert proc.returncode == 0, proc.stderr
+    [line] = episodes(out)
+    assert len(json.dumps(line)) < 64 * 1024
+    side = out / line["side"]["file"]
+    assert side.is_file() and side.stat().st_size > 64 * 1024
+    whole = results.whole_record(line, out)
+    assert len(whole["results"]["always_on"]["timeline"]) > 60
+
+
 PROGRAM = """
 import json, os, sys, urllib.request
 base = os.environ["OPENAI_BASE_URL"]

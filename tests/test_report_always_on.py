@@ -23,7 +23,14 @@ SCENARIO = {
              "reply_delays": {"free": "PT5M"}},
     "apps": [{"kind": "notes"}],
     "triggers": [{"name": "alarm", "at": "2025-06-02T10:00", "actions": [
-        {"kind": "notify", "source": "calendar", "text": f"dentist {EVIL}"}]}],
+        {"kind": "notify", "source": "calendar", "text": f"dentist {EVIL}"}]},
+        # What wakes nobody: an item on her phone, and a change the world makes.
+        {"name": "bank", "at": "2025-06-02T09:30", "actions": [
+            {"kind": "notify", "to": "phone", "channel": "sms", "source": "Bank",
+             "text": f"Card used {EVIL}"}]},
+        {"name": "memo", "at": "2025-06-02T09:40", "actions": [
+            {"kind": "tool", "app": "notes", "tool": "add_note", "args": {"text": "memo"},
+             "by": "others"}]}],
     "tasks": [{"prompt": f"plan my day {EVIL}"}],
 }
 
@@ -66,6 +73,25 @@ def test_the_view_reads_a_record_defensively() -> None:
         for n, f in ((4, 1), (5, 3), (6, "x"))]})
     assert folded is not None
     assert [w["folded"] for w in folded["wakes"]] == ["wake 1", "wakes 1-3", ""]
+
+
+def test_the_page_says_when_she_read_her_phone_and_what_woke_nobody(results: Path) -> None:
+    [record] = [json.loads(x) for x in (results / "episodes.jsonl").read_text().splitlines()]
+    view = always_on.view(record["results"]["always_on"])
+    assert view is not None
+    [message] = [e for e in view["chat"] if e["who"] == "agent"]
+    assert "read Mon 2025-06-02 08:00" in message["meta"]
+    assert view["phone"] == [{"when": "Mon 2025-06-02 09:30", "channel": "sms",
+                              "sender": "Bank", "text": f"Card used {EVIL}",
+                              "seen": "seen Tue 2025-06-03 08:00 (her wrap-up)"}]
+    world = [(e["when"], e["what"]) for e in view["world"]]
+    assert ("Mon 2025-06-02 09:30", "trigger bank fired (#1)") in world
+    assert ("Mon 2025-06-02 09:30", f"sms from Bank on her phone: Card used {EVIL}") in world
+    assert ("Mon 2025-06-02 09:40", "notes.note_added by others") in world
+    assert all(w[0] != "Mon 2025-06-02 10:00" or "alarm" not in w[1] for w in world)
+    page = (results / "report.html").read_text()
+    assert "Her phone" in page and "The world on its own" in page
+    assert "Card used &lt;script&gt;" in page
 
 
 def test_the_page_holds_the_chat_and_the_wakes_escaped(results: Path) -> None:

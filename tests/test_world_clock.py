@@ -87,3 +87,23 @@ async def test_a_change_from_another_thread_wakes_a_wait() -> None:
     await asyncio.sleep(0)
     await asyncio.to_thread(clock.advance, 10)
     await asyncio.wait_for(waiter, 1)
+
+
+def test_a_running_clock_stops_at_its_hold_and_goes_on_from_there() -> None:
+    real = FakeReal()
+    clock = Clock(0.0, rate=10.0, real=real)
+    clock.hold_at(30.0)
+    real.value += 2
+    assert clock.now() == pytest.approx(20.0)
+    real.value += 5  # 70 simulated seconds on, but the hold is at 30
+    assert clock.now() == 30.0 and clock.reached(30.0)
+    clock.hold_at(100.0)  # moved on: time goes on from 30, nothing is skipped
+    assert clock.now() == 30.0
+    real.value += 1
+    assert clock.now() == pytest.approx(40.0)
+    clock.hold_at(clock.now())  # a hold at the current time stops it there
+    real.value += 3
+    assert clock.now() == pytest.approx(40.0)
+    clock.hold_at(None)
+    real.value += 1
+    assert clock.now() == pytest.approx(50.0)

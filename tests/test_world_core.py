@@ -341,10 +341,14 @@ async def test_chat_tools_are_plain_tools_numbering_and_tagging_messages() -> No
     assert "error" in calls[2] and calls[2]["arguments"] == {"note": "soon", "after": "PT1H"}
 
 
-def test_a_deny_list_never_takes_get_time() -> None:
-    world = world_from({"apps": [{"kind": "notes"}]})
-    names = set(tools_of(world, deny=("get_time", "add_note", "schedule_check")))
-    assert "get_time" in names and "add_note" not in names and "schedule_check" not in names
+def test_a_deny_list_never_takes_the_agents_channel() -> None:
+    world = world_from({"apps": [{"kind": "notes"}, {"kind": "inbox"}]})
+    names = set(tools_of(world, deny=("get_time", "add_note", "schedule_check", "*_email*")))
+    assert {"get_time", "schedule_check", "message_user", "list_notes"} <= names
+    assert not names & {"add_note", "list_emails", "read_email", "send_email"}
+    assert set(tools_of(world, deny=("*",))) == {"message_user", "stay_quiet", "get_time",
+                                                 "schedule_check", "list_checks",
+                                                 "cancel_check"}
 
 
 def test_checks_and_stay_quiet_can_be_left_out() -> None:

@@ -28,7 +28,7 @@ from interplay.errors import InterplayError
 from interplay.export import rows as rw
 from interplay.export.groups import Advantage, Groups, group_id
 from interplay.log import get_logger
-from interplay.run.results import CONFIG_FILE, EPISODES_FILE, iter_episodes
+from interplay.run.results import CONFIG_FILE, EPISODES_FILE, iter_episodes, whole_record
 
 log = get_logger("interplay.export")
 
@@ -221,6 +221,8 @@ def _collect(episodes: Path, spill: Path, opts: ExportOptions, groups: Groups,
                 # An episode that failed is never training data.
                 _count(counts, "error episodes")
                 continue
+            # A long episode's messages and calls are in its side file.
+            record = whole_record(record, episodes)
             info = record.get("info") or {}
             task_idx, rollout = int(info.get("task_idx", 0)), int(info.get("rollout") or 0)
             for trace in rw.trainable_traces(record, opts.seats):

@@ -1,5 +1,6 @@
-"""An always_on episode as a person reads it: the user's chat with times, and the run wake by
-wake (what woke the agent, what it sent her, its tool calls, the app changes around it).
+"""An always_on episode as a person reads it: the user's chat with times (when she read each
+message), the run wake by wake (what woke the agent, what it sent her, its tool calls, the app
+changes around it), the items on her phone, and what the world did that woke nobody.
 
 This module turns ``results["always_on"]`` (plain JSON from an episode's line) into plain
 values for the page, reading them defensively: a field of an unexpected shape is shown as text
@@ -45,7 +46,12 @@ def _chat_entry(entry: Mapping[str, Any]) -> dict[str, str]:
     meta: list[str] = []
     if who == "agent":
         meta.append(f"message #{_text(entry.get('n'))} · wake {_text(entry.get('wake'))}")
-        meta.append("read" if entry.get("read") else "never read")
+        if entry.get("read"):
+            meta.append(f"read {when(entry['read_at'])}" if entry.get("read_at") else "read")
+        elif entry.get("wrap_up"):
+            meta.append("seen only in her wrap-up")
+        else:
+            meta.append("never read")
         if entry.get("leftover"):
             meta.append("leftover of a failed turn")
     elif who == "step":
@@ -82,6 +88,66 @@ def _call(call: Mapping[str, Any]) -> dict[str, str]:
     return {"name": _text(call.get("name")), "phase": _text(call.get("phase")),
             "arguments": json.dumps(call.get("arguments"), ensure_ascii=False, default=repr),
             "error": _text(call.get("error"))}
+
+
+#: What the world did on its own, as the page lists it (kinds of timeline entries).
+_WORLD = {
+    "fire": lambda e: f"trigger {_text(e.get('trigger'))} fired (#{_text(e.get('fire'))})"
+                      + (" (queued)" if e.get("queued") else ""),
+    "phone": lambda e: f"{_text(e.get('channel'))} from {_text(e.get('sender'))} on her "
+                       f"phone: {_text(e.get('text'))}",
+    "change": lambda e: f"{_text(e.get('app'))}.{_text(e.get('action'))} by "
+                        f"{_text(e.get('by'))}",
+    "contact_asked": lambda e: f"{_text(e.get('contact'))} asked (call {_text(e.get('call'))})",
+    "contact_timed_out": lambda e: f"{_text(e.get('contact'))} did not answer in time "
+                                   f"(call {_text(e.get('call'))})",
+    "contact_failed": lambda e: f"{_text(e.get('contact'))} could not answer "
+                                f"(call {_text(e.get('call'))})",
+    "action_failed": lambda e: f"trigger {_text(e.get('trigger'))}: {_text(e.get('tool'))} "
+                               f"failed: {_text(e.get('error'))}",
+    "read_unreachable": lambda e: "she could not be reached (never free within two weeks)",
+    "wrap_up_unread": lambda e: f"no wrap-up: she was {_text(e.get('state'))} at the end",
+}
+
+
+def _woke(sources: Sequence[Any]) -> set[tuple[Any, Any]]:
+    """The (trigger, fire) pairs whose alerts or lines woke the agent."""
+    return {(s.get("trigger"), s.get("fire")) for s in map(_map, sources)
+            if s.get("trigger") is not None}
+
+
+def _world(timeline: Sequence[Any], woke: set[tuple[Any, Any]]) -> list[dict[str, str]]:
+    """What the world did that woke nobody, at its time: fires that woke no one, items on her
+    phone, app changes made by others or by nobody, contacts asked, actions that failed."""
+    out = []
+    for entry in map(_map, timeline):
+        kind = entry.get("kind")
+        describe = _WORLD.get(str(kind))
+        if describe is None:
+            continue
+        if kind == "fire" and (entry.get("trigger"), entry.get("fire")) in woke:
+            continue
+        if kind == "change" and entry.get("by") in ("agent", "user"):
+            continue
+        out.append({"when": when(entry.get("at")), "what": describe(entry)})
+    return out
+
+
+def _phone(timeline: Sequence[Any]) -> list[dict[str, str]]:
+    """The items on her phone, each with when she saw it (her first read after it)."""
+    entries = [e for e in map(_map, timeline) if e.get("kind") in ("phone", "read")]
+    out = []
+    for i, entry in enumerate(entries):
+        if entry.get("kind") != "phone":
+            continue
+        seen = next((r for r in entries[i + 1:] if r.get("kind") == "read"
+                     and isinstance(r.get("phone"), int) and r["phone"] > 0), None)
+        out.append({"when": when(entry.get("at")), "channel": _text(entry.get("channel")),
+                    "sender": _text(entry.get("sender")), "text": _text(entry.get("text")),
+                    "seen": "never seen" if seen is None else
+                    f"seen {when(seen.get('at'))}"
+                    + (" (her wrap-up)" if seen.get("last_read") else "")})
+    return out
 
 
 def _folded(count: Any) -> str:
@@ -128,6 +194,7 @@ def view(record: Any) -> dict[str, Any] | None:
     summary = _map(record.get("summary"))
     pending = [(k.replace("_", " "), _map(v).get("count"))
                for k, v in _map(summary.get("pending")).items() if _map(v).get("count")]
+    woke = {pair for entry in wakes for pair in _woke(_seq(entry.get("sources")))}
     return {"end_reason": _text(record.get("end_reason")),
             "end_note": _text(record.get("end_note")),
             "timezone": _text(record.get("timezone")),
@@ -137,4 +204,6 @@ def view(record: Any) -> dict[str, Any] | None:
                        for k, v in _map(summary.get("counts")).items()],
             "pending": [(k, _text(v)) for k, v in pending],
             "chat": [_chat_entry(_map(e)) for e in _seq(record.get("conversation"))],
-            "wakes": rows}
+            "wakes": rows,
+            "phone": _phone(record["timeline"]),
+            "world": _world(record["timeline"], woke)}

@@ -265,8 +265,8 @@ ROW_COLUMNS = ("index", "episode_id", "task", "rollout", "reward", "seat_rewards
 
 
 RULE = ("Rewards, pass@k and metrics are over the completed episodes. An episode that ended in "
-        "an error (a model fault, a failed verifier, an env that raised) is not scored: it is "
-        "counted among the errors.")
+        "an error (a model fault, a user sim that failed, a failed verifier, an env that "
+        "raised) is not scored: it is counted among the errors.")
 
 
 def _per_seat(summary: Mapping[str, Any]) -> bool:
@@ -486,6 +486,7 @@ def write_report(folder: str | Path, *, transcripts_mb: float = TRANSCRIPTS_MB) 
         iter_episodes,
         judged_names,
         recorded_verifiers,
+        whole_record,
     )
     from interplay.run.summary import summarize
 
@@ -510,7 +511,9 @@ def write_report(folder: str | Path, *, transcripts_mb: float = TRANSCRIPTS_MB) 
     path = out / REPORT_FILE
     with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace",
                                 dir=out if out.is_dir() else None) as held:
-        for i, ep in enumerate(iter_episodes(episodes_path, order="pair")):
+        for i, stored_ep in enumerate(iter_episodes(episodes_path, order="pair")):
+            # A long episode's transcripts and records are in its side file: the page shows them.
+            ep = whole_record(stored_ep, out)
             figures.add(ep)
             rows.append(_row(i, ep, seats, stop_index))
             if used < budget * (1.0 if is_error(ep) else 0.75):
@@ -529,7 +532,7 @@ def write_report(folder: str | Path, *, transcripts_mb: float = TRANSCRIPTS_MB) 
                 # The columns follow the summary's seats: the rows are made again with them.
                 seats, stop_index, rows = _table_seats(summary), {}, []
                 for i, ep in enumerate(iter_episodes(episodes_path, order="pair")):
-                    rows.append(_row(i, ep, seats, stop_index))
+                    rows.append(_row(i, whole_record(ep, out), seats, stop_index))
         held.seek(0)
         tmp = path.with_suffix(".html.tmp")
         try:

@@ -27,6 +27,7 @@ from interplay.log import get_logger
 from interplay.model.endpoint import Endpoint
 from interplay.records import Episode, EpisodeInfo, Reward, Task, Trace
 from interplay.run.agent import Agent
+from interplay.usersim import UserSimError
 
 if TYPE_CHECKING:
     from interplay.gateway import ToolGateway
@@ -200,8 +201,10 @@ async def _run(ctx: EpisodeContext, env: Env, task: Task) -> Episode:
         _mark_open_traces(ctx, "cancelled")
         raise
     except Exception as exc:
-        episode.error = f"{type(exc).__name__}: {exc}"
-        episode.error_type = "config_error" if isinstance(exc, InterplayError) else "env_error"
+        episode.error = str(exc) if isinstance(exc, UserSimError) \
+            else f"{type(exc).__name__}: {exc}"
+        episode.error_type = "user_error" if isinstance(exc, UserSimError) else \
+            "config_error" if isinstance(exc, InterplayError) else "env_error"
         log.warning("episode.step_failed", episode_id=info.episode_id, env=env.name,
                     error_type=episode.error_type, exception_type=type(exc).__name__)
     _mark_open_traces(ctx, "error" if episode.error else "episode_ended")
@@ -245,12 +248,22 @@ def _mark_open_traces(ctx: EpisodeContext, stop_condition: str) -> None:
 async def score(episode: Episode, env: Env, ctx: EpisodeContext) -> None:
     """Run the env's verifiers and spread their rewards onto the episode and its traces.
 
-    An episode that ended in an error, a failed verifier's included, gets no reward, on
-    itself or its traces: the verifiers that did answer are kept in ``rewards`` to read, but
-    their mean without the failed one would be a score nobody gave (three failed judges read
-    as 1 ± 0), and a score of what a model fault cut short is not the model's. The run's
-    figures leave such episodes out (:mod:`interplay.run.summary`)."""
+    An episode that ended in an error before it was scored (a model fault, a user sim that
+    failed, an env that raised) is given to no verifier: a score of what a fault cut short is
+    not the model's, and a judge's call on it would be spent on nothing. One whose verifier
+    failed gets no reward, on itself or its traces: the verifiers that did answer are kept in
+    ``rewards`` to read, but their mean without the failed one would be a score nobody gave
+    (three failed judges read as 1 ± 0). The run's figures leave such episodes out
+    (:mod:`interplay.run.summary`)."""
     rewards: list[Reward] = []
+    if episode.error_type is not None:
+        log.debug("episode.not_scored", episode_id=episode.info.episode_id,
+                  error_type=episode.error_type)
+        episode.rewards = []
+        episode.reward = None
+        for trace in episode.traces:
+            trace.rewards, trace.reward = [], None
+        return
     for verifier in env.verifiers():
         try:
             out = await verifier.score(episode, ctx)

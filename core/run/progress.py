@@ -6,7 +6,8 @@ On a terminal it is a rich progress bar on the last line, fit to the terminal's 
 after a resize) and redrawn by rich's own thread, so the elapsed time moves while long episodes
 run. Whatever the process writes to stdout or stderr meanwhile (log lines, a plugin's prints)
 goes through rich, which prints it above the bar, never through it. Elsewhere (a file, a pipe,
-CI) it is one plain line per update: every ``interval_s`` and at the end.
+CI) it is one plain line every ``interval_s`` (also while no episode finishes: a run of long
+episodes shows it is alive) and at the end.
 
 It never stops a run: a display that cannot write (a closed pipe) turns itself off.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import math
 import sys
+import threading
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any, TextIO
@@ -77,6 +79,11 @@ class Progress:
         self._shown: int | None = None  # the count the last plain line showed
         self._bar: RichProgress | None = None
         self._task: Any = None
+        # Without a terminal: the thread that prints the line every interval, and what it and
+        # count() share.
+        self._ticker: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
 
     def add_done(self, records: Iterable[Mapping[str, Any]]) -> None:
         """Count episodes a previous session finished (a resume), without showing anything."""
@@ -97,6 +104,11 @@ class Progress:
         """Start the clock, and on a terminal the bar."""
         self.t0 = time.monotonic()
         if not self.tty:
+            if self.enabled and self.interval_s > 0:
+                self._stop.clear()
+                self._ticker = threading.Thread(target=self._tick, name="interplay-progress",
+                                                daemon=True)
+                self._ticker.start()
             return
         # What is printed above the bar is text as written: no markup ("[debug]" is a log
         # level, not a style), no emoji codes, no highlighting.
@@ -123,10 +135,20 @@ class Progress:
         if self._bar is not None:
             self._bar.update(self._task, completed=self.done)
             return
-        now = time.monotonic()
-        if now - self._last >= self.interval_s or self.done >= self.total:
-            self._last = now
-            self._print_line(now)
+        with self._lock:
+            now = time.monotonic()
+            if now - self._last >= self.interval_s or self.done >= self.total:
+                self._last = now
+                self._print_line(now)
+
+    def _tick(self) -> None:
+        """Print the line whenever an interval passes without one (episodes still running)."""
+        while not self._stop.wait(self.interval_s / 4):
+            with self._lock:
+                now = time.monotonic()
+                if self.enabled and now - self._last >= self.interval_s:
+                    self._last = now
+                    self._print_line(now)
 
     def figures(self, now: float | None = None) -> str:
         """The display's text: ``7/10 episodes  reward 0.833 (6 scored)  errors 1  ...``."""
@@ -139,8 +161,10 @@ class Progress:
                 f"errors {self.errors}  {rate:.2f} ep/s  ETA {eta}")
 
     def _print_line(self, now: float | None = None) -> None:
+        # The bar shows the time elapsed in a column of its own; a plain line says it.
+        elapsed = (now or time.monotonic()) - self.t0
         try:
-            self.stream.write(self.figures(now) + "\n")
+            self.stream.write(f"{self.figures(now)}  {elapsed:.0f}s elapsed\n")
             self.stream.flush()
         except (OSError, ValueError):  # closed, or a pipe whose reader went away
             self._turn_off()
@@ -159,6 +183,10 @@ class Progress:
 
     def finish(self) -> None:
         """Show the last figures and let the terminal go."""
+        self._stop.set()
+        if self._ticker is not None:
+            self._ticker.join()
+            self._ticker = None
         if not self.enabled:
             return
         if self._bar is not None:

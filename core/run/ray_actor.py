@@ -79,8 +79,10 @@ class EpisodeActor:
         self._tuned.enter_context(runner.collector_tuned_for_runs())
         return report
 
-    async def run(self, task: Task, rollout: int) -> tuple[dict[str, Any], bytes]:
-        """One episode: its slim record and its line in episodes.jsonl."""
+    async def run(self, task: Task, rollout: int,
+                  ) -> tuple[dict[str, Any], bytes, bytes | None]:
+        """One episode: its slim record, its line in episodes.jsonl and its side file's
+        content (None when its line is whole)."""
         assert self._env is not None and self._cfg is not None
         me = asyncio.current_task()
         if me is not None:
@@ -90,7 +92,7 @@ class EpisodeActor:
                                            resources=self._resources, seed=self._cfg.seed)
         finally:
             self._running.discard(me)  # type: ignore[arg-type]
-        return results.slim_episode(episode), results.episode_line(episode)
+        return (results.slim_episode(episode), *results.episode_parts(episode))
 
     async def stop(self) -> None:
         """Cancel the running episodes and let go of what they shared."""

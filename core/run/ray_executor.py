@@ -59,7 +59,7 @@ PLUGIN_VARS = ("INTERPLAY_LOAD_PLUGINS", "INTERPLAY_BLOCK_PLUGINS")
 _STOP_GRACE_S = 10.0
 _PLACING_NOTE_S = 60.0
 
-OnLine = Callable[[int, int, bytes, dict[str, Any]], None]
+OnLine = Callable[[int, int, bytes, dict[str, Any], bytes | None], None]
 OnEpisode = Callable[[Episode], None]
 
 
@@ -90,9 +90,10 @@ async def run_on_ray(cfg: RunConfig, env: Env, resolved: Mapping[str, Any],
                      on_episode: OnEpisode) -> None:
     """Run ``pairs`` on Ray actors, ``cfg.concurrency`` episodes at once in all.
 
-    ``on_line(task_idx, rollout, line, slim)`` gets each finished episode's JSON line and its
-    slim record; ``on_episode`` gets the error episodes made here for pairs a dead actor was
-    running. A Ray already initialized in this process (a trainer's) is used as it is."""
+    ``on_line(task_idx, rollout, line, slim, side)`` gets each finished episode's JSON line,
+    its slim record and its side file's content (None when the line is whole);
+    ``on_episode`` gets the error episodes made here for pairs a dead actor was running. A Ray
+    already initialized in this process (a trainer's) is used as it is."""
     if not pairs:
         return
     import ray
@@ -391,7 +392,7 @@ async def _dispatch(ray: Any, pool: Sequence[_Actor], pairs: Sequence[tuple[Task
             task, rollout = pair
             started = time.time()
             try:
-                slim, line = await actor.handle.run.remote(task, rollout)
+                slim, line, side = await actor.handle.run.remote(task, rollout)
             except ray.exceptions.RayError as exc:
                 if isinstance(exc, ray.exceptions.RayActorError) and not actor.dead:
                     actor.dead = True
@@ -403,7 +404,7 @@ async def _dispatch(ray: Any, pool: Sequence[_Actor], pairs: Sequence[tuple[Task
                     env_name, task, rollout, config.episode_seed(seed, task.idx, rollout),
                     lost, started, error_type="worker_error"))
                 continue
-            on_line(task.idx, rollout, line, slim)
+            on_line(task.idx, rollout, line, slim, side)
 
     slots = [asyncio.ensure_future(slot(a)) for a in pool for _ in range(a.capacity)]
     try:

@@ -1,6 +1,14 @@
 """The results folder: ``config.json``, ``episodes.jsonl`` (appended and fsync'd as each
-episode finishes) and ``summary.json``; making a new folder or checking one to resume, and
-reading its episode records back. Nothing here runs an episode or computes the summary.
+episode finishes), ``episodes/`` (the side files of long episodes) and ``summary.json``;
+making a new folder or checking one to resume, and reading its episode records back. Nothing
+here runs an episode or computes the summary.
+
+An episode's line stays small whatever its length: one whose line would pass
+:data:`LINE_BOUND` keeps its bulk (its traces' messages, model calls and tool runs, its
+judges' calls, and the long values of the env's results: an always_on timeline, the agent's
+private notes, tool arguments) in a side file, ``episodes/<episode_id>.json``, written and
+fsync'd before its line, which names it (``side``). :func:`whole_record` puts a record back
+together; every reader that needs more than the summary's figures goes through it.
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ from interplay import config as config_mod
 from interplay.env import Env
 from interplay.errors import InterplayError
 from interplay.log import get_logger
-from interplay.records import Episode, converter, to_json_bytes
+from interplay.records import Episode, converter, spliced, to_json_bytes
 from interplay.run.config import (
     RunConfig,
     config_differences,
@@ -35,6 +43,15 @@ log = get_logger("interplay.run")
 CONFIG_FILE = "config.json"
 EPISODES_FILE = "episodes.jsonl"
 SUMMARY_FILE = "summary.json"
+#: The folder of the side files, beside episodes.jsonl.
+SIDE_DIR = "episodes"
+#: An episode whose line would be longer than this keeps its bulk in a side file.
+LINE_BOUND = 64 * 1024
+#: In a split episode, a value of the env's results (or of one of its tables) longer than
+#: this as JSON goes to the side file; shorter ones (counts, the end reason) stay on the line.
+RESULT_KEPT = 2 * 1024
+#: What a split episode's traces keep in the side file (the line keeps their usage).
+TRACE_BULK = ("messages", "model_calls", "tool_runs")
 
 
 class EpisodeLog:
@@ -58,6 +75,19 @@ class EpisodeLog:
         except OSError as exc:
             raise InterplayError(f"{self.path}: cannot append to it "
                                  f"({exc.strerror or type(exc).__name__})") from None
+
+    def append_episode(self, episode: Episode) -> None:
+        """Append a finished episode: its line, and first its side file when its whole line
+        would be too long (:func:`episode_parts`)."""
+        line, side = episode_parts(episode)
+        self.append(line, side, episode_id=episode.info.episode_id)
+
+    def append(self, line: bytes, side: bytes | None = None, *, episode_id: str = "") -> None:
+        """Append an episode's line made elsewhere (:func:`episode_parts`, in a worker): its
+        side file, if it has one, is written and made durable first, since the line names it."""
+        if side is not None:
+            write_side(self.path.parent, episode_id, side)
+        self.append_line(line)
 
     def append_line(self, data: bytes) -> None:
         """Append one episode's JSON line (without its newline)."""
@@ -102,6 +132,147 @@ def episode_line(episode: Episode) -> bytes:
         # taskset can carry): escaped to ASCII, the line reads back as it was.
         return json.dumps(converter().unstructure(episode), ensure_ascii=True,
                           separators=(",", ":"), default=repr).encode()
+
+
+def episode_parts(episode: Episode) -> tuple[bytes, bytes | None]:
+    """The episode's line in episodes.jsonl and, when its whole line would pass
+    :data:`LINE_BOUND`, its side file's content (the line then names the side file and keeps
+    the rest: :func:`split_record`). Made from the episode as it is, without parsing its JSON
+    back (a month's line is 72 MB)."""
+    data = spliced(episode)
+    try:
+        line = _codec.dumps(data)
+    except (TypeError, ValueError):
+        return episode_line(episode), None  # what orjson refuses: whole, the plain way
+    if len(line) <= LINE_BOUND:
+        return line, None
+    kept, side = split_record(data, side_ref(episode.info.episode_id))
+    return _codec.dumps(kept), _codec.dumps(side)
+
+
+def side_ref(episode_id: str) -> str:
+    """Where an episode's side file is, from the results folder."""
+    return f"{SIDE_DIR}/{episode_id}.json"
+
+
+def write_side(folder: Path, episode_id: str, side: bytes) -> None:
+    """Write an episode's side file and fsync it (and its folder), before its line is
+    appended: a line never names a side file that is not there (a crash between the two leaves
+    a side file no line names, which nothing reads)."""
+    path = folder / side_ref(episode_id)
+    tmp = path.with_suffix(".json.tmp")
+    try:
+        path.parent.mkdir(exist_ok=True)
+        with tmp.open("wb") as fh:
+            fh.write(side)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+        _fsync_dir(path.parent)
+    except OSError as exc:
+        raise InterplayError(
+            f"{path}: cannot write the next episode's side file ({exc.strerror or exc}); the "
+            f"episodes before it are kept: make room, then continue with --resume "
+            f"{folder}") from None
+
+
+def _fsync_dir(path: Path) -> None:
+    """Make a file's new name in ``path`` durable (where the platform allows it)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def split_record(record: Mapping[str, Any], ref: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """An episode record as its line (what the summary, a resume and a listing read: the
+    scores, errors, metrics, stop conditions, each trace's usage, the short values of the
+    env's results) and its side part (the rest), the line naming the side file ``ref``."""
+    line = dict(record)
+    side: dict[str, Any] = {"episode_id": record["info"]["episode_id"], "traces": [],
+                            "results": {}, "results_whole": {}}
+    traces = []
+    for trace in record.get("traces") or ():
+        if not isinstance(trace, dict):
+            traces.append(trace)
+            side["traces"].append({})
+            continue
+        kept = {k: v for k, v in trace.items() if k not in TRACE_BULK}
+        kept["usage"] = dict(record_usage({"traces": [trace]}))
+        traces.append(kept)
+        side["traces"].append({k: trace[k] for k in TRACE_BULK if k in trace})
+    line["traces"] = traces
+    if record.get("judge_calls"):
+        line["judge_usage"] = dict(record_usage({"judge_calls": record["judge_calls"]}))
+        side["judge_calls"] = record["judge_calls"]
+        line.pop("judge_calls")
+    results: dict[str, Any] = {}
+    for key, value in (record.get("results") or {}).items():
+        if isinstance(value, dict):
+            kept, moved = {}, {}
+            for k, v in value.items():
+                (moved if len(_codec.dumps(v)) > RESULT_KEPT else kept)[k] = v
+            if moved:
+                kept["side_file"] = ref
+                side["results"][key] = moved
+            results[key] = kept
+        elif len(_codec.dumps(value)) > RESULT_KEPT:
+            side["results_whole"][key] = value
+        else:
+            results[key] = value
+    line["results"] = results
+    line["side"] = {"file": ref, "traces": list(TRACE_BULK),
+                    "results": {k: sorted(v) for k, v in side["results"].items()},
+                    "results_whole": sorted(side["results_whole"])}
+    return line, side
+
+
+def whole_record(record: Mapping[str, Any], where: str | os.PathLike[str]) -> dict[str, Any]:
+    """An episode record as it was before its line was split: the record itself when its line
+    was whole, else the line with its side file (named by the line's ``side``) put back.
+    ``where`` is the results folder or its ``episodes.jsonl``. What regrade, export, the report
+    and a replay read: an episode's transcripts and its long records are only whole here."""
+    side_ref = record.get("side")
+    if not isinstance(side_ref, Mapping):
+        return dict(record)
+    folder = Path(where)
+    if folder.is_file() or folder.suffix == ".jsonl":
+        folder = folder.parent
+    path = folder / str(side_ref.get("file"))
+    try:
+        side = _codec.loads(path.read_bytes())
+    except FileNotFoundError:
+        raise InterplayError(f"{path}: the side file of episode "
+                             f"{record.get('info', {}).get('episode_id')} is missing; copy a "
+                             f"results folder with its {SIDE_DIR}/ folder") from None
+    except (OSError, ValueError) as exc:
+        raise InterplayError(f"{path}: cannot read the side file of an episode "
+                             f"({getattr(exc, 'strerror', None) or exc})") from None
+    whole = {k: v for k, v in record.items() if k not in ("side", "judge_usage")}
+    traces = []
+    for trace, bulk in zip(record.get("traces") or (), side.get("traces") or (), strict=False):
+        if isinstance(trace, dict) and isinstance(bulk, dict) and bulk:
+            trace = {k: v for k, v in trace.items() if k != "usage"}
+            trace.update(bulk)
+        traces.append(trace)
+    whole["traces"] = traces
+    if "judge_calls" in side:
+        whole["judge_calls"] = side["judge_calls"]
+    results = {}
+    for key, value in (record.get("results") or {}).items():
+        if isinstance(value, dict) and key in side.get("results", {}):
+            value = {k: v for k, v in value.items() if k != "side_file"}
+            value.update(side["results"][key])
+        results[key] = value
+    results.update(side.get("results_whole") or {})
+    whole["results"] = results
+    return whole
 
 
 def read_episodes(path: Path, *, repair: bool = False,
@@ -195,10 +366,11 @@ def stored_episode(record: Mapping[str, Any], folder: Path) -> Episode:
     rebuilt as the run had it when its verifiers scored it: traces, results, rewards and all.
 
     Every reader that needs the episode itself rather than its JSON (``interplay regrade``)
-    rebuilds it here, so that what a record keeps beside its line is loaded back in this one
-    place. A line that does not structure as an episode is refused with its pair."""
+    rebuilds it here, with what a long episode keeps in its side file put back
+    (:func:`whole_record`). A line that does not structure as an episode is refused with its
+    pair."""
     try:
-        return converter().structure(dict(record), Episode)
+        return converter().structure(whole_record(record, folder), Episode)
     except InterplayError:
         raise
     except Exception as exc:  # cattrs' structuring errors are exception groups of any kind
@@ -446,9 +618,14 @@ def _named_usage(record: Mapping[str, Any]) -> Counter[str]:
     total: Counter[str] = Counter()
     calls: list[tuple[str, Any]] = []
     for i, t in enumerate(record.get("traces") or ()):
+        if "model_calls" not in t and isinstance(t.get("usage"), dict):
+            total.update(_usage_counts(t["usage"], f"traces[{i}].usage."))  # a split line
+            continue
         calls += [(f"traces[{i}].model_calls[{j}]", c)
                   for j, c in enumerate(_get(t, "model_calls", list, where=f"traces[{i}].")
                                         or ())]
+    if isinstance(record.get("judge_usage"), dict):
+        total.update(_usage_counts(record["judge_usage"], "judge_usage."))
     calls += [(f"judge_calls[{j}]", c)
               for j, c in enumerate(_get(record, "judge_calls", list) or ())]
     for where, call in calls:
@@ -462,6 +639,17 @@ def _named_usage(record: Mapping[str, Any]) -> Counter[str]:
             total[key] += count
     total["model_calls"] += len(calls)
     return total
+
+
+def _usage_counts(usage: Mapping[str, Any], where: str) -> Counter[str]:
+    """The counts a split line keeps of a trace's (or the judges') calls, checked."""
+    out: Counter[str] = Counter()
+    for key in ("prompt_tokens", "completion_tokens", "total_tokens", "model_calls"):
+        count = _get(usage, key, int, where=where) or 0
+        if count < 0:
+            raise ValueError(f"{where}{key}: expected 0 or more, got {count}")
+        out[key] += count
+    return out
 
 
 def write_json(path: Path, data: Any) -> None:

@@ -34,7 +34,7 @@ from interplay.model.endpoint import Endpoint
 from interplay.records import Episode, Task
 from interplay.run.config import DEFAULT_CONCURRENCY, check_seats, load_env
 from interplay.run.episode import RunResources
-from interplay.run.results import EPISODES_FILE, EpisodeLog, episode_line
+from interplay.run.results import EPISODES_FILE, EpisodeLog
 from interplay.run.runner import run_pairs
 
 log = get_logger("interplay.run.rollouts")
@@ -130,7 +130,7 @@ class Rollouts:
 
         def on_episode(episode: Episode) -> None:
             if writer is not None:
-                writer.append_line(episode_line(episode))
+                writer.append_episode(episode)
             done = pending[episode.info.task_idx]
             done.append(episode)
             if len(done) == k:

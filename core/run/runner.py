@@ -29,7 +29,7 @@ from interplay.run.results import (
     EPISODES_FILE,
     SUMMARY_FILE,
     EpisodeLog,
-    episode_line,
+    episode_parts,
     judged_in,
     pair_of,
     read_episodes,
@@ -153,16 +153,17 @@ async def run(cfg: RunConfig, env: Env, resolved: Mapping[str, Any], output: Pat
     writer = EpisodeLog(episodes_path)
     ran = 0
 
-    def on_line(task_idx: int, rollout: int, line: bytes, slim: dict[str, Any]) -> None:
+    def on_line(task_idx: int, rollout: int, line: bytes, slim: dict[str, Any],
+                side: bytes | None = None) -> None:
         nonlocal ran
-        writer.append_line(line)
+        writer.append(line, side, episode_id=str(slim["info"]["episode_id"]))
         records[(task_idx, rollout)] = slim
         ran += 1
         progress.count(slim)
 
     def on_episode(episode: Episode) -> None:
-        on_line(episode.info.task_idx, episode.info.rollout, episode_line(episode),
-                slim_episode(episode))
+        line, side = episode_parts(episode)
+        on_line(episode.info.task_idx, episode.info.rollout, line, slim_episode(episode), side)
 
     t0 = time.monotonic()
     failure: BaseException | None = None

@@ -2,7 +2,8 @@
 
 The rule for error episodes, the same everywhere a score is shown (summary.json, the terminal,
 the report, the progress line): an episode that ended in an error (any ``error_type``: a model
-fault, a failed verifier, an env that raised, a lost worker) is not scored. It is left out of
+fault, a user sim that failed, a failed verifier, an env that raised, a lost worker) is not
+scored. It is left out of
 the reward mean, pass@k and pass^k, the per-seat rewards and the metric means, and counted on
 its own (``error_episodes``, ``errors`` by type) beside ``completed`` and the run's
 ``completion_ratio``. Stop conditions, tokens and model calls count every episode: they are
@@ -190,6 +191,8 @@ _REMEDIES: dict[str, list[tuple[tuple[str, ...], str]]] = {
                          "`ulimit -n` (and `ulimit -u`) or lower -c")],
     "command_failed": [((), "the program's exit code and stderr are in episodes.jsonl "
                             "(traces[].info.command_runs)")],
+    "user_error": [((), "the user sim failed (its error names it and where in its code): mend "
+                        "it, or choose another (the step's user_sim setting)")],
 }
 
 

@@ -54,7 +54,9 @@ _LINE_LIMIT = 1 << 30
 _STOP_GRACE_S = 10.0
 _PARENT_VAR = "INTERPLAY_WORKER_PARENT"
 
-OnLine = Callable[[int, int, bytes, dict[str, Any]], None]
+#: ``on_line(task_idx, rollout, line, slim, side)``: a finished episode's line, its slim record
+#: and its side file's content (None when its line is whole).
+OnLine = Callable[[int, int, bytes, dict[str, Any], bytes | None], None]
 OnEpisode = Callable[[Episode], None]
 
 
@@ -103,9 +105,9 @@ async def run_in_workers(resolved: Mapping[str, Any], env_name: str,
                          seed: int, on_line: OnLine, on_episode: OnEpisode) -> None:
     """Run ``pairs`` in ``workers`` processes, ``concurrency`` episodes at once in all.
 
-    ``on_line(task_idx, rollout, line, slim)`` gets each finished episode's JSON line and its
-    slim record; ``on_episode`` gets the error episodes made here for pairs a dead worker was
-    running."""
+    ``on_line(task_idx, rollout, line, slim, side)`` gets each finished episode's JSON line,
+    its slim record and its side file's content (None when the line is whole);
+    ``on_episode`` gets the error episodes made here for pairs a dead worker was running."""
     if not pairs:
         return
     queue: Iterator[tuple[Task, int]] = iter(pairs)
@@ -216,8 +218,14 @@ async def _read(worker: _Worker, feed: Callable[[_Worker], None], on_line: OnLin
         line = await out.readline()
         if not line.endswith(b"\n"):
             break  # cut off mid-message: the worker died
+        side: bytes | None = None
+        if header.get("side"):
+            side = await out.readline()
+            if not side.endswith(b"\n"):
+                break
+            side = side[:-1]
         worker.outstanding.pop(pair, None)
-        on_line(pair[0], pair[1], line[:-1], slim)
+        on_line(pair[0], pair[1], line[:-1], slim, side)
         feed(worker)
     code = await worker.proc.wait()
     worker.closed = True
@@ -279,11 +287,12 @@ async def _serve(reader: asyncio.StreamReader, out: asyncio.StreamWriter) -> Non
 
     async def one(task: Task, rollout: int) -> None:
         episode = await runner.run_one(env, task, rollout, resources=resources, seed=cfg.seed)
+        line, side = results.episode_parts(episode)
         header = {"task_idx": task.idx, "rollout": rollout,
-                  "slim": results.slim_episode(episode)}
-        line = results.episode_line(episode)
+                  "slim": results.slim_episode(episode), "side": side is not None}
         del episode
-        out.write(json.dumps(header, separators=(",", ":")).encode() + b"\n" + line + b"\n")
+        out.write(json.dumps(header, separators=(",", ":")).encode() + b"\n" + line + b"\n"
+                  + (b"" if side is None else side + b"\n"))
         await out.drain()
 
     try:

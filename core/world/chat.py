@@ -24,8 +24,11 @@ from interplay.world.events import Event
 if TYPE_CHECKING:
     from interplay.world.world import World
 
-#: The tools a deny-list can never take away while the clock is set.
-ALWAYS_ON_TOOLS = frozenset({"get_time"})
+#: The agent's scheduled checks.
+CHECK_TOOLS = frozenset({"schedule_check", "list_checks", "cancel_check"})
+#: The agent's channel to the user: a deny-list never takes them (the settings leave out
+#: ``stay_quiet`` and the checks; ``message_user`` and ``get_time`` are always there).
+CHANNEL_TOOLS = frozenset({"message_user", "stay_quiet", "get_time"}) | CHECK_TOOLS
 
 
 @attrs.define(eq=False)

@@ -50,9 +50,11 @@ class Contact:
     seat: str = "contact"
     #: How long they take to answer: one ISO-8601 duration or [low, high].
     delay: Any = "PT1H"
-    #: Working hours (local, ``HH:MM``) and days; none means any time.
-    hours: list[str] = attrs.Factory(list)
-    days: list[str] = attrs.Factory(list)
+    #: Working hours (local, ``HH:MM``, e.g. ``["09:00", "18:00"]``) and the days they work
+    #: (``mon``..``sun``, ``weekdays``, ``weekend``, ``daily``); left out: any time, any day.
+    #: An empty list is refused: it is not a way to say "any time".
+    hours: list[str] | None = None
+    days: list[str] | None = None
     timezone: str = ""
     #: Real seconds a seat-played answer may take to compute.
     limit_s: float = 120.0
@@ -67,8 +69,14 @@ class Contact:
         if bool(self.persona) == bool(self.replies):
             out.append(f"{where}: give a persona (played by a seat) or replies (scripted), "
                        f"not both and not neither")
-        if self.hours:
-            if len(self.hours) != 2:
+        for i, reply in enumerate(self.replies):
+            if not str(reply).strip():
+                out.append(f"{where}.replies[{i}]: empty; a contact's answer needs words")
+        if self.hours is not None:
+            if not self.hours:
+                out.append(f"{where}.hours: empty; give two times of day, e.g. "
+                           f"[\"09:00\", \"18:00\"], or leave hours out for any time")
+            elif len(self.hours) != 2:
                 out.append(f"{where}.hours: two times of day, e.g. [\"09:00\", \"18:00\"]")
             else:
                 for value in self.hours:
@@ -76,11 +84,19 @@ class Contact:
                         times.parse_clock_time(value)
                     except ValueError as exc:
                         out.append(f"{where}.hours: {exc}")
+        if self.days is not None:
+            if not self.days:
+                out.append(f"{where}.days: empty; name the days they work, e.g. "
+                           f"[\"weekdays\"], or leave days out for every day")
+            else:
+                try:
+                    times.parse_days(self.days)
+                except ValueError as exc:
+                    out.append(f"{where}.days: {exc}")
         try:
-            times.parse_days(self.days)
             times.zone(self.timezone or tz)
         except ValueError as exc:
-            out.append(f"{where}: {exc}")
+            out.append(f"{where}.timezone: {exc}")
         if self.limit_s <= 0:
             out.append(f"{where}.limit_s: must be more than 0")
         if self.app and self.app not in apps:
@@ -93,7 +109,7 @@ class Contact:
             return t
         zone_name = self.timezone or tz
         zone = times.zone(zone_name)
-        days = times.parse_days(self.days)
+        days = times.parse_days(self.days or ())
         start, end = (times.parse_clock_time(h) for h in (self.hours or ["00:00", "24:00"]))
         today = times.local(t, zone_name).date()
         for offset in range(0, 15):
@@ -123,6 +139,9 @@ class Call:
     delay_s: float
     limit_s: float
     started_real: float
+    #: When the answer lands (its delay from the request, moved into working hours): known
+    #: when asked, so a running clock is held there while a seat still computes it.
+    due_us: int = 0
     task: asyncio.Task[str] | None = None
     text: str | None = None
     status: str = "computing"  # computing, scheduled, delivered, timed_out, failed
@@ -147,10 +166,12 @@ class Contacts:
         """Ask contact ``name``; the answer is scheduled once computed."""
         spec = self.specs[name]
         self._counts[name] = self._counts.get(name, 0) + 1
+        requested_us = self.world.clock.now_us()
+        delay_s = times.draw_delay(spec.delay, self.world.rng)
+        due = spec.next_working(requested_us / 1e6 + delay_s, self.world.timezone)
         call = Call(contact=name, number=self._counts[name], key=key, message=message,
-                    requested_us=self.world.clock.now_us(),
-                    delay_s=times.draw_delay(spec.delay, self.world.rng),
-                    limit_s=spec.limit_s, started_real=time.monotonic(), context=context)
+                    requested_us=requested_us, delay_s=delay_s, limit_s=spec.limit_s,
+                    started_real=time.monotonic(), due_us=self.world.us(due), context=context)
         self.calls.append(call)
         self.world.timeline.add("contact_asked", call.requested_us, contact=name,
                                 call=call.number, chars=len(message))
@@ -184,12 +205,10 @@ class Contacts:
         self._answered(call, task.result())
 
     def _answered(self, call: Call, text: str) -> None:
-        spec = self.specs[call.contact]
         call.text = text
         call.status = "scheduled"
-        due = spec.next_working(call.requested_us / 1e6 + call.delay_s, self.world.timezone)
         call.event = self.world.queue.push(Event(
-            self.world.us(due), "contact_reply", key=("contact", call.contact, call.number),
+            call.due_us, "contact_reply", key=("contact", call.contact, call.number),
             data={"call": call}))
 
     def in_progress(self) -> list[Call]:
@@ -201,25 +220,34 @@ class Contacts:
         waited for."""
         waiting = self.in_progress()
         for call in waiting:
-            assert call.task is not None
-            left = call.started_real + call.limit_s - time.monotonic()
-            if left > 0 and not call.task.done():
-                await asyncio.wait({call.task}, timeout=left)
-            if not call.task.done():
-                grace = min(GRACE_MAX_S, max(GRACE_MIN_S, call.limit_s * GRACE_SHARE))
-                await asyncio.wait({call.task}, timeout=grace)
-            if not call.task.done():
-                call.task.cancel()
-                call.status = "timed_out"
-                log.info("contacts.answer_timed_out", contact=call.contact, call=call.number,
-                         limit_s=call.limit_s)
-                self.world.timeline.add("contact_timed_out", self.world.clock.now_us(),
-                                        contact=call.contact, call=call.number,
-                                        limit_s=call.limit_s)
-            else:
-                # The done callback may not have run yet when wait() returns.
-                self._computed(call, call.task)
+            await self.settle_call(call)
         return len(waiting)
+
+    def first_computing(self) -> Call | None:
+        """The answer still being computed that is due first (None when none is)."""
+        return min(self.in_progress(), key=lambda c: (c.due_us, c.key), default=None)
+
+    async def settle_call(self, call: Call) -> None:
+        """Wait for one answer being computed, up to its limit and a short grace; an answer
+        that does not come by then is dropped (``contact_timed_out``)."""
+        assert call.task is not None
+        left = call.started_real + call.limit_s - time.monotonic()
+        if left > 0 and not call.task.done():
+            await asyncio.wait({call.task}, timeout=left)
+        if not call.task.done():
+            grace = min(GRACE_MAX_S, max(GRACE_MIN_S, call.limit_s * GRACE_SHARE))
+            await asyncio.wait({call.task}, timeout=grace)
+        if not call.task.done():
+            call.task.cancel()
+            call.status = "timed_out"
+            log.info("contacts.answer_timed_out", contact=call.contact, call=call.number,
+                     limit_s=call.limit_s)
+            self.world.timeline.add("contact_timed_out", self.world.clock.now_us(),
+                                    contact=call.contact, call=call.number,
+                                    limit_s=call.limit_s)
+        else:
+            # The done callback may not have run yet when wait() returns.
+            self._computed(call, call.task)
 
     def deliver(self, event: Event) -> Call:
         """The answer reaches the user's side: into the contact's app, if it has one."""

@@ -46,9 +46,16 @@ class ScenarioEnvConfig:
     verifiers: list[dict[str, Any]] | None = None
 
 
+#: Keys only a scenario file has: a file with one of them and no steps is a scenario (missing
+#: its start, which the scenario's check then names).
+SCENARIO_KEYS = frozenset({"start", "end", "timezone", "rate", "opening", "user", "apps",
+                           "contacts", "triggers", "lines", "queued", "tasks", "always_on"})
+
+
 def looks_like_scenario(data: dict[str, Any]) -> bool:
-    """A scenario file has a start time; an env file of steps never does."""
-    return "start" in data
+    """A scenario file has a start time; an env file of steps never does. A file without
+    steps but with a scenario's keys is a scenario that lacks its start."""
+    return "start" in data or ("steps" not in data and bool(SCENARIO_KEYS & set(data)))
 
 
 def scenario_env(path: str | Path) -> type[Env]:
@@ -72,6 +79,8 @@ def scenario_env(path: str | Path) -> type[Env]:
 
         def steps(self) -> list[Any]:
             user = config.merge(scenario.user, self.config.user)
+            # Her zone is the world's unless the scenario says otherwise.
+            user.setdefault("timezone", scenario.timezone)
             always_on = config.merge(scenario.always_on, self.config.always_on)
             if "scenario" in always_on:
                 raise InterplayError("env.always_on.scenario: the scenario is the env's own "
@@ -96,7 +105,7 @@ def scenario_env(path: str | Path) -> type[Env]:
         def check(self) -> None:
             super().check()
             for step in self.steps():
-                for name in ("budget_problem", "history_problem"):
+                for name in ("history_problem",):
                     problem = getattr(step, name, None)
                     if problem is not None and (text := problem(dict(self.seats))):
                         raise InterplayError(f"env {self.name!r}: step {step.name!r}: {text}")

@@ -12,7 +12,7 @@ finish computing in a different order. Cancelled events are skipped when they co
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import attrs
@@ -61,6 +61,9 @@ class EventQueue:
         self._heap: list[tuple[int, int, tuple[Any, ...], int, Event]] = []
         self._seq = 0
         self._live = 0
+        #: Told of every event pushed (while the agent's turn runs on a running clock, the
+        #: loop holds the clock at a new event that is due sooner).
+        self.on_push: Callable[[Event], None] | None = None
 
     def push(self, event: Event) -> Event:
         if event.kind not in RANKS:
@@ -69,6 +72,8 @@ class EventQueue:
         heapq.heappush(self._heap, (event.due_us, RANKS[event.kind], _sortable(event.key),
                                     self._seq, event))
         self._live += 1
+        if self.on_push is not None:
+            self.on_push(event)
         return event
 
     def cancel(self, event: Event) -> None:

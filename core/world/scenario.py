@@ -141,36 +141,85 @@ class Scenario:
                                f"{tool.name!r}")
                 seen[tool.name] = app.name
         names = [c.name for c in self.contacts]
-        if len(set(names)) != len(names):
-            out.append("contacts: two contacts have the same name")
+        out += [f"contacts: two contacts are named {name!r}" for name in _twice(names)]
         for contact in self.contacts:
             out += contact.problems(apps, self.timezone)
         tnames = [t.name for t in self.triggers]
-        if len(set(tnames)) != len(tnames):
-            out.append("triggers: two triggers have the same name")
+        out += [f"triggers: two triggers are named {name!r}" for name in _twice(tnames)]
         for trigger in self.triggers:
             out += trigger.problems(apps, set(names), self.timezone)
             if trigger.on_tool and trigger.on_tool not in seen and trigger.on_tool not in (
                     "message_user", "stay_quiet", "schedule_check", "cancel_check"):
                 out.append(f"trigger {trigger.name!r}.on_tool: no app has a tool "
                            f"{trigger.on_tool!r}")
+            for label, value in (("at", trigger.at), ("until", trigger.until)):
+                out += _before_start(f"trigger {trigger.name!r}.{label}", value, start,
+                                     self.timezone)
         for i, line in enumerate(self.lines):
+            if not line.text.strip():
+                out.append(f"lines[{i}].text: empty; a line she writes needs words")
             try:
                 times.parse_when(line.at, self.timezone, start)
             except ValueError as exc:
                 out.append(f"lines[{i}].at: {exc}")
+            else:
+                out += _before_start(f"lines[{i}].at", line.at, start, self.timezone)
+        for i, item in enumerate(self.queued):
+            if not item.text.strip():
+                out.append(f"queued[{i}].text: empty; a queued message needs words")
+            if item.at:
+                try:
+                    times.parse_when(item.at, self.timezone, start)
+                except ValueError as exc:
+                    out.append(f"queued[{i}].at: {exc}")
+        for i, task in enumerate(self.tasks):
+            if isinstance(task.prompt, str) and not task.prompt.strip():
+                out.append(f"tasks[{i}].prompt: empty; give her opening request, or leave "
+                           f"prompt out for a task she does not open")
+        if self.opening and not self.opening.strip():
+            out.append("opening: empty; give her opening request, or leave opening out")
         return out
 
 
+def _twice(names: list[str]) -> list[str]:
+    """The names given more than once, each once, in the order they first repeat."""
+    seen: set[str] = set()
+    out: list[str] = []
+    for name in names:
+        if name in seen and name not in out:
+            out.append(name)
+        seen.add(name)
+    return out
+
+
+def _before_start(where: str, value: str, start: float, tz: str) -> list[str]:
+    """A date-time before the run's start (a duration from the start never is): refused, since
+    the world would run it at the start and record it as due then."""
+    if not value or value.strip().upper().startswith("P"):
+        return []
+    try:
+        when = times.parse_instant(value, tz)
+    except ValueError:
+        return []  # reported where it is parsed
+    if when < start - 1e-6:
+        return [f"{where}: {value} is before the start ({times.iso(start, tz)}); give a time "
+                f"in the run"]
+    return []
+
+
 def scenario_from(data: Mapping[str, Any], *, source: str = "scenario") -> Scenario:
-    """A checked Scenario from plain data; one-line InterplayError otherwise."""
+    """A checked Scenario from plain data; a one-line InterplayError naming every problem by
+    its place in the file otherwise."""
     if "source" in data:
         raise InterplayError(f"{source}: unknown key source")
+    if "start" not in data:
+        raise InterplayError(f"{source}: start: missing; when the run starts, a local "
+                             f"date-time such as start = \"2025-06-02T08:00\"")
     scenario = config.structure(dict(data), Scenario, path=source)
     scenario.source = source
     problems = scenario.problems()
     if problems:
-        raise InterplayError(f"{source}: {problems[0]}")
+        raise InterplayError(f"{source}: {'; '.join(problems)}")
     return scenario
 
 

@@ -95,18 +95,22 @@ def parse_clock_time(text: str) -> int:
 
 
 def parse_days(days: Sequence[str] | str) -> frozenset[int]:
-    """Weekday numbers (Monday 0) from names (``mon``, ``tuesday``) or ``weekdays``,
-    ``weekend``, ``daily``; none given means every day."""
+    """Weekday numbers (Monday 0) from names (``mon``, ``tuesday``: the three-letter or the
+    full name, any case) or ``weekdays``, ``weekend``, ``daily``; none given means every day.
+    Anything else (``tues``, ``thurs``) is refused rather than guessed."""
     items = [days] if isinstance(days, str) else list(days)
     out: set[int] = set()
     for item in items:
         key = str(item).strip().lower()
         if key in _DAY_SETS:
             out.update(DAYS.index(d) for d in _DAY_SETS[key])
-        elif len(key) >= 3 and any(full.startswith(key) for full in _FULL_DAYS):
-            out.add(next(i for i, full in enumerate(_FULL_DAYS) if full.startswith(key)))
+        elif key in DAYS:
+            out.add(DAYS.index(key))
+        elif key in _FULL_DAYS:
+            out.add(_FULL_DAYS.index(key))
         else:
-            raise ValueError(f"{item!r} is not a day; use mon..sun, weekdays, weekend or daily")
+            raise ValueError(f"{item!r} is not a day; use mon..sun (or monday..sunday), "
+                             f"weekdays, weekend or daily")
     return frozenset(out) if out else frozenset(range(7))
 
 

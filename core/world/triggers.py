@@ -139,7 +139,7 @@ def _action_problems(action: Action, where: str, apps: Mapping[str, Any],
             times.parse_duration(action.wait)
         except ValueError as exc:
             out.append(f"{where}.wait: {exc}")
-    if action.kind == "notify" and not action.text:
+    if action.kind == "notify" and not action.text.strip():
         out.append(f"{where}: a notify needs text")
     if action.kind == "reply" and action.contact not in contacts:
         out.append(f"{where}.contact: no contact named {action.contact!r} "

@@ -13,17 +13,19 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import fnmatch
 import inspect
 import json
 import random
 from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from interplay.clock import Clock, to_us
 from interplay.tools import Tool
 from interplay.world import times
 from interplay.world.apps import App
-from interplay.world.chat import ALWAYS_ON_TOOLS, ChatSettings, UserChat
+from interplay.world.chat import CHANNEL_TOOLS, ChatSettings, UserChat
 from interplay.world.contacts import Ask, Contact, Contacts
 from interplay.world.events import Event, EventQueue
 from interplay.world.timeline import Timeline
@@ -57,6 +59,12 @@ class World:
         self.settled = 0
         #: A scenario error found mid-run (a trigger loop); the loop raises it.
         self.failure: Exception | None = None
+        #: While the agent's turn runs on a running clock: what each of the agent's tool calls
+        #: runs inside. It brings the world up to the clock first (what fell due is carried
+        #: out, at its time) and stops the clock while the tool runs, so a tool never sees a
+        #: world behind its clock, whichever way the call arrived, and what it queues is due
+        #: at the moment it was called (the loop sets it for the turn; None otherwise).
+        self.tool_time: Callable[[], AbstractAsyncContextManager[None]] | None = None
         self._actor: contextvars.ContextVar[str] = contextvars.ContextVar("actor",
                                                                          default="none")
         self._unsubscribe: Callable[[], None] | None = None
@@ -191,10 +199,13 @@ class World:
     def tools_for(self, seat: str, deny: Sequence[str] = ()) -> list[Tool]:
         """The user-chat tools and every app's tools, for the agent in ``seat``: each call is
         recorded in the wake, its changes count as the agent's, and action triggers see it.
-        ``deny`` names tools to leave out (``get_time`` stays while the clock is set)."""
-        tools = [*self.chat.tools(seat), *(t for app in self.apps.values() for t in app.tools())]
-        return [self._agent_tool(t) for t in tools
-                if t.name not in deny or t.name in ALWAYS_ON_TOOLS]
+        ``deny`` names app tools to leave out, or patterns of them (``*``, ``send_*``); the
+        chat tools are the agent's channel to the user and stay whatever it says (the
+        settings leave out ``stay_quiet`` and the checks)."""
+        chat = self.chat.tools(seat)
+        apps = [t for app in self.apps.values() for t in app.tools()
+                if not denied(t.name, deny)]
+        return [self._agent_tool(t) for t in (*chat, *apps)]
 
     def user_tools(self, names: Sequence[str]) -> list[Tool]:
         """The apps' tools named in ``names``, for the user's side (dual control): her changes
@@ -214,6 +225,12 @@ class World:
 
     def _agent_tool(self, inner: Tool) -> Tool:
         async def call(**arguments: Any) -> Any:
+            if self.tool_time is None:
+                return await run(arguments)
+            async with self.tool_time():
+                return await run(arguments)
+
+        async def run(arguments: dict[str, Any]) -> Any:
             entry: dict[str, Any] = {"name": inner.name, **self.timeline.stamp(
                 self.clock.now_us()), "phase": self.phase, "arguments": arguments}
             self.tool_calls.append(entry)
@@ -240,6 +257,12 @@ class World:
     def take_tool_calls(self) -> list[dict[str, Any]]:
         calls, self.tool_calls = self.tool_calls, []
         return calls
+
+
+def denied(name: str, deny: Sequence[str]) -> bool:
+    """Does a deny-list (names, or ``fnmatch`` patterns such as ``*`` and ``send_*``) take the
+    tool ``name``? Never one of the agent's channel tools (:data:`CHANNEL_TOOLS`)."""
+    return name not in CHANNEL_TOOLS and any(fnmatch.fnmatchcase(name, p) for p in deny)
 
 
 def _describe(context: dict[str, Any]) -> str:

@@ -30,7 +30,7 @@ from interplay import Schedule
 
 #: What may wake the agent (the kinds of a wake's sources) and warrant a message to her.
 WAKE_KINDS = ("opening", "line", "user_reply", "alert", "contact_reply", "check", "rules",
-              "final_notice")
+              "reminder", "final_notice")
 
 
 @attrs.define

@@ -32,6 +32,7 @@ PREAMBLE = (
 _SOURCES = {"opening": "her opening request", "line": "a line from her",
             "user_reply": "her reply", "alert": "an alert", "contact_reply": "a contact's answer",
             "check": "its own scheduled check", "rules": "the run's rules",
+            "reminder": "the run's reminder",
             "final_notice": "the last-turn notice"}
 
 

@@ -149,6 +149,12 @@ class AlwaysOnAgentVerifier(Rubric):
         if not isinstance(record, dict) or record.get("seat") != self.config.seat:
             raise RuntimeError(f"the episode has no always_on record of seat "
                                f"{self.config.seat!r}")
+        if "side_file" in record:
+            # A stored episode's line: its timeline and chat are in its side file.
+            raise RuntimeError(f"the episode's always_on record is its line in episodes.jsonl, "
+                               f"whose timeline and chat are in {record['side_file']}; load "
+                               f"the episode with interplay.whole_record(record, folder) "
+                               f"before scoring it")
         found = self.measured(episode)
         reward = await super().score(episode, ctx)
         return with_measured(reward, found, sum(c.weight for c in self.config.criteria))

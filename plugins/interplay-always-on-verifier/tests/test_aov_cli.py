@@ -11,6 +11,7 @@ from pathlib import Path
 
 from aov_week import CRITERIA, SENTINEL, Week
 
+from interplay import whole_record
 from interplay.testing import ScriptedModel, run_interplay
 
 CHOSEN = ('env.verifiers=[{kind = "always_on_agent_verifier", latency = {}, '
@@ -45,7 +46,9 @@ def test_a_week_graded_end_to_end_from_the_cli(tmp_path: Path) -> None:
         out = run_interplay("eval", "always-on-week", "--set", CHOSEN, "-n", "1",
                             "--base-url", model.base_url, "-o", str(out_dir))
     assert out.returncode == 0, out.stderr
-    (episode,) = [json.loads(x) for x in (out_dir / "episodes.jsonl").read_text().splitlines()]
+    (line,) = [json.loads(x) for x in (out_dir / "episodes.jsonl").read_text().splitlines()]
+    # A week's line keeps its bulk (the judge's call, the timeline) in its side file.
+    episode = whole_record(line, out_dir)
     assert episode["error"] is None
     (reward,) = episode["rewards"]
     assert reward["name"] == "always_on_agent_verifier"

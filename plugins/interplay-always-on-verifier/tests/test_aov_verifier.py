@@ -200,3 +200,22 @@ def test_the_readme_example_loads_on_the_week(tmp_path: Path) -> None:
     assert [c.name for c in cfg.criteria] == ["outcome", "asked_first"]
     assert cfg.context == ["scenario", "triggers", "phone"] and cfg.judge.model == "judge-model"
     assert cfg.latency.good_minutes == 30 and cfg.silence.weight == 0.5
+
+
+async def test_a_stored_line_whose_records_are_in_its_side_file_is_refused_with_a_pointer(
+        ) -> None:
+    """A long episode's line keeps its timeline and chat in its side file: grading the line
+    as it is would grade an empty run, so it is refused, naming how to load it whole."""
+    handler = Week()
+    episode = await run_week(handler, verifier_row())
+    assert episode.reward is not None  # graded whole in the run
+    record = episode.results["always_on"]
+    episode.results["always_on"] = {
+        **{k: v for k, v in record.items() if k not in ("timeline", "conversation")},
+        "side_file": "episodes/0123abcd.json"}
+    [verifier] = week(verifier_row()).verifiers()
+    judged = len(handler.judge)
+    with pytest.raises(RuntimeError, match=r"episodes/0123abcd\.json; load the episode with "
+                                           r"interplay\.whole_record"):
+        await verifier.score(episode, None)  # type: ignore[arg-type]
+    assert len(handler.judge) == judged  # no judge call spent on it

@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from interplay import whole_record
 from interplay.testing import needs_local_model, run_interplay
 
 pytestmark = [*needs_local_model]
@@ -29,7 +30,8 @@ def test_interplay_eval_openenv_on_the_embedded_model(tmp_path: Path) -> None:
         "eval", "openenv", "-n", "1", "-o", str(out_dir), "-q", "--no-report",
         *[arg for s in settings for arg in ("--set", s)], timeout=3600)
     assert out.returncode == 0, out.stderr
-    (episode,) = [json.loads(line) for line in
+    # A long episode's transcripts are in its side file: read the record whole.
+    (episode,) = [whole_record(json.loads(line), out_dir) for line in
                   (out_dir / "episodes.jsonl").read_text().splitlines()]
     assert episode["error"] is None, episode["error"]
     record = episode["results"]["openenv"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from interplay import whole_record
 from interplay.testing import needs_local_model, run_interplay
 
 pytestmark = [*needs_local_model]
@@ -26,7 +27,8 @@ def test_interplay_eval_textarena_on_the_embedded_model(tmp_path: Path) -> None:
         "eval", "textarena", "-n", "1", "-o", str(out_dir), "-q", "--no-report",
         *[arg for s in settings for arg in ("--set", s)], timeout=3600)
     assert out.returncode == 0, out.stderr
-    (episode,) = [json.loads(line) for line in
+    # A long episode's transcripts are in its side file: read the record whole.
+    (episode,) = [whole_record(json.loads(line), out_dir) for line in
                   (out_dir / "episodes.jsonl").read_text().splitlines()]
     assert episode["error"] is None, episode["error"]
     record = episode["results"]["textarena"]

@@ -27,7 +27,15 @@ from typing import Any, ClassVar
 
 import attrs
 
-from interplay import Answer, EpisodeContext, InterplayError, Person, Read, UserSim
+from interplay import (
+    Answer,
+    EpisodeContext,
+    InterplayError,
+    Person,
+    Read,
+    UserSim,
+    whole_record,
+)
 
 
 @attrs.define
@@ -108,6 +116,8 @@ def _sides(path: Path, mtime_ns: int, size: int) -> dict[tuple[Any, Any], Side |
             except (ValueError, KeyError, TypeError, AttributeError):
                 raise InterplayError(f"replay: {path} line {n} is not an episode record") \
                     from None
+            # A long episode's records are in its side file, beside the episodes file.
+            episode = whole_record(episode, path)
             try:
                 sides[key] = side_of(episode)
             except (ValueError, KeyError, TypeError, AttributeError):

@@ -4,6 +4,7 @@ file or episode is refused naming the file and the key."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from user_sims_support import (
     agent,
     ao,
     first_task,
+    quiet,
     relay_env,
     replies,
     run_relay,
@@ -20,7 +22,8 @@ from user_sims_support import (
 )
 from user_sims_support import user_lines as lines_of
 
-from interplay import Episode, InterplayError, Task, to_json
+from interplay import Episode, InterplayError, Task, to_json, whole_record
+from interplay.testing import ScriptedModel, run_interplay
 
 
 def store(path: Path, *episodes: Episode) -> Path:
@@ -115,3 +118,40 @@ async def test_her_closing_words_are_replayed_with_her_done(tmp_path: Path) -> N
     assert lines_of(episode) == ["Cancel #1042."]
     assert (episode.results["relay"]["closing_line"], episode.results["relay"]["done_reason"],
             episode.results["relay"]["ended_by"]) == ("Great, thanks!", "stop", "user_done")
+
+
+async def test_always_on_replays_a_long_run_whose_records_are_in_its_side_file(
+        tmp_path: Path) -> None:
+    """A long episode's line keeps its chat and replies in its side file (episodes/): the
+    replay reads them there, through interplay.whole_record."""
+    alerts = [{"name": f"a{i}", "at": f"2025-06-02T{9 + i // 6:02d}:{(i % 6) * 10:02d}",
+               "actions": [{"kind": "notify", "text": f"news {i}"}]} for i in range(60)]
+    scenario = {"end": "PT20H", "tasks": [{"prompt": "find a table for Friday"}],
+                "triggers": alerts}
+    lines = ["Yes, Lindenhof.", *(f"Noted, item {i}." for i in range(6)),
+             {"text": "Great, thanks.", "delay": "PT1H"}]
+    first = scenario_env(tmp_path, {"user_sim": "scripted", "user_sim_settings": {
+        "lines": lines}}, **scenario)
+    old_agent = agent({"find a table": say("Which place?"), "Lindenhof": say("Booked it."),
+                       "news": say("Something came in."), "thanks": say("Bye!")},
+                      default=quiet())
+    with ScriptedModel(old_agent) as model:
+        out = tmp_path / "run"
+        done = run_interplay("eval", str(first.source), "--base-url", model.base_url,
+                             "-o", str(out), "--quiet", "--no-report")
+    assert done.returncode == 0, done.stderr
+    line = json.loads((out / "episodes.jsonl").read_text())
+    assert "replies" not in line["results"]["always_on"]  # in its side file
+    recorded = [(r["text"], r["wrote_at"])
+                for r in whole_record(line, out)["results"]["always_on"]["replies"]
+                if r["outcome"] == "replied"]
+    assert len(recorded) == 8
+
+    second = scenario_env(tmp_path, {"user_sim": "replay",
+                                     "user_sim_settings": {"episodes": str(out)}}, **scenario)
+    new_agent = seats(agent({"find a table": say("Where shall we go?"),
+                             "Lindenhof": say("Done."), "news": say("An update."),
+                             "thanks": say("Bye!")}, default=quiet()))
+    episode, _ = await run_relay(second, first_task(second), new_agent)
+    assert [(r["text"], r["wrote_at"]) for r in ao(episode)["replies"]
+            if r["outcome"] == "replied"] == recorded

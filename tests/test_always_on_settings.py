@@ -1,0 +1,112 @@
+"""Settings of the always_on step that guard the run: the agent's channel to the user cannot
+be denied by accident, and every run has a real-time budget that ends it with its own reason,
+also when a model call hangs."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import always_on_support as support
+import pytest
+from always_on_support import Agent, by_pattern, make_env, quiet, run, say, wakes
+
+from interplay.errors import InterplayError
+from interplay.testing import ScriptedReply
+
+
+@pytest.fixture(autouse=True)
+def script_user(register_plugin: Any) -> None:
+    register_plugin(support, "always-on-support")
+
+
+# -- deny_tools ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("deny", "where", "message"), [
+    (["message_user"], "step", "message_user is the agent's only way to reach the user"),
+    (["stay_quiet"], "step", "set always_on.stay_quiet = false"),
+    (["get_time"], "step", "get_time"),
+    (["schedule_check"], "step", "set always_on.checks = false"),
+    (["message_user"], "task", r"tasks\[0\]\.info\.deny_tools"),
+    (["list_checks"], "task", "set always_on.checks = false"),
+])
+def test_denying_the_agents_channel_is_refused_at_load(tmp_path: Path, deny: list[str],
+                                                       where: str, message: str) -> None:
+    scenario: dict[str, Any] = {"end": "P2D", "apps": [{"kind": "inbox"}]}
+    settings = None
+    if where == "task":
+        scenario["tasks"] = [{"prompt": "go", "info": {"deny_tools": deny}}]
+    else:
+        settings = {"deny_tools": deny}
+    with pytest.raises(InterplayError, match=message) as info:
+        make_env(tmp_path, scenario, always_on=settings)
+    assert "\n" not in str(info.value)
+
+
+def test_a_check_tool_may_be_named_when_checks_are_off(tmp_path: Path) -> None:
+    make_env(tmp_path, {"end": "PT8H"}, always_on={"deny_tools": ["schedule_check"]})
+
+
+async def test_a_deny_all_pattern_leaves_the_channel_in_place(tmp_path: Path) -> None:
+    env = make_env(tmp_path, {"end": "P2D", "apps": [{"kind": "inbox"}, {"kind": "notes"}],
+                              "tasks": [{"prompt": "go"}]}, always_on={"deny_tools": ["*"]})
+    agent = Agent(lambda text: quiet())
+    await run(env, agent)
+    offered = {t["function"]["name"] for t in agent.requests[0].body["tools"]}
+    assert offered == {"message_user", "stay_quiet", "get_time", "schedule_check",
+                       "list_checks", "cancel_check"}
+
+
+async def test_patterns_deny_the_tools_they_match(tmp_path: Path) -> None:
+    env = make_env(tmp_path, {"end": "PT8H", "apps": [{"kind": "inbox"}, {"kind": "notes"}],
+                              "tasks": [{"prompt": "go", "info": {"deny_tools": ["*_note*"]}}]},
+                   always_on={"deny_tools": ["send_*"]})
+    agent = Agent(lambda text: quiet())
+    await run(env, agent)
+    offered = {t["function"]["name"] for t in agent.requests[0].body["tools"]}
+    assert offered == {"message_user", "stay_quiet", "get_time", "list_emails", "read_email"}
+
+
+async def test_a_taskset_task_that_denies_the_channel_fails_with_what_to_change(
+        tmp_path: Path) -> None:
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(json.dumps({"idx": 3, "prompt": "go",
+                                 "info": {"deny_tools": ["message_user"]}}) + "\n")
+    env = make_env(tmp_path, {"end": "PT8H"})
+    env.config.taskset = str(tasks)
+    episode = await run(env, Agent(lambda text: quiet()))
+    assert episode.error_type == "config_error"
+    assert "task 3 info.deny_tools: message_user is the agent's only way" in episode.error
+
+
+# -- the real-time budget --------------------------------------------------------------------------
+
+
+def test_every_run_has_a_budget_by_default(tmp_path: Path) -> None:
+    env = make_env(tmp_path, {"end": "P1D"})
+    [step] = [s for s in env.steps() if s.name == "always_on"]
+    assert step.config.budget_s == 3600.0
+
+
+async def test_a_hanging_model_call_cannot_hold_the_run_past_its_budget(tmp_path: Path) -> None:
+    seats = {"assistant": {"timeout_s": 600}}
+    env = make_env(tmp_path, {"end": "P1D", "seats": seats, "tasks": [{"prompt": "go"}],
+                              "triggers": [{"name": "a", "at": "2025-06-02T09:00", "actions": [
+                                  {"kind": "notify", "text": "ping"}]}]},
+                   always_on={"budget_s": 2.0})
+    agent = Agent(by_pattern({"go": say("on it"), "ping": ScriptedReply.hang()}),
+                  after_tools="ok")
+    t0 = time.monotonic()
+    episode = await run(env, agent)
+    assert time.monotonic() - t0 < 2.0 + 3.0  # the budget and the time to cut the turn
+    ao = episode.results["always_on"]
+    assert ao["end_reason"] == "budget" and ao["error_type"] is None
+    assert "cut short" in ao["end_note"] and "wake 2" in ao["end_note"]
+    assert episode.error_type is None  # an ending, not an error: it is scored
+    assert episode.trace("assistant").stop_condition == "always_on_budget"
+    assert wakes(episode)[-1]["cut"] is True
+    assert ao["summary"]["counts"]["wakes"] == 2
+    assert ao["response"][0]["text"] == "on it" and not ao["response"][0]["leftover"]
