@@ -215,3 +215,36 @@ def test_an_always_on_week_regraded_from_its_chat_and_timeline_scores_as_at_run_
     [email] = lines(tmp_path / "email")
     assert email["reward"] == 0.0
     assert "before the user's first reply" in email["rewards"][0]["reason"]
+
+
+def test_split_episodes_regrade_and_export_whole(
+        tmp_path: Path, scripted_model: Callable[..., ScriptedModel],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Episodes whose lines were split (their transcripts in side files) are regraded and
+    exported from their whole records, and a regrade writes split lines as a run does."""
+    from interplay.run import results
+
+    monkeypatch.setattr(results, "LINE_BOUND", 512)
+    model = scripted_model(relay)
+    out = tmp_path / "run"
+    assert cli.main(["eval", "user-sim", "-n", "2", "--base-url", model.base_url,
+                     "-o", str(out), "--quiet", "--no-report"]) == 0
+    stored = lines(out)
+    assert all("side" in e and "messages" not in e["traces"][0] for e in stored)
+    new = tmp_path / "again"
+    assert cli.main(["regrade", str(out), "-o", str(new), "--quiet", "--no-report"]) == 0
+    again = by_pair(new)
+    for episode in stored:
+        pair = (episode["info"]["task_idx"], episode["info"]["rollout"])
+        # Task 0's answer ("10") is in the stored reply: scored from the side file's transcript.
+        assert again[pair]["reward"] == episode["reward"] == (1.0 if pair == (0, 0) else 0.0)
+        assert "side" in again[pair]
+        whole = results.whole_record(again[pair], new)
+        assert whole["traces"][0]["messages"] == results.whole_record(episode, out)[
+            "traces"][0]["messages"]
+    sft = tmp_path / "sft.jsonl"
+    assert cli.main(["export", str(out), "--format", "sft", "-o", str(sft)]) == 0
+    rows = [json.loads(x) for x in sft.read_text().splitlines()]
+    assert len(rows) == 2
+    assert all(any(m["role"] == "assistant" and "Saturday" in (m["content"] or "")
+                   for m in row["messages"]) for row in rows)
