@@ -579,6 +579,8 @@ def record_usage(record: Mapping[str, Any]) -> Counter[str]:
     # Summed without naming each call first: every line read is checked here, and naming the
     # calls cost most of the reading. Anything unusual is left to the naming way, whose
     # errors say where.
+    if "side" in record:  # a split line keeps its traces' and judges' usage as counts
+        return _named_usage(record)
     counts = [0, 0, 0]
     calls = 0
     try:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from aov_week import CRITERIA, SENTINEL, Week
 
+from interplay import whole_record
 from interplay.testing import ScriptedModel, run_interplay
 
 CHOSEN = ('env.verifiers=[{kind = "always_on_agent_verifier", latency = {}, '
@@ -27,8 +28,11 @@ def test_a_week_regraded_by_the_same_judge_scores_as_at_run_time(tmp_path: Path)
         regraded = run_interplay("regrade", str(run), "-o", str(again))
         assert regraded.returncode == 0, regraded.stderr
         assert len(model.requests) == asked + 1
-    (episode,) = [json.loads(x) for x in (run / "episodes.jsonl").read_text().splitlines()]
-    (redone,) = [json.loads(x) for x in (again / "episodes.jsonl").read_text().splitlines()]
+    # A week's line keeps its transcripts, judge calls and timeline in a side file.
+    (episode,) = [whole_record(json.loads(x), run)
+                  for x in (run / "episodes.jsonl").read_text().splitlines()]
+    (redone,) = [whole_record(json.loads(x), again)
+                 for x in (again / "episodes.jsonl").read_text().splitlines()]
     first, second = handler.judge
     assert second.messages == first.messages
     assert SENTINEL not in json.dumps(second.messages)

@@ -24,6 +24,7 @@ from interplay import (
     Trace,
     lookup,
     run_episode,
+    whole_record,
 )
 from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest, run_interplay
 from interplay_codex.harness import CodexConfig, CodexHarness, _Run, read_event
@@ -116,7 +117,8 @@ def eval_codex(env: str, handler: Any, out_dir: Path) -> dict[str, Any]:
                                      f"{json.dumps(str(out_dir.parent))}", timeout=600)
     assert out.returncode == 0, out.stderr
     (line,) = (out_dir / "episodes.jsonl").read_text().splitlines()
-    episode: dict[str, Any] = json.loads(line)
+    # A long episode keeps its transcripts and timeline in a side file.
+    episode: dict[str, Any] = whole_record(json.loads(line), out_dir)
     assert episode["error"] is None, episode["error"]
     return episode
 
