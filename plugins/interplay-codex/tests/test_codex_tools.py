@@ -27,7 +27,10 @@ from interplay import (
     whole_record,
 )
 from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest, run_interplay
-from interplay_codex.harness import CodexConfig, CodexHarness, _Run, read_event
+from interplay_codex.command_line import CodexConfig
+from interplay_codex.events import CodexRun, read_event
+from interplay_codex.harness import CodexHarness
+from interplay_codex.session import trace_state
 
 pytestmark = pytest.mark.slow
 
@@ -232,7 +235,7 @@ async def test_a_call_codex_could_not_deliver_is_a_tool_run_of_its_own(tmp_path:
     """codex's event for an env tool call that failed before the gateway answered it (the
     gateway went away): recorded, paired with the model's call, never taken for one the
     gateway answered."""
-    run = _Run()
+    run = CodexRun()
     for event in (
         {"type": "item.started", "item": {"id": "item_1", "type": "mcp_tool_call",
                                           "server": "interplay", "tool": "book",
@@ -256,7 +259,7 @@ async def test_a_call_codex_could_not_deliver_is_a_tool_run_of_its_own(tmp_path:
     agent = Agent(name="assistant", harness=harness, client=resources.client())
     session = agent.chat(Task(idx=0, prompt="x"))
     try:
-        state = harness._state(session.ctx)
+        state = trace_state(session.ctx.state, harness.config)
         # The model called book twice; the gateway answered the first (and recorded it).
         model_said = [Message("assistant", None, tool_calls=(
             ToolCall("call_8", PREFIX + "book", "{}"), ToolCall("call_9", PREFIX + "book",
