@@ -159,9 +159,13 @@ class CodexHarness(Harness):
         failed = next((c for c in reversed(calls) if c.error_type is not None), None)
         if run.exit_code != 0:
             if failed is not None:
+                error = f"codex stopped on a failed model call: {failed.error}"
+                if ctx.client.endpoint.is_local and "context window" in (failed.error or ""):
+                    error += ("; codex's own prompt and tools outgrow the embedded model's "
+                              "window: give the seat a model with a larger one (--base-url, "
+                              "model.base_url)")
                 return Segment(messages, stop_condition="error",
-                               error_type=failed.error_type,
-                               error=f"codex stopped on a failed model call: {failed.error}")
+                               error_type=failed.error_type, error=error)
             return Segment(messages, stop_condition="error", error_type="codex_failed",
                            error=f"codex exited with code {run.exit_code}: "
                                  f"{last_line(run.stderr, run.errors)}")
