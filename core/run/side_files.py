@@ -21,8 +21,9 @@ from typing import Any
 
 from interplay import _codec
 from interplay.errors import InterplayError
-from interplay.records import Episode, converter, spliced, to_json_bytes
+from interplay.records import Episode, converter
 from interplay.run.slim import record_usage
+from interplay.splicing import spliced, to_json_bytes
 
 #: The folder of the side files, beside episodes.jsonl.
 SIDE_DIR = "episodes"
