@@ -36,6 +36,7 @@ from typing import Any
 import attrs
 
 from interplay import _asgi as asgi
+from interplay._listener import AsgiServer
 from interplay.errors import InterplayError
 from interplay.interception import forward as fw
 from interplay.interception import request as rq
@@ -91,9 +92,9 @@ class InterceptionServer:
         self._tasks: set[asyncio.Task[None]] = set()
         #: The clients of every trace opened (closed with the serving thread's loop).
         self._clients: set[ModelClient] = set()
-        self._server = asgi.AsgiServer(self.app, host=host, port=port, graceful_s=2.0,
-                                       header_timeout_s=self.limits.header_timeout_s,
-                                       body_timeout_s=self.limits.body_timeout_s)
+        self._server = AsgiServer(self.app, host=host, port=port, graceful_s=2.0,
+                                  header_timeout_s=self.limits.header_timeout_s,
+                                  body_timeout_s=self.limits.body_timeout_s)
 
     # -- lifecycle -------------------------------------------------------------------------------
 

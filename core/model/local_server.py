@@ -34,6 +34,7 @@ from interplay import _aio as aio
 from interplay import _asgi as asgi
 from interplay import _codec
 from interplay._ids import new_id
+from interplay._listener import AsgiServer
 from interplay.interception import request
 from interplay.log import get_logger
 from interplay.model.local import DEFAULT_MAX_TOKENS, MODEL_NAME, N_CTX, model_path
@@ -436,7 +437,7 @@ def serve(host: str, port: int) -> None:
     """Run the embedded model's server until interrupted; prints its URL once ready."""
     path = model_path()
     server = LocalServer(path)
-    http = asgi.AsgiServer(server.app, host=host, port=port, graceful_s=1.0)
+    http = AsgiServer(server.app, host=host, port=port, graceful_s=1.0)
 
     async def run() -> None:
         await http.start()

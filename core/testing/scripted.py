@@ -37,6 +37,7 @@ import attrs
 from interplay import _aio as aio
 from interplay import _asgi as asgi
 from interplay import _codec
+from interplay._listener import AsgiServer
 from interplay.interception import responses as rs
 from interplay.model.endpoint import Endpoint
 from interplay.testing.script import (
@@ -123,7 +124,7 @@ class ScriptedModel:
         self.requests: list[ScriptedRequest] = []
         #: Requests held by a ``hang()`` reply until their client closed the connection.
         self.abandoned = 0
-        self._server = asgi.AsgiServer(self.app, port=port, graceful_s=0.5)
+        self._server = AsgiServer(self.app, port=port, graceful_s=0.5)
         self._counter = 0
         #: Turns text into the ids it answers when token ids are asked for, and back.
         self.tokenizer = ScriptedTokenizer()
@@ -482,7 +483,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(exc.message)
         script = _cycling(replies) if args.repeat else replies
     model = ScriptedModel(script, model=args.model)
-    server = asgi.AsgiServer(model.app, host=args.host, port=args.port, graceful_s=0.5)
+    server = AsgiServer(model.app, host=args.host, port=args.port, graceful_s=0.5)
 
     async def run() -> None:
         await server.start()
