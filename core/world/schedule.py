@@ -5,6 +5,9 @@ when she is next free, and when and in which mode she reads a message that reach
 time: at once when free (mode ``free``), at the end of a busy block (``busy``), or when she
 wakes (``woken``). Reply delays are per mode; a delay for a mode her schedule can never put her
 in (``busy`` without busy blocks, ``woken`` without awake hours) is refused, never ignored.
+
+It uses nothing of the world but the time helpers (:mod:`interplay.world.times`): a schedule is
+plain data the user's side reads (a user sim gets it in ``Person.schedule``).
 """
 
 from __future__ import annotations
