@@ -120,7 +120,7 @@ def _spawn(tag: str) -> _Reaper | None:
             setpgroup=0)
     except OSError as exc:
         os.close(write)
-        log.warning("processes.reaper_failed", error=type(exc).__name__)
+        log.warning("processes.reaper_failed", exception_type=type(exc).__name__)
         return None
     finally:
         os.close(read)

@@ -398,7 +398,7 @@ class LocalServer:
                 await worker
                 if not started:
                     raise item
-                log.error("local_model.stream_failed", error=type(item).__name__,
+                log.error("local_model.stream_failed", exception_type=type(item).__name__,
                           chunks=completion)
                 await send({"type": "http.response.body", "body": b"data: " + _codec.dumps(
                     asgi.error_body(f"generation failed: {type(item).__name__}",
