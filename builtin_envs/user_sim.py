@@ -107,8 +107,6 @@ class UserSimStep(Step):
     def check(self, steps: Sequence[Step]) -> list[str]:
         cfg: UserSimStepConfig = self.config
         problems = list(self.schedule().problems())
-        if cfg.awake is not None and len(cfg.awake) != 2:
-            problems.append("awake: give two times of day, e.g. [\"07:00\", \"23:00\"]")
         try:
             make_sim(self.record_settings())
         except InterplayError as exc:

@@ -11,8 +11,10 @@ Exit code, stdout and stderr are recorded on the trace. The segment ends when th
 exits (or at its timeout), even if something it started in the background still holds its
 output: what it wrote until then is its answer. The program runs in a process group of its
 own, killed when the segment ends (on a timeout, on cancellation, and after a normal exit, for
-what it left in the background), and it is started through :mod:`interplay.processes`, so a
-killed run takes it and its children along.
+what it left in the background), with whatever carries the segment's tag
+(``INTERPLAY_PROGRAM_RUN``), in its group or not (:func:`interplay.processes.run_program`);
+it is started through :mod:`interplay.processes`, so a killed run takes it and its children
+along.
 
 A program that cannot run as configured (not found, not executable) is a config error; one the
 system could not start for want of descriptors, processes or memory is tried again under the

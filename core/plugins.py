@@ -136,7 +136,7 @@ class PluginHost:
             )
             # The plugin's own error, not user data: what its author needs to read.
             log.warning("plugins.load_failed", plugin=ep.name, package=package,
-                        version=version, error_type=type(exc).__name__,
+                        version=version, exception_type=type(exc).__name__,
                         error=Verbatim(self.infos[ep.name].error or ""))
             return
         self._add(module, ep.name, package, version, builtin=False)
@@ -188,7 +188,7 @@ class PluginHost:
                     info.error = f"{hook_name}: {_describe(exc)}"
                     info.registered = {}
                     log.warning("plugins.hook_failed", plugin=info.name, hook=hook_name,
-                                package=info.package, error_type=type(exc).__name__,
+                                package=info.package, exception_type=type(exc).__name__,
                                 error=Verbatim(info.error))
                     continue
                 added.setdefault(info.name, []).extend(mine)

@@ -261,12 +261,12 @@ async def answer_or_error(sim: UserSim, read: Read, *, name: str, step: str,
                                      f"{type(exc).__name__}: {exc}")
     if not isinstance(answer, Answer):
         log.warning("user_sim.failed", step=step, user_sim=name, code_path="answer()",
-                    error_type="bad_answer")
+                    error_type=UserSimError.error_type, reason_code="bad_answer")
         return Answer(text="", error=f"user sim {name!r} failed in {step}{what}: answer() "
                                      f"returned {type(answer).__name__}, not an Answer")
     if answer.error is not None:
         log.warning("user_sim.failed", step=step, user_sim=name, code_path="Answer.error",
-                    error_type="answer_error")
+                    error_type=UserSimError.error_type, reason_code="answer_error")
         answer.error = f"user sim {name!r} could not answer in {step}{what}: {answer.error}"
     return answer
 
@@ -287,8 +287,9 @@ async def set_up(sim: UserSim, person: Person, ctx: EpisodeContext, *, name: str
 
 def _raised(exc: BaseException, sim: UserSim, *, name: str, step: str) -> str:
     """Log a sim's exception by the step's and the sim's names, where it was raised and its
-    type (never its text); where it was raised."""
+    class (never its text), with the error type the episode ends with; where it was raised."""
     where = failure_site(exc, sim)
     log.warning("user_sim.failed", step=step, user_sim=name, code_path=where,
-                error_type=type(exc).__name__)
+                error_type=UserSimError.error_type, reason_code="raised",
+                exception_type=type(exc).__name__)
     return where

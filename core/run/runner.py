@@ -179,7 +179,7 @@ async def run(cfg: RunConfig, env: Env, resolved: Mapping[str, Any], output: Pat
         try:
             await writer.aclose()
         except OSError as exc:
-            log.warning("runner.episodes_not_synced", error_type=type(exc).__name__)
+            log.warning("runner.episodes_not_synced", exception_type=type(exc).__name__)
         if own_resources:
             await asyncio.shield(resources.aclose())
         summary = summarize(list(records.values()), pass_threshold=cfg.pass_threshold,
@@ -195,7 +195,7 @@ async def run(cfg: RunConfig, env: Env, resolved: Mapping[str, Any], output: Pat
             if failure is None:
                 raise InterplayError(f"{output / SUMMARY_FILE}: cannot write it "
                                      f"({exc.strerror or exc}); the episodes are kept") from None
-            log.warning("runner.summary_not_written", error_type=type(exc).__name__)
+            log.warning("runner.summary_not_written", exception_type=type(exc).__name__)
     return RunOutcome(output=output, summary=summary, ran=ran,
                       interrupted=bool(summary["interrupted"]))
 

@@ -200,8 +200,8 @@ class Contacts:
         exc = task.exception()
         if exc is not None:
             call.status = "failed"
-            log.warning("contacts.answer_failed", contact=call.contact, call=call.number,
-                        error_type=type(exc).__name__)
+            log.warning("contacts.answer_failed", contact_name=call.contact, call=call.number,
+                        exception_type=type(exc).__name__)
             self.world.timeline.add("contact_failed", self.world.clock.now_us(),
                                     contact=call.contact, call=call.number,
                                     error=type(exc).__name__)
@@ -244,7 +244,7 @@ class Contacts:
         if not call.task.done():
             call.task.cancel()
             call.status = "timed_out"
-            log.info("contacts.answer_timed_out", contact=call.contact, call=call.number,
+            log.info("contacts.answer_timed_out", contact_name=call.contact, call=call.number,
                      limit_s=call.limit_s)
             self.world.timeline.add("contact_timed_out", self.world.clock.now_us(),
                                     contact=call.contact, call=call.number,
