@@ -154,6 +154,8 @@ def _summary(obj: Any) -> str:
 
 
 def add_eval(sub: Any) -> None:
+    from interplay.run.executor import EXECUTORS
+
     p = sub.add_parser(
         "eval", help="run an env's tasks and write a results folder with a report",
         description="Run N tasks x R rollouts of ENV, C episodes at once. Every finished episode "
@@ -168,8 +170,9 @@ def add_eval(sub: Any) -> None:
     p.add_argument("-w", "--workers", type=int, help="processes that run the episodes, "
                    "sharing the -c (default 1); for runs past a few thousand model calls a "
                    "second")
-    p.add_argument("--executor", choices=("local", "ray"), help="where the episodes run: "
-                   "this machine (default) or a Ray cluster (pip install 'interplay[ray]')")
+    p.add_argument("--executor", choices=tuple(EXECUTORS), help="where the episodes run: "
+                   "this machine (local, the default) or a Ray cluster (ray: pip install "
+                   "'interplay[ray]')")
     p.add_argument("--ray-address", metavar="ADDRESS", help="with --executor ray: the cluster "
                    "to run on (auto, HOST:PORT, ray://HOST:PORT); default: RAY_ADDRESS, else "
                    "a local cluster started for the run")
@@ -219,7 +222,8 @@ def _cli_data(args: argparse.Namespace) -> dict[str, Any]:
 
 async def _run_cli(cfg: RunConfig, env: Env, resolved: Mapping[str, Any], output: Path,
                    **options: Any) -> RunOutcome:
-    from interplay.run.runner import collector_tuned_for_runs, run
+    from interplay.run.executor import collector_tuned_for_runs
+    from interplay.run.runner import run
 
     # A kill (SIGTERM) stops the run like Ctrl-C: running episodes are cancelled, finished
     # ones are already on disk, and the summary is written.

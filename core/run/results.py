@@ -37,6 +37,7 @@ from interplay.run.config import (
     resolve,
     without_credentials,
 )
+from interplay.run.executor import executor_for
 
 log = get_logger("interplay.run")
 
@@ -720,6 +721,7 @@ def prepare(data: dict[str, Any],
                                  f"{CONFIG_FILE} does not keep; give them again ({hint}--set "
                                  f"{key}=...)")
         cfg, env, resolved = resolve(merged)
+        executor_for(cfg)  # its settings checked before anything is written
         changed = config_differences(without_credentials(stored),
                                      without_credentials(resolved))
         if changed:
@@ -732,6 +734,7 @@ def prepare(data: dict[str, Any],
         name = str((data.get("env") or {}).get("name") or "")
         data["output"] = default_output(name)
     cfg, env, resolved = resolve(data)
+    executor_for(cfg)  # its settings checked before the folder is made
     output = Path(str(cfg.output))
     if (output / EPISODES_FILE).exists() or (output / CONFIG_FILE).exists():
         raise InterplayError(f"{output} already holds a run; continue it with --resume {output} "
