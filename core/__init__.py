@@ -29,12 +29,12 @@ from interplay.builtin_envs.usersims import (
 from interplay.builtin_verifiers.rubric import Criterion, Rubric, RubricConfig, always_on_seats
 from interplay.clock import Clock
 from interplay.config import structure as structure_config
+from interplay.endpoint import Endpoint
 from interplay.env import Env, SeatSpec, env_from_toml
 from interplay.errors import InterplayError
 from interplay.harness import Harness, NoConfig, Segment
 from interplay.hookspecs import Register, hookimpl
 from interplay.log import get_logger
-from interplay.model.endpoint import Endpoint
 from interplay.model.wire import assistant_message, request_messages
 from interplay.plugins import describe_kinds, is_kind, lookup
 from interplay.processes import owner_tag, popen, start_process

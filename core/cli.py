@@ -21,8 +21,8 @@ import attrs
 
 from interplay import __version__, _aio
 from interplay import config as config_mod
+from interplay.endpoint import redact_url
 from interplay.errors import InterplayError
-from interplay.model.endpoint import redact_url
 from interplay.run.results import EPISODES_FILE
 
 if TYPE_CHECKING:

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import attrs
 
 from interplay.config import settle
+from interplay.endpoint import Endpoint
 from interplay.errors import InterplayError
 from interplay.harness import NoConfig
-from interplay.model.endpoint import Endpoint
 from interplay.records import Task
 
 if TYPE_CHECKING:

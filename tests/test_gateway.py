@@ -20,9 +20,9 @@ from mcp.client.streamable_http import streamable_http_client
 
 from interplay import Agent, Env, EpisodeContext, EpisodeInfo, SeatSpec, Task, Tool, tool
 from interplay.builtin_harnesses.chat import NullHarness
+from interplay.endpoint import Endpoint
 from interplay.gateway import ToolRoute
 from interplay.model.client import Models
-from interplay.model.endpoint import Endpoint
 from interplay.run.episode import RunResources
 from interplay.testing import captured_log
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import structlog
 {setup}
 from interplay.model.client import ModelClient
-from interplay.model.endpoint import Endpoint
+from interplay.endpoint import Endpoint
 from interplay.records import Message
 from interplay.run import config, runner
 

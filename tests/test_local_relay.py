@@ -12,7 +12,7 @@ import pytest
 
 from interplay import plugins
 from interplay.builtin_envs.steps import RelayConfig
-from interplay.model.endpoint import Endpoint
+from interplay.endpoint import Endpoint
 from interplay.run.episode import RunResources, run_episode
 
 pytestmark = [

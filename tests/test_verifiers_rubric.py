@@ -24,9 +24,9 @@ from interplay.builtin_verifiers.rubric import (
     is_rubric,
     parse_verdict,
 )
+from interplay.endpoint import Endpoint
 from interplay.env import Env, SeatSpec, env_from_toml
 from interplay.errors import InterplayError
-from interplay.model.endpoint import Endpoint
 from interplay.records import Episode, Task
 from interplay.run.episode import RunResources, run_episode
 from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest, run_scripted

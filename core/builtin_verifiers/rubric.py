@@ -32,8 +32,8 @@ import attrs
 
 from interplay import plugins
 from interplay.builtin_verifiers.match import always_on_record
+from interplay.endpoint import Endpoint
 from interplay.log import get_logger
-from interplay.model.endpoint import Endpoint
 from interplay.model.wire import assistant_message
 from interplay.records import Episode, Message, Reward
 from interplay.run.episode import EpisodeContext

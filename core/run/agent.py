@@ -28,10 +28,10 @@ from interplay.tools import CallOutcome, run_call
 
 if TYPE_CHECKING:
     from interplay.clock import Clock
+    from interplay.endpoint import Endpoint
     from interplay.gateway import ToolGateway, ToolRoute
     from interplay.interception import TraceRoute
     from interplay.model.client import ModelClient
-    from interplay.model.endpoint import Endpoint
     from interplay.run.episode import EpisodeContext
     from interplay.tools import Tool
 

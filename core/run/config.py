@@ -16,11 +16,11 @@ import cattrs
 
 from interplay import config as config_mod
 from interplay import plugins
+from interplay.endpoint import Endpoint, redact_url
 from interplay.env import Env
 from interplay.errors import InterplayError
 from interplay.interception.request import Limits
 from interplay.log import get_logger
-from interplay.model.endpoint import Endpoint, redact_url
 
 log = get_logger("interplay.run")
 

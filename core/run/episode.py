@@ -21,10 +21,10 @@ from interplay import config as config_mod
 from interplay import plugins
 from interplay._ids import new_id
 from interplay.clock import Clock
+from interplay.endpoint import Endpoint
 from interplay.env import Env, SeatSpec
 from interplay.errors import InterplayError
 from interplay.log import get_logger
-from interplay.model.endpoint import Endpoint
 from interplay.records import Episode, EpisodeInfo, Reward, Task, Trace
 from interplay.run.agent import Agent
 from interplay.usersim import UserSimError

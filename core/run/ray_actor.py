@@ -27,8 +27,8 @@ from interplay.run import config, results, runner
 from interplay.run.episode import RunResources
 
 if TYPE_CHECKING:
+    from interplay.endpoint import Endpoint
     from interplay.env import Env
-    from interplay.model.endpoint import Endpoint
     from interplay.run.config import RunConfig
 
 _PROBE_TIMEOUT_S = 5.0

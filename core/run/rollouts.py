@@ -27,10 +27,10 @@ from typing import Any
 
 import attrs
 
+from interplay.endpoint import Endpoint
 from interplay.env import Env
 from interplay.errors import InterplayError
 from interplay.log import get_logger
-from interplay.model.endpoint import Endpoint
 from interplay.records import Episode, Task
 from interplay.run.config import DEFAULT_CONCURRENCY, check_seats, load_env
 from interplay.run.episode import RunResources

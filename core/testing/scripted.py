@@ -37,8 +37,8 @@ import attrs
 from interplay import _aio as aio
 from interplay import _asgi as asgi
 from interplay import _codec
+from interplay.endpoint import Endpoint
 from interplay.interception import responses as rs
-from interplay.model.endpoint import Endpoint
 from interplay.testing.script import (
     Handler,
     Script,

@@ -1,7 +1,9 @@
 """Where a model lives and how to reach it: the endpoint config shared by agents, judges and the
 run, checked when it is made (a bad setting is one line saying what to change, before any call).
 
-It holds settings and what follows from them (the API key, the TLS context); it sends nothing.
+It holds settings and what follows from them (the API key, the TLS context); it sends nothing:
+the model boundary (:mod:`interplay.model`) does. A value the contracts speak in (a seat's
+``model``, a judge's endpoint), so it sits beside them, below everything that calls a model.
 """
 
 from __future__ import annotations
