@@ -19,7 +19,7 @@ from interplay import plugins
 from interplay.endpoint import Endpoint, redact_url
 from interplay.env import Env
 from interplay.errors import InterplayError
-from interplay.interception.request import Limits
+from interplay.interception.limits import Limits
 from interplay.log import get_logger
 
 log = get_logger("interplay.run")

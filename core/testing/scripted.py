@@ -38,7 +38,7 @@ from interplay import _aio as aio
 from interplay import _asgi as asgi
 from interplay import _codec
 from interplay.endpoint import Endpoint
-from interplay.interception import responses as rs
+from interplay.model import responses as rs
 from interplay.testing.script import (
     Handler,
     Script,

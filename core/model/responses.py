@@ -20,7 +20,7 @@ from typing import Any
 
 from interplay import _codec
 from interplay import _ids as ids
-from interplay.interception.request import BadRequest
+from interplay.model.request import BadRequest
 from interplay.model.wire import qualified_name
 
 _CHAT_ROLES = {"system": "system", "developer": "system", "user": "user",

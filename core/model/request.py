@@ -1,5 +1,6 @@
-"""A program's request as the interception server takes it: its body parsed strictly and its
-shape checked, in one place, before anything is forwarded or recorded.
+"""A program's request as an OpenAI-compatible server interplay runs takes it (the interception
+server, the embedded model's server): its body parsed strictly and its shape checked, in one
+place, before anything is forwarded or recorded.
 
 A body that does not pass is a :class:`BadRequest` (an HTTP 400 with a one-line reason, and no
 recorded turn): bytes that are not strict JSON (invalid UTF-8, a lone UTF-16 surrogate, NaN),
@@ -13,41 +14,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import attrs
 import orjson
-
-from interplay.errors import InterplayError
 
 #: How deep a request body may nest: as deep as orjson writes. Past it the codec falls back to
 #: the standard library's encoder, which recurses, and a body nested a thousand levels down
 #: could be neither forwarded nor recorded.
 MAX_DEPTH = 254
-
-
-@attrs.frozen
-class Limits:
-    """What the interception server takes from a client (``[interception]`` in a run's config).
-
-    A body past ``max_body_mb`` is refused with a 413 (from its Content-Length before it is
-    read, else once it outgrows the limit), a request whose headers have not all arrived
-    ``header_timeout_s`` after its connection opened (or, on a kept-alive connection, after its
-    first byte) has its connection closed, and one whose body has not all arrived
-    ``body_timeout_s`` after its headers gets a 408 and its connection closed.
-    """
-
-    max_body_mb: float = 8.0
-    header_timeout_s: float = 10.0
-    body_timeout_s: float = 30.0
-
-    def __attrs_post_init__(self) -> None:
-        for name in ("max_body_mb", "header_timeout_s", "body_timeout_s"):
-            value = getattr(self, name)
-            if not value > 0 or value == float("inf"):
-                raise InterplayError(f"{name} must be above 0 and finite, got {value!r}")
-
-    @property
-    def max_body_bytes(self) -> int:
-        return int(self.max_body_mb * (1 << 20))
 
 
 class BadRequest(ValueError):
