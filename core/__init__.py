@@ -19,6 +19,7 @@ Importing the package has no side effects: plugins load lazily, once, on the fir
 
 from __future__ import annotations
 
+from interplay._version import __version__
 from interplay.builtin_envs.steps import Relay, RelayConfig
 from interplay.builtin_envs.usersims import (
     LlmUserConfig,
@@ -74,8 +75,6 @@ from interplay.usersim import (
 from interplay.verifier import Verifier
 from interplay.world import App, BusyBlock, Schedule, app_tool
 from interplay.world.times import parse_duration
-
-__version__ = "0.1.0"
 
 __all__ = [
     "Agent",

@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from interplay import __version__, _aio
+from interplay import _aio
 from interplay import config as config_mod
+from interplay._version import __version__
 from interplay.endpoint import redact_url
 from interplay.errors import InterplayError
 from interplay.run.results import EPISODES_FILE

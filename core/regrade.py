@@ -29,8 +29,8 @@ from typing import Any
 
 import attrs
 
-from interplay import __version__
 from interplay import config as config_mod
+from interplay._version import __version__
 from interplay.env import Env, build
 from interplay.errors import InterplayError
 from interplay.log import get_logger

@@ -473,7 +473,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--repeat goes with --script FILE")
     script: Script | None = None
     if args.script:
-        from interplay import InterplayError
+        from interplay.errors import InterplayError
         from interplay.testing.script_file import read_script
 
         try:
