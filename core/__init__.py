@@ -30,14 +30,24 @@ from interplay.builtin_envs.usersims import (
 from interplay.builtin_verifiers.rubric import Criterion, Rubric, RubricConfig, always_on_seats
 from interplay.clock import Clock
 from interplay.config import structure as structure_config
+from interplay.contexts import (
+    ChatSession,
+    EpisodeContext,
+    Reply,
+    SeatAgent,
+    SeatSpec,
+    SegmentClient,
+    SegmentContext,
+)
 from interplay.endpoint import Endpoint
-from interplay.env import Env, SeatSpec, env_from_toml
+from interplay.env import Env
 from interplay.errors import InterplayError
 from interplay.harness import Harness, NoConfig, Segment
 from interplay.hookspecs import Register, hookimpl
+from interplay.loader import env_from_toml, lookup
 from interplay.log import get_logger
 from interplay.model.wire import assistant_message, request_messages
-from interplay.plugins import describe_kinds, is_kind, lookup
+from interplay.plugins import describe_kinds, is_kind
 from interplay.processes import owner_tag, popen, start_process
 from interplay.records import (
     Episode,
@@ -54,8 +64,8 @@ from interplay.records import (
     from_json,
     to_json,
 )
-from interplay.run.agent import Agent, ChatSession, Reply, SegmentClient, SegmentContext
-from interplay.run.episode import EpisodeContext, RunResources, run_episode
+from interplay.run.agent import Agent
+from interplay.run.episode import RunResources, run_episode
 from interplay.run.results import whole_record
 from interplay.run.rollouts import RolloutGroup, Rollouts
 from interplay.step import Step
@@ -113,6 +123,7 @@ __all__ = [
     "RubricConfig",
     "RunResources",
     "Schedule",
+    "SeatAgent",
     "SeatSpec",
     "Segment",
     "SegmentClient",

@@ -31,8 +31,9 @@ import attrs
 
 from interplay import config as config_mod
 from interplay._version import __version__
-from interplay.env import Env, build
+from interplay.env import Env
 from interplay.errors import InterplayError
+from interplay.loader import build
 from interplay.log import get_logger
 from interplay.records import Episode
 from interplay.run.config import RunConfig, masked_credentials, resolve, without_credentials

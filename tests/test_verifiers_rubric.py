@@ -25,8 +25,9 @@ from interplay.builtin_verifiers.rubric import (
     parse_verdict,
 )
 from interplay.endpoint import Endpoint
-from interplay.env import Env, SeatSpec, env_from_toml
+from interplay.env import Env, SeatSpec
 from interplay.errors import InterplayError
+from interplay.loader import env_from_toml
 from interplay.records import Episode, Task
 from interplay.run.episode import RunResources, run_episode
 from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest, run_scripted

@@ -42,13 +42,13 @@ from interplay.builtin_envs.always_on_history import (
 from interplay.builtin_envs.always_on_loop import Loop, deny_problems, spans_days
 from interplay.builtin_envs.user_sim import UserSimStep, make_sim
 from interplay.clock import Clock
+from interplay.contexts import EpisodeContext
 from interplay.env import SeatSpec
 from interplay.errors import InterplayError
-from interplay.run.episode import EpisodeContext
+from interplay.loader import tasks_of
 from interplay.step import Step
 from interplay.world import times
 from interplay.world.chat import ChatSettings
-from interplay.world.env import tasks_of
 from interplay.world.scenario import Scenario, build_world, load_scenario
 
 #: The real-time budget of a run whose settings name none (docs/always_on.md says why).
@@ -204,7 +204,7 @@ class AlwaysOn(Step):
         if not self.config.history.asks_to_fold or spec is None:
             return None
         try:
-            harness = plugins.lookup("harnesses", spec.harness)
+            harness = plugins.get("harnesses", spec.harness)
         except InterplayError:
             return None  # an unknown harness is refused where the seats are checked
         return session_problem(spec.harness) if keeps_session(harness) else None

@@ -16,8 +16,8 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 
+from interplay.contexts import ChatSession, Reply
 from interplay.records import Message
-from interplay.run.agent import ChatSession, Reply
 from interplay.world.events import Event
 from interplay.world.world import World
 

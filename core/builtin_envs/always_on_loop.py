@@ -20,11 +20,10 @@ from interplay.builtin_envs import always_on_records as records
 from interplay.builtin_envs.always_on_clock import TurnClock
 from interplay.builtin_envs.always_on_history import Folder, resolve
 from interplay.builtin_envs.user_sim import UserSide, make_sim, person_from
+from interplay.contexts import ChatSession, EpisodeContext, Reply
 from interplay.errors import InterplayError
 from interplay.log import get_logger
 from interplay.records import Task
-from interplay.run.agent import ChatSession, Reply
-from interplay.run.episode import EpisodeContext
 from interplay.usersim import UserSimError, set_up
 from interplay.world import times
 from interplay.world.chat import CHECK_TOOLS, ChatSettings, Sent

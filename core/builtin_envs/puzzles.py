@@ -21,9 +21,9 @@ import attrs
 
 from interplay import config
 from interplay.builtin_envs.envs import ScoredStepEnv
+from interplay.contexts import EpisodeContext
 from interplay.errors import InterplayError
 from interplay.records import Task
-from interplay.run.episode import EpisodeContext
 from interplay.step import Step
 from interplay.taskset import TasksetSource
 

@@ -26,10 +26,10 @@ from interplay import taskset
 from interplay.builtin_envs.envs import data_file
 from interplay.builtin_envs.steps import Relay, RelayConfig
 from interplay.builtin_verifiers.state import StateMatch, StateMatchConfig
+from interplay.contexts import EpisodeContext
 from interplay.env import Env, SeatSpec
 from interplay.errors import InterplayError
 from interplay.records import Task
-from interplay.run.episode import EpisodeContext
 from interplay.step import Step
 from interplay.taskset import TasksetSource
 from interplay.tools import Tool, tool

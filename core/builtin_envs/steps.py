@@ -15,8 +15,8 @@ import attrs
 
 from interplay import plugins
 from interplay.builtin_envs.usersims import person_from_task
+from interplay.contexts import EpisodeContext
 from interplay.errors import InterplayError
-from interplay.run.episode import EpisodeContext
 from interplay.step import Step
 from interplay.usersim import (
     Answer,

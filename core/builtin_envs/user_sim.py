@@ -24,10 +24,10 @@ import attrs
 
 from interplay import plugins
 from interplay.builtin_envs.steps import make_user_sim
+from interplay.contexts import EpisodeContext
 from interplay.errors import InterplayError
 from interplay.log import get_logger
 from interplay.records import Task
-from interplay.run.episode import EpisodeContext
 from interplay.step import Step
 from interplay.usersim import (
     Answer,

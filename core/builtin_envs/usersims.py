@@ -26,9 +26,8 @@ from typing import Any, ClassVar
 
 import attrs
 
+from interplay.contexts import ChatSession, EpisodeContext
 from interplay.records import Task
-from interplay.run.agent import ChatSession
-from interplay.run.episode import EpisodeContext
 from interplay.usersim import Answer, Person, Read, UserSim
 
 DEFAULT_TEMPLATE = (

@@ -27,8 +27,8 @@ from typing import Any, ClassVar
 import attrs
 
 from interplay.builtin_envs.envs import ScoredStepEnv
+from interplay.contexts import EpisodeContext
 from interplay.errors import InterplayError
-from interplay.run.episode import EpisodeContext
 from interplay.step import Step
 from interplay.taskset import TasksetSource
 

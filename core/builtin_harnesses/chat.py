@@ -17,10 +17,10 @@ from typing import ClassVar
 
 import attrs
 
+from interplay.contexts import SegmentContext
 from interplay.harness import Harness, Segment
 from interplay.model.wire import assistant_message
 from interplay.records import Message, Task, ToolCall
-from interplay.run.agent import SegmentContext
 from interplay.tools import Tool
 
 

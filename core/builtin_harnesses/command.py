@@ -29,12 +29,12 @@ from typing import Any, ClassVar, Literal
 
 import attrs
 
+from interplay.contexts import SegmentContext
 from interplay.errors import InterplayError
 from interplay.harness import Harness, Segment
 from interplay.model.retries import Failure, Policy
 from interplay.processes import ProgramRun, not_runnable, run_program
 from interplay.records import Message, Task
-from interplay.run.agent import SegmentContext
 
 #: Bytes of stdout/stderr kept on the trace per segment.
 KEEP_BYTES = 64 * 1024

@@ -16,8 +16,8 @@ from typing import Any, ClassVar
 import attrs
 
 from interplay.builtin_verifiers.state import writers_problem
+from interplay.contexts import EpisodeContext
 from interplay.records import Episode, Reward
-from interplay.run.episode import EpisodeContext
 from interplay.step import Step
 from interplay.verifier import Verifier
 

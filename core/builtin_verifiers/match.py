@@ -11,8 +11,8 @@ from typing import Any, ClassVar, Literal
 
 import attrs
 
+from interplay.contexts import EpisodeContext
 from interplay.records import Episode, Reward
-from interplay.run.episode import EpisodeContext
 from interplay.step import Step
 from interplay.verifier import Verifier
 

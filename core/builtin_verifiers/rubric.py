@@ -32,11 +32,11 @@ import attrs
 
 from interplay import plugins
 from interplay.builtin_verifiers.match import always_on_record
+from interplay.contexts import EpisodeContext
 from interplay.endpoint import Endpoint
 from interplay.log import get_logger
 from interplay.model.wire import assistant_message
 from interplay.records import Episode, Message, Reward
-from interplay.run.episode import EpisodeContext
 from interplay.step import Step
 from interplay.verifier import Verifier
 

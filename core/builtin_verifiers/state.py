@@ -17,9 +17,9 @@ from typing import Any, ClassVar
 
 import attrs
 
+from interplay.contexts import EpisodeContext
 from interplay.errors import InterplayError
 from interplay.records import Episode, Reward
-from interplay.run.episode import EpisodeContext
 from interplay.step import Step
 from interplay.verifier import Verifier
 
