@@ -1,23 +1,11 @@
-"""``interplay compare RUN_A RUN_B [...]``: runs of one env side by side.
-
-Owns pairing runs' episodes and the figures of a comparison: for each run after the first (the
-baseline), the reward difference per task and overall with a paired bootstrap interval, the
-same for each seat's reward, pass@k and pass^k side by side, tokens, model calls and errors,
-and the config differences that may explain them; shown as a terminal table (rich) and an HTML
-page (a Jinja2 template with autoescape, as the report).
-
-Episodes are paired by their keys: a task is the same task in two runs when its index and its
-content (prompt, system prompt, answer, info) are; a rollout pairs with the rollout of the same
-index. A pair counts where both episodes were scored (an error episode is not, as everywhere).
-The interval resamples tasks (with their rollouts' differences) with a seeded generator, so the
-same runs and seed give the same interval. Runs of different envs, or of different tasks, are
-refused in one line, unless asked to compare the tasks they share. It reads results folders
-line by line and writes nothing but the page it is asked for.
-"""
+"""The figures of a comparison: runs' episodes paired by their keys, the reward difference per
+task and overall with a paired bootstrap interval, each seat's reward, pass@k and pass^k,
+tokens, model calls and errors, and the config differences that may explain them. Plain data
+(:func:`compare`), written as text by :func:`fmt`, :func:`interval` and :func:`side_rows` for
+the terminal table and the page alike."""
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import math
@@ -45,8 +33,6 @@ RESAMPLES = 2000
 #: Resamples spent on the per-task intervals of one quantity, all tasks together (at least
 #: 200 each).
 PER_TASK_DRAWS = 400_000
-#: Per-task rows shown in the terminal (the largest differences); the page shows them all.
-TASKS_SHOWN = 15
 
 
 @attrs.define
@@ -290,7 +276,7 @@ def compare(runs: Sequence[Run], *, common: bool = False, seed: int = 0,
             "runs": sides, "comparisons": comparisons}
 
 
-# -- the terminal ------------------------------------------------------------------------------
+# -- the figures as text (the terminal's table and the page) -------------------------------
 
 
 def fmt(value: Any, signed: bool = False) -> str:
@@ -336,104 +322,3 @@ def side_rows(result: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
         rows.append(("episodes left out (other tasks)",
                      [str(s["left_out"]) for s in result["runs"]]))
     return rows
-
-
-def print_comparison(result: Mapping[str, Any], console: Any = None) -> None:
-    """The comparison as tables on a terminal (plain text where stdout is not one)."""
-    from rich.console import Console
-    from rich.table import Table
-
-    console = console or Console(highlight=False, emoji=False, markup=False, soft_wrap=True)
-    labels = [s["label"] for s in result["runs"]]
-    table = Table(title=f"{result['tasks']} tasks"
-                  f"{' in common' if result['common_tasks'] else ''}; "
-                  f"pass threshold {fmt(result['pass_threshold'])}", title_justify="left")
-    table.add_column("")
-    for label in labels:
-        table.add_column(label, justify="right", overflow="fold")
-    for name, cells in side_rows(result):
-        table.add_row(name, *cells)
-    console.print(table)
-    pct = f"{result['confidence']:.0%}"
-    for c in result["comparisons"]:
-        diff = Table(title=f"{c['b']} - {c['a']}: paired by (task, rollout); {pct} interval "
-                     f"from {result['resamples']} task resamples (seed {result['seed']})",
-                     title_justify="left")
-        for col in ("", "pairs", "tasks", c["a"], c["b"], "difference", f"{pct} interval",
-                    "P(diff > 0)"):
-            diff.add_column(col, justify="left" if not col else "right", overflow="fold")
-        for q in c["quantities"]:
-            diff.add_row(q["name"], str(q["pairs"]), str(q["tasks"]), fmt(q["a"]), fmt(q["b"]),
-                         fmt(q["diff"], signed=True), interval(q["ci"]),
-                         "-" if q["p_above"] is None else f"{q['p_above']:.3f}")
-        console.print(diff)
-        for q in c["quantities"]:
-            rows = sorted(q["per_task"], key=lambda r: -abs(r["diff"]))
-            if not rows:
-                continue
-            per = Table(title=f"{q['name']} per task ({min(len(rows), TASKS_SHOWN)} of "
-                        f"{len(rows)}, largest differences first)", title_justify="left")
-            for col in ("task", "pairs", c["a"], c["b"], "difference", f"{pct} interval"):
-                per.add_column(col, justify="right", overflow="fold")
-            for r in rows[:TASKS_SHOWN]:
-                per.add_row(str(r["task"]), str(r["pairs"]), fmt(r["a"]), fmt(r["b"]),
-                            fmt(r["diff"], signed=True), interval(r["ci"]))
-            console.print(per)
-        if c["config_differences"]:
-            conf = Table(title=f"config differences ({c['a']} -> {c['b']})",
-                         title_justify="left")
-            for col in ("key", c["a"], c["b"]):
-                conf.add_column(col, overflow="fold")
-            for d in c["config_differences"]:
-                conf.add_row(d["key"], d["a"], d["b"])
-            console.print(conf)
-        else:
-            console.print(f"config: no differences ({c['a']} -> {c['b']})")
-
-
-# -- the command -------------------------------------------------------------------------------
-
-
-def add_compare(sub: Any) -> None:
-    p = sub.add_parser(
-        "compare", help="set runs of one env side by side: paired reward differences with "
-        "intervals, pass@k, tokens, errors and config differences",
-        description="Compare each run with the first: per-task and overall reward "
-        "differences over episodes paired by (task, rollout), with a seeded paired bootstrap "
-        "interval over tasks; pass@k side by side, tokens, errors, and the config differences "
-        "that may explain them.")
-    p.add_argument("runs", nargs="+", metavar="RUN", help="results folders (the first is the "
-                   "baseline)")
-    p.add_argument("--common-tasks", action="store_true", help="compare the tasks the runs "
-                   "share (same index and content) rather than refuse runs of other tasks or "
-                   "envs")
-    p.add_argument("--seed", type=int, default=0, help="the bootstrap's seed (default 0)")
-    p.add_argument("--resamples", type=int, default=RESAMPLES,
-                   help=f"bootstrap resamples (default {RESAMPLES})")
-    p.add_argument("--html", metavar="FILE", help="also write the comparison as a "
-                   "self-contained HTML page")
-    p.add_argument("--json", action="store_true", help="print the comparison as JSON")
-    p.set_defaults(func=cmd_compare)
-
-
-def _labels(paths: Sequence[str]) -> list[str]:
-    names = [Path(p).name or str(p) for p in paths]
-    if len(set(names)) == len(names):
-        return names
-    return [str(p) for p in paths]
-
-
-def cmd_compare(args: argparse.Namespace) -> int:
-    if len(args.runs) < 2:
-        raise InterplayError("compare needs two runs or more: interplay compare RUN_A RUN_B")
-    runs = [load_run(p, label) for p, label in zip(args.runs, _labels(args.runs), strict=True)]
-    result = compare(runs, common=args.common_tasks, seed=args.seed, resamples=args.resamples)
-    if args.json:
-        print(json.dumps(result, indent=2, ensure_ascii=False))
-    else:
-        print_comparison(result)
-    if args.html:
-        from interplay.report.compare_page import write_page
-
-        print(f"page: {write_page(result, Path(args.html))}")
-    return 0

@@ -1,6 +1,6 @@
 """The page of ``interplay compare --html FILE``: a comparison (plain data from
-:func:`interplay.compare.compare`) as one self-contained HTML page, through the report's
-templates (autoescape on). It computes nothing."""
+:func:`interplay.compare.figures.compare`) as one self-contained HTML page, through the
+report's templates and charts (autoescape on). It computes nothing."""
 
 from __future__ import annotations
 
@@ -11,14 +11,13 @@ from typing import Any
 
 from markupsafe import Markup
 
+from interplay.compare.figures import fmt, interval, side_rows
 from interplay.errors import InterplayError
 from interplay.report import charts
 from interplay.report.page import safe_json, template
 
 
 def render(result: Mapping[str, Any]) -> str:
-    from interplay.compare import fmt, interval, side_rows
-
     comparisons = []
     for c in result["comparisons"]:
         quantities = []
