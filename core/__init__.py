@@ -6,7 +6,9 @@ an env) needs is importable from here, and test helpers from :mod:`interplay.tes
 the builtins a plugin builds on: the relay step (``Relay``, ``RelayConfig``,
 ``person_from_task``) for an env with a modeled user, the LLM-played user sim (``LlmUserSim``,
 ``LlmUserConfig``, ``reply_target_of``) to subclass, and the rubric judge (``Rubric``,
-``RubricConfig``, ``Criterion``, ``always_on_seats``) to subclass. The
+``RubricConfig``, ``Criterion``, ``always_on_seats``) to subclass. What a plugin is handed
+(``EpisodeContext``, ``SegmentContext``, ``SeatAgent``, ``ChatSession``, ``SegmentClient``) are
+protocols (:mod:`interplay.contexts`) the run implements: a plugin annotates with them. The
 subpackages (``interplay.model``, ``interplay.run``, ``interplay.interception``, ...) are the
 implementation and may move; modules whose names start with ``_`` are internal to the kernel.
 

@@ -3,8 +3,7 @@ interplay.plugins.DEFAULT_PLUGINS)."""
 
 from __future__ import annotations
 
-from interplay import hookimpl
-from interplay.hookspecs import Register
+from interplay.hookspecs import Register, hookimpl
 
 
 @hookimpl

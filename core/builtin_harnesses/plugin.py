@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from interplay import hookimpl
-from interplay.hookspecs import Register
+from interplay.hookspecs import Register, hookimpl
 
 
 @hookimpl
