@@ -19,10 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from interplay import __version__, _aio
+from interplay import _aio
 from interplay import config as config_mod
+from interplay._version import __version__
+from interplay.endpoint import redact_url
 from interplay.errors import InterplayError
-from interplay.model.endpoint import redact_url
 from interplay.run.results import EPISODES_FILE
 
 if TYPE_CHECKING:
@@ -55,25 +56,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _more_commands() -> list[Any]:
-    """Subcommands that live beside the modules they drive (imported only when defined)."""
-    import importlib
+    """Subcommands that live beside the modules they drive (imported when the parser is
+    built, by name, so the import graph sees what the command depends on)."""
+    from interplay.compare import add_compare
+    from interplay.export import add_export
+    from interplay.model.local_server import add_serve_local
+    from interplay.regrade import add_regrade
+    from interplay.report import add_report
 
-    adds = []
-    for module_name, attr in (
-        ("interplay.model.local_server", "add_serve_local"),
-        ("interplay.report", "add_report"),
-        ("interplay.export", "add_export"),
-        ("interplay.regrade", "add_regrade"),
-        ("interplay.compare", "add_compare"),
-    ):
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name != module_name:
-                raise
-            continue
-        adds.append(getattr(module, attr))
-    return adds
+    return [add_serve_local, add_report, add_export, add_regrade, add_compare]
 
 
 # -- interplay plugins -------------------------------------------------------------------------
@@ -146,6 +137,16 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def _summary(obj: Any) -> str:
+    """The first line of what was registered's docstring; an env file is read for it (one
+    that cannot be read says why, and the rest of the list is still shown)."""
+    from interplay.env import EnvFile
+    from interplay.loader import file_env
+
+    if isinstance(obj, EnvFile):
+        try:
+            obj = file_env(obj)
+        except InterplayError as exc:
+            return f"(cannot be loaded: {exc.message})"
     doc = (getattr(obj, "__doc__", None) or "").strip()
     return doc.splitlines()[0] if doc else ""
 

@@ -11,8 +11,8 @@ from typing import Any
 import always_on_support as support
 import pytest
 
-from interplay.env import env_from_toml
 from interplay.errors import InterplayError
+from interplay.loader import env_from_toml
 from interplay.world import scenario_from
 
 BERLIN = "Europe/Berlin"

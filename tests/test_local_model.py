@@ -19,11 +19,11 @@ import attrs
 import openai
 import pytest
 
+from interplay.endpoint import Endpoint
 from interplay.errors import InterplayError
 from interplay.interception import InterceptionServer
 from interplay.model import local as local_model
 from interplay.model.client import ModelClient, Models
-from interplay.model.endpoint import Endpoint
 from interplay.model.local import MODEL_NAME, LocalModel
 from interplay.model.local_server import to_template_messages
 from interplay.model.wire import assistant_message

@@ -20,7 +20,8 @@ import structlog
 
 from interplay import log
 from interplay.builtin_envs.steps import Relay, RelayConfig
-from interplay.env import Env, SeatSpec, env_from_toml
+from interplay.env import Env, SeatSpec
+from interplay.loader import env_from_toml
 from interplay.records import Task
 from interplay.run.episode import EpisodeContext, RunResources, run_episode
 from interplay.step import Step

@@ -22,8 +22,8 @@ import pytest
 
 import interplay
 from interplay import cli
+from interplay.endpoint import Endpoint
 from interplay.env import Env, SeatSpec
-from interplay.model.endpoint import Endpoint
 from interplay.records import Task
 from interplay.run import config, executor, local, results, summary
 from interplay.run.episode import EpisodeContext, RunResources

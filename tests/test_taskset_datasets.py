@@ -92,7 +92,7 @@ def test_data_files_and_message_prompts(tmp_path: Path) -> None:
 
 
 def test_an_env_file_names_a_dataset_relative_to_itself(saved: Path, tmp_path: Path) -> None:
-    from interplay.env import env_from_toml
+    from interplay.loader import env_from_toml
 
     env_file = tmp_path / "sums.toml"
     env_file.write_text('name = "sums"\n[taskset]\ndataset = "sums"\nsplit = "test"\n'

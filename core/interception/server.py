@@ -37,9 +37,10 @@ from interplay import _asgi as asgi
 from interplay import _codec
 from interplay.errors import InterplayError
 from interplay.interception import passthrough
-from interplay.interception import request as rq
-from interplay.interception import responses as rs
+from interplay.interception.limits import Limits
 from interplay.log import get_logger
+from interplay.model import request as rq
+from interplay.model import responses as rs
 from interplay.model.client import ModelClient
 from interplay.records import ModelCall
 
@@ -209,8 +210,8 @@ class InterceptionServer:
     """Serves the model boundary for one run (see the module docstring)."""
 
     def __init__(self, *, host: str = "127.0.0.1", port: int = 0,
-                 limits: rq.Limits | None = None) -> None:
-        self.limits = limits or rq.Limits()
+                 limits: Limits | None = None) -> None:
+        self.limits = limits or Limits()
         self._routes: dict[str, TraceRoute] = {}
         self._flights: dict[tuple[str, str, bytes], _Flight] = {}
         self._tasks: set[asyncio.Task[None]] = set()

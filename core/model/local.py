@@ -24,9 +24,9 @@ import urllib.request
 from pathlib import Path
 
 from interplay import processes
+from interplay.endpoint import Endpoint
 from interplay.errors import InterplayError
 from interplay.log import get_logger
-from interplay.model.endpoint import Endpoint
 
 log = get_logger("interplay.model.local")
 

@@ -33,8 +33,8 @@ from interplay import _aio as aio
 from interplay import _asgi as asgi
 from interplay import _codec
 from interplay._ids import new_id
-from interplay.interception import request
 from interplay.log import get_logger
+from interplay.model import request
 from interplay.model.local import (
     DEFAULT_MAX_TOKENS,
     MODEL_NAME,

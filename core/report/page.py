@@ -386,7 +386,7 @@ def _about(config: Mapping[str, Any], stored: Mapping[str, Any]) -> dict[str, An
     env_name = _text(_map(config.get("env")).get("name"))
     description = ""
     try:
-        from interplay.run.config import load_env
+        from interplay.loader import load_env
 
         env_cls = type(load_env(env_name, {k: v for k, v in _map(config.get("env")).items()
                                            if k != "name"}))

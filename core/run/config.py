@@ -8,7 +8,6 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import attrs
@@ -16,11 +15,12 @@ import cattrs
 
 from interplay import config as config_mod
 from interplay import plugins
+from interplay.endpoint import Endpoint, redact_url
 from interplay.env import Env
 from interplay.errors import InterplayError
-from interplay.interception.request import Limits
+from interplay.interception.limits import Limits
+from interplay.loader import load_env
 from interplay.log import get_logger
-from interplay.model.endpoint import Endpoint, redact_url
 
 log = get_logger("interplay.run")
 
@@ -90,22 +90,6 @@ def episode_seed(seed: int, task_idx: int, rollout: int) -> int:
     return int.from_bytes(digest[:4], "big")
 
 
-
-
-def load_env(name: str, settings: Mapping[str, Any]) -> Env:
-    """The env registered as ``name`` (or a TOML env file, or an always_on scenario file),
-    configured with ``settings``."""
-    if not name:
-        raise InterplayError("no env given; name one, e.g. `interplay eval echo` "
-                             "(`interplay list envs` shows them)")
-    if name.endswith((".toml", ".json")) and Path(name).is_file():
-        from interplay.env import env_from_toml
-
-        env_cls = env_from_toml(name)
-    else:
-        env_cls = plugins.get("envs", name)
-    env_config = config_mod.structure(dict(settings), env_cls.Config, path="env")
-    return env_cls(env_config)
 
 
 def resolve(data: Mapping[str, Any]) -> tuple[RunConfig, Env, dict[str, Any]]:

@@ -28,8 +28,8 @@ from interplay.run.episode import RunResources
 from interplay.run.executor import collector_tuned_for_runs, prepare_process, run_one
 
 if TYPE_CHECKING:
+    from interplay.endpoint import Endpoint
     from interplay.env import Env
-    from interplay.model.endpoint import Endpoint
     from interplay.run.config import RunConfig
 
 _PROBE_TIMEOUT_S = 5.0

@@ -798,7 +798,7 @@ def judged_names(rows: Iterable[Any]) -> set[str]:
 
 
 def _version() -> str:
-    from interplay import __version__
+    from interplay._version import __version__
 
     return __version__
 

@@ -30,12 +30,13 @@ from typing import Any
 
 import attrs
 
+from interplay.endpoint import Endpoint
 from interplay.env import Env
 from interplay.errors import InterplayError
+from interplay.loader import load_env
 from interplay.log import get_logger
-from interplay.model.endpoint import Endpoint
 from interplay.records import Episode, Task
-from interplay.run.config import DEFAULT_CONCURRENCY, check_seats, load_env
+from interplay.run.config import DEFAULT_CONCURRENCY, check_seats
 from interplay.run.episode import RunResources
 from interplay.run.local import run_pairs
 from interplay.run.results import EPISODES_FILE, EpisodeLog

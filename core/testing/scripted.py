@@ -37,8 +37,8 @@ import attrs
 from interplay import _aio as aio
 from interplay import _asgi as asgi
 from interplay import _codec
-from interplay.interception import responses as rs
-from interplay.model.endpoint import Endpoint
+from interplay.endpoint import Endpoint
+from interplay.model import responses as rs
 from interplay.testing.script import (
     Handler,
     Script,
@@ -473,7 +473,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--repeat goes with --script FILE")
     script: Script | None = None
     if args.script:
-        from interplay import InterplayError
+        from interplay.errors import InterplayError
         from interplay.testing.script_file import read_script
 
         try:
