@@ -49,7 +49,8 @@ import tracemalloc
 from typing import Any
 
 from interplay import _aio as aio
-from interplay import log, plugins
+from interplay import log
+from interplay.loader import env_class
 from interplay.records import Episode
 from interplay.run.results import LINE_BOUND, episode_line, episode_parts
 from interplay.testing import ScriptedReply, ScriptedRequest, run_scripted
@@ -165,7 +166,7 @@ def sizeof(value: Any, seen: set[int] | None = None) -> int:
 async def one_run(trace_memory: bool, max_context_tokens: int | None = None,
                   rate: float = 0.0, latency_s: float = 0.0) -> dict[str, Any]:
     history = {} if max_context_tokens is None else {"max_context_tokens": max_context_tokens}
-    env = plugins.get("envs", "always-on-month")({"always_on": {"history": history,
+    env = env_class("always-on-month")({"always_on": {"history": history,
                                                                 "rate": rate}})
     env.check()
     task = next(iter(env.tasks()))

@@ -62,8 +62,8 @@ async def session_tools() -> tuple[Any, Any]:
     from interplay import Agent, Clock, Task
     from interplay.builtin_envs.shop import shop_tools
     from interplay.builtin_harnesses.chat import NullHarness
+    from interplay.endpoint import Endpoint
     from interplay.model.client import Models
-    from interplay.model.endpoint import Endpoint
     from interplay.world import World
 
     world = World(clock=Clock(1_748_844_000.0, rate=0.0), timezone="Europe/Berlin",

@@ -86,8 +86,8 @@ def pct(values: list[float], q: float) -> float:
 
 
 async def client_cpu(url: str, transport: str, concurrency: int, total: int) -> float:
+    from interplay.endpoint import Endpoint
     from interplay.model.client import ModelClient
-    from interplay.model.endpoint import Endpoint
 
     client = ModelClient(Endpoint(base_url=url, model="m", transport=transport),  # type: ignore[arg-type]
                          max_connections=concurrency)
@@ -212,9 +212,9 @@ async def stall(session: aiohttp.ClientSession, url: str, headers: dict[str, str
 def serve_proxy(upstream: str) -> None:
     import uvloop
 
+    from interplay.endpoint import Endpoint
     from interplay.interception import InterceptionServer
     from interplay.model.client import ModelClient
-    from interplay.model.endpoint import Endpoint
 
     async def run() -> None:
         calls: list[Any] = []

@@ -1,20 +1,24 @@
 """The embedded model on this machine: time to first token and tokens per second, and what
 token capture costs (the server samples such requests itself, with each token's logprob).
 
-Run by hand: ``.venv/bin/python benchmarks/bench_local_model.py [--runs N]``. Starts
-``interplay serve-local`` through LocalModel and streams completions through the ModelClient.
+Run by hand: ``.venv/bin/python benchmarks/bench_local_model.py [--runs N] [--threads T]``.
+Starts ``interplay serve-local`` through LocalModel (on ``T`` llama.cpp threads:
+``INTERPLAY_LOCAL_THREADS``; default the server's own) and streams completions through the
+ModelClient.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import statistics
 import time
+import urllib.request
 
 from interplay.model.client import ModelClient
-from interplay.model.local import LocalModel
+from interplay.model.local import THREADS_VAR, LocalModel, usable_cores
 from interplay.model.wire import assistant_message
 
 PROMPTS = ["Write three sentences about the sea.",
@@ -22,11 +26,20 @@ PROMPTS = ["Write three sentences about the sea.",
            "List five fruits and one fact about each."]
 
 
+def server_threads(base_url: str) -> int:
+    """The threads llama.cpp runs with, as the server reports them."""
+    with urllib.request.urlopen(f"{base_url}/models", timeout=30) as r:
+        return int(json.loads(r.read())["data"][0]["meta"]["n_threads"])
+
+
 async def run(runs: int, max_tokens: int) -> None:
     t0 = time.perf_counter()
     async with LocalModel() as local:
-        print(f"server start (load + /v1/models answers): {time.perf_counter() - t0:.2f} s  "
-              f"[{os.cpu_count()} CPUs]")
+        start_s = time.perf_counter() - t0
+        threads = await asyncio.to_thread(server_threads, str(local.base_url))
+        print(f"server start (load + /v1/models answers): {start_s:.2f} s  "
+              f"[{os.cpu_count()} CPUs, {usable_cores()} usable, {threads} llama.cpp threads, "
+              f"load {os.getloadavg()[0]:.1f}]")
         client = ModelClient(local.endpoint)
         await client.chat([{"role": "user", "content": "hi"}], max_tokens=4)  # warm up
         ttft, tps, plain, captured = [], [], [], []
@@ -61,7 +74,11 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=6)
     parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument("--threads", type=int, default=None,
+                        help="llama.cpp's threads (default: the server's)")
     args = parser.parse_args()
+    if args.threads is not None:
+        os.environ[THREADS_VAR] = str(args.threads)
     asyncio.run(run(args.runs, args.max_tokens))
 
 

@@ -64,6 +64,7 @@ from typing import Any
 from interplay import _aio as aio
 from interplay import log, plugins
 from interplay.run import config, results, runner
+from interplay.run.executor import collector_tuned_for_runs
 from interplay.testing import descendants
 
 ROUNDS = 10
@@ -276,7 +277,7 @@ async def one_run(server: Server, episodes: int, concurrency: int, work: Path,
     rusage0, server0, t0 = _rusage_seconds(), server.cpu_seconds(), time.perf_counter()
     started = time.time()
     own0 = cpu_seconds()
-    with runner.collector_tuned_for_runs():  # as `interplay eval` runs
+    with collector_tuned_for_runs():  # as `interplay eval` runs
         outcome = await runner.run(cfg, env, resolved, out)
     wall, own = time.perf_counter() - t0, cpu_seconds() - own0
     cpu = tree.cpu_seconds() if tree else _rusage_seconds() - rusage0

@@ -34,6 +34,7 @@ from interplay.env import Env, SeatSpec  # noqa: E402
 from interplay.records import Episode, Reward, Task  # noqa: E402
 from interplay.run import config, results, runner  # noqa: E402
 from interplay.run.episode import EpisodeContext  # noqa: E402
+from interplay.run.executor import collector_tuned_for_runs  # noqa: E402
 from interplay.step import Step  # noqa: E402
 from interplay.verifier import Verifier  # noqa: E402
 
@@ -106,7 +107,7 @@ async def eval_once(args: argparse.Namespace, n: int, out: Path) -> list[dict[st
             "output": str(out)}
     cfg, env, resolved = config.resolve(data)
     await asyncio.to_thread(out.mkdir, parents=True)
-    with runner.collector_tuned_for_runs():  # as `interplay eval` runs
+    with collector_tuned_for_runs():  # as `interplay eval` runs
         outcome = await runner.run(cfg, env, resolved, out)
     assert outcome.ran == n
     return results.read_episodes(out / results.EPISODES_FILE)

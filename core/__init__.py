@@ -6,7 +6,9 @@ an env) needs is importable from here, and test helpers from :mod:`interplay.tes
 the builtins a plugin builds on: the relay step (``Relay``, ``RelayConfig``,
 ``person_from_task``) for an env with a modeled user, the LLM-played user sim (``LlmUserSim``,
 ``LlmUserConfig``, ``reply_target_of``) to subclass, and the rubric judge (``Rubric``,
-``RubricConfig``, ``Criterion``, ``always_on_seats``) to subclass. The
+``RubricConfig``, ``Criterion``, ``always_on_seats``) to subclass. What a plugin is handed
+(``EpisodeContext``, ``SegmentContext``, ``SeatAgent``, ``ChatSession``, ``SegmentClient``) are
+protocols (:mod:`interplay.contexts`) the run implements: a plugin annotates with them. The
 subpackages (``interplay.model``, ``interplay.run``, ``interplay.interception``, ...) are the
 implementation and may move; modules whose names start with ``_`` are internal to the kernel.
 
@@ -19,6 +21,7 @@ Importing the package has no side effects: plugins load lazily, once, on the fir
 
 from __future__ import annotations
 
+from interplay._version import __version__
 from interplay.builtin_envs.steps import Relay, RelayConfig
 from interplay.builtin_envs.usersims import (
     LlmUserConfig,
@@ -29,16 +32,26 @@ from interplay.builtin_envs.usersims import (
 from interplay.builtin_verifiers.rubric import Criterion, Rubric, RubricConfig, always_on_seats
 from interplay.clock import Clock
 from interplay.config import structure as structure_config
-from interplay.env import Env, SeatSpec, env_from_toml
+from interplay.contexts import (
+    ChatSession,
+    EpisodeContext,
+    Reply,
+    SeatAgent,
+    SeatSpec,
+    SegmentClient,
+    SegmentContext,
+)
+from interplay.endpoint import Endpoint
+from interplay.env import Env
 from interplay.errors import InterplayError
 from interplay.harness import Harness, NoConfig, Segment
 from interplay.hookspecs import Register, hookimpl
+from interplay.loader import env_from_toml, lookup
 from interplay.log import get_logger
-from interplay.model.endpoint import Endpoint
 from interplay.model.retries import Failure as AttemptFailure
 from interplay.model.retries import Policy as RetryPolicy
 from interplay.model.wire import assistant_message, request_messages
-from interplay.plugins import describe_kinds, is_kind, lookup
+from interplay.plugins import describe_kinds, is_kind
 from interplay.processes import not_runnable, owner_tag, popen, refusal_reason, start_process
 from interplay.records import (
     Episode,
@@ -55,8 +68,8 @@ from interplay.records import (
     from_json,
     to_json,
 )
-from interplay.run.agent import Agent, ChatSession, Reply, SegmentClient, SegmentContext
-from interplay.run.episode import EpisodeContext, RunResources, run_episode
+from interplay.run.agent import Agent
+from interplay.run.episode import RunResources, run_episode
 from interplay.run.results import whole_record
 from interplay.run.rollouts import RolloutGroup, Rollouts
 from interplay.step import Step
@@ -76,8 +89,6 @@ from interplay.usersim import (
 from interplay.verifier import Verifier
 from interplay.world import App, BusyBlock, Schedule, app_tool
 from interplay.world.times import parse_duration
-
-__version__ = "0.1.0"
 
 __all__ = [
     "Agent",
@@ -118,6 +129,7 @@ __all__ = [
     "RubricConfig",
     "RunResources",
     "Schedule",
+    "SeatAgent",
     "SeatSpec",
     "Segment",
     "SegmentClient",

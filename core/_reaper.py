@@ -43,7 +43,7 @@ def _group_exists(pgid: int) -> bool:
     return True
 
 
-def _scan(var: str, tag: str, groups: set[int]) -> set[int]:
+def scan(var: str, tag: str, groups: set[int]) -> set[int]:
     """Live processes (Linux ``/proc``) in one of ``groups`` or tagged ``var=tag``."""
     entry = f"{var}={tag}".encode()
     me = os.getpid()
@@ -83,15 +83,18 @@ def _signal(groups: Iterable[int], pids: Iterable[int], sig: int) -> None:
             os.kill(pid, sig)
 
 
-def sweep(groups: set[int], scan: Callable[[set[int]], set[int]] | None) -> None:
-    """End every process of ``groups`` and every one ``scan`` finds (None: groups only)."""
+def sweep(groups: set[int], find: Callable[[set[int]], set[int]] | None,
+          grace_s: float = GRACE_S) -> set[int]:
+    """End every process of ``groups`` and every one ``find`` finds (None: groups only): the
+    pids found (those of ``groups`` only where ``find`` finds them), signalled to the last."""
     def alive() -> bool:
-        if scan is not None:
-            return bool(scan(groups))
+        if find is not None:
+            return bool(find(groups))
         return any(_group_exists(g) for g in groups)
 
-    _signal(groups, scan(groups) if scan is not None else (), signal.SIGTERM)
-    deadline = time.monotonic() + GRACE_S
+    asked = find(groups) if find is not None else set()
+    _signal(groups, asked, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
     while alive() and time.monotonic() < deadline:
         time.sleep(0.02)
     # Stopped before killed, scanning again until nothing new shows up: a process may fork
@@ -99,12 +102,13 @@ def sweep(groups: set[int], scan: Callable[[set[int]], set[int]] | None) -> None
     frozen: set[int] = set()
     for _ in range(20):
         _signal(groups, (), signal.SIGSTOP)
-        found = scan(groups) - frozen if scan is not None else set()
+        found = find(groups) - frozen if find is not None else set()
         if not found:
             break
         _signal((), found, signal.SIGSTOP)
         frozen |= found
     _signal(groups, frozen, signal.SIGKILL)
+    return asked | frozen
 
 
 def main(argv: list[str]) -> int:
@@ -131,7 +135,7 @@ def main(argv: list[str]) -> int:
             groups = {g for g in groups if _group_exists(g)}
             pruned = time.monotonic()
     has_proc = os.path.isdir("/proc")
-    sweep(groups, (lambda gs: _scan(var, tag, gs)) if has_proc else None)
+    sweep(groups, (lambda gs: scan(var, tag, gs)) if has_proc else None)
     return 0
 
 

@@ -19,10 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from interplay import __version__, _aio
+from interplay import _aio
 from interplay import config as config_mod
+from interplay._version import __version__
+from interplay.endpoint import redact_url
 from interplay.errors import InterplayError
-from interplay.model.endpoint import redact_url
 from interplay.run.results import EPISODES_FILE
 
 if TYPE_CHECKING:
@@ -55,25 +56,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _more_commands() -> list[Any]:
-    """Subcommands that live beside the modules they drive (imported only when defined)."""
-    import importlib
+    """Subcommands that live beside the modules they drive (imported when the parser is
+    built, by name, so the import graph sees what the command depends on)."""
+    from interplay.compare import add_compare
+    from interplay.export import add_export
+    from interplay.model.local_server import add_serve_local
+    from interplay.regrade import add_regrade
+    from interplay.report import add_report
 
-    adds = []
-    for module_name, attr in (
-        ("interplay.model.local_server", "add_serve_local"),
-        ("interplay.report", "add_report"),
-        ("interplay.export", "add_export"),
-        ("interplay.regrade", "add_regrade"),
-        ("interplay.compare", "add_compare"),
-    ):
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name != module_name:
-                raise
-            continue
-        adds.append(getattr(module, attr))
-    return adds
+    return [add_serve_local, add_report, add_export, add_regrade, add_compare]
 
 
 # -- interplay plugins -------------------------------------------------------------------------
@@ -146,6 +137,16 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def _summary(obj: Any) -> str:
+    """The first line of what was registered's docstring; an env file is read for it (one
+    that cannot be read says why, and the rest of the list is still shown)."""
+    from interplay.env import EnvFile
+    from interplay.loader import file_env
+
+    if isinstance(obj, EnvFile):
+        try:
+            obj = file_env(obj)
+        except InterplayError as exc:
+            return f"(cannot be loaded: {exc.message})"
     doc = (getattr(obj, "__doc__", None) or "").strip()
     return doc.splitlines()[0] if doc else ""
 
@@ -154,6 +155,8 @@ def _summary(obj: Any) -> str:
 
 
 def add_eval(sub: Any) -> None:
+    from interplay.run.executor import EXECUTORS
+
     p = sub.add_parser(
         "eval", help="run an env's tasks and write a results folder with a report",
         description="Run N tasks x R rollouts of ENV, C episodes at once. Every finished episode "
@@ -168,8 +171,9 @@ def add_eval(sub: Any) -> None:
     p.add_argument("-w", "--workers", type=int, help="processes that run the episodes, "
                    "sharing the -c (default 1); for runs past a few thousand model calls a "
                    "second")
-    p.add_argument("--executor", choices=("local", "ray"), help="where the episodes run: "
-                   "this machine (default) or a Ray cluster (pip install 'interplay[ray]')")
+    p.add_argument("--executor", choices=tuple(EXECUTORS), help="where the episodes run: "
+                   "this machine (local, the default) or a Ray cluster (ray: pip install "
+                   "'interplay[ray]')")
     p.add_argument("--ray-address", metavar="ADDRESS", help="with --executor ray: the cluster "
                    "to run on (auto, HOST:PORT, ray://HOST:PORT); default: RAY_ADDRESS, else "
                    "a local cluster started for the run")
@@ -219,7 +223,8 @@ def _cli_data(args: argparse.Namespace) -> dict[str, Any]:
 
 async def _run_cli(cfg: RunConfig, env: Env, resolved: Mapping[str, Any], output: Path,
                    **options: Any) -> RunOutcome:
-    from interplay.run.runner import collector_tuned_for_runs, run
+    from interplay.run.executor import collector_tuned_for_runs
+    from interplay.run.runner import run
 
     # A kill (SIGTERM) stops the run like Ctrl-C: running episodes are cancelled, finished
     # ones are already on disk, and the summary is written.

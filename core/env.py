@@ -1,46 +1,29 @@
 """The Env contract: a taskset, an ordered list of steps, verifiers and seats under one name.
 
-An env is written in Python (subclass :class:`Env`), as a TOML file of steps
-(:func:`env_from_toml`), or as an always_on scenario file. ``Env.check`` runs every step's and
+An env is written in Python (subclass :class:`Env`), as a TOML file of steps, or as an always_on
+scenario file; a plugin registers a file by its path (:class:`EnvFile`), and the loader
+(:mod:`interplay.loader`) makes an Env class of it. ``Env.check`` runs every step's and
 verifier's ``check`` when the env loads, so a misfit is refused before any model is called.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import json
+import os
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import attrs
 
-from interplay.config import settle
+from interplay.config import read_toml, settle
+from interplay.contexts import EpisodeContext, SeatSpec
 from interplay.errors import InterplayError
 from interplay.harness import NoConfig
-from interplay.model.endpoint import Endpoint
 from interplay.records import Task
-
-if TYPE_CHECKING:
-    from interplay.run.episode import EpisodeContext
-    from interplay.step import Step
-    from interplay.tools import Tool
-    from interplay.verifier import Verifier
-
-
-@attrs.define
-class SeatSpec:
-    """How a seat is filled: harness, model, sampling, trainable, retries, limits.
-
-    ``model`` None means the run's model. ``retries`` re-runs a failed one-shot run; it never
-    applies to a chat (the user's side cannot be replayed).
-    """
-
-    harness: str = "chat"
-    harness_config: dict[str, Any] = attrs.Factory(dict)
-    model: Endpoint | None = None
-    sampling: dict[str, Any] = attrs.Factory(dict)
-    trainable: bool = True
-    retries: int = 0
-    timeout_s: float = 600.0
+from interplay.step import Step
+from interplay.tools import Tool
+from interplay.verifier import Verifier
 
 
 class Env:
@@ -85,111 +68,34 @@ class Env:
             raise InterplayError(f"env {self.name!r} does not fit together: {problems[0]}")
 
 
-def build(kind: str, name: str, settings: Mapping[str, Any], path: str) -> Any:
-    """Instantiate a registered step or verifier from its settings (structured into Config)."""
-    from interplay import config, plugins
+@attrs.frozen
+class EnvFile:
+    """An env written as a file and registered by its path (``register(Path(...))`` in
+    ``register_envs``): a TOML file of steps, or an always_on scenario (TOML or JSON). The
+    registry keeps it under ``name`` (the file's ``name``, else its stem); the loader
+    (:func:`interplay.loader.env_class`) reads the rest of it when the env is first looked up,
+    so a registration needs nothing above the contracts."""
 
-    try:
-        cls = plugins.get(kind, name)
-    except InterplayError as exc:
-        raise InterplayError(f"{path}: {exc.message}") from None
-    cfg = config.structure(dict(settings), cls.Config, path=path)
-    return cls(cfg)
+    path: Path
+    name: str
 
-
-def _entries(p: Path, data: dict[str, Any], key: str) -> list[dict[str, Any]]:
-    """The ``[[key]]`` array of tables, each with a ``kind``; one-line errors otherwise."""
-    rows = data.get(key, [])
-    if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
-        raise InterplayError(f"{p}: {key} must be an array of tables, written [[{key}]] "
-                             f"(not [{key}]); got {type(rows).__name__}")
-    for i, row in enumerate(rows):
-        if "kind" not in row:
-            raise InterplayError(f"{p}: every [[{key}]] entry needs a kind "
-                                 f"(entry {i + 1} has none)")
-        if not isinstance(row["kind"], str):
-            raise InterplayError(f"{p}: {key}[{i}].kind must be a string, "
-                                 f"got {row['kind']!r}")
-    return rows
-
-
-def env_from_toml(path: str | Path) -> type[Env]:
-    """An Env class from a TOML file of steps (or from an always_on scenario file, TOML or
-    JSON: see :mod:`interplay.world.env`)::
-
-        name = "my-env"
-        taskset = "tasks.jsonl"          # relative to this file; or a [taskset] table
-                                         # naming a dataset (interplay.taskset.DatasetTaskset)
-        [seats.assistant]
-        harness = "chat"
-        [[steps]]
-        kind = "one_shot"
-        [[verifiers]]
-        kind = "exact"
-    """
-    from interplay import config, taskset
-
-    p = Path(path)
-    if p.suffix == ".json":
-        from interplay.world.env import scenario_env
-
-        return scenario_env(p)
-    data = config.read_toml(p)
-    from interplay.world.env import looks_like_scenario, scenario_env
-
-    if looks_like_scenario(data):
-        return scenario_env(p)
-    allowed = {"name", "description", "taskset", "seats", "steps", "verifiers"}
-    extra = set(data) - allowed
-    if extra:
-        raise InterplayError(f"{p}: unknown key {', '.join(sorted(extra))}; "
-                             f"allowed: {', '.join(sorted(allowed))}")
-    for key in ("name", "description"):
-        if key in data and not isinstance(data[key], str):
-            raise InterplayError(f"{p}: {key} must be a string, got "
-                                 f"{type(data[key]).__name__} {data[key]!r}")
-    env_name = data.get("name") or p.stem
-    if "taskset" not in data:
-        raise InterplayError(f"{p}: missing value taskset; expected a JSONL path or a "
-                             f"[taskset] table naming a dataset")
-    source = data["taskset"]
-    if isinstance(source, dict):
-        source = config.structure(source, taskset.DatasetTaskset, path=f"{p}: taskset")
-    elif not isinstance(source, str):
-        raise InterplayError(f"{p}: taskset must be a path or a [taskset] table, got "
-                             f"{type(source).__name__} {source!r}")
-    seat_table = data.get("seats", {})
-    if not isinstance(seat_table, dict):
-        raise InterplayError(f"{p}: seats must be a table of seats, e.g. [seats.assistant]; "
-                             f"got {type(seat_table).__name__} {seat_table!r}")
-    seats = {
-        seat: config.structure(spec, SeatSpec, path=f"{p}: seats.{seat}")
-        for seat, spec in (seat_table or {"assistant": {}}).items()
-    }
-    step_rows = _entries(p, data, "steps")
-    verifier_rows = _entries(p, data, "verifiers")
-
-    def _build_all(kind: str, rows: Sequence[dict[str, Any]], label: str) -> list[Any]:
-        out = []
-        for i, row in enumerate(rows):
-            settings = {k: v for k, v in row.items() if k != "kind"}
-            out.append(build(kind, row["kind"], settings, f"{p}: {label}[{i}]"))
-        return out
-
-    class TomlEnv(Env):
-        __doc__ = data.get("description") or f"env from {p.name}"
-        name = env_name
-        source = str(p)
-
-        def tasks(self) -> Iterable[Task]:
-            return taskset.load(source, base=p.parent)
-
-        def steps(self) -> list[Step]:
-            return _build_all("steps", step_rows, "steps")
-
-        def verifiers(self) -> list[Verifier]:
-            return _build_all("verifiers", verifier_rows, "verifiers")
-
-    TomlEnv.seats = seats
-    TomlEnv.__name__ = TomlEnv.__qualname__ = f"TomlEnv_{env_name}"
-    return TomlEnv
+    @classmethod
+    def at(cls, path: str | os.PathLike[str]) -> EnvFile:
+        """The file at ``path``, with the name it gives itself; a file that is missing or
+        does not parse is refused in one line naming it."""
+        p = Path(path)
+        if p.suffix == ".json":
+            try:
+                data = json.loads(p.read_bytes())
+            except OSError as exc:
+                raise InterplayError(f"{p}: cannot be read: "
+                                     f"{exc.strerror or type(exc).__name__}") from None
+            except ValueError as exc:
+                raise InterplayError(f"{p}: not valid JSON: {exc}") from None
+        else:
+            data = read_toml(p)
+        name = data.get("name") if isinstance(data, dict) else None
+        if name is not None and not isinstance(name, str):
+            raise InterplayError(f"{p}: name must be a string, got "
+                                 f"{type(name).__name__} {name!r}")
+        return cls(path=p, name=name or p.stem)

@@ -7,22 +7,22 @@ stateless chat program takes part in a multi-turn exchange; a harness with sessi
 its own (codex) overrides ``resume`` natively. Whether a harness can go multi-turn is derived
 from that contract (:meth:`Harness.can_resume`), never declared.
 
-This module owns the contract only; builtin harnesses live in ``interplay.builtin_harnesses``.
+This module owns the contract only; what a harness is handed (``ctx``) is
+:class:`~interplay.contexts.SegmentContext`, and builtin harnesses live in
+``interplay.builtin_harnesses``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import attrs
 
 from interplay.config import settle
+from interplay.contexts import SegmentContext
 from interplay.errors import InterplayError
 from interplay.records import Message, Task
-
-if TYPE_CHECKING:
-    from interplay.run.agent import SegmentContext
 
 
 @attrs.define

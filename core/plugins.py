@@ -32,6 +32,7 @@ import pluggy
 
 from interplay import hookspecs
 from interplay.config import default_problems
+from interplay.env import EnvFile
 from interplay.errors import InterplayError
 from interplay.log import Verbatim, get_logger
 from interplay.registry import KIND_BASES, Entry, Registry
@@ -136,7 +137,7 @@ class PluginHost:
             )
             # The plugin's own error, not user data: what its author needs to read.
             log.warning("plugins.load_failed", plugin=ep.name, package=package,
-                        version=version, error_type=type(exc).__name__,
+                        version=version, exception_type=type(exc).__name__,
                         error=Verbatim(self.infos[ep.name].error or ""))
             return
         self._add(module, ep.name, package, version, builtin=False)
@@ -188,7 +189,7 @@ class PluginHost:
                     info.error = f"{hook_name}: {_describe(exc)}"
                     info.registered = {}
                     log.warning("plugins.hook_failed", plugin=info.name, hook=hook_name,
-                                package=info.package, error_type=type(exc).__name__,
+                                package=info.package, exception_type=type(exc).__name__,
                                 error=Verbatim(info.error))
                     continue
                 added.setdefault(info.name, []).extend(mine)
@@ -278,15 +279,19 @@ class _Register:
         if self.closed:
             raise InterplayError(f"{package}: register() was called after its hook returned; "
                                  f"call it inside register_{kind.replace('-', '_')}")
-        module_name, class_name = KIND_BASES[kind]
-        base = getattr(importlib.import_module(module_name), class_name)
+        base = KIND_BASES[kind]
         if kind == "envs" and isinstance(obj, str | os.PathLike):
-            from interplay.env import env_from_toml
-
-            obj = env_from_toml(obj)
+            # An env file is kept by its path and name, and read when the env is looked up
+            # (interplay.loader): registering it needs nothing above the contracts.
+            obj = EnvFile.at(obj)
+        if kind == "envs" and isinstance(obj, EnvFile):
+            self.added.append(Entry(name=name or obj.name, kind=kind, obj=obj,
+                                    plugin=self.info.name, package=package,
+                                    builtin=self.info.builtin))
+            return
         if not (isinstance(obj, type) and issubclass(obj, base)):
             raise InterplayError(f"{package}: register() for {kind} takes a subclass of "
-                                 f"interplay.{class_name}, got {obj!r}")
+                                 f"interplay.{base.__name__}, got {obj!r}")
         resolved = name or getattr(obj, "name", None)
         if not resolved or not isinstance(resolved, str):
             raise InterplayError(f"{package}: {obj!r} has no name; pass name=...")
@@ -387,14 +392,10 @@ def registry() -> Registry:
 
 
 def get(kind: str, name: str) -> Any:
-    """Look up a registered class by kind ('harnesses', 'envs', ...) and name."""
-    return registry().get(kind, name)
-
-
-def lookup(kind: str, name: str) -> Any:
-    """The class registered as ``name`` of ``kind`` (``"harnesses"``, ``"user-sims"``,
-    ``"steps"``, ``"verifiers"`` or ``"envs"``), e.g. ``lookup("verifiers", "payoff")``; an
-    unknown name raises InterplayError listing the known ones."""
+    """What was registered as ``name`` of ``kind`` ('harnesses', 'envs', ...): a class, or
+    for an env written as a file its :class:`~interplay.env.EnvFile` (an Env class of any
+    name: :func:`interplay.loader.env_class`). An unknown name raises InterplayError listing
+    the known ones."""
     return registry().get(kind, name)
 
 

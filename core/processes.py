@@ -35,7 +35,11 @@ children start plainly and nothing is reaped.
 A program run for its output (:func:`run_program`, what the ``command`` harness does) ends
 when it exits, not when its output pipes close: a background child it left holding them (``cmd
 &``, or one in a session of its own) does not keep its caller waiting. What it wrote until it
-exited is read, and its process group ended. A failure to start it is told apart
+exited is read, and everything it started is ended with the run: its process group, and (on
+Linux) every process carrying the run's own tag (``INTERPLAY_PROGRAM_RUN``), which finds
+those that left the group (``setsid``, a daemon) too. A process that clears its environment
+(``env -i``) loses the tag, and is the reaper's only if it is still in a registered group.
+A failure to start it is told apart
 (:func:`not_runnable`): the program itself cannot run as given (no such file, no permission,
 not an executable), or the system was short of something (descriptors, processes, memory) and
 trying again may work.
@@ -55,12 +59,14 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import attrs
 
+from interplay._reaper import scan, sweep
 from interplay.log import get_logger
 
 log = get_logger("interplay.processes")
@@ -68,6 +74,9 @@ log = get_logger("interplay.processes")
 #: The environment variable that tags every process an interplay process started (and what
 #: they started) with that process's id: ``<pid>-<random>``.
 OWNER_VAR = "INTERPLAY_OWNER"
+#: The environment variable that tags every process of one :func:`run_program` (the program
+#: and what it starts) with that run's own value, so the run's end finds them all.
+PROGRAM_VAR = "INTERPLAY_PROGRAM_RUN"
 _SCRIPT = Path(__file__).with_name("_reaper.py")
 
 
@@ -111,7 +120,7 @@ def _spawn(tag: str) -> _Reaper | None:
             setpgroup=0)
     except OSError as exc:
         os.close(write)
-        log.warning("processes.reaper_failed", error=type(exc).__name__)
+        log.warning("processes.reaper_failed", exception_type=type(exc).__name__)
         return None
     finally:
         os.close(read)
@@ -202,6 +211,28 @@ def popen(args: list[str], *, env: Mapping[str, str] | None = None,
     proc = subprocess.Popen(args, env=child_env(env), start_new_session=True, **kwargs)
     _register(proc.pid)
     return proc
+
+
+def end_tagged(var: str, tag: str, *, grace_s: float = 1.0, wait_s: float = 10.0) -> int:
+    """End every live process whose environment holds ``var=tag`` (Linux ``/proc``; none
+    elsewhere), as the reaper ends a run's: SIGTERM and up to ``grace_s`` to stop as asked,
+    then what is left is stopped (scanning again until nothing new forks) and killed. Waits,
+    up to ``wait_s``, until they are gone; how many there were. It blocks: from async code,
+    call it in a thread."""
+    if not os.path.isdir("/proc"):
+        return 0
+
+    def find(groups: set[int]) -> set[int]:
+        return scan(var, tag, groups)
+
+    if not find(set()):
+        return 0
+    ended = sweep(set(), find, grace_s)
+    # SIGKILL is delivered asynchronously: the caller goes on once they are gone.
+    deadline = time.monotonic() + wait_s
+    while find(set()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return len(ended)
 
 
 #: Why a program cannot start that is the program's (or its settings'), not the system's: trying
@@ -342,15 +373,18 @@ async def run_program(argv: Sequence[str], *, stdin: bytes = b"", timeout_s: flo
                       cwd: str | None = None, env: Mapping[str, str] | None = None,
                       keep_stderr: int | None = None) -> ProgramRun:
     """Run ``argv`` (through :func:`start_process`) with ``stdin`` on its standard input, until
-    it exits or ``timeout_s`` passes, then end its process group.
+    it exits or ``timeout_s`` passes, then end everything it started: its process group, and
+    every process carrying this run's tag (:data:`PROGRAM_VAR`), in the group or not.
 
     Its output is read as it comes, through pipes of this function's own rather than
     asyncio's: an asyncio subprocess is not done until its pipes close, and a child the
     program left in the background may hold them for as long as it lives. Once the program
     has exited, what it wrote is all in the pipes (a write to a pipe is done when it returns)
     and is read without waiting for their end. Raises the OSError of a program that could not
-    start (see :func:`not_runnable`); cancelled, it ends the program's group first."""
+    start (see :func:`not_runnable`); cancelled, it ends them first."""
     loop = asyncio.get_running_loop()
+    tag = secrets.token_hex(16)
+    env = {**(os.environ if env is None else env), PROGRAM_VAR: tag}
     mine: list[int] = []  # the descriptors still open here, closed on every way out
     try:
         stdin_r, stdin_w = os.pipe()
@@ -377,7 +411,7 @@ async def run_program(argv: Sequence[str], *, stdin: bytes = b"", timeout_s: flo
             timed_out = True
     finally:
         # What it left running in its group goes with it (and the program, on a timeout or a
-        # cancellation); what left the group is the reaper's, when this process ends.
+        # cancellation); then what left the group, found by the run's tag.
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
         feed.close()
@@ -386,5 +420,8 @@ async def run_program(argv: Sequence[str], *, stdin: bytes = b"", timeout_s: flo
                 await asyncio.shield(proc.wait())
         finally:
             stdout, stderr = out.take(), err.take()
+            strays = await asyncio.shield(asyncio.to_thread(end_tagged, PROGRAM_VAR, tag))
+            if strays:
+                log.debug("processes.strays_ended", pid=proc.pid, count=strays)
     return ProgramRun(exit_code=proc.returncode, stdout=stdout, stderr=stderr,
                       timed_out=timed_out)

@@ -1,5 +1,7 @@
 """The registry of names: every harness, user sim, step, verifier and env a plugin registered,
 each remembering the plugin and package it came from, and the names several packages claim.
+What it holds is what was registered: a class, or for an env written as a file its
+:class:`~interplay.env.EnvFile` (the loader, :mod:`interplay.loader`, reads it).
 
 It owns lookups and clash rules (a builtin's registration wins; between installed packages none
 does), not loading: :mod:`interplay.plugins` calls the hooks and fills a registry.
@@ -11,15 +13,20 @@ from typing import Any
 
 import attrs
 
+from interplay.env import Env
 from interplay.errors import InterplayError
+from interplay.harness import Harness
+from interplay.step import Step
+from interplay.usersim import UserSim
+from interplay.verifier import Verifier
 
 #: The kinds a plugin can register, by hook, with the base class each must subclass.
-KIND_BASES: dict[str, tuple[str, str]] = {
-    "harnesses": ("interplay.harness", "Harness"),
-    "user-sims": ("interplay.usersim", "UserSim"),
-    "steps": ("interplay.step", "Step"),
-    "verifiers": ("interplay.verifier", "Verifier"),
-    "envs": ("interplay.env", "Env"),
+KIND_BASES: dict[str, type] = {
+    "harnesses": Harness,
+    "user-sims": UserSim,
+    "steps": Step,
+    "verifiers": Verifier,
+    "envs": Env,
 }
 KINDS: tuple[str, ...] = tuple(KIND_BASES)
 #: One of each kind, for messages ("unknown harness 'x'").
@@ -75,7 +82,7 @@ class Registry:
         if prior is None:
             bucket[entry.name] = entry
             return
-        if prior.obj is entry.obj:
+        if prior.obj is entry.obj or prior.obj == entry.obj:  # one class (or env file) again
             return
         key = (entry.kind, entry.name)
         clash = self._clashes.get(key)

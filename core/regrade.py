@@ -29,10 +29,11 @@ from typing import Any
 
 import attrs
 
-from interplay import __version__
 from interplay import config as config_mod
-from interplay.env import Env, build
+from interplay._version import __version__
+from interplay.env import Env
 from interplay.errors import InterplayError
+from interplay.loader import build
 from interplay.log import get_logger
 from interplay.records import Episode
 from interplay.run.config import RunConfig, masked_credentials, resolve, without_credentials

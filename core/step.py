@@ -1,7 +1,8 @@
 """The Step contract: one piece of an env's program.
 
 An env's program is an ordered list of steps; each ``run(ctx)`` drives agents through the
-episode context (opening chat sessions, writing results). ``check(steps)`` runs when the env
+episode context (:class:`~interplay.contexts.EpisodeContext`: opening chat sessions, writing
+results). ``check(steps)`` runs when the env
 loads (``Env.check``, before any model call), so a step that does not fit the others is
 refused before any model is called.
 """
@@ -9,13 +10,11 @@ refused before any model is called.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from interplay.config import settle
+from interplay.contexts import EpisodeContext
 from interplay.harness import NoConfig
-
-if TYPE_CHECKING:
-    from interplay.run.episode import EpisodeContext
 
 
 class Step:

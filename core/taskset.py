@@ -9,9 +9,14 @@ cannot be opened is one line saying what to install or where to put its files.
 
 from __future__ import annotations
 
+import contextlib
+import http.client
 import json
 import os
 import random
+import ssl
+import urllib.error
+import urllib.request
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -20,7 +25,10 @@ import attrs
 
 from interplay.config import explain
 from interplay.errors import InterplayError
+from interplay.log import get_logger
 from interplay.records import Task, converter
+
+log = get_logger("interplay.taskset")
 
 TASK_FIELDS = ("idx", "prompt", "system_prompt", "answer", "info")
 
@@ -72,6 +80,10 @@ def from_iterable(rows: Iterable[Task | Mapping[str, Any]]) -> Iterator[Task]:
 
 DATASETS_HINT = ("tasksets from datasets need the datasets library: "
                  "pip install 'interplay[datasets]'")
+#: How long the Hub gets to answer one request before a Hub dataset is looked up in this
+#: machine's datasets cache alone (the library's offline mode): without it, a lookup with no
+#: route to the Hub took 23 s of the library's retries (longer where packets are dropped).
+HUB_TIMEOUT_S = 5.0
 #: Data files the datasets library reads, by suffix, and the builder that reads them.
 _BUILDERS = {".parquet": "parquet", ".json": "json", ".jsonl": "json", ".csv": "csv",
              ".tsv": "csv", ".arrow": "arrow", ".txt": "text"}
@@ -207,6 +219,7 @@ def _open_split(spec: DatasetTaskset, base: Path | None) -> Any:
     if base is not None and not where.is_absolute():
         where = base / where
     local = where.exists() or any(ch in spec.dataset for ch in "*?[")
+    offline = False
     # Its progress bars would write over the run's display.
     bars = datasets.is_progress_bar_enabled()
     datasets.disable_progress_bars()
@@ -224,11 +237,12 @@ def _open_split(spec: DatasetTaskset, base: Path | None) -> Any:
                     f"(name a folder, or a {', '.join(sorted(_BUILDERS))} file)")
             opened = datasets.load_dataset(builder, data_files=str(where))
         else:
-            opened = datasets.load_dataset(spec.dataset, spec.config)
+            with _hub_or_cache(datasets) as offline:
+                opened = datasets.load_dataset(spec.dataset, spec.config)
     except InterplayError:
         raise
     except Exception as exc:
-        raise InterplayError(_why_not(spec, exc, local)) from None
+        raise InterplayError(_why_not(spec, exc, local, offline)) from None
     finally:
         if bars:
             datasets.enable_progress_bars()
@@ -246,13 +260,59 @@ def _open_split(spec: DatasetTaskset, base: Path | None) -> Any:
     return opened[spec.split]
 
 
-def _why_not(spec: DatasetTaskset, exc: Exception, local: bool) -> str:
+def _hub_unreachable(timeout_s: float = HUB_TIMEOUT_S) -> str | None:
+    """Why the Hub (``HF_ENDPOINT``, through the environment's proxy) cannot be reached from
+    here, as the failure's class name; None when it answers, with any status, or when what
+    failed is for the library to say (a TLS error: something answered)."""
+    from huggingface_hub import constants
+
+    url = f"{constants.ENDPOINT.rstrip('/')}/api/datasets"
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"),
+                                    timeout=timeout_s):
+            return None
+    except (urllib.error.HTTPError, http.client.HTTPException):  # an answer, of any kind
+        return None
+    except ValueError:  # not a URL urllib takes: the library says what is wrong with it
+        return None
+    except OSError as exc:  # URLError, a timeout, a refused or unroutable connection
+        reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+        if isinstance(reason, ssl.SSLError):
+            return None
+        return type(reason).__name__
+
+
+@contextlib.contextmanager
+def _hub_or_cache(datasets: Any) -> Iterator[bool]:
+    """A Hub dataset's lookup: as the library makes it when the Hub answers one request
+    within :data:`HUB_TIMEOUT_S`, else in the library's own offline mode for its duration,
+    so a dataset in the cache still opens and one that is not fails at once rather than
+    after the library's retries. Yields whether the lookup is offline (already, by
+    ``HF_HUB_OFFLINE``, or made so)."""
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE or datasets.config.HF_HUB_OFFLINE:
+        yield True
+        return
+    why = _hub_unreachable()
+    if why is None:
+        yield False
+        return
+    log.info("taskset.hub_unreachable", exception_type=why, timeout_s=HUB_TIMEOUT_S)
+    constants.HF_HUB_OFFLINE = datasets.config.HF_HUB_OFFLINE = True
+    try:
+        yield True
+    finally:
+        constants.HF_HUB_OFFLINE = datasets.config.HF_HUB_OFFLINE = False
+
+
+def _why_not(spec: DatasetTaskset, exc: Exception, local: bool, offline: bool = False) -> str:
     """One line for a dataset that could not be opened, saying where to put it."""
     reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     name = spec.dataset
     if local:
         return f"taskset {name!r}: the datasets library cannot read it ({reason})"
-    if _offline(exc):
+    if offline or _offline(exc):
         return (f"taskset {name!r} is not a file or folder here, nor in this machine's "
                 f"datasets cache, and the Hub cannot be reached (offline): where there is a "
                 f"network, run datasets.load_dataset({name!r}).save_to_disk(DIR), copy DIR "

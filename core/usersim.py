@@ -21,22 +21,77 @@ from __future__ import annotations
 
 import sys
 import traceback
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 import attrs
 
 from interplay.config import settle
+from interplay.contexts import EpisodeContext
 from interplay.errors import InterplayError
 from interplay.harness import NoConfig
 from interplay.log import get_logger
-from interplay.world.schedule import Schedule
-
-if TYPE_CHECKING:
-    from interplay.run.episode import EpisodeContext
 
 log = get_logger("interplay.usersim")
+
+
+class BusyPeriod(Protocol):
+    """A recurring busy block of her schedule, as a sim reads it: ``start`` to ``end``
+    (``HH:MM``, her local time; an end at or before the start runs past midnight) on ``days``
+    (none: every day), and what keeps her busy (``label``, may be empty)."""
+
+    @property
+    def start(self) -> str: ...
+
+    @property
+    def end(self) -> str: ...
+
+    @property
+    def days(self) -> Sequence[str]: ...
+
+    @property
+    def label(self) -> str: ...
+
+
+class PersonSchedule(Protocol):
+    """Her schedule as a user sim reads it (``Person.schedule``; an always_on world's
+    :class:`interplay.Schedule` is one): her zone, awake hours and busy blocks, and where a
+    moment (epoch seconds) falls in them."""
+
+    @property
+    def timezone(self) -> str: ...
+
+    @property
+    def awake(self) -> tuple[str, str] | None:
+        """From when to when she is awake (``HH:MM``); None: always."""
+        ...
+
+    @property
+    def busy(self) -> Sequence[BusyPeriod]: ...
+
+    def state_at(self, t: float) -> str:
+        """``free``, ``busy`` or ``asleep`` at ``t``."""
+        ...
+
+    def next_free(self, t: float) -> float | None:
+        """The first moment at or after ``t`` she is awake and not busy (None within two
+        weeks)."""
+        ...
+
+    def awake_seconds(self, start: float, end: float) -> float:
+        """How many seconds between ``start`` and ``end`` she is awake."""
+        ...
+
+    def busy_near(self, t: float, within_s: float = 0.0,
+                  ) -> tuple[BusyPeriod, float, float] | None:
+        """The busy block she is in at ``t``, else the first to start within ``within_s``
+        after it, with its start and end; None when there is none."""
+        ...
+
+    def describe(self) -> dict[str, Any]:
+        """The schedule as plain data."""
+        ...
 
 
 @attrs.define
@@ -68,7 +123,7 @@ class Person:
     email: str = ""
     #: Her schedule (awake hours, busy blocks, reply delays per mode), or None when the step
     #: has none (the relay).
-    schedule: Schedule | None = None
+    schedule: PersonSchedule | None = None
     #: always_on: she speaks first, at this time (None: the task's prompt opens at the start,
     #: if it has one).
     opening: Opening | None = None
@@ -261,12 +316,12 @@ async def answer_or_error(sim: UserSim, read: Read, *, name: str, step: str,
                                      f"{type(exc).__name__}: {exc}")
     if not isinstance(answer, Answer):
         log.warning("user_sim.failed", step=step, user_sim=name, code_path="answer()",
-                    error_type="bad_answer")
+                    error_type=UserSimError.error_type, reason_code="bad_answer")
         return Answer(text="", error=f"user sim {name!r} failed in {step}{what}: answer() "
                                      f"returned {type(answer).__name__}, not an Answer")
     if answer.error is not None:
         log.warning("user_sim.failed", step=step, user_sim=name, code_path="Answer.error",
-                    error_type="answer_error")
+                    error_type=UserSimError.error_type, reason_code="answer_error")
         answer.error = f"user sim {name!r} could not answer in {step}{what}: {answer.error}"
     return answer
 
@@ -287,8 +342,9 @@ async def set_up(sim: UserSim, person: Person, ctx: EpisodeContext, *, name: str
 
 def _raised(exc: BaseException, sim: UserSim, *, name: str, step: str) -> str:
     """Log a sim's exception by the step's and the sim's names, where it was raised and its
-    type (never its text); where it was raised."""
+    class (never its text), with the error type the episode ends with; where it was raised."""
     where = failure_site(exc, sim)
     log.warning("user_sim.failed", step=step, user_sim=name, code_path=where,
-                error_type=type(exc).__name__)
+                error_type=UserSimError.error_type, reason_code="raised",
+                exception_type=type(exc).__name__)
     return where

@@ -9,15 +9,13 @@ fault, a user sim that failed, a step that raised) is never scored, so never giv
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from interplay.config import settle
+from interplay.contexts import EpisodeContext
 from interplay.harness import NoConfig
 from interplay.records import Episode, Reward
-
-if TYPE_CHECKING:
-    from interplay.run.episode import EpisodeContext
-    from interplay.step import Step
+from interplay.step import Step
 
 
 class Verifier:

@@ -13,8 +13,9 @@ from typing import Any, ClassVar
 import attrs
 
 from interplay import hookimpl
-from interplay.env import Env, env_from_toml
+from interplay.env import Env
 from interplay.hookspecs import Register
+from interplay.loader import env_from_toml
 from interplay.records import Episode
 from interplay.testing import ScriptedReply, ScriptedRequest, run_scripted
 from interplay.usersim import Answer, Read, UserSim

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from interplay.env import env_from_toml
+from interplay.loader import env_from_toml
 from interplay.testing import ScriptedReply, ScriptedRequest, run_scripted
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "always_on.md"

@@ -11,10 +11,10 @@ import always_on_support as support
 import pytest
 from always_on_support import Agent, by_pattern, make_env, quiet, run, say
 
-from interplay import plugins
 from interplay.builtin_envs import always_on_month
 from interplay.builtin_verifiers.rubric import render_transcript
 from interplay.errors import InterplayError
+from interplay.loader import env_class
 from interplay.testing import ScriptedReply, ScriptedRequest
 
 
@@ -25,16 +25,16 @@ def script_user(register_plugin: Any) -> None:
 
 def test_the_builtin_scenarios_load() -> None:
     for name, tasks in (("always-on-week", 2), ("always-on-sitting", 2), ("always-on-month", 1)):
-        env = plugins.get("envs", name)()
+        env = env_class(name)()
         env.check()
         assert len(list(env.tasks())) == tasks
         assert {"assistant", "user"} <= set(env.seats) and not env.seats["user"].trainable
-    week = plugins.get("envs", "always-on-week")()
+    week = env_class("always-on-week")()
     assert [v.name for v in week.verifiers()] == ["asked_before", "contains"]
 
 
 def test_env_verifiers_replace_the_scenarios() -> None:
-    week = plugins.get("envs", "always-on-week")
+    week = env_class("always-on-week")
     (chosen,) = week({"verifiers": [{"kind": "asked_before", "tool": "buy"}]}).verifiers()
     assert chosen.name == "asked_before" and chosen.config.tool == "buy"
     assert week({"verifiers": []}).verifiers() == []
@@ -62,7 +62,7 @@ def user_says(*lines: str) -> Any:
 
 
 async def run_week(agent: Agent, task_idx: int = 0) -> Any:
-    env = plugins.get("envs", "always-on-week")()
+    env = env_class("always-on-week")()
     env.check()
     return await run(env, agent, task_idx=task_idx)
 
@@ -144,7 +144,7 @@ def test_asked_before_is_refused_where_it_cannot_grade(tmp_path: Path) -> None:
     (tmp_path / "t.jsonl").write_text('{"prompt": "hi"}\n')
     toml.write_text('taskset = "t.jsonl"\n[[steps]]\nkind = "one_shot"\n'
                     '[[verifiers]]\nkind = "asked_before"\ntool = "x"\n')
-    from interplay.env import env_from_toml
+    from interplay.loader import env_from_toml
 
     with pytest.raises(InterplayError, match="no step writes it"):
         env_from_toml(toml)().check()
@@ -166,7 +166,7 @@ async def test_text_verifiers_and_the_rubric_read_the_chat_not_the_notes(tmp_pat
 
 
 async def test_one_sitting_ends_on_the_users_done() -> None:
-    env = plugins.get("envs", "always-on-sitting")()
+    env = env_class("always-on-sitting")()
     env.check()
     agent = Agent(by_pattern({"table for 4": ScriptedReply.calls([
         ("book", {"place": "Green Table", "date": "2025-06-03", "guests": 4}),

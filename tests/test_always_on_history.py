@@ -19,11 +19,11 @@ from always_on_support import Agent, by_pattern, make_env, quiet, run, say, wake
 
 from interplay import Harness, Segment, hookimpl
 from interplay.builtin_envs.always_on_history import HistoryConfig, embedded_budget, resolve
+from interplay.endpoint import Endpoint
 from interplay.env import SeatSpec
 from interplay.errors import InterplayError
 from interplay.hookspecs import Register
 from interplay.model.client import ModelClient
-from interplay.model.endpoint import Endpoint
 from interplay.model.local import N_CTX
 from interplay.run.agent import Agent as RunAgent
 from interplay.testing import ScriptedReply, ScriptedRequest, run_interplay

@@ -11,8 +11,8 @@ from typing import Any
 import always_on_support as support
 import pytest
 
-from interplay.env import env_from_toml
 from interplay.errors import InterplayError
+from interplay.loader import env_from_toml
 from interplay.world import scenario_from
 
 BERLIN = "Europe/Berlin"
@@ -44,6 +44,16 @@ def script_user(register_plugin: Any) -> None:
     ({"contacts": [{"name": "c", "replies": ["r"], "days": []}]}, r"contact 'c'\.days: empty"),
     ({"contacts": [{"name": "c", "replies": ["r"], "days": ["tues"]}]},
      r"contact 'c'\.days: 'tues' is not a day"),
+    # Nor are her empty busy days, empty awake hours or a busy block that ends as it starts.
+    ({"user": {"busy": [{"start": "09:00", "end": "17:00", "days": ["weekdays"]},
+                        {"start": "12:00", "end": "13:00", "days": []}]}},
+     r"user\.busy\[1\]\.days: empty; name the days it comes back on, e\.g\. \[\"weekdays\"\], "
+     r"or leave days out for every day"),
+    ({"user": {"awake": []}}, r"user\.awake: empty; give two times of day, .* or leave awake "
+                              r"out for a person who is always awake"),
+    ({"user": {"busy": [{"start": "09:00", "end": "9:00"}]}},
+     r"user\.busy\[0\]: the start equals the end; for a whole day write start = \"00:00\", "
+     r"end = \"24:00\""),
     ({"contacts": [{"name": "c", "replies": ["ok", "  "]}]},
      r"contact 'c'\.replies\[1\]: empty"),
     # Duplicates are named.
@@ -78,6 +88,35 @@ def test_a_day_that_is_not_one_is_refused_in_her_busy_blocks(tmp_path: Path,
     with pytest.raises(InterplayError, match=f"{days[0]!r} is not a day"):
         support.make_env(tmp_path, {"end": "P1D"},
                          user={"busy": [{"start": "09:00", "end": "17:00", "days": days}]})
+
+
+@pytest.mark.parametrize(("user", "message"), [
+    ({"busy": [{"start": "09:00", "end": "17:00", "days": []}]}, r"busy\[0\]\.days: empty"),
+    ({"awake": []}, "awake: empty"),
+])
+def test_her_empty_hours_are_refused_from_the_file_and_from_set(
+        tmp_path: Path, user: dict[str, Any], message: str) -> None:
+    """From the file, the problem names the file and its place there; laid over the file by
+    --set (env.user), the user_sim step refuses it the same way."""
+    with pytest.raises(InterplayError, match=r"scenario-0\.json: user\." + message) as info:
+        support.make_env(tmp_path, {"end": "P1D"}, user=user)
+    assert "\n" not in str(info.value)
+    env = support.make_env(tmp_path, {"end": "P1D"})
+    with pytest.raises(InterplayError, match=r"step 'user_sim': " + message):
+        type(env)({"user": user}).check()
+
+
+def test_a_busy_block_without_days_is_busy_every_day() -> None:
+    from interplay.world import BusyBlock, Schedule
+
+    schedule = Schedule(timezone=BERLIN, busy=[BusyBlock("12:00", "13:00"),
+                                               BusyBlock("00:00", "24:00", days=["sun"])])
+    assert schedule.problems() == []
+    monday_noon = 1748858400.0  # 2025-06-02 12:00 Berlin, a Monday
+    assert [schedule.state_at(monday_noon + d * 86400) for d in range(7)] == [
+        "busy", "busy", "busy", "busy", "busy", "busy", "busy"]
+    assert schedule.state_at(monday_noon + 6 * 86400 + 3 * 3600) == "busy"  # all Sunday
+    assert schedule.state_at(monday_noon + 5 * 86400 + 3 * 3600) == "free"
 
 
 def test_the_day_names_that_are_days_are_taken(tmp_path: Path) -> None:

@@ -15,8 +15,8 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from interplay.endpoint import Endpoint
 from interplay.model.client import ModelClient
-from interplay.model.endpoint import Endpoint
 from interplay.model.wire import assistant_message
 from interplay.records import Message
 

@@ -15,7 +15,7 @@ import pytest
 from always_on_support import Agent, by_pattern, make_env, quiet, say
 
 from interplay import cli, whole_record
-from interplay.env import env_from_toml
+from interplay.loader import env_from_toml
 from interplay.run.results import (
     LINE_BOUND,
     record_usage,

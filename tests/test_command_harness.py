@@ -223,14 +223,19 @@ async def test_a_non_executable_program_is_a_clear_error(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("background", ["sleep 30 &", "setsid sleep 30 &"],
+@pytest.mark.parametrize("background", ["sleep 300 &", "setsid sleep 300 &"],
                          ids=["child", "setsid-grandchild"])
 async def test_the_segment_ends_when_the_program_exits(tmp_path: Path, background: str) -> None:
     """A program that answers and exits while something it started still holds its stdout (a
     background child, or one in a session of its own) is done: its answer is recorded, not a
-    timeout, and nothing waits for the pipe's end."""
+    timeout, nothing waits for the pipe's end, and what it left running ends with the segment
+    (the one in a session of its own too: the segment's tag finds it). The program exits once
+    its child is what it will stay (in its own session, for setsid), so the segment's end
+    cannot catch it still in the program's group."""
     pid_file = tmp_path / "pid"
-    script = f"read x; echo apple; {background} echo $! > {pid_file}"
+    settled = ('until [ "$(cut -d" " -f6 /proc/$!/stat)" = "$!" ]; do sleep 0.01; done'
+               if background.startswith("setsid") else "")
+    script = f"read x; echo apple; {background} echo $! > {pid_file}; {settled}"
     try:
         ep = (await run_program(one_call, Task(0, prompt="x"), ["bash", "-c", script],
                                 timeout_s=5.0)).episode
@@ -240,9 +245,7 @@ async def test_the_segment_ends_when_the_program_exits(tmp_path: Path, backgroun
         assert trace.messages[-1].text == "apple"
         assert trace.info["command_runs"][0]["exit_code"] == 0
         assert trace.info["command_runs"][0]["stdout"] == "apple\n"
-        if background == "sleep 30 &":
-            # the program's own group ends with its segment
-            assert survivors({int(pid_file.read_text())}) == set()
+        assert survivors({int(pid_file.read_text())}) == set()
     finally:
         with contextlib.suppress(ProcessLookupError, ValueError, OSError):
             os.kill(int(pid_file.read_text()), signal.SIGKILL)

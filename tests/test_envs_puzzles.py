@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from interplay import plugins
 from interplay.builtin_envs.puzzles import parse_name_list
 from interplay.env import Env
 from interplay.errors import InterplayError
+from interplay.loader import env_class
 from interplay.records import Episode
 from interplay.testing import ScriptedRequest, run_scripted
 
@@ -26,7 +26,7 @@ NAME = re.compile(r"^([A-Z][a-z]+) ([A-Z][a-z]+)$")
 async def run(env_name: str, handler: Callable[[ScriptedRequest], str], *, task_idx: int = 0,
               seed: int = 1, rollout: int = 0, config: Any = None
               ) -> tuple[Episode, list[ScriptedRequest]]:
-    env: Env = plugins.get("envs", env_name)(config)
+    env: Env = env_class(env_name)(config)
     env.check()
     task = list(env.tasks())[task_idx]
     run = await run_scripted(env, task, handler, seed=seed, rollout=rollout)
@@ -113,7 +113,7 @@ def test_name_list_parsing_rules() -> None:
 
 
 async def test_alphabet_sort_bad_task_parameters_are_refused() -> None:
-    cls = plugins.get("envs", "alphabet-sort")
+    cls = env_class("alphabet-sort")
     env = cls(cls.Config(puzzle=cls.Config().puzzle.__class__(turns=30, first=30)))
     with pytest.raises(InterplayError, match="at most"):
         env.check()

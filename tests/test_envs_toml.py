@@ -9,21 +9,21 @@ import pytest
 
 from interplay import plugins
 from interplay.builtin_envs.envs import data_file
-from interplay.env import env_from_toml
 from interplay.errors import InterplayError
+from interplay.loader import env_class, env_from_toml
 from interplay.records import Episode
 from interplay.testing import run_scripted
 
 
 async def run_echo_toml(reply: str) -> Episode:
-    env = plugins.get("envs", "echo-toml")()
+    env = env_class("echo-toml")()
     env.check()
     task = next(iter(env.tasks()))
     return (await run_scripted(env, task, [reply])).episode
 
 
 def test_echo_toml_is_registered_from_its_path() -> None:
-    cls = plugins.get("envs", "echo-toml")
+    cls = env_class("echo-toml")
     assert cls.source == str(data_file("echo_toml.toml"))
     assert set(cls.seats) == {"assistant"} and cls.seats["assistant"].harness == "null"
     entry = plugins.registry().entry("envs", "echo-toml")

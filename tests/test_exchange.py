@@ -15,11 +15,11 @@ import pytest
 from interplay import hookimpl
 from interplay.builtin_envs.steps import Relay, RelayConfig
 from interplay.builtin_verifiers.match import Contains, MatchConfig
+from interplay.endpoint import Endpoint
 from interplay.env import Env, SeatSpec
 from interplay.errors import InterplayError
 from interplay.harness import Harness, Segment
 from interplay.model.client import ModelClient
-from interplay.model.endpoint import Endpoint
 from interplay.records import Message, Reward, Task
 from interplay.run.agent import Agent, SegmentContext
 from interplay.run.config import check_seats

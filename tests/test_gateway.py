@@ -18,12 +18,12 @@ import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from interplay import Agent, Env, EpisodeContext, EpisodeInfo, SeatSpec, Task, Tool, tool
+from interplay import Agent, Env, EpisodeInfo, SeatSpec, Task, Tool, tool
 from interplay.builtin_harnesses.chat import NullHarness
+from interplay.endpoint import Endpoint
 from interplay.gateway import ToolRoute
 from interplay.model.client import Models
-from interplay.model.endpoint import Endpoint
-from interplay.run.episode import RunResources
+from interplay.run.episode import EpisodeContext, RunResources
 from interplay.testing import captured_log
 
 SECRET_ARG = "ARGUMENT-SENTINEL-5e1d"

@@ -16,11 +16,11 @@ import openai
 import pytest
 
 from interplay import assistant_message, config, request_messages
+from interplay.endpoint import Endpoint
 from interplay.env import Env, SeatSpec
 from interplay.errors import InterplayError
 from interplay.interception import InterceptionServer, Limits
 from interplay.model.client import ModelClient, Models
-from interplay.model.endpoint import Endpoint
 from interplay.records import ModelCall, Task
 from interplay.run.episode import EpisodeContext, RunResources, run_episode
 from interplay.step import Step

@@ -17,9 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from interplay.endpoint import Endpoint
 from interplay.interception import InterceptionServer, Limits
 from interplay.model.client import ModelClient
-from interplay.model.endpoint import Endpoint
 from interplay.records import ModelCall
 from interplay.testing import ScriptedModel
 

@@ -124,14 +124,13 @@ def test_library_code_never_configures_logging() -> None:
 
     root = Path(__file__).resolve().parents[1]
     offenders = []
-    for folder in ("core", "builtin_harnesses", "builtin_envs", "builtin_verifiers"):
-        for path in (root / folder).rglob("*.py"):
-            if path.name in ("log.py", "cli.py") and path.parent.name == "core":
-                continue
-            if path.relative_to(root).as_posix() == "core/testing/logs.py":
-                continue
-            source = path.read_text()
-            if ("structlog.configure(" in source or "logging.basicConfig(" in source
-                    or "log.configure(" in source):
-                offenders.append(str(path.relative_to(root)))
+    for path in (root / "core").rglob("*.py"):
+        if path.name in ("log.py", "cli.py") and path.parent.name == "core":
+            continue
+        if path.relative_to(root).as_posix() == "core/testing/logs.py":
+            continue
+        source = path.read_text()
+        if ("structlog.configure(" in source or "logging.basicConfig(" in source
+                or "log.configure(" in source):
+            offenders.append(str(path.relative_to(root)))
     assert offenders == []

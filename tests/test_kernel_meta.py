@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from interplay import InterplayError, hookspecs, plugins
+from interplay.loader import env_class
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs" / "plugins.md"
@@ -79,10 +80,10 @@ def test_the_docs_examples_register_what_they_say(tmp_path: Path) -> None:
         assert info.registered == {"harnesses": ["shout"], "user-sims": ["impatient"],
                                    "steps": ["repeat"], "verifiers": ["brief"],
                                    "envs": ["greetings", "quiz"]}
-        env = plugins.get("envs", "greetings")()
+        env = env_class("greetings")()
         env.check()
         assert [t.answer for t in env.tasks()] == ["HELLO!"]
-        assert [t.answer for t in plugins.get("envs", "quiz")().tasks()] == ["4"]
+        assert [t.answer for t in env_class("quiz")().tasks()] == ["4"]
     finally:
         host.unregister("docs_examples")
 
@@ -119,7 +120,7 @@ def test_the_docs_env_config_example_merges_overrides(register_plugin: Any) -> N
     import types
 
     from interplay import config, hookimpl
-    from interplay.run.config import load_env
+    from interplay.loader import load_env
 
     namespace: dict[str, Any] = {}
     exec(compile(_block("class HelpDesk(Env)"), str(DOCS), "exec", dont_inherit=True), namespace)

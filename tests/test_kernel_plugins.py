@@ -15,9 +15,10 @@ import attrs
 import pytest
 
 from interplay import InterplayError, hookimpl, plugins
-from interplay.env import Env, SeatSpec
+from interplay.env import Env, EnvFile, SeatSpec
 from interplay.harness import Harness, Segment
 from interplay.hookspecs import Register
+from interplay.loader import env_class
 from interplay.records import Episode, Message, Reward, Task
 from interplay.step import Step
 from interplay.usersim import Answer, Read, UserSim
@@ -157,11 +158,64 @@ def test_hook_register_envs(register_plugin: RegisterPlugin, tmp_path: Path) -> 
         register(toml_env)
 
     register_plugin(make_plugin("e", register_envs=register_envs))
-    assert plugins.get("envs", "test_tiny") is TinyEnv
-    from_file = plugins.get("envs", "from-file")
+    assert env_class("test_tiny") is TinyEnv
+    from_file = env_class("from-file")
     assert issubclass(from_file, Env)
     assert from_file.seats == {"assistant": SeatSpec(harness="test_echo", trainable=False)}
     assert [t.prompt for t in from_file().tasks()] == ["hello"]
+
+
+def test_an_env_file_is_kept_by_its_path_and_read_once_when_looked_up(
+        register_plugin: RegisterPlugin, tmp_path: Path) -> None:
+    (tmp_path / "tasks.jsonl").write_text('{"prompt": "hello", "answer": "hello"}\n')
+    named = tmp_path / "file.toml"
+    named.write_text('name = "by-its-name"\ntaskset = "tasks.jsonl"\n')
+
+    def register_envs(register: Register) -> None:
+        register(named)
+        register(str(named), name="also")
+
+    register_plugin(make_plugin("e", register_envs=register_envs))
+    kept = plugins.get("envs", "by-its-name")
+    assert kept == EnvFile(path=named, name="by-its-name")
+    cls = env_class("by-its-name")
+    assert issubclass(cls, Env) and cls.name == "by-its-name" and cls.source == str(named)
+    assert env_class("by-its-name") is cls  # read once
+    assert env_class("also") is cls
+
+
+def test_a_broken_env_file_fails_where_it_is_used_and_spares_the_rest(
+        register_plugin: RegisterPlugin, tmp_path: Path) -> None:
+    broken = tmp_path / "broken.toml"
+    broken.write_text('taskset = "tasks.jsonl"\nstepz = []\n')
+
+    def register_envs(register: Register) -> None:
+        register(broken)
+        register(TinyEnv)
+
+    host = register_plugin(make_plugin("e", register_envs=register_envs))
+    assert host.infos["e"].error is None
+    assert env_class("test_tiny") is TinyEnv
+    with pytest.raises(InterplayError, match=f"^{broken}: unknown key stepz; allowed: "):
+        env_class("broken")
+    from interplay.cli import _summary
+
+    assert _summary(plugins.get("envs", "broken")).startswith(
+        f"(cannot be loaded: {broken}: unknown key stepz")
+
+
+def test_an_env_file_that_cannot_be_read_fails_its_plugin_naming_the_file(
+        register_plugin: RegisterPlugin, tmp_path: Path) -> None:
+    missing = tmp_path / "missing.toml"
+    garbled = tmp_path / "garbled.json"
+    garbled.write_text("{not json")
+    for path in (missing, garbled):
+        def register_envs(register: Register, path: Path = path) -> None:
+            register(path)
+
+        host = register_plugin(make_plugin(path.stem, register_envs=register_envs))
+        error = host.infos[path.stem].error
+        assert error is not None and str(path) in error, error
 
 
 # -- registration rules ----------------------------------------------------------------------
@@ -397,7 +451,7 @@ def test_a_builtin_name_registered_again_keeps_the_builtin(
     assert info.error is None and info.clashes == [attrs.asdict(clash)]
     assert attrs.asdict(clash) in host.infos["interplay.builtin_verifiers.plugin"].clashes
     # the builtin env that scores with `exact` still loads
-    plugins.get("envs", "echo-toml")().check()
+    env_class("echo-toml")().check()
 
 
 def test_clashes_are_forgotten_with_the_plugin(register_plugin: RegisterPlugin,

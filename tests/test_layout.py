@@ -8,6 +8,7 @@ import ast
 import re
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -149,3 +150,32 @@ def test_the_readmes_main_job_is_a_run_that_loads_on_the_embedded_model() -> Non
     cfg, env, _ = resolve(cli._cli_data(parsed))
     assert cfg.model.base_url is None and env.name == parsed.env
     assert f"`{shlex.join(['interplay', *args])}`" in (ROOT / "README.md").read_text()
+
+
+def importlinter() -> dict[str, Any]:
+    config: dict[str, Any] = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]
+    return config["importlinter"]  # type: ignore[no-any-return]
+
+
+def contract(contract_id: str) -> dict[str, Any]:
+    (found,) = [c for c in importlinter()["contracts"] if c["id"] == contract_id]
+    return found  # type: ignore[no-any-return]
+
+
+def test_the_readmes_layers_are_the_contracts() -> None:
+    text = (ROOT / "README.md").read_text()
+    section = text.split("\n## Layers\n", 1)[1].split("\n## ", 1)[0]
+    rows = [cell.replace("\\|", "|") for cell in re.findall(r"^\| `(.+?)` \| ", section, re.M)]
+    assert rows == contract("layers")["layers"]
+
+
+def test_every_plugin_is_held_to_the_public_api_and_kept_apart() -> None:
+    """A plugin added under plugins/ is analysed, kept on the public API, independent of the
+    others, and never imported by the kernel: every plugin contract names it."""
+    packages = sorted(p.parent.name for p in (ROOT / "plugins").glob("*/*/__init__.py")
+                      if not p.parent.name.endswith(".egg-info"))
+    assert packages, "no plugin packages found"
+    assert importlinter()["root_packages"] == ["interplay", *packages]
+    assert sorted(contract("plugins-public-api")["source_modules"]) == packages
+    assert sorted(contract("plugins-independent")["modules"]) == packages
+    assert sorted(contract("kernel-no-plugins")["forbidden_modules"]) == packages

@@ -26,7 +26,7 @@ from pathlib import Path
 import structlog
 {setup}
 from interplay.model.client import ModelClient
-from interplay.model.endpoint import Endpoint
+from interplay.endpoint import Endpoint
 from interplay.records import Message
 from interplay.run import config, runner
 
@@ -102,3 +102,29 @@ def test_the_command_logs_as_it_did(tmp_path: Path, scripted_model: ScriptedFact
     [start] = [x for x in proc.stderr.splitlines() if "runner.start" in x]
     assert "[info     ] runner.start" in start and "episodes=1" in start
     assert "episode.start" not in proc.stderr
+
+
+#: An episode run through the public API alone, on the scripted model: a TOML env registered
+#: by its path and a relay with a modeled user.
+QUIET = """
+import asyncio
+import interplay
+from interplay.testing import ScriptedReply, run_scripted
+
+async def main():
+    for name in ("echo-toml", "user-sim"):
+        env = interplay.lookup("envs", name)()
+        task = next(iter(env.tasks()))
+        run = await run_scripted(env, task, lambda request: ScriptedReply.text("apple"))
+        assert run.episode.error is None, run.episode.error
+        assert run.requests, name
+
+asyncio.run(main())
+"""
+
+
+def test_an_episode_run_from_python_prints_nothing_at_all() -> None:
+    proc = subprocess.run([sys.executable, "-c", QUIET], capture_output=True, text=True,
+                          timeout=120, env=ENV)
+    assert proc.returncode == 0, proc.stderr
+    assert (proc.stdout, proc.stderr) == ("", "")

@@ -138,7 +138,7 @@ resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
 from interplay import _aio
 from interplay.interception import InterceptionServer
 from interplay.model.client import ModelClient
-from interplay.model.endpoint import Endpoint
+from interplay.endpoint import Endpoint
 
 async def main():
     client = ModelClient(Endpoint(base_url=sys.argv[1], model="scripted", max_retries=0))

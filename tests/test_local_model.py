@@ -9,20 +9,26 @@ import json
 import os
 import resource
 import signal
+import subprocess
+import sys
+import urllib.request
 from collections.abc import AsyncIterator
+from typing import Any
 
 import attrs
 import openai
 import pytest
 
+from interplay.endpoint import Endpoint
+from interplay.errors import InterplayError
 from interplay.interception import InterceptionServer
 from interplay.model import local as local_model
 from interplay.model.client import ModelClient, Models
-from interplay.model.endpoint import Endpoint
 from interplay.model.local import MODEL_NAME, LocalModel
 from interplay.model.local_server import to_template_messages
 from interplay.model.wire import assistant_message
 from interplay.records import ModelCall
+from interplay.testing import captured_log, command_env, interplay_command, run_interplay
 
 needs_llama = pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None,
                                  reason="llama_cpp is not installed (run: bash .ci/setup)")
@@ -200,3 +206,81 @@ def test_tool_arguments_become_strict_json() -> None:
 
     assert json.loads(_json_arguments('{"text": "two\nlines"}')) == {"text": "two\nlines"}
     assert _json_arguments("not json") == "not json"
+
+
+def _models_meta(base_url: str) -> dict[str, Any]:
+    with urllib.request.urlopen(f"{base_url}/models", timeout=30) as r:
+        return json.loads(r.read())["data"][0]["meta"]
+
+
+async def test_the_thread_setting_reaches_llama_cpp(monkeypatch: pytest.MonkeyPatch) -> None:
+    """INTERPLAY_LOCAL_THREADS, read by the server process a run starts, is what llama.cpp's
+    context runs with (the server reads it back from the context for /v1/models); unset, the
+    default for this machine's usable cores; the run's log says it."""
+    monkeypatch.setenv(local_model.THREADS_VAR, "3")
+    with captured_log("info") as logged, LocalModel() as model:
+        assert model.base_url is not None
+        assert _models_meta(model.base_url) == {"n_ctx": 8192, "n_threads": 3,
+                                                "n_threads_batch": 3}
+    [started] = [json.loads(x) for x in logged.getvalue().splitlines()
+                 if json.loads(x)["event"] == "local_model.started"]
+    assert started["threads"] == 3
+    monkeypatch.delenv(local_model.THREADS_VAR)
+    with LocalModel() as model:
+        assert model.base_url is not None
+        meta = _models_meta(model.base_url)
+    assert meta["n_threads"] == meta["n_threads_batch"] == local_model.default_threads()
+
+
+def test_serve_local_takes_threads_over_the_environment() -> None:
+    """`interplay serve-local --threads N` wins over INTERPLAY_LOCAL_THREADS."""
+    proc = subprocess.Popen([*interplay_command(), "serve-local", "--threads", "2"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            env=command_env({local_model.THREADS_VAR: "3"}))
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().decode().strip()
+        assert url.startswith("http://127.0.0.1:"), url
+        assert _models_meta(url)["n_threads"] == 2
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        proc.stdout.close()  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(("args", "env", "says"), [
+    (["--threads", "0"], {}, "--threads: 0 is not a number of threads"),
+    ([], {"INTERPLAY_LOCAL_THREADS": "two"}, "INTERPLAY_LOCAL_THREADS: 'two' is not a number "
+                                             "of threads"),
+])
+def test_a_thread_count_that_is_not_one_is_refused_in_one_line(
+        args: list[str], env: dict[str, str], says: str) -> None:
+    proc = run_interplay("serve-local", *args, env=env, timeout=120)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.startswith(f"interplay: error: {says}; give a whole number of 1 or more")
+    assert proc.stderr.count("\n") == 1, proc.stderr
+
+
+def test_a_bad_thread_count_stops_a_run_before_the_server_starts(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(local_model.THREADS_VAR, "-1")
+    with pytest.raises(InterplayError, match="INTERPLAY_LOCAL_THREADS: '-1' is not a number"):
+        LocalModel().start()
+
+
+@pytest.mark.parametrize(("cores", "threads"), [(1, 1), (2, 1), (3, 2), (4, 2), (64, 2)])
+def test_the_default_is_two_threads_but_never_every_core(cores: int, threads: int) -> None:
+    assert local_model.default_threads(cores) == threads
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or (os.cpu_count() or 1) < 2,
+                    reason="needs CPU affinity and two cores")
+def test_the_cores_counted_are_those_the_process_may_run_on() -> None:
+    """A process limited to one core (a container's cpuset, `taskset -c 0`) counts one, not
+    the machine's."""
+    code = ("import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
+            "from interplay.model.local import usable_cores, default_threads; "
+            "print(usable_cores(), default_threads(), os.cpu_count())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=60).stdout.split()
+    assert out[:2] == ["1", "1"] and int(out[2]) >= 2

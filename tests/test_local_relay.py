@@ -10,9 +10,9 @@ import importlib.util
 
 import pytest
 
-from interplay import plugins
 from interplay.builtin_envs.steps import RelayConfig
-from interplay.model.endpoint import Endpoint
+from interplay.endpoint import Endpoint
+from interplay.loader import env_class
 from interplay.run.episode import RunResources, run_episode
 
 pytestmark = [
@@ -24,7 +24,7 @@ pytestmark = [
 
 
 async def test_relay_on_the_embedded_model() -> None:
-    env_cls = plugins.get("envs", "user-sim")
+    env_cls = env_class("user-sim")
     env = env_cls(env_cls.Config(relay=RelayConfig(max_turns=2)))
     env.check()
     task = next(iter(env.tasks()))

@@ -20,7 +20,8 @@ import structlog
 
 from interplay import log
 from interplay.builtin_envs.steps import Relay, RelayConfig
-from interplay.env import Env, SeatSpec, env_from_toml
+from interplay.env import Env, SeatSpec
+from interplay.loader import env_from_toml
 from interplay.records import Task
 from interplay.run.episode import EpisodeContext, RunResources, run_episode
 from interplay.step import Step
@@ -373,3 +374,75 @@ async def test_a_failed_step_is_logged_with_the_episodes_error_type(
     [logged] = [x for x in lines if x["event"] == "episode.step_failed"]
     assert (logged["error_type"], logged["exception_type"]) == (episode.error_type, raised)
     assert SENTINELS["reply"] not in log_buffer.getvalue()
+
+
+async def test_a_contact_that_fails_is_logged_with_its_exception_type(
+        log_buffer: io.StringIO) -> None:
+    """A contact's answer that raises is not a record's error: the line names the exception's
+    class as ``exception_type`` and has no ``error_type`` (which names a record's)."""
+    import random
+
+    from interplay.clock import Clock
+    from interplay.world import build_world, scenario_from
+
+    async def ask(contact: Any, message: str) -> str:
+        raise RuntimeError(SENTINELS["reply"])
+
+    world = build_world(scenario_from({
+        "start": "2025-06-02T08:00",
+        "contacts": [{"name": "venue", "persona": SENTINELS["persona"]}],
+        "triggers": [{"name": "go", "after": "PT1M", "actions": [
+            {"kind": "reply", "contact": "venue", "message": SENTINELS["prompt"]}]}]}),
+        clock=Clock(), rng=random.Random(7), ask=ask)
+    while (event := world.queue.peek()) is not None:
+        world.queue.pop()
+        world.jump_to(event.due_us, event.kind)
+        world.run_event(event)
+    await world.settle()
+    assert [c.status for c in world.contacts.calls] == ["failed"]
+    lines = [json.loads(line) for line in log_buffer.getvalue().splitlines()]
+    [logged] = [x for x in lines if x["event"] == "contacts.answer_failed"]
+    assert (logged["contact_name"], logged["exception_type"]) == ("venue", "RuntimeError")
+    assert "error_type" not in logged
+    assert not any(s in log_buffer.getvalue() for s in SENTINELS.values())
+
+
+def _exception_class(node: Any) -> bool:
+    """Whether ``node`` is ``type(x).__name__`` or ``x.__class__.__name__``."""
+    import ast
+
+    if not (isinstance(node, ast.Attribute) and node.attr in ("__name__", "__qualname__")):
+        return False
+    inner = node.value
+    return (isinstance(inner, ast.Call) and isinstance(inner.func, ast.Name)
+            and inner.func.id == "type") or (
+        isinstance(inner, ast.Attribute) and inner.attr == "__class__")
+
+
+def test_every_log_call_names_an_exception_class_as_exception_type() -> None:
+    """docs/plugins.md (Logging): ``error_type`` is a record's error type, the exception's class
+    goes as ``exception_type``. Every log call of interplay, its builtins and its plugins that
+    logs an exception's class does so under that key (under another it is either a record's
+    type it is not, or redacted)."""
+    import ast
+
+    root = Path(__file__).resolve().parents[1]
+    folders = [root / f for f in ("core", "builtin_harnesses", "builtin_envs",
+                                  "builtin_verifiers")]
+    folders += [p for p in (root / "plugins").glob("*/*") if (p / "__init__.py").exists()]
+    offenders, calls = [], 0
+    for folder in folders:
+        for path in folder.rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                        and node.func.attr in ("debug", "info", "warning", "error",
+                                               "exception", "critical")
+                        and isinstance(node.func.value, ast.Name)
+                        and "log" in node.func.value.id):
+                    continue
+                calls += 1
+                offenders += [f"{path.relative_to(root)}:{node.lineno} {kw.arg}="
+                              for kw in node.keywords
+                              if kw.arg != "exception_type" and _exception_class(kw.value)]
+    assert calls > 50  # the walk found interplay's log calls
+    assert offenders == []

@@ -16,9 +16,9 @@ import pytest
 
 from interplay import _asgi as asgi
 from interplay._listener import AsgiServer
+from interplay.endpoint import Endpoint
 from interplay.errors import InterplayError
 from interplay.model.client import ModelClient, Models, encode_body
-from interplay.model.endpoint import Endpoint
 from interplay.model.retries import Failure, Policy, parse_retry_after
 from interplay.model.transport import redact_url
 from interplay.model.wire import assistant_message

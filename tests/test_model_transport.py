@@ -24,10 +24,10 @@ from netkit import ForwardProxy, Redirector, TestCA, TlsFront
 from interplay import _asgi as asgi
 from interplay import config
 from interplay._listener import AsgiServer
+from interplay.endpoint import Endpoint
 from interplay.errors import InterplayError
 from interplay.interception import InterceptionServer
 from interplay.model.client import ModelClient
-from interplay.model.endpoint import Endpoint
 from interplay.model.wire import assistant_message
 from interplay.records import Message, ModelCall
 from interplay.run.config import RunConfig

@@ -48,8 +48,7 @@ def test_the_wheel_carries_the_report_template(tmp_path: Path) -> None:
     # SOURCES.txt) would add the files whatever pyproject.toml says.
     src = tmp_path / "src"
     src.mkdir()
-    for name in ("pyproject.toml", "README.md", "core", "builtin_harnesses", "builtin_envs",
-                 "builtin_verifiers"):
+    for name in ("pyproject.toml", "README.md", "core"):
         copy = shutil.copytree if (root / name).is_dir() else shutil.copy
         copy(root / name, src / name)
     done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps",

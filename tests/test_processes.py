@@ -5,6 +5,8 @@ normal exit while its children run; every process it started, found by pid, must
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -220,7 +222,8 @@ def test_serve_local_started_by_hand_outlives_its_starter(tmp_path: Path) -> Non
 
 async def test_a_program_run_ends_when_the_program_exits(tmp_path: Path) -> None:
     """run_program returns when the program exits, with what it wrote until then, though a
-    child that left its group keeps writing to the same pipe without end."""
+    child that left its group keeps writing to the same pipe without end; that child ends
+    with the run."""
     from interplay.processes import run_program
 
     pid_file = tmp_path / "pid"
@@ -231,5 +234,56 @@ async def test_a_program_run_ends_when_the_program_exits(tmp_path: Path) -> None
         assert (run.exit_code, run.timed_out) == (0, False)
         assert run.stdout.startswith(b"got apple\n")
         assert run.stderr == b""
+        assert survivors({int(pid_file.read_text())}) == set()
     finally:
-        os.kill(int(pid_file.read_text()), signal.SIGKILL)  # written before the program exited
+        with contextlib.suppress(ProcessLookupError):  # written before the program exited
+            os.kill(int(pid_file.read_text()), signal.SIGKILL)
+
+
+async def test_a_program_run_ends_what_it_started_and_nothing_else(tmp_path: Path) -> None:
+    """Two runs at once, each leaving a process in a session of its own (one a session leader
+    with a child of its own, in a group the run never saw): when the first ends, its
+    processes end with it, and the second run's, and a process this test started itself, run
+    on; the second's end when it does; and a third's on its timeout."""
+    from interplay.processes import popen, run_program
+
+    a_pids, b_pid, c_pid, done = (tmp_path / n for n in ("a", "b", "c", "done"))
+    a = (f"setsid bash -c 'sleep 300 & echo $$ $! > {a_pids}.tmp; mv {a_pids}.tmp {a_pids}; "
+         f"wait' & while [ ! -f {a_pids} ]; do sleep 0.02; done; echo a")
+    b = (f"setsid sleep 300 & echo $! > {b_pid}.tmp; mv {b_pid}.tmp {b_pid}; "
+         f"while [ ! -f {done} ]; do sleep 0.02; done")
+    mine = popen(["sleep", "300"])
+    started: set[int] = {mine.pid}
+
+    async def first() -> None:
+        run = await run_program(["bash", "-c", a], timeout_s=60)
+        assert (run.exit_code, run.stdout) == (0, b"a\n")
+        ended = {int(p) for p in a_pids.read_text().split()}
+        started.update(ended)
+        assert len(ended) == 2
+        assert survivors(ended) == set()
+        deadline = time.monotonic() + 60
+        while not b_pid.exists():
+            assert time.monotonic() < deadline, "the second program wrote no pid"
+            await asyncio.sleep(0.02)
+        started.add(int(b_pid.read_text()))
+        assert survivors({int(b_pid.read_text()), mine.pid}, within_s=0) == {
+            int(b_pid.read_text()), mine.pid}
+        done.touch()
+
+    try:
+        second = asyncio.ensure_future(run_program(["bash", "-c", b], timeout_s=60))
+        await first()
+        assert (await second).exit_code == 0
+        assert survivors({int(b_pid.read_text())}) == set()
+        run = await run_program(["bash", "-c", f"setsid sleep 300 & echo $! > {c_pid}; sleep 300"],
+                                timeout_s=1)
+        started.add(int(c_pid.read_text()))
+        assert run.timed_out
+        assert survivors({int(c_pid.read_text())}) == set()
+        assert survivors({mine.pid}, within_s=0) == {mine.pid}
+    finally:
+        for pid in started:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        mine.wait()

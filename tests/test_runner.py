@@ -22,10 +22,10 @@ import pytest
 
 import interplay
 from interplay import cli
+from interplay.endpoint import Endpoint
 from interplay.env import Env, SeatSpec
-from interplay.model.endpoint import Endpoint
 from interplay.records import Task
-from interplay.run import config, results, runner, summary
+from interplay.run import config, executor, local, results, summary
 from interplay.run.episode import EpisodeContext, RunResources
 from interplay.step import Step
 from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest, survivors
@@ -757,15 +757,15 @@ class BarrierEnv(Env):
 
 
 async def test_every_slot_fills_though_episodes_start_a_few_at_a_time() -> None:
-    concurrency = 2 * runner.START_BATCH + 3
+    concurrency = 2 * local.START_BATCH + 3
     BarrierStep.target, BarrierStep.arrived = concurrency, 0
     BarrierStep.all_in = asyncio.Event()
     finished: list[Any] = []
     resources = RunResources(endpoint=Endpoint(base_url="http://127.0.0.1:9/v1"))
     try:
-        await runner.run_pairs(BarrierEnv(), [(t, 0) for t in _tasks(concurrency)],
-                               resources=resources, seed=0, concurrency=concurrency,
-                               on_episode=finished.append)
+        await local.run_pairs(BarrierEnv(), [(t, 0) for t in _tasks(concurrency)],
+                              resources=resources, seed=0, concurrency=concurrency,
+                              on_episode=finished.append)
     finally:
         await resources.aclose()
     assert len(finished) == concurrency
@@ -787,8 +787,8 @@ async def test_a_finished_episode_is_let_go_once_written(scripted_model: Scripte
 
     FINISHED.clear()
     try:
-        await runner.run_pairs(env, [(t, 0) for t in env.tasks()], resources=resources, seed=0,
-                               concurrency=1, on_episode=on_episode)
+        await local.run_pairs(env, [(t, 0) for t in env.tasks()], resources=resources, seed=0,
+                              concurrency=1, on_episode=on_episode)
     finally:
         await resources.aclose()
     assert seen == [0.0, 0.0, 0.0]
@@ -802,7 +802,7 @@ async def test_a_finished_episode_is_summarized_as_its_line_reads_back(
     env = config.load_env("user-sim", {})
     resources = RunResources(endpoint=model.endpoint)
     try:
-        episode = await runner.run_one(env, env.tasks()[0], 0, resources=resources, seed=0)
+        episode = await executor.run_one(env, env.tasks()[0], 0, resources=resources, seed=0)
     finally:
         await resources.aclose()
     slim = results.slim_episode(episode)
@@ -825,7 +825,7 @@ async def test_a_finished_episode_is_freed_without_the_cycle_collector(
     gc.collect()
     gc.disable()
     try:
-        episode = await runner.run_one(env, env.tasks()[0], 0, resources=resources, seed=0)
+        episode = await executor.run_one(env, env.tasks()[0], 0, resources=resources, seed=0)
         assert len(episode.traces) == 2 and episode.error is None
         traces = [weakref.ref(t) for t in episode.traces]
         calls = [weakref.ref(c) for t in episode.traces for c in t.model_calls]

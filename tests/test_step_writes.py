@@ -12,6 +12,7 @@ import json
 import pytest
 
 from interplay import plugins
+from interplay.loader import env_class
 from interplay.records import EpisodeInfo
 from interplay.run.episode import EpisodeContext, RunResources
 from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
@@ -35,13 +36,13 @@ def test_every_builtin_step_is_covered() -> None:
     builtin = {name for info in plugins.host().plugin_infos() if info.builtin
                for name in info.registered.get("steps", ())}
     assert {"one_shot", "relay", "user_sim", "always_on"} <= builtin
-    covered = {step.name for name in ENVS for step in plugins.get("envs", name)().steps()}
+    covered = {step.name for name in ENVS for step in env_class(name)().steps()}
     assert builtin <= covered, f"no env here runs {sorted(builtin - covered)}"
 
 
 @pytest.mark.parametrize("env_name", ENVS)
 async def test_each_steps_writes_are_the_keys_it_wrote(env_name: str) -> None:
-    env = plugins.get("envs", env_name)()
+    env = env_class(env_name)()
     env.check()
     task = next(iter(env.tasks()))
     async with ScriptedModel(answer) as model:

@@ -4,8 +4,12 @@ file; column mapping, split, limit, seeded shuffle; what is missing said in one 
 
 from __future__ import annotations
 
+import http.server
 import json
+import socket
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -88,7 +92,7 @@ def test_data_files_and_message_prompts(tmp_path: Path) -> None:
 
 
 def test_an_env_file_names_a_dataset_relative_to_itself(saved: Path, tmp_path: Path) -> None:
-    from interplay.env import env_from_toml
+    from interplay.loader import env_from_toml
 
     env_file = tmp_path / "sums.toml"
     env_file.write_text('name = "sums"\n[taskset]\ndataset = "sums"\nsplit = "test"\n'
@@ -135,3 +139,70 @@ def test_a_hub_dataset_offline_says_where_to_put_it(tmp_path: Path) -> None:
     line = proc.stderr.strip()
     assert "\n" not in line and "offline" in line and "save_to_disk" in line
     assert "env.taskset.dataset=DIR" in line
+
+
+class _NotFound(http.server.BaseHTTPRequestHandler):
+    """A Hub that has no dataset: 404 to everything, as the Hub answers an unknown repo."""
+
+    def answer(self) -> None:
+        body = b'{"error": "Repository not found"}'
+        self.send_response(404)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("X-Error-Code", "RepoNotFound")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    do_GET = do_HEAD = answer
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def hub(request: pytest.FixtureRequest) -> Iterator[str]:
+    """HF_ENDPOINT for a Hub that refuses connections (nothing listens on its port), takes
+    them and never answers (a listening socket nobody accepts on), or answers 404."""
+    if request.param == "answers":
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _NotFound)
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+        server.shutdown()
+        server.server_close()
+        return
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    if request.param == "refuses":
+        sock.close()
+        yield f"http://127.0.0.1:{port}"
+        return
+    sock.listen(8)
+    yield f"http://127.0.0.1:{port}"
+    sock.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("hub", "says"), [
+    ("refuses", "nor in this machine's datasets cache, and the Hub cannot be reached (offline)"),
+    ("never_answers", "the Hub cannot be reached (offline)"),
+    ("answers", "nor a dataset the Hub has (Dataset 'someone/no-such-sums' doesn't exist"),
+], indirect=["hub"])
+def test_a_hub_dataset_fails_at_once_when_the_hub_cannot_be_reached(tmp_path: Path, hub: str,
+                                                                     says: str) -> None:
+    """No offline setting, and no route to the Hub: the one line says offline and where to
+    put the dataset, without the library's retries first (23 s of them where the Hub's name
+    does not resolve, minutes where nothing answers). A Hub that answers is asked as usual."""
+    env = {"HF_ENDPOINT": hub, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "",
+           "HF_DATASETS_OFFLINE": "", "NO_PROXY": "127.0.0.1", "no_proxy": "127.0.0.1"}
+    proc = run_interplay("eval", "echo", "-o", str(tmp_path / "run"), "--quiet",
+                         "--base-url", "http://127.0.0.1:9/v1",
+                         "--set", "env.taskset.dataset=someone/no-such-sums", env=env)
+    assert proc.returncode == 2, proc.stderr
+    assert "Retry" not in proc.stderr, proc.stderr  # the library's retry warnings
+    assert proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith("interplay: error: taskset 'someone/no-such-sums' is not a "
+                                  "file or folder here")
+    assert says in proc.stderr

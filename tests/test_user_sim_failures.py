@@ -128,8 +128,10 @@ async def test_a_raising_user_sim_in_always_on_is_a_user_error_naming_it(tmp_pat
     assert episode.trace("assistant").stop_condition == "always_on_user_error"
     [line] = [json.loads(x) for x in logged.getvalue().splitlines()
               if json.loads(x)["event"] == "user_sim.failed"]
-    assert (line["step"], line["user_sim"], line["code_path"], line["error_type"]) == (
-        "always_on", "raising", where, "KeyError")
+    assert (line["step"], line["user_sim"], line["code_path"]) == ("always_on", "raising", where)
+    # The episode's error type, and the exception's class apart (docs/plugins.md, Logging).
+    assert (line["error_type"], line["exception_type"], line["reason_code"]) == (
+        "user_error", "KeyError", "raised")
     assert "the sim's own bug" not in logged.getvalue()  # no text of the failure is logged
 
 
@@ -210,13 +212,18 @@ async def test_a_raising_user_sim_in_the_relay_is_a_user_error_naming_it() -> No
 
 
 async def test_a_scripted_sim_that_fails_mid_run_in_the_relay() -> None:
-    episode = await relay("script", {"answers": [{"text": "hello"}, {"text": "more"},
-                                                 {"error": "its model is down"}]})
+    with captured_log() as logged:
+        episode = await relay("script", {"answers": [{"text": "hello"}, {"text": "more"},
+                                                     {"error": "its model is down"}]})
     relay_record = episode.results["relay"]
     assert (relay_record["ended_by"], relay_record["turns"]) == ("user_error", 2)
     assert episode.error_type == "user_error" and "its model is down" in episode.error
     assert "user sim 'script'" in episode.error
     assert SCORED == [] and episode.reward is None
+    [line] = [json.loads(x) for x in logged.getvalue().splitlines()
+              if json.loads(x)["event"] == "user_sim.failed"]
+    assert (line["error_type"], line["reason_code"]) == ("user_error", "answer_error")
+    assert "exception_type" not in line and "its model is down" not in logged.getvalue()
 
 
 # -- any error episode ----------------------------------------------------------------------------

@@ -24,9 +24,10 @@ from interplay.builtin_verifiers.rubric import (
     is_rubric,
     parse_verdict,
 )
-from interplay.env import Env, SeatSpec, env_from_toml
+from interplay.endpoint import Endpoint
+from interplay.env import Env, SeatSpec
 from interplay.errors import InterplayError
-from interplay.model.endpoint import Endpoint
+from interplay.loader import env_from_toml
 from interplay.records import Episode, Task
 from interplay.run.episode import RunResources, run_episode
 from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest, run_scripted

@@ -265,7 +265,7 @@ class ToolGateway:
         if (exc := task.exception()) is not None:
             # A binding that failed itself (not the tool: run_call answers for those).
             log.error("gateway.call_failed", tool=params.name, call_id=call_id,
-                      error_type=type(exc).__name__)
+                      exception_type=type(exc).__name__)
             return _result(types, "error: internal error in the tool gateway", error=True)
         outcome = task.result()
         route.calls += 1

@@ -3,7 +3,7 @@ OpenAI-compatible interception server that records each request as one turn of a
 
 from __future__ import annotations
 
-from interplay.interception.request import Limits
+from interplay.interception.limits import Limits
 from interplay.interception.server import InterceptionServer, TraceRoute
 
 __all__ = ["InterceptionServer", "Limits", "TraceRoute"]

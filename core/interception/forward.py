@@ -7,7 +7,7 @@ three forms, and writes the answer into its :class:`~interplay.interception.flig
 - Responses, to an endpoint that serves Responses itself: forwarded as it is
   (:mod:`~interplay.interception.passthrough`).
 - Responses, to a Chat Completions endpoint: translated there and back
-  (:mod:`~interplay.interception.responses`), and recorded as the Responses object the
+  (:mod:`~interplay.model.responses`), and recorded as the Responses object the
   program got.
 
 Each form returns the :class:`~interplay.records.ModelCall` of its upstream call, its
@@ -26,11 +26,11 @@ from typing import Any
 
 from interplay import _asgi as asgi
 from interplay import _codec
+from interplay.endpoint import Endpoint
 from interplay.interception import passthrough
-from interplay.interception import responses as rs
 from interplay.interception.flight import Flight
+from interplay.model import responses as rs
 from interplay.model.client import ModelClient
-from interplay.model.endpoint import Endpoint
 from interplay.records import ModelCall
 
 _ERROR_STATUS = {"timeout": 504, "connection_error": 502, "bad_response": 502}

@@ -22,8 +22,8 @@ from typing import Any
 from interplay import _asgi as asgi
 from interplay import _codec
 from interplay._ids import new_id
-from interplay.interception import responses as rs
 from interplay.log import get_logger
+from interplay.model import responses as rs
 from interplay.model import tokens
 from interplay.model.client import ModelClient
 from interplay.model.retries import Failure

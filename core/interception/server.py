@@ -39,9 +39,10 @@ from interplay import _asgi as asgi
 from interplay._listener import AsgiServer
 from interplay.errors import InterplayError
 from interplay.interception import forward as fw
-from interplay.interception import request as rq
 from interplay.interception.flight import Flight
+from interplay.interception.limits import Limits
 from interplay.log import get_logger
+from interplay.model import request as rq
 from interplay.model.client import ModelClient
 from interplay.records import ModelCall
 
@@ -85,8 +86,8 @@ class InterceptionServer:
     """Serves the model boundary for one run (see the module docstring)."""
 
     def __init__(self, *, host: str = "127.0.0.1", port: int = 0,
-                 limits: rq.Limits | None = None) -> None:
-        self.limits = limits or rq.Limits()
+                 limits: Limits | None = None) -> None:
+        self.limits = limits or Limits()
         self._routes: dict[str, TraceRoute] = {}
         self._flights: dict[tuple[str, str, bytes], Flight] = {}
         self._tasks: set[asyncio.Task[None]] = set()

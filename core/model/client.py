@@ -23,10 +23,10 @@ import attrs
 
 from interplay import _codec
 from interplay._ids import new_id
+from interplay.endpoint import Endpoint
 from interplay.errors import InterplayError
 from interplay.log import get_logger
 from interplay.model import tokens, wire
-from interplay.model.endpoint import Endpoint
 from interplay.model.retries import Failure, Policy
 from interplay.model.transport import Answer, Transport, open_transport
 from interplay.records import Message, ModelCall

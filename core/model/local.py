@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import importlib.util
+import json
 import os
 import signal
 import subprocess
@@ -22,9 +24,9 @@ import urllib.request
 from pathlib import Path
 
 from interplay import processes
+from interplay.endpoint import Endpoint
 from interplay.errors import InterplayError
 from interplay.log import get_logger
-from interplay.model.endpoint import Endpoint
 
 log = get_logger("interplay.model.local")
 
@@ -35,6 +37,9 @@ N_CTX = 8192  # SmolLM2's trained context
 #: A reply's tokens when the request sets no max_tokens.
 DEFAULT_MAX_TOKENS = 512
 START_TIMEOUT_S = 120.0
+#: The environment variable that sets llama.cpp's threads in the embedded model's server
+#: (``interplay serve-local --threads`` takes precedence); unset: :func:`default_threads`.
+THREADS_VAR = "INTERPLAY_LOCAL_THREADS"
 REBUILD_HINT = ('rebuild it for this machine: CMAKE_ARGS="-DGGML_NATIVE=OFF" pip install '
                 '--force-reinstall --no-deps --no-cache-dir llama-cpp-python (bash .ci/setup '
                 'does this)')
@@ -54,6 +59,44 @@ def model_path() -> Path:
     raise InterplayError(INSTALL_HINT)
 
 
+def usable_cores() -> int:
+    """The cores this process may run on: its CPU affinity where the system has one (a
+    container or ``taskset`` may allow fewer than the machine has), else the machine's."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return os.cpu_count() or 1
+
+
+def default_threads(cores: int | None = None) -> int:
+    """llama.cpp's threads when none are set: two, but never every core. Its threads wait for
+    each other at every step of every token, so one that is descheduled (by the run's own
+    process, which drives the model, or by anything else) stalls the rest: on a busy 2-core
+    machine two threads generated 5 to 10 times slower than one, while on an idle one they
+    were 1.5 times faster (hence the setting)."""
+    return max(1, min(2, (usable_cores() if cores is None else cores) - 1))
+
+
+def threads_setting(value: int | str | None = None) -> int:
+    """llama.cpp's threads: ``value`` (``--threads``) if given, else :data:`THREADS_VAR`, else
+    :func:`default_threads`; a value that is not a whole number of at least 1 is refused in one
+    line."""
+    where = "--threads"
+    if value is None:
+        value = os.environ.get(THREADS_VAR, "").strip() or None
+        where = THREADS_VAR
+    if value is None:
+        return default_threads()
+    try:
+        threads = int(value)
+    except ValueError:
+        threads = 0
+    if threads < 1:
+        raise InterplayError(f"{where}: {value!r} is not a number of threads; give a whole "
+                             f"number of 1 or more (unset: {default_threads()} on this "
+                             f"machine, {usable_cores()} cores usable)")
+    return threads
+
+
 class LocalModel:
     """Starts ``interplay serve-local`` on a free port; ``endpoint`` points at it."""
 
@@ -71,6 +114,7 @@ class LocalModel:
 
     def start(self) -> None:
         model_path()  # the install check, before spawning anything
+        threads_setting()  # a bad INTERPLAY_LOCAL_THREADS is said here, in one line
         cmd = [sys.executable, "-m", "interplay.cli", "--log-level", "error", "serve-local",
                "--port", "0"]
         t0 = time.monotonic()
@@ -89,10 +133,13 @@ class LocalModel:
             self.stop()
             raise RuntimeError("the embedded model's server did not start "
                                "(run `interplay serve-local` to see why)")
+        meta: dict[str, object] = {}
         while True:
             try:
                 with urllib.request.urlopen(f"{url}/models", timeout=5) as r:
                     if r.status == 200:
+                        with contextlib.suppress(ValueError, LookupError, TypeError):
+                            meta = json.loads(r.read())["data"][0]["meta"]
                         break
             except OSError:
                 pass
@@ -102,7 +149,7 @@ class LocalModel:
             time.sleep(0.05)
         self.base_url = url
         log.info("local_model.started", base_url=url, pid=self.proc.pid,
-                 start_s=round(time.monotonic() - t0, 2))
+                 start_s=round(time.monotonic() - t0, 2), threads=meta.get("n_threads"))
 
     def exit_reason(self) -> str | None:
         """Why the server is gone, when it ended without being stopped (None while it runs,

@@ -24,7 +24,6 @@ import argparse
 import asyncio
 import ctypes
 import json
-import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -35,18 +34,20 @@ from interplay import _asgi as asgi
 from interplay import _codec
 from interplay._ids import new_id
 from interplay._listener import AsgiServer
-from interplay.interception import request
 from interplay.log import get_logger
-from interplay.model.local import DEFAULT_MAX_TOKENS, MODEL_NAME, N_CTX, model_path
+from interplay.model import request
+from interplay.model.local import (
+    DEFAULT_MAX_TOKENS,
+    MODEL_NAME,
+    N_CTX,
+    THREADS_VAR,
+    model_path,
+    threads_setting,
+)
 from interplay.model.local_generation import Asked, Generation
 
 log = get_logger("interplay.model.local_server")
 
-#: llama.cpp's threads: two, but never every core. Its threads wait for each other at every
-#: step of every token, so one that is descheduled (by the run's own process, which drives
-#: the model, or by anything else) stalls the rest: on a busy 2-core machine two threads
-#: generated 5 to 10 times slower than one, while on an idle one they were 1.5 times faster.
-N_THREADS = max(1, min(2, (os.cpu_count() or 1) - 1))
 STATE_CACHE_BYTES = 512 << 20
 _PASSTHROUGH = ("temperature", "top_p", "stop", "seed", "presence_penalty",
                 "frequency_penalty", "top_k", "min_p", "repeat_penalty")
@@ -201,11 +202,15 @@ class RepeatStop:
 class LocalServer:
     """The ASGI app of ``interplay serve-local``."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, threads: int) -> None:
+        import llama_cpp
         from llama_cpp import Llama, LlamaRAMCache, llama_chat_format
 
-        self.llm = Llama(model_path=str(path), n_ctx=N_CTX, n_threads=N_THREADS,
-                         n_threads_batch=N_THREADS, verbose=False)
+        self.llm = Llama(model_path=str(path), n_ctx=N_CTX, n_threads=threads,
+                         n_threads_batch=threads, verbose=False)
+        # As llama.cpp's context has them (what /v1/models reports).
+        self.threads = (int(llama_cpp.llama_n_threads(self.llm.ctx)),
+                        int(llama_cpp.llama_n_threads_batch(self.llm.ctx)))
         # The template create_chat_completion renders with, for the server's own generation.
         eos, bos = self.llm.token_eos(), self.llm.token_bos()
         self.formatter = llama_chat_format.Jinja2ChatFormatter(
@@ -282,7 +287,9 @@ class LocalServer:
         path, method = scope["path"], scope["method"]
         if method == "GET" and path in ("/v1/models", "/models"):
             await asgi.send_json(send, 200, {"object": "list", "data": [
-                {"id": MODEL_NAME, "object": "model", "created": 0, "owned_by": "interplay"}]})
+                {"id": MODEL_NAME, "object": "model", "created": 0, "owned_by": "interplay",
+                 "meta": {"n_ctx": N_CTX, "n_threads": self.threads[0],
+                          "n_threads_batch": self.threads[1]}}]})
             return
         if method != "POST" or path not in ("/v1/chat/completions", "/chat/completions"):
             await asgi.send_error(send, 404, f"no route {method} {path}", code="not_found")
@@ -399,7 +406,7 @@ class LocalServer:
                 await worker
                 if not started:
                     raise item
-                log.error("local_model.stream_failed", error=type(item).__name__,
+                log.error("local_model.stream_failed", exception_type=type(item).__name__,
                           chunks=completion)
                 await send({"type": "http.response.body", "body": b"data: " + _codec.dumps(
                     asgi.error_body(f"generation failed: {type(item).__name__}",
@@ -433,10 +440,13 @@ class LocalServer:
                     "more_body": False})
 
 
-def serve(host: str, port: int) -> None:
-    """Run the embedded model's server until interrupted; prints its URL once ready."""
+def serve(host: str, port: int, threads: int | None = None) -> None:
+    """Run the embedded model's server until interrupted; prints its URL once ready.
+    ``threads``: llama.cpp's (None: ``INTERPLAY_LOCAL_THREADS``, else the default)."""
     path = model_path()
-    server = LocalServer(path)
+    server = LocalServer(path, threads_setting(threads))
+    log.info("local_model.serving", threads=server.threads[0],
+             threads_batch=server.threads[1], n_ctx=N_CTX)
     http = AsgiServer(server.app, host=host, port=port, graceful_s=1.0)
 
     async def run() -> None:
@@ -453,12 +463,15 @@ def add_serve_local(sub: Any) -> None:
                        f"({MODEL_NAME}) as an OpenAI-compatible server")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=0, help="port (default: a free one)")
+    p.add_argument("--threads", type=int, default=None,
+                   help=f"llama.cpp's threads (default: ${THREADS_VAR} if set, else two but "
+                        "never every core: one on a machine of two)")
     p.set_defaults(func=cmd_serve_local)
 
 
 def cmd_serve_local(args: argparse.Namespace) -> int:
     try:
-        serve(args.host, args.port)
+        serve(args.host, args.port, args.threads)
     except KeyboardInterrupt:
         pass
     return 0

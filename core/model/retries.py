@@ -23,8 +23,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TypeVar
 
 from interplay import _codec
+from interplay.endpoint import Endpoint
 from interplay.log import get_logger
-from interplay.model.endpoint import Endpoint
 
 T = TypeVar("T")
 

@@ -27,8 +27,8 @@ from urllib.parse import urlsplit
 import aiohttp
 import yarl
 
+from interplay.endpoint import Endpoint, redact_url
 from interplay.errors import InterplayError
-from interplay.model.endpoint import Endpoint, redact_url
 from interplay.model.retries import Failure
 
 if TYPE_CHECKING:

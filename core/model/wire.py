@@ -210,7 +210,7 @@ def request_messages(call: ModelCall) -> list[Message]:
     Responses ``input``); what cannot be read as a message is left out."""
     body: Any = call.request or {}
     if "messages" not in body and "input" in body:
-        from interplay.interception import responses as rs
+        from interplay.model import responses as rs
 
         try:
             body = rs.responses_to_chat(body)

@@ -105,7 +105,7 @@ def _drawn(draw: Callable[P, Markup | None]) -> Callable[P, Markup | None]:
                 return draw(*args, **kwargs)
         except (ArithmeticError, ValueError, TypeError, RuntimeError) as exc:
             log.warning("report.chart_failed", chart=draw.__name__,
-                        error_type=type(exc).__name__)
+                        exception_type=type(exc).__name__)
             return None
 
     return drawn

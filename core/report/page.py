@@ -82,7 +82,7 @@ def _about(config: Mapping[str, Any], stored: Mapping[str, Any]) -> dict[str, An
     env_name = as_text(as_map(config.get("env")).get("name"))
     description = ""
     try:
-        from interplay.run.config import load_env
+        from interplay.loader import load_env
 
         env_cls = type(load_env(env_name, {k: v for k, v in as_map(config.get("env")).items()
                                            if k != "name"}))

@@ -7,7 +7,10 @@ runs exactly one harness segment. Who computes the user's turns is the caller's 
 a modeled user is simply another agent's chat session.
 
 This module owns turn-taking (opening, serializing, closing) and the trace each session
-writes. It does not know what an env is or how episodes are scored.
+writes. It does not know what an env is or how episodes are scored. Its classes implement the
+protocols a plugin is handed (:mod:`interplay.contexts`): :class:`Agent` is a
+:class:`~interplay.contexts.SeatAgent`, :class:`ChatSession`, :class:`SegmentContext` and
+:class:`SegmentClient` are the protocols of those names.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from interplay.env import SeatSpec
+from interplay.contexts import Reply, SeatSpec
 from interplay.errors import InterplayError
 from interplay.harness import Harness, Segment
 from interplay.log import get_logger
@@ -28,25 +31,14 @@ from interplay.tools import CallOutcome, run_call
 
 if TYPE_CHECKING:
     from interplay.clock import Clock
+    from interplay.endpoint import Endpoint
     from interplay.gateway import ToolGateway, ToolRoute
     from interplay.interception import TraceRoute
     from interplay.model.client import ModelClient
-    from interplay.model.endpoint import Endpoint
     from interplay.run.episode import EpisodeContext
     from interplay.tools import Tool
 
 log = get_logger("interplay.run.agent")
-
-
-@attrs.define
-class Reply:
-    """What one turn produced: the agent's last text, whether the exchange is over, and the
-    messages the segment added."""
-
-    text: str
-    stopped: bool = False
-    stop_condition: str | None = None
-    messages: list[Message] = attrs.Factory(list)
 
 
 class SegmentClient:
@@ -98,7 +90,8 @@ class SegmentClient:
 
 
 class SegmentContext:
-    """Everything a harness may use while it runs segments for one trace."""
+    """Everything a harness may use while it runs segments for one trace: the run's
+    :class:`interplay.contexts.SegmentContext`."""
 
     def __init__(self, session: ChatSession) -> None:
         self.agent: Agent = session.agent

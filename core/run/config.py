@@ -8,19 +8,19 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Mapping
-from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import attrs
 import cattrs
 
 from interplay import config as config_mod
 from interplay import plugins
+from interplay.endpoint import Endpoint, redact_url
 from interplay.env import Env
 from interplay.errors import InterplayError
-from interplay.interception.request import Limits
+from interplay.interception.limits import Limits
+from interplay.loader import load_env
 from interplay.log import get_logger
-from interplay.model.endpoint import Endpoint, redact_url
 
 log = get_logger("interplay.run")
 
@@ -51,9 +51,10 @@ class RunConfig:
     #: Processes that run the episodes (the -c episodes are spread over them); past a few
     #: thousand model calls a second one process is the bottleneck (interplay.run.workers).
     workers: int = 1
-    #: Where the episodes run: "local" (this machine: one process, or ``workers``) or "ray"
-    #: (actors on a Ray cluster; interplay.run.ray_executor).
-    executor: Literal["local", "ray"] = "local"
+    #: Where the episodes run, by the name of an executor (interplay.run.executor.EXECUTORS):
+    #: "local" (this machine: one process, or ``workers``) or "ray" (actors on a Ray cluster).
+    #: Checked, with the settings that go with it, by interplay.run.executor.executor_for.
+    executor: str = "local"
     #: The Ray cluster to run on ("auto", "HOST:PORT", "ray://HOST:PORT"); None: the one
     #: RAY_ADDRESS names, else a local cluster started for the run.
     ray_address: str | None = None
@@ -91,22 +92,6 @@ def episode_seed(seed: int, task_idx: int, rollout: int) -> int:
 
 
 
-def load_env(name: str, settings: Mapping[str, Any]) -> Env:
-    """The env registered as ``name`` (or a TOML env file, or an always_on scenario file),
-    configured with ``settings``."""
-    if not name:
-        raise InterplayError("no env given; name one, e.g. `interplay eval echo` "
-                             "(`interplay list envs` shows them)")
-    if name.endswith((".toml", ".json")) and Path(name).is_file():
-        from interplay.env import env_from_toml
-
-        env_cls = env_from_toml(name)
-    else:
-        env_cls = plugins.get("envs", name)
-    env_config = config_mod.structure(dict(settings), env_cls.Config, path="env")
-    return env_cls(env_config)
-
-
 def resolve(data: Mapping[str, Any]) -> tuple[RunConfig, Env, dict[str, Any]]:
     """Structure ``data`` into a RunConfig, load and check its env, and return the resolved
     config as plain data (the env's settings with every default filled in)."""
@@ -125,10 +110,6 @@ def resolve(data: Mapping[str, Any]) -> tuple[RunConfig, Env, dict[str, Any]]:
         # NaN passes nothing and fails nothing: every pass@k would silently read 0.
         raise InterplayError(f"pass_threshold: must be a finite number, got "
                              f"{cfg.pass_threshold}")
-    if cfg.workers > 1 and cfg.model.base_url is None:
-        raise InterplayError("workers: the embedded model answers one request at a time in "
-                             "this process; give --base-url for --workers above 1")
-    check_executor(cfg)
     env = load_env(cfg.env_name, cfg.env_settings())
     unknown = set(cfg.seats) - set(env.seats)
     if unknown:
@@ -142,27 +123,6 @@ def resolve(data: Mapping[str, Any]) -> tuple[RunConfig, Env, dict[str, Any]]:
     resolved = plain.unstructure(cfg)
     resolved["env"] = {"name": cfg.env_name, **plain.unstructure(env.config)}
     return cfg, env, resolved
-
-
-def check_executor(cfg: RunConfig) -> None:
-    """Refuse executor settings that cannot work, before the results folder is made."""
-    if cfg.executor != "ray":
-        if cfg.ray_address is not None or cfg.ray_runtime_env:
-            key = "ray_address" if cfg.ray_address is not None else "ray_runtime_env"
-            raise InterplayError(f"{key}: goes with executor = \"ray\" (--executor ray)")
-        return
-    if cfg.model.base_url is None:
-        raise InterplayError("executor: the embedded model runs in this process and cannot be "
-                             "reached from a Ray cluster; give --base-url")
-    if cfg.workers > 1:
-        raise InterplayError("workers: with --executor ray the episodes are spread over the "
-                             "cluster's CPUs (one actor each, sharing -c); give -w 1")
-    if not cfg.ray_connect_timeout_s > 0:
-        raise InterplayError(f"ray_connect_timeout_s: must be above 0, got "
-                             f"{cfg.ray_connect_timeout_s:g}")
-    from interplay.run.ray_executor import require_ray
-
-    require_ray()
 
 
 #: Request fields the harness and the model client set; sampling settings cannot override them.

@@ -1,6 +1,7 @@
 """Episodes: one task x rollout run through an env's steps, then scored.
 
-Owns the episode context (seats, traces, results, randomness, clock), the run-wide resources
+Owns the episode context (seats, traces, results, randomness, clock: the run's implementation
+of :class:`interplay.contexts.EpisodeContext`), the run-wide resources
 an episode borrows (model clients, the interception server, the tool gateway, seat settings),
 running the steps, and scoring. Every trace of every session opened is collected, also when a
 step raises midway.
@@ -21,10 +22,10 @@ from interplay import config as config_mod
 from interplay import plugins
 from interplay._ids import new_id
 from interplay.clock import Clock
+from interplay.endpoint import Endpoint
 from interplay.env import Env, SeatSpec
 from interplay.errors import InterplayError
 from interplay.log import get_logger
-from interplay.model.endpoint import Endpoint
 from interplay.records import Episode, EpisodeInfo, Reward, Task, Trace
 from interplay.run.agent import Agent
 from interplay.usersim import UserSimError
@@ -113,7 +114,9 @@ class RunResources:
 
 
 class EpisodeContext:
-    """What an env's steps reach during one episode."""
+    """What an env's steps reach during one episode: the run's
+    :class:`interplay.contexts.EpisodeContext`, with the env, the run's resources and the
+    agents it made."""
 
     def __init__(self, *, env: Env, task: Task, info: EpisodeInfo,
                  resources: RunResources, clock: Clock | None = None) -> None:

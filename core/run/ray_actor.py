@@ -23,12 +23,13 @@ from typing import TYPE_CHECKING, Any
 from interplay import log as log_mod
 from interplay import plugins
 from interplay.records import Task
-from interplay.run import config, results, runner
+from interplay.run import config, results
 from interplay.run.episode import RunResources
+from interplay.run.executor import collector_tuned_for_runs, prepare_process, run_one
 
 if TYPE_CHECKING:
+    from interplay.endpoint import Endpoint
     from interplay.env import Env
-    from interplay.model.endpoint import Endpoint
     from interplay.run.config import RunConfig
 
 _PROBE_TIMEOUT_S = 5.0
@@ -39,8 +40,8 @@ class EpisodeActor:
 
     def __init__(self, setup: Mapping[str, Any]) -> None:
         self._setup = setup
-        self._cfg: RunConfig | None = None
         self._env: Env | None = None
+        self._seed = int(setup["seed"])
         self._resources: RunResources | None = None
         self._running: set[asyncio.Task[Any]] = set()
         self._tuned = contextlib.ExitStack()
@@ -52,6 +53,7 @@ class EpisodeActor:
         report: dict[str, Any] = {"host": _node_ip(), "hostname": socket.gethostname(),
                                   "pid": os.getpid(),
                                   "plugins": {}, "failed": {}, "unreachable": {}}
+        prepare_process()
         os.environ.update(setup["environ"])
         for key in setup["unset"]:
             os.environ.pop(key, None)
@@ -67,7 +69,7 @@ class EpisodeActor:
         except Exception as exc:
             report["error"] = f"{type(exc).__name__}: {exc}"
             return report
-        self._cfg, self._env = cfg, env
+        self._env = env
         share = int(setup["share"])
         self._resources = RunResources(endpoint=cfg.model, seats=cfg.seats,
                                        interception=cfg.interception,
@@ -76,20 +78,20 @@ class EpisodeActor:
             reason = await _unreachable(str(endpoint.base_url))
             if reason:
                 report["unreachable"][str(endpoint.base_url)] = reason
-        self._tuned.enter_context(runner.collector_tuned_for_runs())
+        self._tuned.enter_context(collector_tuned_for_runs())
         return report
 
     async def run(self, task: Task, rollout: int,
                   ) -> tuple[dict[str, Any], bytes, bytes | None]:
         """One episode: its slim record, its line in episodes.jsonl and its side file's
         content (None when its line is whole)."""
-        assert self._env is not None and self._cfg is not None
+        assert self._env is not None
         me = asyncio.current_task()
         if me is not None:
             self._running.add(me)
         try:
-            episode = await runner.run_one(self._env, task, rollout,
-                                           resources=self._resources, seed=self._cfg.seed)
+            episode = await run_one(self._env, task, rollout, resources=self._resources,
+                                    seed=self._seed)
         finally:
             self._running.discard(me)  # type: ignore[arg-type]
         return (results.slim_episode(episode), *results.episode_parts(episode))

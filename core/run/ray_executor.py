@@ -1,4 +1,5 @@
-"""Episodes on a Ray cluster: ``interplay eval --executor ray [--ray-address ADDRESS]``.
+"""Episodes on a Ray cluster: ``interplay eval --executor ray [--ray-address ADDRESS]``, the
+``ray`` executor (:mod:`interplay.run.executor`).
 
 The driver (the ``interplay eval`` process) connects to the cluster (``ray.init``, within
 ``ray_connect_timeout_s``, its event loop free to answer a signal meanwhile; with no address
@@ -24,7 +25,8 @@ started the local cluster, the cluster too: the cluster's processes carry this p
 (:mod:`interplay.processes`).
 
 This module owns the cluster connection, the actors' lifetimes and the hand-out of pairs; it
-must not write the results folder (the runner does, through ``on_line`` and ``on_episode``).
+must not write the results folder (the runner does, with what it reports to the sink). Ray is
+imported only when a run uses it.
 """
 
 from __future__ import annotations
@@ -35,17 +37,16 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from interplay import log as log_mod
 from interplay import plugins, processes
 from interplay.errors import InterplayError
-from interplay.records import Episode, Task
-from interplay.run import config, runner
+from interplay.records import Task
+from interplay.run.executor import Finished, Sink, Work, lost_episode, shares
 from interplay.run.ray_actor import EpisodeActor, endpoints
-from interplay.run.workers import shares
 
 if TYPE_CHECKING:
     from interplay.env import Env
@@ -58,9 +59,6 @@ INSTALL_HINT = "--executor ray needs Ray; install it with: pip install 'interpla
 PLUGIN_VARS = ("INTERPLAY_LOAD_PLUGINS", "INTERPLAY_BLOCK_PLUGINS")
 _STOP_GRACE_S = 10.0
 _PLACING_NOTE_S = 60.0
-
-OnLine = Callable[[int, int, bytes, dict[str, Any], bytes | None], None]
-OnEpisode = Callable[[Episode], None]
 
 
 def require_ray() -> None:
@@ -85,32 +83,43 @@ class _Actor:
         self.dead = False
 
 
-async def run_on_ray(cfg: RunConfig, env: Env, resolved: Mapping[str, Any],
-                     pairs: Sequence[tuple[Task, int]], *, on_line: OnLine,
-                     on_episode: OnEpisode) -> None:
-    """Run ``pairs`` on Ray actors, ``cfg.concurrency`` episodes at once in all.
+class RayExecutor:
+    """Runs the episodes on Ray actors, ``work.concurrency`` at once in all. A Ray already
+    initialized in this process (a trainer's) is used as it is."""
 
-    ``on_line(task_idx, rollout, line, slim, side)`` gets each finished episode's JSON line,
-    its slim record and its side file's content (None when the line is whole);
-    ``on_episode`` gets the error episodes made here for pairs a dead actor was running. A Ray
-    already initialized in this process (a trainer's) is used as it is."""
-    if not pairs:
-        return
-    import ray
+    def __init__(self, cfg: RunConfig) -> None:
+        """Refuse what cannot work on Ray, before anything starts."""
+        if cfg.model.base_url is None:
+            raise InterplayError("executor: the embedded model runs in this process and cannot "
+                                 "be reached from a Ray cluster; give --base-url")
+        if cfg.workers > 1:
+            raise InterplayError("workers: with --executor ray the episodes are spread over "
+                                 "the cluster's CPUs (one actor each, sharing -c); give -w 1")
+        if not cfg.ray_connect_timeout_s > 0:
+            raise InterplayError(f"ray_connect_timeout_s: must be above 0, got "
+                                 f"{cfg.ray_connect_timeout_s:g}")
+        require_ray()
+        self.cfg = cfg
 
-    connected_here = not ray.is_initialized()
-    connection = await _connect(ray, cfg.ray_address, cfg.ray_connect_timeout_s) \
-        if connected_here else None
-    pool: list[_Actor] = []
-    try:
-        pool = _start_actors(ray, cfg, env, resolved, len(pairs))
-        await _check_actors(ray, pool)
-        await _dispatch(ray, pool, pairs, env.name, cfg.seed, on_line, on_episode)
-    finally:
-        await asyncio.shield(_stop(ray, pool))
-        if connection is not None:
-            ray.shutdown()
-            connection.set()
+    async def run(self, work: Work, sink: Sink) -> None:
+        if not work.pairs:
+            return
+        import ray
+
+        cfg = self.cfg
+        connected_here = not ray.is_initialized()
+        connection = await _connect(ray, cfg.ray_address, cfg.ray_connect_timeout_s) \
+            if connected_here else None
+        pool: list[_Actor] = []
+        try:
+            pool = _start_actors(ray, cfg, work)
+            await _check_actors(ray, pool)
+            await _dispatch(ray, pool, work, sink)
+        finally:
+            await asyncio.shield(_stop(ray, pool))
+            if connection is not None:
+                ray.shutdown()
+                connection.set()
 
 
 async def _connect(ray: Any, address: str | None, timeout_s: float) -> threading.Event:
@@ -279,18 +288,18 @@ def _environment(values: Mapping[str, str]) -> Iterator[None]:
                 os.environ[key] = value
 
 
-def _start_actors(ray: Any, cfg: RunConfig, env: Env, resolved: Mapping[str, Any],
-                  episodes: int) -> list[_Actor]:
+def _start_actors(ray: Any, cfg: RunConfig, work: Work) -> list[_Actor]:
     total_cpus = ray.cluster_resources().get("CPU", 0)
     if total_cpus < 1:
         raise InterplayError("the Ray cluster has no CPU to run actors on; start its nodes "
                              "with CPUs (`ray start --num-cpus N`)")
     free = int(ray.available_resources().get("CPU", 0))
-    concurrency = int(cfg.concurrency or 1)
+    concurrency = work.concurrency
+    episodes = len(work.pairs)
     count = max(1, min(free, concurrency, episodes))
-    environ = {k: os.environ[k] for k in (*PLUGIN_VARS, *_key_vars(cfg, env))
+    environ = {k: os.environ[k] for k in (*PLUGIN_VARS, *_key_vars(cfg, work.env))
                if k in os.environ}
-    setup = {"config": dict(resolved), "log": log_mod.settings(),
+    setup = {"config": dict(work.resolved), "log": log_mod.settings(), "seed": work.seed,
              "entry_points": plugins.host().loads_entry_points, "environ": environ,
              "unset": [k for k in PLUGIN_VARS if k not in os.environ]}
     actor_cls = ray.remote(EpisodeActor)
@@ -378,11 +387,10 @@ async def _check_actors(ray: Any, pool: Sequence[_Actor]) -> None:
         raise InterplayError(f"{problems[0]}{more}")
 
 
-async def _dispatch(ray: Any, pool: Sequence[_Actor], pairs: Sequence[tuple[Task, int]],
-                    env_name: str, seed: int, on_line: OnLine, on_episode: OnEpisode) -> None:
+async def _dispatch(ray: Any, pool: Sequence[_Actor], work: Work, sink: Sink) -> None:
     """Each actor's slots take the next pair as they free up, so a slower actor gets fewer.
     A pair whose actor died is recorded as a ``worker_error`` episode; the rest go on."""
-    queue = iter(pairs)
+    queue: Iterator[tuple[Task, int]] = iter(work.pairs)
 
     async def slot(actor: _Actor) -> None:
         while not actor.dead:
@@ -398,13 +406,11 @@ async def _dispatch(ray: Any, pool: Sequence[_Actor], pairs: Sequence[tuple[Task
                     actor.dead = True
                     log.warning("ray.actor_lost", host=actor.host, error_type="worker_error",
                                 exception_type=type(exc).__name__)
-                lost = RuntimeError(f"the Ray actor running it on {actor.node} failed "
-                                    f"({_first_line(exc)})")
-                on_episode(runner.failed_episode(
-                    env_name, task, rollout, config.episode_seed(seed, task.idx, rollout),
-                    lost, started, error_type="worker_error"))
+                sink.episode(lost_episode(
+                    work, task, rollout, started,
+                    f"the Ray actor running it on {actor.node} failed ({_first_line(exc)})"))
                 continue
-            on_line(task.idx, rollout, line, slim, side)
+            sink.line(Finished(task.idx, rollout, line, slim, side))
 
     slots = [asyncio.ensure_future(slot(a)) for a in pool for _ in range(a.capacity)]
     try:

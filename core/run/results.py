@@ -33,6 +33,7 @@ from interplay.run.config import (
     resolve,
     without_credentials,
 )
+from interplay.run.executor import executor_for
 from interplay.run.reading import iter_episodes, read_episodes
 from interplay.run.side_files import (
     LINE_BOUND,
@@ -250,6 +251,7 @@ def prepare(data: dict[str, Any],
                                  f"{CONFIG_FILE} does not keep; give them again ({hint}--set "
                                  f"{key}=...)")
         cfg, env, resolved = resolve(merged)
+        executor_for(cfg)  # its settings checked before anything is written
         changed = config_differences(without_credentials(stored),
                                      without_credentials(resolved))
         if changed:
@@ -262,6 +264,7 @@ def prepare(data: dict[str, Any],
         name = str((data.get("env") or {}).get("name") or "")
         data["output"] = default_output(name)
     cfg, env, resolved = resolve(data)
+    executor_for(cfg)  # its settings checked before the folder is made
     output = Path(str(cfg.output))
     if (output / EPISODES_FILE).exists() or (output / CONFIG_FILE).exists():
         raise InterplayError(f"{output} already holds a run; continue it with --resume {output} "
@@ -329,6 +332,6 @@ def _map(value: Any) -> Mapping[str, Any]:
 
 
 def _version() -> str:
-    from interplay import __version__
+    from interplay._version import __version__
 
     return __version__

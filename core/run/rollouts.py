@@ -1,6 +1,7 @@
 """Rollouts for a trainer: groups of k finished episodes per task, handed over as each group
-completes, run by the runner ``interplay eval`` uses (:func:`interplay.run.runner.run_pairs`:
-the same concurrency bound, per-seat retries, error episodes, seeds and records).
+completes, run as ``interplay eval`` runs them in one process
+(:func:`interplay.run.local.run_pairs`: the same concurrency bound, per-seat retries, error
+episodes, seeds and records).
 
 A training loop keeps one :class:`Rollouts` (its model clients and interception server live
 across steps) and asks it for each step's groups::
@@ -10,11 +11,13 @@ across steps) and asks it for each step's groups::
         async for group in runner.groups(batch, k=8):
             ...  # group.task, group.episodes (k, by rollout), each with its rewards and tokens
 
-It runs episodes in this process (``-w`` and Ray are ``interplay eval``'s); it does not train,
-and writes nothing unless given an ``output`` folder, where each call of ``groups`` appends
-its episodes' lines to ``step-NNNNN/episodes.jsonl`` (a folder per call: a step's rollouts
-have the (task, rollout) pairs of the last step's) as ``interplay eval`` does, for
-``interplay export`` and ``interplay report`` to read.
+It runs the episodes in this process only, on the in-process executor
+(:mod:`interplay.run.local`): a trainer takes the Episode objects themselves between steps, and
+an Env given as an object cannot be built again in another process. ``-w`` and Ray are
+``interplay eval``'s. It does not train, and writes nothing unless given an ``output`` folder,
+where each call of ``groups`` appends its episodes' lines to ``step-NNNNN/episodes.jsonl`` (a
+folder per call: a step's rollouts have the (task, rollout) pairs of the last step's) as
+``interplay eval`` does, for ``interplay export`` and ``interplay report`` to read.
 """
 
 from __future__ import annotations
@@ -27,15 +30,16 @@ from typing import Any
 
 import attrs
 
+from interplay.endpoint import Endpoint
 from interplay.env import Env
 from interplay.errors import InterplayError
+from interplay.loader import load_env
 from interplay.log import get_logger
-from interplay.model.endpoint import Endpoint
 from interplay.records import Episode, Task
-from interplay.run.config import DEFAULT_CONCURRENCY, check_seats, load_env
+from interplay.run.config import DEFAULT_CONCURRENCY, check_seats
 from interplay.run.episode import RunResources
+from interplay.run.local import run_pairs
 from interplay.run.results import EPISODES_FILE, EpisodeLog
-from interplay.run.runner import run_pairs
 
 log = get_logger("interplay.run.rollouts")
 

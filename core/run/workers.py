@@ -1,4 +1,5 @@
-"""Episodes spread over worker processes on one machine: ``interplay eval --workers N``.
+"""Episodes spread over worker processes on one machine: ``interplay eval --workers N``, the
+``local`` executor's shape for ``-w`` above 1 (:mod:`interplay.run.executor`).
 
 One Python process runs a few thousand model calls a second before the interpreter is the
 bottleneck. With ``--workers N`` the parent starts N processes (``python -m
@@ -19,10 +20,10 @@ worker started.
 
 The protocol, over the worker's stdin and a private copy of its stdout (plugins that print go
 to stderr instead): the parent sends one JSON line of set-up (the resolved config, the log
-settings, the worker's concurrency), then one ``[task_idx, rollout]`` line per pair, then EOF
-when there are no more. The worker answers each finished episode with a JSON header line
-(``task_idx``, ``rollout``, the slim record the summary needs) followed by the episode's line;
-a worker that cannot start sends ``{"error": ...}`` and exits.
+settings, the run's seed, the worker's concurrency), then one ``[task_idx, rollout]`` line per
+pair, then EOF when there are no more. The worker answers each finished episode with a JSON
+header line (``task_idx``, ``rollout``, the slim record the summary needs) followed by the
+episode's line; a worker that cannot start sends ``{"error": ...}`` and exits.
 
 Past one machine, episodes belong on a distributed engine (Ray), not on this.
 """
@@ -37,15 +38,25 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from interplay import _aio as aio
-from interplay import _fds, plugins, processes
 from interplay import log as log_mod
+from interplay import plugins, processes
 from interplay.errors import InterplayError
-from interplay.records import Episode, Task
-from interplay.run import config, results, runner
+from interplay.records import Task
+from interplay.run import config, results
+from interplay.run.executor import (
+    Finished,
+    Sink,
+    Work,
+    collector_tuned_for_runs,
+    lost_episode,
+    prepare_process,
+    run_one,
+    shares,
+)
 
 log = log_mod.get_logger("interplay.run.workers")
 
@@ -53,11 +64,6 @@ log = log_mod.get_logger("interplay.run.workers")
 _LINE_LIMIT = 1 << 30
 _STOP_GRACE_S = 10.0
 _PARENT_VAR = "INTERPLAY_WORKER_PARENT"
-
-#: ``on_line(task_idx, rollout, line, slim, side)``: a finished episode's line, its slim record
-#: and its side file's content (None when its line is whole).
-OnLine = Callable[[int, int, bytes, dict[str, Any], bytes | None], None]
-OnEpisode = Callable[[Episode], None]
 
 
 class _Worker:
@@ -94,32 +100,33 @@ class _Worker:
                 self.proc.stdin.close()
 
 
-def shares(concurrency: int, workers: int) -> list[int]:
-    """``concurrency`` split over ``workers`` as evenly as it goes (each at least 1)."""
-    n = max(1, min(workers, concurrency))
-    return [concurrency // n + (1 if i < concurrency % n else 0) for i in range(n)]
+class Workers:
+    """Runs the episodes in ``count`` worker processes of this machine, each with its share of
+    the run's concurrency."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+
+    async def run(self, work: Work, sink: Sink) -> None:
+        """Start the workers, hand out ``work``'s pairs as they have room, report each
+        finished episode as its line, and stop them however the run ends; the pairs a dead
+        worker was running are reported as ``worker_error`` episodes."""
+        if work.pairs:
+            await _run(work, self.count, sink)
 
 
-async def run_in_workers(resolved: Mapping[str, Any], env_name: str,
-                         pairs: Sequence[tuple[Task, int]], *, workers: int, concurrency: int,
-                         seed: int, on_line: OnLine, on_episode: OnEpisode) -> None:
-    """Run ``pairs`` in ``workers`` processes, ``concurrency`` episodes at once in all.
-
-    ``on_line(task_idx, rollout, line, slim, side)`` gets each finished episode's JSON line,
-    its slim record and its side file's content (None when the line is whole);
-    ``on_episode`` gets the error episodes made here for pairs a dead worker was running."""
-    if not pairs:
-        return
+async def _run(work: Work, count: int, sink: Sink) -> None:
+    pairs = work.pairs
     queue: Iterator[tuple[Task, int]] = iter(pairs)
     #: Pairs taken for a worker that turned out dead before it was sent them.
     returned: list[tuple[Task, int]] = []
     exhausted = False
-    setup = {"config": resolved, "log": log_mod.settings(),
+    setup = {"config": work.resolved, "log": log_mod.settings(), "seed": work.seed,
              "entry_points": plugins.host().loads_entry_points}
     pool: list[_Worker] = []
     relays: list[asyncio.Future[None]] = []
     try:
-        for i, share in enumerate(shares(concurrency, min(workers, len(pairs)))):
+        for i, share in enumerate(shares(work.concurrency, min(count, len(pairs)))):
             proc = await processes.start_process(
                 sys.executable, "-m", "interplay.run.workers", stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
@@ -128,7 +135,7 @@ async def run_in_workers(resolved: Mapping[str, Any], env_name: str,
             relays.append(asyncio.ensure_future(_relay_stderr(proc)))
             worker.send({**setup, "concurrency": share})
             pool.append(worker)
-        log.info("workers.start", workers=len(pool), concurrency=concurrency,
+        log.info("workers.start", workers=len(pool), concurrency=work.concurrency,
                  episodes=len(pairs))
 
         def feed(worker: _Worker) -> None:
@@ -150,8 +157,8 @@ async def run_in_workers(resolved: Mapping[str, Any], env_name: str,
         for worker in pool:
             feed(worker)
         results = await asyncio.gather(
-            *(_read(w, feed, on_line, lambda w: _lost(w, env_name, seed, on_episode))
-              for w in pool), return_exceptions=True)
+            *(_read(w, feed, sink.line, lambda w: _lost(w, work, sink)) for w in pool),
+            return_exceptions=True)
         for result in results:
             if isinstance(result, BaseException):
                 raise result
@@ -189,8 +196,8 @@ def _write_stderr(text: str) -> None:
         sys.stderr.flush()
 
 
-async def _read(worker: _Worker, feed: Callable[[_Worker], None], on_line: OnLine,
-                lost: Callable[[_Worker], None]) -> None:
+async def _read(worker: _Worker, feed: Callable[[_Worker], None],
+                on_line: Callable[[Finished], None], lost: Callable[[_Worker], None]) -> None:
     """Take the worker's episodes as they come, giving it a new pair for each, until it
     exits; then record what it was still running (the pairs it never got go to the others,
     which keep asking)."""
@@ -225,7 +232,7 @@ async def _read(worker: _Worker, feed: Callable[[_Worker], None], on_line: OnLin
                 break
             side = side[:-1]
         worker.outstanding.pop(pair, None)
-        on_line(pair[0], pair[1], line[:-1], slim, side)
+        on_line(Finished(pair[0], pair[1], line[:-1], slim, side))
         feed(worker)
     code = await worker.proc.wait()
     worker.closed = True
@@ -235,14 +242,11 @@ async def _read(worker: _Worker, feed: Callable[[_Worker], None], on_line: OnLin
         lost(worker)
 
 
-def _lost(worker: _Worker, env_name: str, seed: int, on_episode: OnEpisode) -> None:
+def _lost(worker: _Worker, work: Work, sink: Sink) -> None:
     code = worker.proc.returncode
     for task, rollout, started in worker.outstanding.values():
-        exc = RuntimeError(f"the worker process running it exited (code {code})")
-        episode = runner.failed_episode(env_name, task, rollout,
-                                        config.episode_seed(seed, task.idx, rollout), exc,
-                                        started, error_type="worker_error")
-        on_episode(episode)
+        sink.episode(lost_episode(work, task, rollout, started,
+                                  f"the worker process running it exited (code {code})"))
     worker.outstanding.clear()
 
 
@@ -281,12 +285,13 @@ async def _serve(reader: asyncio.StreamReader, out: asyncio.StreamWriter) -> Non
         await out.drain()
         return
     concurrency = int(setup["concurrency"])
+    seed = int(setup["seed"])
     resources = RunResources(endpoint=cfg.model, seats=cfg.seats, interception=cfg.interception,
                              max_connections=concurrency * max(1, len(env.seats)))
     running: set[asyncio.Task[None]] = set()
 
     async def one(task: Task, rollout: int) -> None:
-        episode = await runner.run_one(env, task, rollout, resources=resources, seed=cfg.seed)
+        episode = await run_one(env, task, rollout, resources=resources, seed=seed)
         line, side = results.episode_parts(episode)
         header = {"task_idx": task.idx, "rollout": rollout,
                   "slim": results.slim_episode(episode), "side": side is not None}
@@ -329,7 +334,7 @@ async def _worker_main(protocol_fd: int) -> None:
         asyncio.streams.FlowControlMixin, os.fdopen(protocol_fd, "wb", buffering=0))
     out = asyncio.StreamWriter(transport, protocol, None, loop)
     try:
-        with runner.collector_tuned_for_runs():
+        with collector_tuned_for_runs():
             await _serve(reader, out)
     except asyncio.CancelledError:
         pass
@@ -353,7 +358,7 @@ def _die_with_parent() -> None:
 
 def main() -> None:
     _die_with_parent()
-    _fds.raise_limit()  # as the interplay command does: the worker runs episodes and servers
+    prepare_process()
     # One step below the parent (the only writer of the results) and below a model server on
     # the same machine, whose every wait for the CPU is added to every call.
     os.nice(1)

@@ -15,7 +15,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from interplay.interception import responses as rs
+from interplay.model import responses as rs
 from interplay.testing.script import ScriptedReply
 
 _TEXT_KEYS = ("content", "text", "output", "arguments")

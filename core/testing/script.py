@@ -12,7 +12,7 @@ from typing import Any
 import attrs
 
 from interplay import _codec
-from interplay.interception import responses as rs
+from interplay.model import responses as rs
 
 
 @attrs.frozen

@@ -9,7 +9,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from interplay import InterplayError, structure_config
+from interplay.config import structure
+from interplay.errors import InterplayError
 from interplay.testing.script import ScriptedReply
 
 
@@ -23,7 +24,7 @@ def reply_from_json(data: Any) -> ScriptedReply:
         return ScriptedReply.text(data)
     if isinstance(data, dict) and "malformed" in data:
         data = {("is_malformed" if k == "malformed" else k): v for k, v in data.items()}
-    return structure_config(data, ScriptedReply, path="reply")
+    return structure(data, ScriptedReply, path="reply")
 
 
 def read_script(path: str | Path) -> list[ScriptedReply]:

@@ -41,8 +41,8 @@ from interplay import _aio as aio
 from interplay import _asgi as asgi
 from interplay import _codec
 from interplay._listener import AsgiServer
-from interplay.interception import responses as rs
-from interplay.model.endpoint import Endpoint
+from interplay.endpoint import Endpoint
+from interplay.model import responses as rs
 from interplay.testing import answers
 from interplay.testing import tokens as tk
 from interplay.testing.script import (
@@ -296,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--repeat goes with --script FILE")
     script: Script | None = None
     if args.script:
-        from interplay import InterplayError
+        from interplay.errors import InterplayError
         from interplay.testing.script_file import read_script
 
         try:

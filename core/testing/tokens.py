@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 
-from interplay.interception import responses as rs
+from interplay.model import responses as rs
 from interplay.testing.script import ScriptedReply, ScriptedTokenizer
 
 

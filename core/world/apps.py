@@ -7,6 +7,9 @@ changelog with who made it (``agent``, ``others``, ``none`` or ``user``), the wa
 phase. Apps are made fresh per episode from a scenario's initial state; a scenario names a
 builtin app by its kind, or an app of its own by import path (``my_pkg.apps:Pantry``).
 
+Of the world, an app uses the clock, the time zone and the changelog
+(:class:`~interplay.world.protocols.AppHost`), handed to it when the world adds it.
+
 The builtin apps here keep to what a scenario needs; write your own for more.
 """
 
@@ -17,14 +20,12 @@ import importlib
 import inspect
 import json
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from interplay.errors import InterplayError
 from interplay.tools import Tool, tool
 from interplay.world import times
-
-if TYPE_CHECKING:
-    from interplay.world.world import World
+from interplay.world.protocols import AppHost
 
 
 def app_tool(fn: Callable[..., Any] | None = None, *, name: str | None = None) -> Any:
@@ -47,7 +48,8 @@ class App:
     def __init__(self, name: str, state: Mapping[str, Any] | None = None) -> None:
         self.name = name
         self.state: dict[str, Any] = {**self.initial(), **copy.deepcopy(dict(state or {}))}
-        self.world: World | None = None
+        #: The world it is in (set when the world adds it).
+        self.world: AppHost | None = None
 
     def initial(self) -> dict[str, Any]:
         return {}
@@ -67,7 +69,7 @@ class App:
     # -- for app code ------------------------------------------------------------------------
 
     @property
-    def bound(self) -> World:
+    def bound(self) -> AppHost:
         if self.world is None:
             raise RuntimeError(f"app {self.name!r} is not in a world")
         return self.world
@@ -85,7 +87,7 @@ class App:
 
     def change(self, action: str, **data: Any) -> None:
         """Record a change this app made (call it after changing ``state``)."""
-        self.bound.record_change(self, action, data)
+        self.bound.record_change(self.name, action, data)
 
     def next_id(self, prefix: str) -> str:
         counters = self.state.setdefault("_ids", {})

@@ -7,22 +7,25 @@ arguments returning text), bound to one world and one sender seat and to nothing
 that calls them, so an in-process tool loop and a tool server for out-of-process harnesses
 serve the very same tools. Messages are numbered in the order they are queued and tagged with
 the seat that sent them: a message another seat queued is never this agent's.
+
+Of the world, the chat uses the clock, the time zone, the current wake and phase (every
+message is stamped with them) and the event queue the agent's checks go on
+(:class:`~interplay.world.protocols.ChatHost`).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
+from interplay.clock import to_us
 from interplay.tools import Tool
 from interplay.world import times
 from interplay.world.events import Event
-
-if TYPE_CHECKING:
-    from interplay.world.world import World
+from interplay.world.protocols import ChatHost
 
 #: The agent's scheduled checks.
 CHECK_TOOLS = frozenset({"schedule_check", "list_checks", "cancel_check"})
@@ -78,7 +81,7 @@ class ChatSettings:
 class UserChat:
     """What passes between the agent and the user, and the agent's checks."""
 
-    def __init__(self, world: World, user_name: str, settings: ChatSettings) -> None:
+    def __init__(self, world: ChatHost, user_name: str, settings: ChatSettings) -> None:
         self.world = world
         self.user_name = user_name
         self.settings = settings
@@ -175,7 +178,7 @@ class UserChat:
                 raise ValueError(f"a check must be at least {times.format_duration(minimum)} "
                                  f"from now; the earliest is "
                                  f"{times.readable(now + minimum, world.timezone)}")
-            check = Check(number=len(self.checks) + 1, note=note, due_us=world.us(due),
+            check = Check(number=len(self.checks) + 1, note=note, due_us=to_us(due),
                           scheduled_us=world.clock.now_us(), wake=world.wake)
             check.event = world.queue.push(Event(check.due_us, "check",
                                                  key=("check", check.number),

@@ -9,6 +9,11 @@ limit; an answer that lands just past its limit is kept, a later one is dropped 
 
 The world hands a seat-played answer to an ``ask`` function the step supplies (so this module
 opens no sessions itself).
+
+Of the world, the contacts use the clock, the time zone, the seeded generator their delays are
+drawn from, the event queue their answers go on, the timeline, and the world's ``deliver``,
+which hands an answer to an app as a change made by ``others``
+(:class:`~interplay.world.protocols.ContactsHost`).
 """
 
 from __future__ import annotations
@@ -17,16 +22,15 @@ import asyncio
 import datetime as dt
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
+from interplay.clock import to_us
 from interplay.log import get_logger
 from interplay.world import times
 from interplay.world.events import Event
-
-if TYPE_CHECKING:
-    from interplay.world.world import World
+from interplay.world.protocols import ContactsHost
 
 log = get_logger("interplay.world.contacts")
 
@@ -150,7 +154,7 @@ class Call:
 
 
 class Contacts:
-    def __init__(self, world: World, ask: Ask | None = None) -> None:
+    def __init__(self, world: ContactsHost, ask: Ask | None = None) -> None:
         self.world = world
         self.ask = ask
         self.specs: dict[str, Contact] = {}
@@ -171,7 +175,7 @@ class Contacts:
         due = spec.next_working(requested_us / 1e6 + delay_s, self.world.timezone)
         call = Call(contact=name, number=self._counts[name], key=key, message=message,
                     requested_us=requested_us, delay_s=delay_s, limit_s=spec.limit_s,
-                    started_real=time.monotonic(), due_us=self.world.us(due), context=context)
+                    started_real=time.monotonic(), due_us=to_us(due), context=context)
         self.calls.append(call)
         self.world.timeline.add("contact_asked", call.requested_us, contact=name,
                                 call=call.number, chars=len(message))
@@ -196,8 +200,8 @@ class Contacts:
         exc = task.exception()
         if exc is not None:
             call.status = "failed"
-            log.warning("contacts.answer_failed", contact=call.contact, call=call.number,
-                        error_type=type(exc).__name__)
+            log.warning("contacts.answer_failed", contact_name=call.contact, call=call.number,
+                        exception_type=type(exc).__name__)
             self.world.timeline.add("contact_failed", self.world.clock.now_us(),
                                     contact=call.contact, call=call.number,
                                     error=type(exc).__name__)
@@ -240,7 +244,7 @@ class Contacts:
         if not call.task.done():
             call.task.cancel()
             call.status = "timed_out"
-            log.info("contacts.answer_timed_out", contact=call.contact, call=call.number,
+            log.info("contacts.answer_timed_out", contact_name=call.contact, call=call.number,
                      limit_s=call.limit_s)
             self.world.timeline.add("contact_timed_out", self.world.clock.now_us(),
                                     contact=call.contact, call=call.number,
@@ -255,10 +259,9 @@ class Contacts:
         call.status = "delivered"
         spec = self.specs[call.contact]
         if spec.app:
-            with self.world.acting("others"):
-                self.world.apps[spec.app].deliver(spec.address or spec.name, call.text or "",
-                                                  subject=f"Re: {call.context.get('subject', '')}"
-                                                  if call.context.get("subject") else "")
+            self.world.deliver(spec.app, spec.address or spec.name, call.text or "",
+                               subject=f"Re: {call.context.get('subject', '')}"
+                               if call.context.get("subject") else "")
         return call
 
     def state(self) -> list[dict[str, Any]]:

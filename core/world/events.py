@@ -7,6 +7,8 @@ event's key, which names its cause (trigger and fire number, contact and call nu
 number) rather than the moment it was queued, and only then by the order of queueing. Two runs
 with the same seed therefore take the same events in the same order even when contacts' replies
 finish computing in a different order. Cancelled events are skipped when they come up.
+
+It uses nothing of the world: the parts and the always_on loop push to it and take from it.
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ from interplay.world.apps import App, app_class
 from interplay.world.chat import ChatSettings, Sent
 from interplay.world.contacts import Ask, Contact
 from interplay.world.events import Event
+from interplay.world.schedule import Schedule
 from interplay.world.triggers import Trigger
 from interplay.world.world import World
 
@@ -124,6 +125,7 @@ class Scenario:
                 out.append("end: must come after the start")
         if self.rate < 0:
             out.append("rate: must be 0 or more")
+        out += self._person_problems()
         apps: dict[str, App] = {}
         try:
             for app in self.make_apps():
@@ -179,6 +181,19 @@ class Scenario:
         if self.opening and not self.opening.strip():
             out.append("opening: empty; give her opening request, or leave opening out")
         return out
+
+    def _person_problems(self) -> list[str]:
+        """The [user] table's hours (awake, busy, reply_delays, timezone), checked as the
+        user_sim step checks them, so a problem names its place in the file (the step checks
+        them again with any ``--set env.user...`` laid over them)."""
+        hours = {k: self.user[k] for k in ("awake", "busy", "reply_delays", "timezone")
+                 if k in self.user}
+        hours.setdefault("timezone", self.timezone)
+        try:
+            schedule = Schedule.from_plain(hours)
+        except (TypeError, ValueError, AttributeError):
+            return []  # not tables the step takes: it says what does not fit
+        return [f"user.{p}" for p in schedule.problems()]
 
 
 def _twice(names: list[str]) -> list[str]:

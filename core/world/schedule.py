@@ -5,6 +5,9 @@ when she is next free, and when and in which mode she reads a message that reach
 time: at once when free (mode ``free``), at the end of a busy block (``busy``), or when she
 wakes (``woken``). Reply delays are per mode; a delay for a mode her schedule can never put her
 in (``busy`` without busy blocks, ``woken`` without awake hours) is refused, never ignored.
+
+It uses nothing of the world but the time helpers (:mod:`interplay.world.times`): a schedule is
+plain data the user's side reads (a user sim gets it in ``Person.schedule``).
 """
 
 from __future__ import annotations
@@ -25,12 +28,13 @@ HORIZON_DAYS = 14
 
 @attrs.define
 class BusyBlock:
-    """A recurring busy block: ``start``-``end`` (``HH:MM``, local) on ``days`` (none: every
-    day). An end at or before the start runs past midnight."""
+    """A recurring busy block: ``start``-``end`` (``HH:MM``, local) on ``days`` (left out:
+    every day; an empty list is refused, not read as every day). An end before the start runs
+    past midnight; an end equal to the start is refused (``00:00``-``24:00`` is a whole day)."""
 
     start: str
     end: str
-    days: list[str] = attrs.Factory(list)
+    days: list[str] | None = None
     label: str = ""
 
 
@@ -53,7 +57,10 @@ class Schedule:
         except ValueError as exc:
             out.append(f"timezone: {exc}")
         if self.awake is not None:
-            if len(self.awake) != 2:
+            if not self.awake:
+                out.append("awake: empty; give two times of day, e.g. [\"07:00\", \"23:00\"], "
+                           "or leave awake out for a person who is always awake")
+            elif len(self.awake) != 2:
                 out.append("awake: give two times of day, e.g. [\"07:00\", \"23:00\"]")
             else:
                 for value in self.awake:
@@ -62,10 +69,19 @@ class Schedule:
                     out.append("awake: the start equals the end; leave awake out for a "
                                "person who never sleeps")
         for i, block in enumerate(self.busy):
-            out += _time_problem(block.start, f"busy[{i}].start")
-            out += _time_problem(block.end, f"busy[{i}].end")
+            clock = _time_problem(block.start, f"busy[{i}].start")
+            clock += _time_problem(block.end, f"busy[{i}].end")
+            if not clock and times.parse_clock_time(block.start) == times.parse_clock_time(
+                    block.end):
+                clock.append(f"busy[{i}]: the start equals the end; for a whole day write "
+                             f"start = \"00:00\", end = \"24:00\"")
+            out += clock
+            if block.days is not None and not block.days:
+                out.append(f"busy[{i}].days: empty; name the days it comes back on, e.g. "
+                           f"[\"weekdays\"], or leave days out for every day")
+                continue
             try:
-                times.parse_days(block.days)
+                times.parse_days(block.days or ())
             except ValueError as exc:
                 out.append(f"busy[{i}].days: {exc}")
         for mode, spec in self.reply_delays.items():
@@ -131,8 +147,10 @@ class Schedule:
     def from_plain(cls, data: Mapping[str, Any]) -> Schedule:
         """A schedule from plain data: :meth:`describe`'s, or settings with the same keys."""
         awake = data.get("awake")
+        # Kept as given, so problems() refuses an empty or odd list rather than reading it as
+        # "always awake".
         return cls(timezone=str(data.get("timezone") or "UTC"),
-                   awake=(awake[0], awake[1]) if awake and len(awake) == 2 else None,
+                   awake=None if awake is None else tuple(awake),  # type: ignore[arg-type]
                    busy=[b if isinstance(b, BusyBlock) else BusyBlock(**b)
                          for b in data.get("busy") or ()],
                    reply_delays=dict(data.get("reply_delays") or {}))
@@ -149,7 +167,7 @@ class Schedule:
         after it: the block and its start and end (epoch seconds); None when there is none."""
         near: tuple[BusyBlock, float, float] | None = None
         for block in self.busy:
-            days = times.parse_days(block.days)
+            days = times.parse_days(block.days or ())
             for day in self._days(t, 1):
                 if day.weekday() not in days:
                     continue
@@ -181,7 +199,7 @@ class Schedule:
     def _busy_spans(self, t: float, ahead: int = 1) -> list[tuple[float, float]]:
         out = []
         for block in self.busy:
-            days = times.parse_days(block.days)
+            days = times.parse_days(block.days or ())
             out += [self._span(day, block.start, block.end) for day in self._days(t, ahead)
                     if day.weekday() in days]
         return out

@@ -6,6 +6,9 @@ floods and are folded: clock jumps (the first ``JUMPS_KEPT`` between two wakes a
 rest become one ``jumps_folded`` entry with their count and span) and app changes (the first
 ``CHANGES_KEPT`` of each wake are kept, the rest are counted in one ``changes_folded`` entry).
 The entry kinds are listed in docs/always_on.md.
+
+It uses nothing of the world but the time helpers (:mod:`interplay.world.times`): it is given
+its start and time zone, and the parts and the loop write to it.
 """
 
 from __future__ import annotations

@@ -9,24 +9,29 @@ alert to the agent, an item on the user's phone, or a line the user writes in th
 
 Fires of one trigger run side by side when every action is a notify or a reply; a trigger with a
 tool action runs one fire at a time and queues the others (two read-then-write fires side by
-side could lose a write). Every fire keeps its own number and its own wait. This module owns the
-specs and the fires; the world gives them a clock, a queue and the actions' effects.
+side could lose a write). Every fire keeps its own number and its own wait.
+
+This module owns the specs and the fires. Of the world, they use the clock, the time zone, the
+event queue their events go on and the timeline each fire is noted in
+(:class:`~interplay.world.protocols.TriggersHost`); what an action does (``act``) and the
+contacts' answers still computing (``contact_calls``, for :meth:`Triggers.state`) are the
+world's, handed to :class:`Triggers` as functions. A trigger loop found mid-run is kept in
+:attr:`Triggers.failure` for the run to raise.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Callable, Mapping
+from typing import Any, Literal
 
 import attrs
 
+from interplay.clock import to_us
 from interplay.world import times
 from interplay.world.events import Event
-
-if TYPE_CHECKING:
-    from interplay.world.world import World
+from interplay.world.protocols import TriggersHost
 
 #: Fires of one trigger at one instant before it is taken for a loop (an action that sets
 #: its own trigger off again).
@@ -213,12 +218,25 @@ class TriggerRun:
     burst: tuple[int, int] = (0, 0)
 
 
-class Triggers:
-    """Every trigger of a world, and the engine that runs their fires."""
+#: Carries out one action of a fire (the world's effects: an alert, a phone item, a contact
+#: asked, an app's tool called).
+Act = Callable[[Action, Fire], None]
 
-    def __init__(self, world: World) -> None:
+
+class Triggers:
+    """Every trigger of a world, and the engine that runs their fires: ``act`` carries out an
+    action, ``contact_calls`` lists the contacts' answers still being computed (each with the
+    ``key`` of the fire that asked, as :meth:`Contacts.state` gives them)."""
+
+    def __init__(self, world: TriggersHost, act: Act,
+                 contact_calls: Callable[[], list[dict[str, Any]]]) -> None:
         self.world = world
+        self.act = act
+        self.contact_calls = contact_calls
         self.runs: dict[str, TriggerRun] = {}
+        #: A trigger loop found mid-run (the run raises it: raised inside an agent's tool call
+        #: it would only reach the model as the tool's error).
+        self.failure: TriggerLoop | None = None
 
     def add(self, spec: Trigger) -> None:
         self.runs[spec.name] = TriggerRun(spec)
@@ -256,7 +274,7 @@ class Triggers:
         if spec.count is not None and run.fired >= spec.count:
             return
         run.next_event = self.world.queue.push(Event(
-            self.world.us(due), "trigger", key=(spec.name, run.fired + 1),
+            to_us(due), "trigger", key=(spec.name, run.fired + 1),
             data={"trigger": spec.name}, recurring=bool(spec.every)))
 
     def on_time(self, event: Event) -> None:
@@ -295,9 +313,7 @@ class Triggers:
         if count > MAX_FIRES_PER_INSTANT:
             loop = TriggerLoop(f"trigger {run.spec.name!r} fired {count} times at one instant; "
                                f"one of its actions sets it off again")
-            # Kept on the world too: raised inside an agent's tool call it would only reach
-            # the model as the tool's error.
-            self.world.failure = loop
+            self.failure = loop
             raise loop
         run.fired += 1
         number = run.fired
@@ -330,14 +346,14 @@ class Triggers:
             if action.wait and not fire.waited:
                 fire.waited = True
                 due = self.world.clock.now() + times.parse_duration(action.wait)
-                fire.waiting_until_us = self.world.us(due)
+                fire.waiting_until_us = to_us(due)
                 fire.event = self.world.queue.push(Event(
                     fire.waiting_until_us, "fire_step", key=(run.spec.name, fire.number,
                                                              fire.index),
                     data={"trigger": run.spec.name, "fire": fire.number}))
                 return
             fire.waited = False
-            self.world.act(action, fire)
+            self.act(action, fire)
             fire.index += 1
         run.running.remove(fire)
         if run.backlog and not (run.spec.queues and run.running):
@@ -352,7 +368,7 @@ class Triggers:
         of their limits."""
         tz = self.world.timezone
         calls: dict[str, list[dict[str, Any]]] = {}
-        for call in self.world.contacts.state():
+        for call in self.contact_calls():
             calls.setdefault(str(call["key"][0]), []).append(
                 {k: v for k, v in call.items() if k != "key"})
         out: dict[str, Any] = {}

@@ -7,6 +7,10 @@ side) calls, so that every change says who made it (``agent``, ``others``, ``non
 
 It does not run the agent or the user: the always_on step's loop takes events from the queue,
 jumps the clock to each, and decides what wakes the agent and when the user reads.
+
+The parts never import this module: each takes the world as the narrow protocol of
+:mod:`interplay.world.protocols` that names what it uses, and :class:`World` implements them
+all (the triggers also get :meth:`World.act` and the contacts' :meth:`~Contacts.state`).
 """
 
 from __future__ import annotations
@@ -47,8 +51,8 @@ class World:
         self.queue = EventQueue()
         self.timeline = Timeline(start, timezone)
         self.apps: dict[str, App] = {}
-        self.triggers = Triggers(self)
         self.contacts = Contacts(self, ask)
+        self.triggers = Triggers(self, act=self.act, contact_calls=self.contacts.state)
         self.chat = UserChat(self, user_name, chat or ChatSettings())
         #: The wake the world is in (changes between two wakes count for the coming one).
         self.wake = 1
@@ -57,8 +61,6 @@ class World:
         self.tool_calls: list[dict[str, Any]] = []
         #: Contacts' answers the world had to wait for before a wake.
         self.settled = 0
-        #: A scenario error found mid-run (a trigger loop); the loop raises it.
-        self.failure: Exception | None = None
         #: While the agent's turn runs on a running clock: what each of the agent's tool calls
         #: runs inside. It brings the world up to the clock first (what fell due is carried
         #: out, at its time) and stops the clock while the tool runs, so a tool never sees a
@@ -68,6 +70,11 @@ class World:
         self._actor: contextvars.ContextVar[str] = contextvars.ContextVar("actor",
                                                                          default="none")
         self._unsubscribe: Callable[[], None] | None = None
+
+    @property
+    def failure(self) -> Exception | None:
+        """A scenario error found mid-run (a trigger loop); the loop raises it."""
+        return self.triggers.failure
 
     # -- building ------------------------------------------------------------------------------
 
@@ -133,11 +140,19 @@ class World:
 
     # -- changes and events --------------------------------------------------------------------
 
-    def record_change(self, app: App, action: str, data: dict[str, Any]) -> None:
-        change = {"app": app.name, "action": action, "by": self._actor.get(),
+    def record_change(self, app: str, action: str, data: dict[str, Any]) -> None:
+        """Record a change app ``app`` made, with who made it, the wake and the phase; the
+        state triggers see it."""
+        change = {"app": app, "action": action, "by": self._actor.get(),
                   "phase": self.phase, "data": data}
         self.timeline.change(self.clock.now_us(), self.wake, change)
         self.triggers.on_change(change)
+
+    def deliver(self, app: str, sender: str, text: str, **meta: Any) -> None:
+        """Hand a contact's answer to app ``app`` (an inbox files it), as a change made by
+        ``others``."""
+        with self.acting("others"):
+            self.apps[app].deliver(sender, text, **meta)
 
     def run_event(self, event: Event) -> bool:
         """Carry out a world event (a time trigger comes due, a fire's wait ends); False for

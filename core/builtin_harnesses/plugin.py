@@ -1,0 +1,15 @@
+"""Registers the builtin harnesses (listed in interplay.plugins.DEFAULT_PLUGINS)."""
+
+from __future__ import annotations
+
+from interplay.hookspecs import Register, hookimpl
+
+
+@hookimpl
+def register_harnesses(register: Register) -> None:
+    from interplay.builtin_harnesses.chat import ChatHarness, NullHarness
+    from interplay.builtin_harnesses.command import CommandHarness
+
+    register(ChatHarness)
+    register(NullHarness)
+    register(CommandHarness)

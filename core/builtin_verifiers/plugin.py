@@ -1,0 +1,23 @@
+"""Registers the builtin verifiers (listed in interplay.plugins.DEFAULT_PLUGINS)."""
+
+from __future__ import annotations
+
+from interplay.hookspecs import Register, hookimpl
+
+
+@hookimpl
+def register_verifiers(register: Register) -> None:
+    from interplay.builtin_verifiers.asked_before import AskedBefore
+    from interplay.builtin_verifiers.match import Contains, Exact, Regex
+    from interplay.builtin_verifiers.payoff import Payoff
+    from interplay.builtin_verifiers.rubric import Rubric
+    from interplay.builtin_verifiers.state import StateMatch, StepScore
+
+    register(Exact)
+    register(Contains)
+    register(Regex)
+    register(Rubric)
+    register(Payoff)
+    register(StateMatch)
+    register(StepScore)
+    register(AskedBefore)

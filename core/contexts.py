@@ -1,0 +1,270 @@
+"""What a step, a verifier, a harness and a user sim are handed: the context of one episode and
+of one harness segment, as protocols, and the values that come with them (:class:`SeatSpec`,
+:class:`Reply`).
+
+The contracts (:mod:`interplay.step`, :mod:`interplay.verifier`, :mod:`interplay.harness`,
+:mod:`interplay.usersim`, :mod:`interplay.env`) speak in these types, and so does a plugin; the
+run implements them (:class:`interplay.run.episode.EpisodeContext`,
+:class:`interplay.run.agent.Agent`, :class:`~interplay.run.agent.ChatSession`,
+:class:`~interplay.run.agent.SegmentContext`), so neither the contracts nor a plugin need the
+run. Each protocol holds what a plugin may rely on; the run's classes carry more for their own
+use. This module imports nothing above the records.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from types import TracebackType
+from typing import Any, Protocol
+
+import attrs
+
+from interplay.clock import Clock
+from interplay.endpoint import Endpoint
+from interplay.records import EpisodeInfo, Message, ModelCall, Task, ToolRun, Trace
+from interplay.tools import CallOutcome, Tool
+
+
+@attrs.define
+class SeatSpec:
+    """How a seat is filled: harness, model, sampling, trainable, retries, limits.
+
+    ``model`` None means the run's model. ``retries`` re-runs a failed one-shot run; it never
+    applies to a chat (the user's side cannot be replayed).
+    """
+
+    harness: str = "chat"
+    harness_config: dict[str, Any] = attrs.Factory(dict)
+    model: Endpoint | None = None
+    sampling: dict[str, Any] = attrs.Factory(dict)
+    trainable: bool = True
+    retries: int = 0
+    timeout_s: float = 600.0
+
+
+@attrs.define
+class Reply:
+    """What one turn produced: the agent's last text, whether the exchange is over, and the
+    messages the segment added."""
+
+    text: str
+    stopped: bool = False
+    stop_condition: str | None = None
+    messages: list[Message] = attrs.Factory(list)
+
+
+class ChatClient(Protocol):
+    """A model client: one Chat Completions call at a time, with the run's retries; failures
+    are recorded on the returned call, never raised (:class:`interplay.model.client.ModelClient`
+    is one)."""
+
+    @property
+    def endpoint(self) -> Endpoint: ...
+
+    async def chat(self, messages: Sequence[Message | Mapping[str, Any]], *,
+                   tools: list[dict[str, Any]] | None = None, stream: bool = False,
+                   capture: bool = False, **params: Any) -> ModelCall:
+        """One call on ``messages`` (with the endpoint's and the seat's sampling under
+        ``params``); ``capture`` asks for the call's token ids and logprobs."""
+        ...
+
+    async def chat_raw(self, body: dict[str, Any], *,
+                       on_chunk: Callable[[bytes, dict[str, Any]], Awaitable[None] | None]
+                       | None = None,
+                       on_start: Callable[[], None] | None = None,
+                       payload: bytes | None = None, capture: bool = False) -> ModelCall:
+        """Send ``body`` (a Chat Completions request) as it is; with ``"stream": true`` each
+        chunk goes to ``on_chunk`` as it arrives."""
+        ...
+
+
+class SegmentClient(ChatClient, Protocol):
+    """The model client as a harness reaches it (``ctx.client``): every call made through it is
+    kept on the trace as it returns."""
+
+    def record(self, call: ModelCall) -> None:
+        """Keep ``call`` on the trace unless it is there already."""
+        ...
+
+
+class ModelRoute(Protocol):
+    """A trace's own way to the interception server, for a program that runs as a process of
+    its own: it is pointed at ``base_url`` with ``secret`` as its API key."""
+
+    @property
+    def base_url(self) -> str: ...
+
+    @property
+    def secret(self) -> str: ...
+
+
+class ToolRoute(Protocol):
+    """A trace's own way to its seat's tools through the tool gateway (MCP, streamable HTTP):
+    ``url``, and ``token`` sent as ``Authorization: Bearer <token>``."""
+
+    @property
+    def url(self) -> str: ...
+
+    @property
+    def token(self) -> str: ...
+
+
+class SegmentContext(Protocol):
+    """Everything a harness may use while it runs segments for one trace (``launch``,
+    ``resume`` and ``close`` receive it)."""
+
+    #: The trace this exchange writes: its messages, model calls, tool runs, info.
+    trace: Trace
+    #: The task, as the taskset gave it.
+    task: Task
+    #: What the model may see of the task (its prompt hidden when a step masked it).
+    wire_task: Task
+    #: The seat's tools.
+    tools: list[Tool]
+    #: The seat's sampling settings.
+    sampling: dict[str, Any]
+    #: How long one segment may take.
+    timeout_s: float
+    #: Per-trace state a harness keeps between segments (a session id, a home dir).
+    state: dict[str, Any]
+    #: The ``tool_choice`` the caller asked for this segment's first model call (None: the
+    #: model chooses).
+    tool_choice: str | dict[str, Any] | None
+
+    @property
+    def client(self) -> SegmentClient:
+        """The model client; what is sent through it is recorded on this trace."""
+        ...
+
+    @property
+    def clock(self) -> Clock | None:
+        """The episode's clock (None for an agent outside an episode)."""
+        ...
+
+    def record_call(self, call: ModelCall) -> None:
+        """Keep a model call made another way than through ``client`` on the trace, once."""
+        ...
+
+    def record_tool(self, run: ToolRun) -> None:
+        """Keep a tool run on the trace."""
+        ...
+
+    async def call_tool(self, name: str, arguments: str | Mapping[str, Any] | None, *,
+                        call_id: str, tools: Mapping[str, Tool] | None = None,
+                        timeout_s: float | None = None) -> CallOutcome:
+        """Run one of the model's tool calls against the seat's tools and record it; what the
+        model reads back (failures come back as text, never raised)."""
+        ...
+
+    async def route(self) -> ModelRoute:
+        """This trace's own route through the interception server (opened on first use)."""
+        ...
+
+    async def tool_route(self) -> ToolRoute | None:
+        """This trace's own route to its seat's tools (None when the seat has none)."""
+        ...
+
+
+class ChatSession(Protocol):
+    """An exchange held open turn by turn with one agent (``async with agent.chat(task) as
+    s``); every ``turn()`` runs exactly one harness segment. Leaving the ``async with`` block
+    closes it (``user_closed``)."""
+
+    #: The task the exchange is on.
+    task: Task
+    #: The trace it writes.
+    trace: Trace
+    #: Turns taken so far.
+    turns: int
+
+    @property
+    def over(self) -> bool:
+        """Whether the exchange is over (a stop condition, or closed)."""
+        ...
+
+    async def turn(self, message: str | Message | None = None, *,
+                   tool_choice: str | dict[str, Any] | None = None,
+                   context: Sequence[Message] | None = None) -> Reply:
+        """Run one segment: the opening reply, or the agent's answer to ``message``."""
+        ...
+
+    def stop(self, stop_condition: str) -> None:
+        """End the exchange with a stop condition of the caller's (``user_done``, ...)."""
+        ...
+
+    async def close(self, stop_condition: str = "user_closed") -> None:
+        """Close the exchange (idempotent); the harness releases what it held."""
+        ...
+
+    async def __aenter__(self) -> ChatSession: ...
+
+    async def __aexit__(self, exc_type: type[BaseException] | None,
+                        exc: BaseException | None, tb: TracebackType | None) -> None: ...
+
+
+class SeatAgent(Protocol):
+    """The agent filling a seat in an episode (``ctx.agent(seat)``; :class:`interplay.Agent`
+    is one): open an exchange with :meth:`chat`, or make one call with :meth:`run`."""
+
+    #: Its name in the episode (the seat's, or a name a step gave it).
+    name: str
+    #: The seat it fills.
+    seat: str
+    #: Its settings: harness, model, sampling, trainable, retries, limits.
+    spec: SeatSpec
+    #: The tools it may call (a step may change them before it opens an exchange).
+    tools: list[Tool]
+
+    @property
+    def trainable(self) -> bool: ...
+
+    def chat(self, task: Task, *, mask_prompt: bool = False) -> ChatSession:
+        """Open an exchange on ``task`` (``mask_prompt`` hides the prompt from the wire)."""
+        ...
+
+    async def run(self, task: Task) -> Trace:
+        """One call: open, one segment, close."""
+        ...
+
+
+class Resources(Protocol):
+    """What every episode of a run shares that a step or a verifier may use: model clients
+    (:class:`interplay.RunResources` is one)."""
+
+    #: The run's model.
+    endpoint: Endpoint
+
+    def client(self, endpoint: Endpoint | None = None) -> ChatClient:
+        """A client of ``endpoint`` (the run's model when None), shared across the run."""
+        ...
+
+
+class EpisodeContext(Protocol):
+    """What an env's steps, its verifiers, its user sims and ``Env.tools`` reach during one
+    episode."""
+
+    #: The episode's task as the taskset gave it, whatever a step hides from a seat.
+    task: Task
+    #: Which episode this is: id, env, task index, rollout, seed.
+    info: EpisodeInfo
+    #: What the run shares (model clients).
+    resources: Resources
+    #: The episode's clock.
+    clock: Clock
+    #: The env's own results (payoffs, a timeline); stored on the episode.
+    results: dict[str, Any]
+    #: Metrics steps report (turn counts, forfeits); merged into the episode's metrics.
+    metrics: dict[str, float]
+    #: Every trace of every exchange opened so far.
+    traces: list[Trace]
+
+    @property
+    def rng(self) -> random.Random:
+        """This episode's random source, seeded by (seed, task, rollout)."""
+        ...
+
+    def agent(self, seat: str, *, name: str | None = None) -> SeatAgent:
+        """The agent filling ``seat`` in this episode (made on first use; ``name`` makes
+        another agent in the same seat)."""
+        ...
