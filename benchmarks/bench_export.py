@@ -5,7 +5,7 @@ capture adds to an episode line.
 The file is generated into a temporary folder (deleted at the end) from real records: each
 episode a user-sim-like chat of an assistant (trainable, token capture on: prompt ids,
 completion ids and logprobs on every call) with tool calls and results, and a modeled user
-(untrainable, no capture); episode lines written by ``interplay.records.to_json_bytes`` as a
+(untrainable, no capture); episode lines written by ``interplay.splicing.to_json_bytes`` as a
 run writes them, varied per episode (ids, rewards, rollouts). One episode in 50 ended in an
 error, and one in 100 was run again (``--retry-errors``), so its pair has two lines.
 
@@ -37,7 +37,7 @@ from typing import Any
 
 import orjson
 
-from interplay import records
+from interplay import splicing
 from interplay.model.tokens import compact
 from interplay.records import (
     Episode,
@@ -125,7 +125,7 @@ def make_episode(rng: random.Random, task_idx: int, rollout: int, *,
 def generate(path: Path, size_mb: float, seed: int = 0) -> tuple[int, int]:
     """Write about ``size_mb`` MB of episode lines; returns (bytes, lines)."""
     rng = random.Random(seed)
-    templates = [orjson.loads(records.to_json_bytes(make_episode(rng, 0, 0)))
+    templates = [orjson.loads(splicing.to_json_bytes(make_episode(rng, 0, 0)))
                  for _ in range(16)]
     target = int(size_mb * 1e6)
     written = lines = 0
@@ -212,9 +212,9 @@ def measure(case: str, src: Path, work: Path) -> dict[str, Any]:
 
 def line_growth() -> dict[str, Any]:
     rng = random.Random(7)
-    with_tokens = records.to_json_bytes(make_episode(rng, 0, 0))
+    with_tokens = splicing.to_json_bytes(make_episode(rng, 0, 0))
     rng = random.Random(7)
-    without = records.to_json_bytes(make_episode(rng, 0, 0, capture=False))
+    without = splicing.to_json_bytes(make_episode(rng, 0, 0, capture=False))
     return {"line_bytes_without_capture": len(without), "with_capture": len(with_tokens),
             "growth": round(len(with_tokens) / len(without), 2)}
 

@@ -1,4 +1,4 @@
-"""interplay's listeners (the shared ASGI plumbing of ``interplay._asgi``) under a descriptor
+"""interplay's listeners (the shared ASGI plumbing of ``interplay._listener``) under a descriptor
 limit and a client that hoards connections, and what the plumbing costs per request.
 
 Run by hand: ``.venv/bin/python benchmarks/bench_listener.py [--hostile N] [--good N]``.
@@ -116,13 +116,14 @@ async def hostile_run(hostile: int, good: int) -> None:
 def serve_trivial() -> None:
     from interplay import _aio
     from interplay import _asgi as asgi
+    from interplay._listener import AsgiServer
 
     async def app(scope: Any, receive: Any, send: Any) -> None:
         await asgi.read_body(receive, 1 << 20)
         await asgi.send_json(send, 200, {"ok": 1})
 
     async def main() -> None:
-        srv = asgi.AsgiServer(app)
+        srv = AsgiServer(app)
         await srv.start()
         print(srv.port, flush=True)
         await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)

@@ -48,9 +48,11 @@ from interplay.harness import Harness, NoConfig, Segment
 from interplay.hookspecs import Register, hookimpl
 from interplay.loader import env_from_toml, lookup
 from interplay.log import get_logger
+from interplay.model.retries import Failure as AttemptFailure
+from interplay.model.retries import Policy as RetryPolicy
 from interplay.model.wire import assistant_message, request_messages
 from interplay.plugins import describe_kinds, is_kind
-from interplay.processes import owner_tag, popen, start_process
+from interplay.processes import not_runnable, owner_tag, popen, refusal_reason, start_process
 from interplay.records import (
     Episode,
     EpisodeInfo,
@@ -92,6 +94,7 @@ __all__ = [
     "Agent",
     "Answer",
     "App",
+    "AttemptFailure",
     "BusyBlock",
     "ChatSession",
     "Clock",
@@ -118,6 +121,7 @@ __all__ = [
     "Relay",
     "RelayConfig",
     "Reply",
+    "RetryPolicy",
     "Reward",
     "RolloutGroup",
     "Rollouts",
@@ -155,10 +159,12 @@ __all__ = [
     "load_jsonl",
     "load_taskset",
     "lookup",
+    "not_runnable",
     "owner_tag",
     "parse_duration",
     "person_from_task",
     "popen",
+    "refusal_reason",
     "reply_target_of",
     "request_messages",
     "run_episode",

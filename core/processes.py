@@ -244,8 +244,21 @@ NOT_RUNNABLE = frozenset({errno.ENOENT, errno.EACCES, errno.EPERM, errno.ENOEXEC
 
 
 def not_runnable(exc: OSError) -> bool:
-    """Whether ``exc``, raised starting a program, says the program cannot run as given."""
+    """Whether ``exc``, raised starting a program, says the program cannot run as given (no
+    such file, no permission, not an executable: a setting to fix, not worth trying again),
+    rather than that the system was short of descriptors, processes or memory (trying again
+    may work)."""
     return exc.errno in NOT_RUNNABLE
+
+
+def refusal_reason(exc: OSError) -> str:
+    """Why the system refused to start a program (``exc`` is not :func:`not_runnable`), in
+    words: its error's text, or what uvloop's errno -1 ("Unknown error -1", how it reports a
+    start that failed for want of descriptors) means."""
+    if exc.errno is None or exc.errno < 0:
+        return "no descriptor, process or memory to spare (the system's error: " \
+               f"{exc.strerror or exc})"
+    return exc.strerror or str(exc)
 
 
 @attrs.define

@@ -26,7 +26,7 @@ from interplay.records import (
     ToolCall,
     Trace,
 )
-from interplay.run import results
+from interplay.run import reading, results
 from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
 
 # Requests in the order a -c 1 run makes them (rollout by rollout, task by task): the reply
@@ -300,7 +300,7 @@ def test_iter_episodes_reads_heads_first_and_refuses_a_broken_line_when_reached(
     lines = [results.episode_line(e) for e in episodes]
     # A line that begins as an episode line and breaks further on.
     broken = lines[1][:lines[1].index(b',"task":') + 12] + b'"oops'
-    assert results._HEAD.match(broken)
+    assert reading._HEAD.match(broken)
     path.write_bytes(lines[0] + b"\n" + broken + b"\n" + lines[2] + b"\n")
     streamed = results.iter_episodes(path)
     assert results.pair_of(next(streamed)) == (0, 0)

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from interplay import InterplayError, _codec, records
+from interplay import InterplayError, _codec, records, splicing
 from interplay.records import (
     Episode,
     EpisodeInfo,
@@ -221,7 +221,7 @@ def test_to_json_bytes_reads_back_as_to_json(episode: Episode, form: str, warm: 
                 "utf16": json.dumps(body).encode("utf-16-le"),
                 "none": None,
             }[form]
-    line = records.to_json_bytes(episode)
+    line = splicing.to_json_bytes(episode)
     assert b"\n" not in line
     if form == "compact" and not imitate and any(t.model_calls for t in episode.traces):
         # Spliced in as it came (spaces and all), not parsed and encoded again.

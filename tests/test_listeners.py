@@ -1,5 +1,5 @@
 """interplay's listeners (the interception server, the scripted model's server and the embedded
-model's server, all on the shared plumbing of ``interplay._asgi``) against what they do not
+model's server, all on the shared plumbing of ``interplay._listener``) against what they do not
 serve, over real sockets: a WebSocket handshake gets a plain refusal, never a 500, and nothing
 is logged as an error."""
 

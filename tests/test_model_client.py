@@ -15,6 +15,7 @@ import attrs
 import pytest
 
 from interplay import _asgi as asgi
+from interplay._listener import AsgiServer
 from interplay.endpoint import Endpoint
 from interplay.errors import InterplayError
 from interplay.model.client import ModelClient, Models, encode_body
@@ -176,7 +177,7 @@ async def garbling(request: pytest.FixtureRequest) -> AsyncIterator[str]:
         await send({"type": "http.response.body", "body": b"".join(
             b"data: " + line + b"\n\n" for line in (GOOD_CHUNK, bad, end, b"[DONE]"))})
 
-    server = asgi.AsgiServer(app)
+    server = AsgiServer(app)
     await server.start()
     yield f"{server.url}/v1"
     await server.stop()

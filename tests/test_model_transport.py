@@ -23,6 +23,7 @@ from netkit import ForwardProxy, Redirector, TestCA, TlsFront
 
 from interplay import _asgi as asgi
 from interplay import config
+from interplay._listener import AsgiServer
 from interplay.endpoint import Endpoint
 from interplay.errors import InterplayError
 from interplay.interception import InterceptionServer
@@ -381,7 +382,7 @@ async def fixed_bytes(scope: Any, receive: Any, send: Any) -> None:
 
 @pytest.fixture
 async def verbatim() -> AsyncIterator[str]:
-    server = asgi.AsgiServer(fixed_bytes)
+    server = AsgiServer(fixed_bytes)
     await server.start()
     yield f"{server.url}/v1"
     await server.stop()

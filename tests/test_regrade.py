@@ -222,9 +222,9 @@ def test_split_episodes_regrade_and_export_whole(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Episodes whose lines were split (their transcripts in side files) are regraded and
     exported from their whole records, and a regrade writes split lines as a run does."""
-    from interplay.run import results
+    from interplay.run import results, side_files
 
-    monkeypatch.setattr(results, "LINE_BOUND", 512)
+    monkeypatch.setattr(side_files, "LINE_BOUND", 512)
     model = scripted_model(relay)
     out = tmp_path / "run"
     assert cli.main(["eval", "user-sim", "-n", "2", "--base-url", model.base_url,

@@ -14,7 +14,7 @@ import httpx
 import openai
 import pytest
 
-from interplay import records
+from interplay import records, splicing
 from interplay.builtin_envs.envs import UserSimEnv
 from interplay.interception import InterceptionServer
 from interplay.model import tokens
@@ -150,7 +150,7 @@ async def test_only_trainable_seats_ask_for_tokens() -> None:
     assert user.model_calls and all(c.tokens is None for c in user.model_calls)
     assert all("return_token_ids" not in c.request for c in user.model_calls)
     # The episode line keeps them, as compact lists, and reads back the same.
-    line = records.to_json_bytes(episode)
+    line = splicing.to_json_bytes(episode)
     assert b'"completion_ids":[' in line
     assert records.from_json(line, Episode) == episode
 

@@ -35,7 +35,7 @@ from interplay.contexts import SegmentContext
 from interplay.errors import InterplayError
 from interplay.harness import Harness, Segment
 from interplay.model.retries import Failure, Policy
-from interplay.processes import ProgramRun, not_runnable, run_program
+from interplay.processes import ProgramRun, not_runnable, refusal_reason, run_program
 from interplay.records import Message, Task
 
 #: Bytes of stdout/stderr kept on the trace per segment.
@@ -106,7 +106,7 @@ class CommandHarness(Harness):
                     raise InterplayError(f"harness 'command': cannot run program {argv[0]!r} "
                                          f"({reason}); fix harness_config.argv") from None
                 raise Failure("spawn_error", f"the system could not start program "
-                              f"{argv[0]!r} ({_system_reason(exc)})") from None
+                              f"{argv[0]!r} ({refusal_reason(exc)})") from None
 
         try:
             run = await Policy(ctx.client.endpoint).run(attempt, event="command.start_retry")
@@ -138,11 +138,3 @@ class CommandHarness(Harness):
         runs.append({"exit_code": code, "stdout": out[-KEEP_BYTES:].decode(errors="replace"),
                      "stderr": err[-KEEP_BYTES:].decode(errors="replace")})
 
-
-def _system_reason(exc: OSError) -> str:
-    """What the system ran short of, as its error says it (uvloop reports a failed start for
-    want of descriptors as errno -1, "Unknown error -1")."""
-    if exc.errno is None or exc.errno < 0:
-        return "no descriptor, process or memory to spare (the system's error: " \
-               f"{exc.strerror or exc})"
-    return exc.strerror or str(exc)

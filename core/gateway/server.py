@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import attrs
 
 from interplay import _asgi as asgi
+from interplay._listener import AsgiServer
 from interplay.errors import InterplayError
 from interplay.log import get_logger
 from interplay.tools import CallOutcome, Tool
@@ -99,9 +100,9 @@ class ToolGateway:
                  body_timeout_s: float = 30.0) -> None:
         self.max_body_bytes = max_body_bytes
         self._routes: dict[str, ToolRoute] = {}
-        self._server = asgi.AsgiServer(self.app, host=host, port=port, graceful_s=2.0,
-                                       header_timeout_s=header_timeout_s,
-                                       body_timeout_s=body_timeout_s)
+        self._server = AsgiServer(self.app, host=host, port=port, graceful_s=2.0,
+                                  header_timeout_s=header_timeout_s,
+                                  body_timeout_s=body_timeout_s)
         self._mcp_app: Any = None
         self._types: Any = None
         self._keeper: asyncio.Task[None] | None = None

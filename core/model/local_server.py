@@ -33,6 +33,7 @@ from interplay import _aio as aio
 from interplay import _asgi as asgi
 from interplay import _codec
 from interplay._ids import new_id
+from interplay._listener import AsgiServer
 from interplay.log import get_logger
 from interplay.model import request
 from interplay.model.local import (
@@ -446,7 +447,7 @@ def serve(host: str, port: int, threads: int | None = None) -> None:
     server = LocalServer(path, threads_setting(threads))
     log.info("local_model.serving", threads=server.threads[0],
              threads_batch=server.threads[1], n_ctx=N_CTX)
-    http = asgi.AsgiServer(server.app, host=host, port=port, graceful_s=1.0)
+    http = AsgiServer(server.app, host=host, port=port, graceful_s=1.0)
 
     async def run() -> None:
         await http.start()

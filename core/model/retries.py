@@ -37,10 +37,12 @@ _BACKOFF_CAP_S = 8.0
 
 
 class Failure(Exception):
-    """One failed attempt, classified. An answer with an error status carries its ``status``,
-    ``body`` and the ``headers`` worth passing on (content type, Retry-After). ``final`` marks
-    a failure that trying again cannot mend: part of the answer was already handed on, or the
-    endpoint's certificate is not trusted."""
+    """One failed attempt, classified (``interplay.AttemptFailure``): its ``error_type`` says
+    whether :class:`Policy` tries again (:data:`RETRYABLE`) and is what the record keeps;
+    ``message`` is the one line a user reads. An answer with an error status carries its
+    ``status``, ``body`` and the ``headers`` worth passing on (content type, Retry-After).
+    ``final`` marks a failure that trying again cannot mend: part of the answer was already
+    handed on, or the endpoint's certificate is not trusted."""
 
     def __init__(self, error_type: str, message: str, status: int | None = None, *,
                  retry_after: float | None = None, body: bytes | None = None,
@@ -116,7 +118,10 @@ def error_message(body: bytes, status: int) -> str:
 
 
 class Policy:
-    """The retry policy for one endpoint's calls (see the module docstring)."""
+    """The retry policy for one endpoint's calls (``interplay.RetryPolicy``): an attempt that
+    raises a transient :class:`Failure` is tried again after exponential backoff with full
+    jitter (or the endpoint's Retry-After), at most ``max_retries`` times and never past
+    ``retry_max_s`` from the first attempt; any other failure, or the last one, is raised."""
 
     def __init__(self, endpoint: Endpoint) -> None:
         self.max_retries = endpoint.max_retries

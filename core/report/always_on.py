@@ -3,34 +3,20 @@ message), the run wake by wake (what woke the agent, what it sent her, its tool 
 changes around it), the items on her phone, and what the world did that woke nobody.
 
 This module turns ``results["always_on"]`` (plain JSON from an episode's line) into plain
-values for the page, reading them defensively: a field of an unexpected shape is shown as text
-or left out, never a crash. It writes no markup.
+values for the page, reading them defensively (:mod:`interplay.report.plain`): a field of an
+unexpected shape is shown as text or left out, never a crash. It writes no markup.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from interplay.report.plain import as_json, as_map, as_seq, as_text
+
 #: App changes listed per wake on the page (the timeline keeps up to 200 per wake).
 CHANGES_SHOWN = 30
-
-
-def _map(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _seq(value: Any) -> Sequence[Any]:
-    return value if isinstance(value, list | tuple) else ()
-
-
-def _text(value: Any) -> str:
-    if value is None:
-        return ""
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False,
-                                                            default=repr)
 
 
 def when(at: Any) -> str:
@@ -38,14 +24,14 @@ def when(at: Any) -> str:
     try:
         return f"{dt.datetime.fromisoformat(str(at)):%a %Y-%m-%d %H:%M}"
     except ValueError:
-        return _text(at)
+        return as_text(at)
 
 
 def _chat_entry(entry: Mapping[str, Any]) -> dict[str, str]:
-    who, kind = _text(entry.get("from")), _text(entry.get("kind"))
+    who, kind = as_text(entry.get("from")), as_text(entry.get("kind"))
     meta: list[str] = []
     if who == "agent":
-        meta.append(f"message #{_text(entry.get('n'))} · wake {_text(entry.get('wake'))}")
+        meta.append(f"message #{as_text(entry.get('n'))} · wake {as_text(entry.get('wake'))}")
         if entry.get("read"):
             meta.append(f"read {when(entry['read_at'])}" if entry.get("read_at") else "read")
         elif entry.get("wrap_up"):
@@ -56,63 +42,63 @@ def _chat_entry(entry: Mapping[str, Any]) -> dict[str, str]:
             meta.append("leftover of a failed turn")
     elif who == "step":
         return {"who": "step", "when": when(entry.get("at")),
-                "meta": f"end: {_text(entry.get('reason'))}", "text": _text(entry.get("note"))}
+                "meta": f"end: {as_text(entry.get('reason'))}", "text": as_text(entry.get("note"))}
     else:
         labels = {"opening": "her request", "line": "her line", "reply": "her reply",
-                  "undelivered": f"never reached the agent ({_text(entry.get('why'))})",
+                  "undelivered": f"never reached the agent ({as_text(entry.get('why'))})",
                   "wrap_up": "her last word, after the end (never sent)"}
         meta.append(labels.get(kind, kind))
         if entry.get("reply_to"):
-            meta.append(f"to #{_text(entry.get('reply_to'))}")
+            meta.append(f"to #{as_text(entry.get('reply_to'))}")
         if entry.get("wake") is not None:
-            meta.append(f"reached the agent in wake {_text(entry.get('wake'))}")
+            meta.append(f"reached the agent in wake {as_text(entry.get('wake'))}")
         if entry.get("done"):
             meta.append("done")
     return {"who": who if who in ("user", "agent") else "user", "when": when(entry.get("at")),
-            "meta": " · ".join(meta), "text": _text(entry.get("text"))}
+            "meta": " · ".join(meta), "text": as_text(entry.get("text"))}
 
 
 def _source(source: Mapping[str, Any]) -> dict[str, str]:
-    kind = _text(source.get("kind"))
+    kind = as_text(source.get("kind"))
     label = {"opening": "her request", "line": "her line", "user_reply": "her reply",
-             "alert": f"alert from {_text(source.get('source'))}",
-             "contact_reply": f"answer from {_text(source.get('contact'))}",
-             "check": f"check #{_text(source.get('check'))}", "rules": "the rules (step)",
+             "alert": f"alert from {as_text(source.get('source'))}",
+             "contact_reply": f"answer from {as_text(source.get('contact'))}",
+             "check": f"check #{as_text(source.get('check'))}", "rules": "the rules (step)",
              "final_notice": "last-turn notice (step)"}.get(kind, kind)
     due = when(source.get("due")) if source.get("due") else ""
     return {"label": label, "due": due, "late": "late" if source.get("late") else "",
-            "text": _text(source.get("text"))}
+            "text": as_text(source.get("text"))}
 
 
 def _call(call: Mapping[str, Any]) -> dict[str, str]:
-    return {"name": _text(call.get("name")), "phase": _text(call.get("phase")),
-            "arguments": json.dumps(call.get("arguments"), ensure_ascii=False, default=repr),
-            "error": _text(call.get("error"))}
+    return {"name": as_text(call.get("name")), "phase": as_text(call.get("phase")),
+            "arguments": as_json(call.get("arguments")),
+            "error": as_text(call.get("error"))}
 
 
 #: What the world did on its own, as the page lists it (kinds of timeline entries).
 _WORLD = {
-    "fire": lambda e: f"trigger {_text(e.get('trigger'))} fired (#{_text(e.get('fire'))})"
+    "fire": lambda e: f"trigger {as_text(e.get('trigger'))} fired (#{as_text(e.get('fire'))})"
                       + (" (queued)" if e.get("queued") else ""),
-    "phone": lambda e: f"{_text(e.get('channel'))} from {_text(e.get('sender'))} on her "
-                       f"phone: {_text(e.get('text'))}",
-    "change": lambda e: f"{_text(e.get('app'))}.{_text(e.get('action'))} by "
-                        f"{_text(e.get('by'))}",
-    "contact_asked": lambda e: f"{_text(e.get('contact'))} asked (call {_text(e.get('call'))})",
-    "contact_timed_out": lambda e: f"{_text(e.get('contact'))} did not answer in time "
-                                   f"(call {_text(e.get('call'))})",
-    "contact_failed": lambda e: f"{_text(e.get('contact'))} could not answer "
-                                f"(call {_text(e.get('call'))})",
-    "action_failed": lambda e: f"trigger {_text(e.get('trigger'))}: {_text(e.get('tool'))} "
-                               f"failed: {_text(e.get('error'))}",
+    "phone": lambda e: f"{as_text(e.get('channel'))} from {as_text(e.get('sender'))} on her "
+                       f"phone: {as_text(e.get('text'))}",
+    "change": lambda e: f"{as_text(e.get('app'))}.{as_text(e.get('action'))} by "
+                        f"{as_text(e.get('by'))}",
+    "contact_asked": lambda e: f"{as_text(e.get('contact'))} asked (call {as_text(e.get('call'))})",
+    "contact_timed_out": lambda e: f"{as_text(e.get('contact'))} did not answer in time "
+                                   f"(call {as_text(e.get('call'))})",
+    "contact_failed": lambda e: f"{as_text(e.get('contact'))} could not answer "
+                                f"(call {as_text(e.get('call'))})",
+    "action_failed": lambda e: f"trigger {as_text(e.get('trigger'))}: {as_text(e.get('tool'))} "
+                               f"failed: {as_text(e.get('error'))}",
     "read_unreachable": lambda e: "she could not be reached (never free within two weeks)",
-    "wrap_up_unread": lambda e: f"no wrap-up: she was {_text(e.get('state'))} at the end",
+    "wrap_up_unread": lambda e: f"no wrap-up: she was {as_text(e.get('state'))} at the end",
 }
 
 
 def _woke(sources: Sequence[Any]) -> set[tuple[Any, Any]]:
     """The (trigger, fire) pairs whose alerts or lines woke the agent."""
-    return {(s.get("trigger"), s.get("fire")) for s in map(_map, sources)
+    return {(s.get("trigger"), s.get("fire")) for s in map(as_map, sources)
             if s.get("trigger") is not None}
 
 
@@ -120,7 +106,7 @@ def _world(timeline: Sequence[Any], woke: set[tuple[Any, Any]]) -> list[dict[str
     """What the world did that woke nobody, at its time: fires that woke no one, items on her
     phone, app changes made by others or by nobody, contacts asked, actions that failed."""
     out = []
-    for entry in map(_map, timeline):
+    for entry in map(as_map, timeline):
         kind = entry.get("kind")
         describe = _WORLD.get(str(kind))
         if describe is None:
@@ -135,15 +121,15 @@ def _world(timeline: Sequence[Any], woke: set[tuple[Any, Any]]) -> list[dict[str
 
 def _phone(timeline: Sequence[Any]) -> list[dict[str, str]]:
     """The items on her phone, each with when she saw it (her first read after it)."""
-    entries = [e for e in map(_map, timeline) if e.get("kind") in ("phone", "read")]
+    entries = [e for e in map(as_map, timeline) if e.get("kind") in ("phone", "read")]
     out = []
     for i, entry in enumerate(entries):
         if entry.get("kind") != "phone":
             continue
         seen = next((r for r in entries[i + 1:] if r.get("kind") == "read"
                      and isinstance(r.get("phone"), int) and r["phone"] > 0), None)
-        out.append({"when": when(entry.get("at")), "channel": _text(entry.get("channel")),
-                    "sender": _text(entry.get("sender")), "text": _text(entry.get("text")),
+        out.append({"when": when(entry.get("at")), "channel": as_text(entry.get("channel")),
+                    "sender": as_text(entry.get("sender")), "text": as_text(entry.get("text")),
                     "seen": "never seen" if seen is None else
                     f"seen {when(seen.get('at'))}"
                     + (" (her wrap-up)" if seen.get("last_read") else "")})
@@ -162,17 +148,17 @@ def view(record: Any) -> dict[str, Any] | None:
     episode has no always_on record)."""
     if not isinstance(record, Mapping) or not isinstance(record.get("timeline"), list):
         return None
-    sent = {m.get("n"): _text(m.get("text")) for m in map(_map, _seq(record.get("response")))}
+    sent = {m.get("n"): as_text(m.get("text")) for m in map(as_map, as_seq(record.get("response")))}
     wakes: list[dict[str, Any]] = []
     changes: dict[Any, list[dict[str, str]]] = {}
     folded: dict[Any, int] = {}
-    for entry in map(_map, record["timeline"]):
+    for entry in map(as_map, record["timeline"]):
         kind = entry.get("kind")
         if kind == "change":
             changes.setdefault(entry.get("wake"), []).append({
-                "when": when(entry.get("at")), "app": _text(entry.get("app")),
-                "action": _text(entry.get("action")), "by": _text(entry.get("by")),
-                "phase": _text(entry.get("phase"))})
+                "when": when(entry.get("at")), "app": as_text(entry.get("app")),
+                "action": as_text(entry.get("action")), "by": as_text(entry.get("by")),
+                "phase": as_text(entry.get("phase"))})
         elif kind == "changes_folded":
             folded[entry.get("wake")] = int(entry.get("count") or 0)
         elif kind == "wake":
@@ -182,28 +168,28 @@ def view(record: Any) -> dict[str, Any] | None:
         n = entry.get("wake")
         listed = changes.get(n, [])
         rows.append({
-            "n": _text(n), "when": when(entry.get("at")), "final": bool(entry.get("final")),
-            "woke": [_source(_map(s)) for s in _seq(entry.get("sources"))],
-            "sent": [{"n": _text(m), "text": sent.get(m, "")} for m in _seq(entry.get("sent"))],
+            "n": as_text(n), "when": when(entry.get("at")), "final": bool(entry.get("final")),
+            "woke": [_source(as_map(s)) for s in as_seq(entry.get("sources"))],
+            "sent": [{"n": as_text(m), "text": sent.get(m, "")} for m in as_seq(entry.get("sent"))],
             "quiet": bool(entry.get("quiet")), "nudged": bool(entry.get("nudged")),
-            "folded": _folded(_map(entry.get("context")).get("folded_wakes")),
-            "tool_calls": [_call(_map(c)) for c in _seq(entry.get("tool_calls"))],
+            "folded": _folded(as_map(entry.get("context")).get("folded_wakes")),
+            "tool_calls": [_call(as_map(c)) for c in as_seq(entry.get("tool_calls"))],
             "changes": listed[:CHANGES_SHOWN],
             "more_changes": max(0, len(listed) - CHANGES_SHOWN) + folded.get(n, 0),
-            "note": _text(entry.get("private_note"))})
-    summary = _map(record.get("summary"))
-    pending = [(k.replace("_", " "), _map(v).get("count"))
-               for k, v in _map(summary.get("pending")).items() if _map(v).get("count")]
-    woke = {pair for entry in wakes for pair in _woke(_seq(entry.get("sources")))}
-    return {"end_reason": _text(record.get("end_reason")),
-            "end_note": _text(record.get("end_note")),
-            "timezone": _text(record.get("timezone")),
+            "note": as_text(entry.get("private_note"))})
+    summary = as_map(record.get("summary"))
+    pending = [(k.replace("_", " "), as_map(v).get("count"))
+               for k, v in as_map(summary.get("pending")).items() if as_map(v).get("count")]
+    woke = {pair for entry in wakes for pair in _woke(as_seq(entry.get("sources")))}
+    return {"end_reason": as_text(record.get("end_reason")),
+            "end_note": as_text(record.get("end_note")),
+            "timezone": as_text(record.get("timezone")),
             "span": f"{when(record.get('start'))} to "
                     f"{when(record.get('end')) if record.get('end') else 'no end time'}",
-            "counts": [(k.replace("_", " "), _text(v))
-                       for k, v in _map(summary.get("counts")).items()],
-            "pending": [(k, _text(v)) for k, v in pending],
-            "chat": [_chat_entry(_map(e)) for e in _seq(record.get("conversation"))],
+            "counts": [(k.replace("_", " "), as_text(v))
+                       for k, v in as_map(summary.get("counts")).items()],
+            "pending": [(k, as_text(v)) for k, v in pending],
+            "chat": [_chat_entry(as_map(e)) for e in as_seq(record.get("conversation"))],
             "wakes": rows,
             "phone": _phone(record["timeline"]),
             "world": _world(record["timeline"], woke)}

@@ -3,12 +3,12 @@ episode finishes), ``episodes/`` (the side files of long episodes) and ``summary
 making a new folder or checking one to resume, and reading its episode records back. Nothing
 here runs an episode or computes the summary.
 
-An episode's line stays small whatever its length: one whose line would pass
-:data:`LINE_BOUND` keeps its bulk (its traces' messages, model calls and tool runs, its
-judges' calls, and the long values of the env's results: an always_on timeline, the agent's
-private notes, tool arguments) in a side file, ``episodes/<episode_id>.json``, written and
-fsync'd before its line, which names it (``side``). :func:`whole_record` puts a record back
-together; every reader that needs more than the summary's figures goes through it.
+This module is the folder's API (``__all__``): it owns the folder and its files (making it,
+appending to episodes.jsonl, config.json and what it records of the verifiers, JSON files
+written whole) and names the rest from its parts: an episode's line and a long one's side file
+(:mod:`~interplay.run.side_files`), reading episodes.jsonl back
+(:mod:`~interplay.run.reading`) and what the summary reads of a record
+(:mod:`~interplay.run.slim`).
 """
 
 from __future__ import annotations
@@ -17,19 +17,15 @@ import asyncio
 import json
 import math
 import os
-import re
 import time
-from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, BinaryIO, Literal
+from typing import Any
 
-from interplay import _codec
 from interplay import config as config_mod
 from interplay.env import Env
 from interplay.errors import InterplayError
-from interplay.log import get_logger
-from interplay.records import Episode, converter, spliced, to_json_bytes
+from interplay.records import Episode, converter
 from interplay.run.config import (
     RunConfig,
     config_differences,
@@ -38,21 +34,61 @@ from interplay.run.config import (
     without_credentials,
 )
 from interplay.run.executor import executor_for
+from interplay.run.reading import iter_episodes, read_episodes
+from interplay.run.side_files import (
+    LINE_BOUND,
+    SIDE_DIR,
+    episode_line,
+    episode_parts,
+    side_ref,
+    split_record,
+    whole_record,
+    write_side,
+)
+from interplay.run.slim import (
+    criteria_scores,
+    finite_number,
+    pair_of,
+    record_usage,
+    slim_episode,
+    slim_record,
+)
 
-log = get_logger("interplay.run")
+__all__ = [
+    "CONFIG_FILE",
+    "EPISODES_FILE",
+    "LINE_BOUND",
+    "SIDE_DIR",
+    "SUMMARY_FILE",
+    "EpisodeLog",
+    "criteria_scores",
+    "default_output",
+    "episode_line",
+    "episode_parts",
+    "finite",
+    "finite_number",
+    "iter_episodes",
+    "judged_in",
+    "judged_names",
+    "pair_of",
+    "prepare",
+    "read_episodes",
+    "record_usage",
+    "recorded_verifiers",
+    "side_ref",
+    "slim_episode",
+    "slim_record",
+    "split_record",
+    "stored_episode",
+    "stored_verifiers",
+    "whole_record",
+    "write_json",
+    "write_side",
+]
 
 CONFIG_FILE = "config.json"
 EPISODES_FILE = "episodes.jsonl"
 SUMMARY_FILE = "summary.json"
-#: The folder of the side files, beside episodes.jsonl.
-SIDE_DIR = "episodes"
-#: An episode whose line would be longer than this keeps its bulk in a side file.
-LINE_BOUND = 64 * 1024
-#: In a split episode, a value of the env's results (or of one of its tables) longer than
-#: this as JSON goes to the side file; shorter ones (counts, the end reason) stay on the line.
-RESULT_KEPT = 2 * 1024
-#: What a split episode's traces keep in the side file (the line keeps their usage).
-TRACE_BULK = ("messages", "model_calls", "tool_runs")
 
 
 class EpisodeLog:
@@ -123,245 +159,6 @@ class EpisodeLog:
         self._fh = None
 
 
-def episode_line(episode: Episode) -> bytes:
-    """The episode's line in episodes.jsonl (without the newline)."""
-    try:
-        return to_json_bytes(episode)
-    except (TypeError, ValueError):
-        # Something JSON cannot hold (an env's own object in its results: kept as its repr),
-        # or text UTF-8 cannot (a lone surrogate, which a JSON escape from a model or a
-        # taskset can carry): escaped to ASCII, the line reads back as it was.
-        return json.dumps(converter().unstructure(episode), ensure_ascii=True,
-                          separators=(",", ":"), default=repr).encode()
-
-
-def episode_parts(episode: Episode) -> tuple[bytes, bytes | None]:
-    """The episode's line in episodes.jsonl and, when its whole line would pass
-    :data:`LINE_BOUND`, its side file's content (the line then names the side file and keeps
-    the rest: :func:`split_record`). Made from the episode as it is, without parsing its JSON
-    back (a month's line is 72 MB)."""
-    data = spliced(episode)
-    try:
-        line = _codec.dumps(data)
-    except (TypeError, ValueError):
-        return episode_line(episode), None  # what orjson refuses: whole, the plain way
-    if len(line) <= LINE_BOUND:
-        return line, None
-    kept, side = split_record(data, side_ref(episode.info.episode_id))
-    return _codec.dumps(kept), _codec.dumps(side)
-
-
-def side_ref(episode_id: str) -> str:
-    """Where an episode's side file is, from the results folder."""
-    return f"{SIDE_DIR}/{episode_id}.json"
-
-
-def write_side(folder: Path, episode_id: str, side: bytes) -> None:
-    """Write an episode's side file and fsync it (and its folder), before its line is
-    appended: a line never names a side file that is not there (a crash between the two leaves
-    a side file no line names, which nothing reads)."""
-    path = folder / side_ref(episode_id)
-    tmp = path.with_suffix(".json.tmp")
-    try:
-        path.parent.mkdir(exist_ok=True)
-        with tmp.open("wb") as fh:
-            fh.write(side)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-        _fsync_dir(path.parent)
-    except OSError as exc:
-        raise InterplayError(
-            f"{path}: cannot write the next episode's side file ({exc.strerror or exc}); the "
-            f"episodes before it are kept: make room, then continue with --resume "
-            f"{folder}") from None
-
-
-def _fsync_dir(path: Path) -> None:
-    """Make a file's new name in ``path`` durable (where the platform allows it)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def split_record(record: Mapping[str, Any], ref: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """An episode record as its line (what the summary, a resume and a listing read: the
-    scores, errors, metrics, stop conditions, each trace's usage, the short values of the
-    env's results) and its side part (the rest), the line naming the side file ``ref``."""
-    line = dict(record)
-    side: dict[str, Any] = {"episode_id": record["info"]["episode_id"], "traces": [],
-                            "results": {}, "results_whole": {}}
-    traces = []
-    for trace in record.get("traces") or ():
-        if not isinstance(trace, dict):
-            traces.append(trace)
-            side["traces"].append({})
-            continue
-        kept = {k: v for k, v in trace.items() if k not in TRACE_BULK}
-        kept["usage"] = dict(record_usage({"traces": [trace]}))
-        traces.append(kept)
-        side["traces"].append({k: trace[k] for k in TRACE_BULK if k in trace})
-    line["traces"] = traces
-    if record.get("judge_calls"):
-        line["judge_usage"] = dict(record_usage({"judge_calls": record["judge_calls"]}))
-        side["judge_calls"] = record["judge_calls"]
-        line.pop("judge_calls")
-    results: dict[str, Any] = {}
-    for key, value in (record.get("results") or {}).items():
-        if isinstance(value, dict):
-            kept, moved = {}, {}
-            for k, v in value.items():
-                (moved if len(_codec.dumps(v)) > RESULT_KEPT else kept)[k] = v
-            if moved:
-                kept["side_file"] = ref
-                side["results"][key] = moved
-            results[key] = kept
-        elif len(_codec.dumps(value)) > RESULT_KEPT:
-            side["results_whole"][key] = value
-        else:
-            results[key] = value
-    line["results"] = results
-    line["side"] = {"file": ref, "traces": list(TRACE_BULK),
-                    "results": {k: sorted(v) for k, v in side["results"].items()},
-                    "results_whole": sorted(side["results_whole"])}
-    return line, side
-
-
-def whole_record(record: Mapping[str, Any], where: str | os.PathLike[str]) -> dict[str, Any]:
-    """An episode record as it was before its line was split: the record itself when its line
-    was whole, else the line with its side file (named by the line's ``side``) put back.
-    ``where`` is the results folder or its ``episodes.jsonl``. What regrade, export, the report
-    and a replay read: an episode's transcripts and its long records are only whole here."""
-    side_ref = record.get("side")
-    if not isinstance(side_ref, Mapping):
-        return dict(record)
-    folder = Path(where)
-    if folder.is_file() or folder.suffix == ".jsonl":
-        folder = folder.parent
-    path = folder / str(side_ref.get("file"))
-    try:
-        side = _codec.loads(path.read_bytes())
-    except FileNotFoundError:
-        raise InterplayError(f"{path}: the side file of episode "
-                             f"{record.get('info', {}).get('episode_id')} is missing; copy a "
-                             f"results folder with its {SIDE_DIR}/ folder") from None
-    except (OSError, ValueError) as exc:
-        raise InterplayError(f"{path}: cannot read the side file of an episode "
-                             f"({getattr(exc, 'strerror', None) or exc})") from None
-    whole = {k: v for k, v in record.items() if k not in ("side", "judge_usage")}
-    traces = []
-    for trace, bulk in zip(record.get("traces") or (), side.get("traces") or (), strict=False):
-        if isinstance(trace, dict) and isinstance(bulk, dict) and bulk:
-            trace = {k: v for k, v in trace.items() if k != "usage"}
-            trace.update(bulk)
-        traces.append(trace)
-    whole["traces"] = traces
-    if "judge_calls" in side:
-        whole["judge_calls"] = side["judge_calls"]
-    results = {}
-    for key, value in (record.get("results") or {}).items():
-        if isinstance(value, dict) and key in side.get("results", {}):
-            value = {k: v for k, v in value.items() if k != "side_file"}
-            value.update(side["results"][key])
-        results[key] = value
-    results.update(side.get("results_whole") or {})
-    whole["results"] = results
-    return whole
-
-
-def read_episodes(path: Path, *, repair: bool = False,
-                  slim: bool = False) -> list[dict[str, Any]]:
-    """The episodes in a results file, as dicts (``slim``: only what the summary needs, so a
-    large file never sits in memory whole), one per (task, rollout): a later line supersedes
-    an earlier one (an episode run again with ``--retry-errors``). Read line by line.
-
-    Every line must be an episode record whose fields the run reads have the types an episode
-    line holds; any other line is refused with its number, since a results file that something
-    else wrote to must not be half-read or cut. The one line let go is a torn last line: a
-    write cut short by a kill, told by the newline it lacks (each line is written with its
-    newline last). It is skipped, and with ``repair`` cut off the file so appends start on a
-    clean line."""
-    out: dict[tuple[int, int], dict[str, Any]] = {}
-    for _, record, checked in _lines(path, repair=repair):
-        info = checked["info"]
-        out[(info["task_idx"], info["rollout"])] = checked if slim else record
-    return list(out.values())
-
-
-def iter_episodes(path: Path, *, slim: bool = False,
-                  order: Literal["file", "pair"] = "file") -> Iterator[dict[str, Any]]:
-    """The episodes of :func:`read_episodes`, streamed: each record is yielded as it is read
-    and dropped after, so what a reader of any size of results file keeps is one record and
-    an offset per (task, rollout). Records come in file order (the order episodes finished),
-    or with ``order="pair"`` by (task, rollout); one per (task, rollout), the latest line for
-    each; a torn last line is skipped, never repaired.
-
-    The file is read twice: once to find each pair's latest line, once to yield those. The
-    first reading takes a line's pair from its head when the line begins as
-    :func:`episode_line` writes it (the info object first), and parses and checks any other
-    line whole, so a line that is not an episode record is refused before anything is
-    yielded; the second parses and checks the lines it yields (and those superseded), so
-    every line is checked as :func:`read_episodes` checks it and parsed once, not twice. A
-    line that begins as an episode line and breaks further on is refused when it is reached.
-    """
-    # (offset, line number, whether it was checked whole) of each pair's latest line.
-    latest: dict[tuple[int, int], tuple[int, int, bool]] = {}
-    unchecked: dict[int, int] = {}  # superseded lines read by their head only: offset: number
-    for number, start, raw in _raw_lines(path):
-        head = _HEAD.match(raw) if raw.endswith(b"\n") else None
-        if head is not None:
-            pair, whole = (int(head[1]), int(head[2])), False
-        else:
-            found = _checked(path, number, start, raw)
-            if found is None:  # a torn last line
-                break
-            pair, whole = pair_of(found[1]), True
-        before = latest.get(pair)
-        if before is not None and not before[2]:
-            unchecked[before[0]] = before[1]
-        latest[pair] = (start, number, whole)
-    if not latest:
-        return
-    if order == "pair":
-        lines = [latest[pair][:2] for pair in sorted(latest)]
-        del latest
-        with _open(path) as fh:
-            for start, number in [*lines, *sorted(unchecked.items())]:
-                fh.seek(start)
-                found = _checked(path, number, start, fh.readline())
-                if found is not None and start not in unchecked:
-                    yield found[1] if slim else found[0]
-        return
-    wanted = {start for start, _, _ in latest.values()}
-    del latest
-    for number, start, raw in _raw_lines(path):
-        if start in wanted:
-            found = _checked(path, number, start, raw)
-            if found is None:
-                return
-            yield found[1] if slim else found[0]
-        elif start in unchecked:
-            _checked(path, number, start, raw)
-
-
-#: The head of a line as :func:`episode_line` writes it: the episode's info first, its
-#: task_idx and rollout in place.
-_HEAD = re.compile(rb'\{"info":\{"episode_id":"(?:[^"\\]|\\.)*","env":"(?:[^"\\]|\\.)*",'
-                   rb'"task_idx":(-?\d+),"rollout":(\d+)[,}]')
-
-
-#: A results file's lines run to tens of KB: read in large blocks, reading line by line is
-#: several times faster than through the default 8 KB buffer.
-_READ_BUFFER = 1 << 20
-
-
 def stored_episode(record: Mapping[str, Any], folder: Path) -> Episode:
     """The :class:`~interplay.records.Episode` one line of ``folder``'s episodes.jsonl holds,
     rebuilt as the run had it when its verifiers scored it: traces, results, rewards and all.
@@ -389,270 +186,9 @@ def _messages(exc: BaseException) -> list[str]:
     return [f"{type(exc).__name__}: {exc}"]
 
 
-def _open(path: Path) -> BinaryIO:
-    try:
-        return path.open("rb", buffering=_READ_BUFFER)
-    except OSError as exc:
-        raise InterplayError(f"{path}: cannot read it ({exc.strerror or exc})") from None
-
-
-def _raw_lines(path: Path) -> Iterator[tuple[int, int, bytes]]:
-    """Each line of a results file that is not blank: (its number, its offset, its bytes)."""
-    if not path.exists():
-        return
-    pos = 0
-    with _open(path) as fh:
-        for number, raw in enumerate(fh, start=1):
-            start, pos = pos, pos + len(raw)
-            # A line is blank only if it begins blank: strip() would copy every long line.
-            if raw[:1] not in b" \t\r\n" or raw.strip():
-                yield number, start, raw
-
-
-def _checked(path: Path, number: int, start: int,
-             raw: bytes) -> tuple[Any, dict[str, Any]] | None:
-    """A line parsed and checked: (the record, its :func:`slim_record`); None for a torn last
-    line (told by the newline it lacks), which is skipped; InterplayError for any other line
-    that is not an episode record."""
-    try:
-        record = _codec.loads(raw)
-    except ValueError:
-        # Only the last line can lack its newline.
-        if raw.endswith(b"\n"):
-            raise InterplayError(f"{path}: line {number} is not JSON, so not an episode "
-                                 "record; remove it, then resume") from None
-        log.warning("runner.torn_line_skipped", output_path=str(path), line=number)
-        return None
-    try:
-        return record, slim_record(record)
-    except ValueError as exc:
-        raise InterplayError(f"{path}: line {number} is not an episode record ({exc}); "
-                             "remove or mend it, then resume") from None
-
-
-def _lines(path: Path, *, repair: bool = False) -> Iterator[tuple[int, Any, dict[str, Any]]]:
-    """Each episode line of a results file as (its offset, the record, its
-    :func:`slim_record`), checked as :func:`read_episodes` says."""
-    for number, start, raw in _raw_lines(path):
-        found = _checked(path, number, start, raw)
-        if found is None:
-            if repair:
-                with path.open("r+b") as cut:
-                    cut.truncate(start)
-            return
-        yield start, found[0], found[1]
-        if repair and not raw.endswith(b"\n"):
-            # A complete record without its newline: end the line before appending.
-            with path.open("ab") as tail:
-                tail.write(b"\n")
-
-
-def pair_of(record: Mapping[str, Any]) -> tuple[int, int]:
-    """The (task idx, rollout) an episode record is for."""
-    info = record["info"]
-    return int(info["task_idx"]), int(info.get("rollout") or 0)
-
-
-def slim_record(record: Any) -> dict[str, Any]:
-    """What :func:`~interplay.run.summary.summarize` reads of an episode record, checked:
-    raises ValueError naming the first field that is not what an episode line holds."""
-    if not isinstance(record, dict):
-        raise ValueError(f"expected a JSON object, got {_kind(record)}")
-    info = _get(record, "info", dict)
-    if info is None:
-        raise ValueError("info: missing")
-    task_idx = _get(info, "task_idx", int, where="info.")
-    if task_idx is None:
-        raise ValueError("info.task_idx: missing")
-    rollout = _get(info, "rollout", int, where="info.") or 0
-    if rollout < 0:
-        raise ValueError(f"info.rollout: expected 0 or more, got {rollout}")
-    traces = []
-    for i, t in enumerate(_get(record, "traces", list) or ()):
-        where = f"traces[{i}]."
-        if not isinstance(t, dict):
-            raise ValueError(f"{where[:-1]}: expected an object, got {_kind(t)}")
-        traces.append({"seat": _get(t, "seat", str, where=where),
-                       "agent": _get(t, "agent", str, where=where),
-                       "stop_condition": _get(t, "stop_condition", str, where=where),
-                       "reward": _get(t, "reward", float, where=where)})
-    metrics = _get(record, "metrics", dict) or {}
-    return {"info": {"task_idx": task_idx, "rollout": rollout,
-                     "episode_id": _get(info, "episode_id", str, where="info.")},
-            "reward": _get(record, "reward", float),
-            "error_type": _get(record, "error_type", str),
-            "error": _short(_get(record, "error", str)), "metrics": metrics,
-            "started_at": _get(record, "started_at", float),
-            "wall_s": _get(record, "wall_s", float),
-            "traces": traces, "usage": dict(record_usage(record)),
-            "criteria": criteria_scores((_map(r).get("name"), _map(r).get("info"))
-                                        for r in _get(record, "rewards", list) or ())}
-
-
-#: Characters of an episode's error the slim record keeps: enough to tell causes apart.
-ERROR_CHARS = 500
-
-
-def _short(error: str | None) -> str | None:
-    return error if error is None or len(error) <= ERROR_CHARS else error[:ERROR_CHARS] + "…"
-
-
-def _kind(value: Any) -> str:
-    return "null" if value is None else type(value).__name__
-
-
-def _get(obj: Mapping[str, Any], key: str, kind: type, *, where: str = "") -> Any:
-    """``obj[key]`` if it is absent, null or a ``kind`` (``float``: a finite number; ``int``:
-    not a bool), else ValueError naming the field."""
-    value = obj.get(key)
-    if value is None:
-        return None
-    if kind is float:
-        ok, what = finite_number(value), "a finite number"
-    else:
-        ok = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
-        what = {int: "an integer", str: "text", dict: "an object", list: "a list"}[kind]
-    if not ok:
-        got = repr(value) if isinstance(value, float) else _kind(value)
-        raise ValueError(f"{where}{key}: expected {what} or null, got {got}")
-    return value
-
-
-def slim_episode(episode: Episode) -> dict[str, Any]:
-    """:func:`slim_record` of an episode that has just finished."""
-    # Summed here rather than through Episode.usage, which makes a Usage per call it adds.
-    prompt = completion = total = calls = 0
-    for call_list in [*(t.model_calls for t in episode.traces), episode.judge_calls]:
-        calls += len(call_list)
-        for call in call_list:
-            usage = call.usage
-            if usage is not None:
-                prompt += usage.prompt_tokens
-                completion += usage.completion_tokens
-                total += usage.total_tokens
-    info = episode.info
-    return {"info": {"task_idx": info.task_idx, "rollout": info.rollout,
-                     "episode_id": info.episode_id},
-            "reward": episode.reward, "error_type": episode.error_type,
-            "error": _short(episode.error),
-            "metrics": dict(episode.metrics), "started_at": episode.started_at,
-            "wall_s": episode.wall_s,
-            "traces": [{"seat": t.seat, "agent": t.agent, "stop_condition": t.stop_condition,
-                        "reward": t.reward}
-                       for t in episode.traces],
-            "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
-                      "total_tokens": total, "model_calls": calls},
-            "criteria": criteria_scores((r.name, r.info) for r in episode.rewards)}
-
-
-def criteria_scores(rewards: Iterable[tuple[Any, Any]]) -> dict[str, dict[str, float]]:
-    """Per-criterion scores by reward name, from ``(name, info)`` pairs: what a judge (a
-    rubric verifier) keeps in its reward's ``info["criteria"]``; rewards without are left
-    out. Which of them came from a judge, the summary is told by name."""
-    out: dict[str, dict[str, float]] = {}
-    for name, info in rewards:
-        criteria = info.get("criteria") if isinstance(info, Mapping) else None
-        if not isinstance(name, str) or not isinstance(criteria, Mapping):
-            continue
-        scores = {str(k): float(v["score"]) for k, v in criteria.items()
-                  if isinstance(v, Mapping) and finite_number(v.get("score"))}
-        if scores:
-            out[name] = scores
-    return out
-
-
-def _map(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
 def default_output(env_name: str) -> str:
     safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in Path(env_name).stem)
     return str(Path("results") / f"{safe}-{time.strftime('%Y%m%d-%H%M%S')}")
-
-
-
-_USAGE_KEYS = ("prompt_tokens", "completion_tokens", "total_tokens")
-
-
-def record_usage(record: Mapping[str, Any]) -> Counter[str]:
-    """The tokens and model calls of an episode record (every trace's calls and the judge's);
-    raises ValueError naming a call or a count that is not what a line holds."""
-    # Summed without naming each call first: every line read is checked here, and naming the
-    # calls cost most of the reading. Anything unusual is left to the naming way, whose
-    # errors say where.
-    if "side" in record:  # a split line keeps its traces' and judges' usage as counts
-        return _named_usage(record)
-    counts = [0, 0, 0]
-    calls = 0
-    try:
-        lists = [t.get("model_calls") for t in record.get("traces") or ()]
-        lists.append(record.get("judge_calls"))
-        for found in lists:
-            if found is None:
-                continue
-            if type(found) is not list:
-                raise _Unusual
-            calls += len(found)
-            for call in found:
-                usage = call.get("usage")
-                if usage is None:
-                    continue
-                if type(usage) is not dict:
-                    raise _Unusual
-                for k, key in enumerate(_USAGE_KEYS):
-                    count = usage.get(key)
-                    if count is None:
-                        continue
-                    if type(count) is not int or count < 0:
-                        raise _Unusual
-                    counts[k] += count
-    except (_Unusual, AttributeError):
-        return _named_usage(record)
-    total: Counter[str] = Counter(dict(zip(_USAGE_KEYS, counts, strict=True)))
-    total["model_calls"] = calls
-    return total
-
-
-class _Unusual(Exception):
-    """A call or a count record_usage leaves to :func:`_named_usage`."""
-
-
-def _named_usage(record: Mapping[str, Any]) -> Counter[str]:
-    total: Counter[str] = Counter()
-    calls: list[tuple[str, Any]] = []
-    for i, t in enumerate(record.get("traces") or ()):
-        if "model_calls" not in t and isinstance(t.get("usage"), dict):
-            total.update(_usage_counts(t["usage"], f"traces[{i}].usage."))  # a split line
-            continue
-        calls += [(f"traces[{i}].model_calls[{j}]", c)
-                  for j, c in enumerate(_get(t, "model_calls", list, where=f"traces[{i}].")
-                                        or ())]
-    if isinstance(record.get("judge_usage"), dict):
-        total.update(_usage_counts(record["judge_usage"], "judge_usage."))
-    calls += [(f"judge_calls[{j}]", c)
-              for j, c in enumerate(_get(record, "judge_calls", list) or ())]
-    for where, call in calls:
-        if not isinstance(call, dict):
-            raise ValueError(f"{where}: expected an object, got {_kind(call)}")
-        usage = _get(call, "usage", dict, where=f"{where}.") or {}
-        for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
-            count = _get(usage, key, int, where=f"{where}.usage.") or 0
-            if count < 0:
-                raise ValueError(f"{where}.usage.{key}: expected 0 or more, got {count}")
-            total[key] += count
-    total["model_calls"] += len(calls)
-    return total
-
-
-def _usage_counts(usage: Mapping[str, Any], where: str) -> Counter[str]:
-    """The counts a split line keeps of a trace's (or the judges') calls, checked."""
-    out: Counter[str] = Counter()
-    for key in ("prompt_tokens", "completion_tokens", "total_tokens", "model_calls"):
-        count = _get(usage, key, int, where=where) or 0
-        if count < 0:
-            raise ValueError(f"{where}{key}: expected 0 or more, got {count}")
-        out[key] += count
-    return out
 
 
 def write_json(path: Path, data: Any) -> None:
@@ -666,12 +202,6 @@ def write_json(path: Path, data: Any) -> None:
         tmp.write_bytes(json.dumps(data, indent=2, default=repr, allow_nan=False).encode()
                         + b"\n")
     os.replace(tmp, path)
-
-
-def finite_number(value: Any) -> bool:
-    """Whether ``value`` is an int or a float (not a bool) and neither NaN nor infinite."""
-    return (isinstance(value, int | float) and not isinstance(value, bool)
-            and math.isfinite(value))
 
 
 def finite(data: Any) -> Any:
@@ -797,9 +327,11 @@ def judged_names(rows: Iterable[Any]) -> set[str]:
     return out
 
 
+def _map(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
 def _version() -> str:
     from interplay._version import __version__
 
     return __version__
-
-

@@ -20,6 +20,10 @@ file of replies, each a string (the reply's text) or an object::
 
 Replies are served in order; past the end of the script every request is answered 500, or with
 ``--repeat`` the script starts over.
+
+This module owns the server: its life, taking the script's next reply, the routes and the
+faults. An answer's shape is :mod:`interplay.testing.answers`', the token ids and logprobs on
+it :mod:`interplay.testing.tokens`'.
 """
 
 from __future__ import annotations
@@ -28,7 +32,6 @@ import argparse
 import asyncio
 import itertools
 import threading
-import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -37,8 +40,11 @@ import attrs
 from interplay import _aio as aio
 from interplay import _asgi as asgi
 from interplay import _codec
+from interplay._listener import AsgiServer
 from interplay.endpoint import Endpoint
 from interplay.model import responses as rs
+from interplay.testing import answers
+from interplay.testing import tokens as tk
 from interplay.testing.script import (
     Handler,
     Script,
@@ -87,24 +93,6 @@ async def _cut(send: asgi.Send, receive: asgi.Receive) -> None:
         pass
 
 
-_TEXT_KEYS = ("content", "text", "output", "arguments")
-
-
-def _words(value: Any) -> int:
-    if isinstance(value, str):
-        return len(value.split())
-    if isinstance(value, list | tuple):
-        return sum(map(_words, value))
-    if isinstance(value, Mapping):  # only the text a message carries, not its role or ids
-        total = 0
-        for key in _TEXT_KEYS:
-            item = value.get(key)
-            if item is not None:
-                total += _words(item)
-        return total
-    return 0
-
-
 class ScriptedModel:
     """An OpenAI-compatible server answering from a script (see the module docstring)."""
 
@@ -123,7 +111,7 @@ class ScriptedModel:
         self.requests: list[ScriptedRequest] = []
         #: Requests held by a ``hang()`` reply until their client closed the connection.
         self.abandoned = 0
-        self._server = asgi.AsgiServer(self.app, port=port, graceful_s=0.5)
+        self._server = AsgiServer(self.app, port=port, graceful_s=0.5)
         self._counter = 0
         #: Turns text into the ids it answers when token ids are asked for, and back.
         self.tokenizer = ScriptedTokenizer()
@@ -234,151 +222,27 @@ class ScriptedModel:
                 await asgi.send_bytes(send, 200, b"{this is not json")
             return
         self._counter += 1
-        prompt_tokens = _words(body.get("messages") if api == "chat.completions"
-                               else body.get("input"))
+        prompt_tokens = answers.prompt_words(body, api)
         if api == "chat.completions":
             await self._chat(send, receive, body, reply, stream, prompt_tokens)
         else:
             await self._responses(send, receive, body, reply, stream, prompt_tokens)
 
-    def _completion(self, body: Mapping[str, Any], reply: ScriptedReply,
-                    prompt_tokens: int) -> dict[str, Any]:
-        calls = [{"id": c.call_id or f"call_{self._counter}_{i}", "type": "function",
-                  "function": {"name": c.name, "arguments": c.arguments_json()}}
-                 for i, c in enumerate(reply.tool_calls)]
-        text = reply.content
-        completion_tokens = _words(text or "") + sum(_words(c.arguments_json()) for c in
-                                                     reply.tool_calls)
-        message: dict[str, Any] = {"role": "assistant",
-                                   "content": text if text is not None or not calls else None}
-        if message["content"] is None and not calls:
-            message["content"] = ""
-        if calls:
-            message["tool_calls"] = calls
-        finish = reply.finish_reason or ("tool_calls" if calls else "stop")
-        out = {"id": f"chatcmpl-scripted-{self._counter}", "object": "chat.completion",
-               "created": int(time.time()), "model": str(body.get("model") or self.model),
-               "choices": [{"index": 0, "message": message, "finish_reason": finish,
-                            "logprobs": None}],
-               "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                         "total_tokens": prompt_tokens + completion_tokens}}
-        return out
-
-    # -- token ids and logprobs, when asked for ----------------------------------------------------
-
-    def prompt_text(self, body: Mapping[str, Any], api: str) -> str:
-        """The text whose ids are a request's prompt ids: its conversation rendered by the
-        scripted chat template (:meth:`ScriptedTokenizer.render`)."""
-        if api == "responses":
-            try:
-                messages = rs.responses_to_chat(body)["messages"]
-            except rs.BadRequest:
-                messages = []
-        else:
-            messages = [m for m in body.get("messages") or () if isinstance(m, Mapping)]
-        return self.tokenizer.render(messages)
-
-    @staticmethod
-    def completion_pieces(message: Mapping[str, Any]) -> list[str]:
-        """The pieces an answer streams in (its words, then each tool call's name and the two
-        halves of its arguments, then the end token), whose ids are its completion ids."""
-        content = message.get("content") or ""
-        pieces = [w if i == 0 else " " + w for i, w in enumerate(content.split(" "))] \
-            if content else []
-        for call in message.get("tool_calls") or ():
-            args = call["function"]["arguments"]
-            half = len(args) // 2
-            pieces += [f"<{call['function']['name']}>" + args[:half], args[half:]]
-        return [*pieces, ScriptedTokenizer.END]
-
-    def _ids(self, piece: str) -> list[int]:
-        return self.tokenizer.encode(piece) if piece else []
-
-    def _entries(self, ids: list[int], as_ids: bool) -> list[dict[str, Any]]:
-        out = []
-        for ident in ids:
-            piece = self.tokenizer.decode([ident])
-            out.append({"token": f"token_id:{ident}" if as_ids else piece,
-                        "logprob": self.tokenizer.logprob(piece),
-                        "bytes": list(piece.encode()), "top_logprobs": []})
-        return out
-
-    def _tokens_for(self, body: Mapping[str, Any], reply: ScriptedReply, api: str,
-                    completion: dict[str, Any]) -> _Tokens | None:
-        """The ids and logprobs to answer, or None when none were asked for (or the reply
-        answers without them)."""
-        if api == "responses":
-            include = body.get("include")
-            want_ids = bool(body.get("enable_response_messages"))
-            want_logprobs = isinstance(include, list) and \
-                "message.output_text.logprobs" in include
-        else:
-            want_ids = bool(body.get("return_token_ids"))
-            want_logprobs = bool(body.get("logprobs"))
-        if not reply.returns_tokens or not (want_ids or want_logprobs):
-            return None
-        prompt = self.tokenizer.encode(self.prompt_text(body, api))
-        per_piece = [self._ids(p) for p in
-                     self.completion_pieces(completion["choices"][0]["message"])]
-        ids = [i for piece in per_piece for i in piece]
-        as_ids = bool(body.get("return_tokens_as_token_ids"))
-        entries = self._entries(ids, as_ids)
-        if reply.tokens_given:
-            ids = list(reply.completion_ids) if reply.completion_ids is not None else None
-            entries = None if reply.logprobs is None else [
-                {"token": "?", "logprob": lp, "bytes": [], "top_logprobs": []}
-                for lp in reply.logprobs]
-            per_piece = []
-        usage = completion["usage"]
-        usage["prompt_tokens"] = len(prompt)
-        usage["completion_tokens"] = len(ids) if ids is not None else len(entries or ())
-        usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
-        return _Tokens(prompt=prompt if want_ids else None, ids=ids if want_ids else None,
-                       entries=entries if want_logprobs else None, per_piece=per_piece,
-                       as_ids=as_ids)
-
     async def _chat(self, send: asgi.Send, receive: asgi.Receive, body: Mapping[str, Any],
                     reply: ScriptedReply, stream: bool, prompt_tokens: int) -> None:
-        completion = self._completion(body, reply, prompt_tokens)
-        tokens = self._tokens_for(body, reply, "chat.completions", completion)
+        completion = answers.completion(body, reply, prompt_tokens, number=self._counter,
+                                        model=self.model)
+        tokens = tk.tokens_for(self.tokenizer, body, reply, "chat.completions", completion)
         if not stream:
             if tokens is not None:
-                choice = completion["choices"][0]
-                if tokens.prompt is not None:
-                    completion["prompt_token_ids"] = tokens.prompt
-                    choice["token_ids"] = tokens.ids
-                if tokens.entries is not None:
-                    choice["logprobs"] = {"content": tokens.entries}
+                tk.on_completion(completion, tokens)
             await _whole(send, receive, reply, completion)
             return
-        base = {"id": completion["id"], "object": "chat.completion.chunk",
-                "created": completion["created"], "model": completion["model"]}
-        msg = completion["choices"][0]["message"]
-        chunks: list[dict[str, Any]] = [
-            dict(base, choices=[{"index": 0, "delta": {"role": "assistant", "content": ""},
-                                 "finish_reason": None}])]
-        words = (msg.get("content") or "").split(" ")
-        for i, w in enumerate(words if msg.get("content") else ()):
-            piece = w if i == 0 else " " + w
-            chunks.append(dict(base, choices=[{"index": 0, "delta": {"content": piece},
-                                               "finish_reason": None}]))
-        for i, call in enumerate(msg.get("tool_calls") or ()):
-            args = call["function"]["arguments"]
-            half = len(args) // 2
-            chunks.append(dict(base, choices=[{"index": 0, "delta": {"tool_calls": [
-                {"index": i, "id": call["id"], "type": "function",
-                 "function": {"name": call["function"]["name"], "arguments": args[:half]}}]},
-                "finish_reason": None}]))
-            chunks.append(dict(base, choices=[{"index": 0, "delta": {"tool_calls": [
-                {"index": i, "function": {"arguments": args[half:]}}]}, "finish_reason": None}]))
-        chunks.append(dict(base, choices=[{"index": 0, "delta": {},
-                                           "finish_reason": completion["choices"][0]
-                                           ["finish_reason"]}]))
+        chunks = answers.chat_chunks(completion)
         if tokens is not None:
-            self._stream_tokens(chunks, tokens)
-        include_usage = (body.get("stream_options") or {}).get("include_usage")
-        if include_usage:
-            chunks.append(dict(base, choices=[], usage=completion["usage"]))
+            tk.on_chunks(self.tokenizer, chunks, tokens)
+        if (body.get("stream_options") or {}).get("include_usage"):
+            chunks.append(answers.usage_chunk(completion))
         await asgi.start_sse(send)
         if reply.drops:
             cut = max(1, len(chunks) // 2)
@@ -390,47 +254,15 @@ class ScriptedModel:
         await send({"type": "http.response.body", "body": payload + b"data: [DONE]\n\n",
                     "more_body": False})
 
-    def _stream_tokens(self, chunks: list[dict[str, Any]], tokens: _Tokens) -> None:
-        """Put the ids and logprobs on the chunks that carry their pieces, as vLLM streams
-        them: the prompt's ids on the first chunk, each piece's on its own."""
-        if tokens.prompt is not None:
-            chunks[0]["prompt_token_ids"] = tokens.prompt
-        carriers = chunks[1:]
-        if len(tokens.per_piece) != len(carriers):  # given ids: all on the closing chunk
-            carriers, per_piece = [chunks[-1]], [tokens.ids or []]
-            entries_per = [tokens.entries]
-        else:
-            per_piece = tokens.per_piece
-            entries_per = [self._entries(ids, tokens.as_ids) for ids in per_piece] \
-                if tokens.entries is not None else [None] * len(per_piece)
-        for chunk, ids, entries in zip(carriers, per_piece, entries_per, strict=True):
-            choice = chunk["choices"][0]
-            if tokens.ids is not None:
-                choice["token_ids"] = ids
-            if entries is not None:
-                choice["logprobs"] = {"content": entries}
-
     async def _responses(self, send: asgi.Send, receive: asgi.Receive,
                          body: Mapping[str, Any], reply: ScriptedReply, stream: bool,
                          prompt_tokens: int) -> None:
-        completion = self._completion(body, reply, prompt_tokens)
-        tokens = self._tokens_for(body, reply, "responses", completion)
-        response = rs.chat_to_response(completion, body)
-        if reply.output is not None:
-            response["output"] = [dict(i) for i in reply.output]
+        completion = answers.completion(body, reply, prompt_tokens, number=self._counter,
+                                        model=self.model)
+        tokens = tk.tokens_for(self.tokenizer, body, reply, "responses", completion)
+        response = answers.response(completion, body, reply)
         if tokens is not None:
-            if tokens.prompt is not None:
-                prompt_text = self.prompt_text(body, "responses")
-                response["input_messages"] = [{"type": "raw_message_tokens",
-                                               "message": prompt_text, "tokens": tokens.prompt}]
-                response["output_messages"] = [
-                    {"type": "raw_message_tokens", "tokens": tokens.ids,
-                     "message": self.tokenizer.decode(tokens.ids or [])}]
-            if tokens.entries is not None:
-                for item in response["output"]:
-                    if item.get("type") == "message" and item.get("content"):
-                        item["content"][0]["logprobs"] = tokens.entries
-                        break
+            tk.on_response(self.tokenizer, response, body, tokens)
         if not stream:
             await _whole(send, receive, reply, response)
             return
@@ -443,15 +275,6 @@ class ScriptedModel:
             return
         await send({"type": "http.response.body", "body": b"".join(events),
                     "more_body": False})
-
-
-@attrs.define
-class _Tokens:
-    prompt: list[int] | None
-    ids: list[int] | None
-    entries: list[dict[str, Any]] | None
-    per_piece: list[list[int]]
-    as_ids: bool
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -482,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(exc.message)
         script = _cycling(replies) if args.repeat else replies
     model = ScriptedModel(script, model=args.model)
-    server = asgi.AsgiServer(model.app, host=args.host, port=args.port, graceful_s=0.5)
+    server = AsgiServer(model.app, host=args.host, port=args.port, graceful_s=0.5)
 
     async def run() -> None:
         await server.start()

@@ -6,7 +6,8 @@ never imports this package by name.
 
 from __future__ import annotations
 
-from interplay_codex.harness import CODEX_VERSION, CodexConfig, CodexHarness
+from interplay_codex.command_line import CODEX_VERSION, CodexConfig
+from interplay_codex.harness import CodexHarness
 
 __version__ = "0.1.0"
 

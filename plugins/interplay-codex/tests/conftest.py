@@ -19,7 +19,7 @@ import pytest
 from interplay import InterplayError
 from interplay.testing import isolated_plugins
 from interplay_codex import plugin as codex_plugin
-from interplay_codex.harness import CODEX_VERSION, find_codex
+from interplay_codex.command_line import CODEX_VERSION, find_codex
 
 
 @pytest.fixture(scope="session")

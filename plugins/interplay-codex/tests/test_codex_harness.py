@@ -41,7 +41,9 @@ from interplay.testing import (
     descendants,
     survivors,
 )
-from interplay_codex.harness import CodexConfig, CodexHarness, find_codex
+from interplay_codex import command_line
+from interplay_codex.command_line import CodexConfig, find_codex
+from interplay_codex.harness import CodexHarness
 
 # Each test runs the codex CLI (a Node program) against the scripted model.
 pytestmark = pytest.mark.slow
@@ -373,6 +375,129 @@ async def test_missing_binary_says_how_to_install(tmp_path: Path) -> None:
     assert model.requests == []
 
 
+async def test_a_codex_that_cannot_run_is_a_config_error(tmp_path: Path) -> None:
+    """An executable that is not a program (exec refuses it): one line naming the setting,
+    no model call, no retries, nothing left behind."""
+    fake = tmp_path / "codex"
+    fake.write_bytes(b"\x7fELF not really a program\n")
+    fake.chmod(0o755)
+    harness = CodexHarness(CodexConfig(binary=str(fake), state_dir=str(tmp_path / "state")))
+    with ScriptedModel() as model:
+        resources = RunResources(endpoint=model.endpoint_with(max_retries=5))
+        agent = Agent(name="assistant", harness=harness, client=resources.client())
+        try:
+            with pytest.raises(InterplayError, match=r"cannot run .*codex.* \(Exec format "
+                                                     r"error\); .*harness_config\.binary") as err:
+                await agent.run(Task(idx=0, prompt="hi"))
+        finally:
+            await agent.aclose()
+            await resources.aclose()
+    assert "\n" not in str(err.value)
+    assert model.requests == []
+    assert leftovers(tmp_path / "state") == []
+
+
+#: One codex episode in a process of its own whose descriptors run out just as codex is to
+#: start: every descriptor the limit allows is taken, and given back after ``release_s``
+#: (never, if negative). As the command harness's test of the same, with codex.
+CODEX_UNDER_PRESSURE = """
+import asyncio, json, os, resource, sys
+from typing import ClassVar
+from interplay import Env, RunResources, SeatSpec, Step, Task, run_episode
+from interplay.testing import ScriptedModel, isolated_plugins
+from interplay_codex import plugin
+
+release_s, loop_name, retries, state_dir = (float(sys.argv[1]), sys.argv[2], int(sys.argv[3]),
+                                            sys.argv[4])
+
+class Pressed(Env):
+    name = "pressed"
+    seats: ClassVar = {"assistant": SeatSpec(harness="codex")}
+
+    def tasks(self):
+        return []
+
+    def steps(self):
+        class Program(Step):
+            name = "program"
+
+            async def run(self, ctx):
+                await ctx.resources.interception()
+                async with ctx.agent("assistant").chat(ctx.task) as session:
+                    held = []
+                    try:
+                        while True:
+                            held.append(os.open(os.devnull, os.O_RDONLY))
+                    except OSError:
+                        pass
+                    def give_back():
+                        while held:
+                            os.close(held.pop())
+                    if release_s >= 0:
+                        asyncio.get_running_loop().call_later(release_s, give_back)
+                    try:
+                        await session.turn()
+                    finally:
+                        give_back()  # before the trace closes, which removes its CODEX_HOME
+        return [Program()]
+
+async def main():
+    with isolated_plugins(("codex", plugin, "interplay-codex")), ScriptedModel(["apple"]) as model:
+        resources = RunResources(endpoint=model.endpoint_with(max_retries=retries), seats={
+            "assistant": {"harness_config": {"state_dir": state_dir}}})
+        try:
+            ep = await run_episode(Pressed(), Task(0, prompt="Say apple."), resources=resources)
+        finally:
+            await resources.aclose()
+    trace = ep.trace("assistant")
+    print(json.dumps({"error_type": ep.error_type, "error": ep.error,
+                      "stop": trace.stop_condition, "requests": len(model.requests),
+                      "segments": trace.info.get("codex", {}).get("segments"),
+                      "text": trace.messages[-1].text if trace.messages else None}))
+
+resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+if loop_name == "uvloop":
+    from interplay import _aio
+    _aio.run(main())
+else:
+    asyncio.run(main())
+"""
+
+
+def codex_under_pressure(tmp_path: Path, release_s: float, loop_name: str,
+                         retries: int) -> dict[str, Any]:
+    script = tmp_path / "pressed.py"
+    script.write_text(CODEX_UNDER_PRESSURE)
+    state = tmp_path / "state"
+    done = subprocess.run([sys.executable, str(script), str(release_s), loop_name, str(retries),
+                           str(state)], capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert leftovers(state) == []
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("loop_name", ["asyncio", "uvloop"])
+def test_codex_started_while_descriptors_run_out_is_started_again(
+        codex_bin: str, tmp_path: Path, loop_name: str) -> None:
+    out = codex_under_pressure(tmp_path, 0.3, loop_name, retries=8)
+    assert (out["error_type"], out["stop"], out["text"]) == (None, "user_closed", "apple"), out
+    assert out["requests"] == 1
+    assert [s["exit_code"] for s in out["segments"]] == [0]
+
+
+@pytest.mark.parametrize("loop_name", ["asyncio", "uvloop"])
+def test_descriptors_that_stay_exhausted_end_codex_as_a_spawn_error(
+        codex_bin: str, tmp_path: Path, loop_name: str) -> None:
+    out = codex_under_pressure(tmp_path, -1, loop_name, retries=1)
+    assert (out["error_type"], out["stop"]) == ("spawn_error", "error"), out
+    assert out["error"].startswith("the system could not start codex (")
+    assert "harness_config" not in out["error"]
+    assert "Too many open files" in out["error"] or "descriptors" in out["error"], out
+    assert out["requests"] == 0
+    [segment] = out["segments"]
+    assert segment["exit_code"] is None and segment["errors"] == [out["error"]]
+
+
 @pytest.mark.parametrize("setting", ["workdir", "state_dir"])
 async def test_unusable_directory_names_the_setting_and_leaves_nothing(tmp_path: Path,
                                                                       setting: str) -> None:
@@ -422,15 +547,10 @@ def test_config_is_checked_when_the_seat_loads() -> None:
 
 
 def test_argv_keeps_the_sandbox_before_resume(tmp_path: Path) -> None:
-    harness = CodexHarness(CodexConfig(binary=__file__ if os.access(__file__, os.X_OK)
-                                       else None, sandbox="danger-full-access",
-                                       extra_args=["-c", "model_reasoning_effort=\"low\""]))
-    harness._binary = "codex"
-    from interplay_codex.harness import _TraceState
-
-    state = _TraceState(root=tmp_path, home=tmp_path, workdir=tmp_path,
-                        instructions='Be "brief".\nAlways.')
-    argv = harness.argv("http://127.0.0.1:1/v1", "m", state, ["resume", "abc"])
+    cfg = CodexConfig(sandbox="danger-full-access",
+                      extra_args=["-c", "model_reasoning_effort=\"low\""])
+    argv = command_line.argv("codex", cfg, base_url="http://127.0.0.1:1/v1", model="m",
+                             instructions='Be "brief".\nAlways.', subcommand=["resume", "abc"])
     assert argv[-3:] == ["resume", "abc", "-"]
     assert argv.index("-s") < argv.index("resume")
     assert argv[argv.index("-s") + 1] == "danger-full-access"
@@ -441,8 +561,9 @@ def test_argv_keeps_the_sandbox_before_resume(tmp_path: Path) -> None:
     assert not [a for a in argv if a.startswith("mcp_servers.")]
 
     # With tools, the gateway is codex's MCP server `interplay`, set per run with -c.
-    argv = harness.argv("http://127.0.0.1:1/v1", "m", state, ["resume", "abc"],
-                        tools_url="http://127.0.0.1:2/mcp", tool_timeout_s=12.5)
+    argv = command_line.argv("codex", cfg, base_url="http://127.0.0.1:1/v1", model="m",
+                             instructions='Be "brief".\nAlways.', subcommand=["resume", "abc"],
+                             tools_url="http://127.0.0.1:2/mcp", tool_timeout_s=12.5)
     assert argv[-3:] == ["resume", "abc", "-"]
     # Each one a -c override.
     assert [a for a, b in itertools.pairwise(argv) if b.startswith("mcp_servers.")] == \

@@ -27,7 +27,10 @@ from interplay import (
     whole_record,
 )
 from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest, run_interplay
-from interplay_codex.harness import CodexConfig, CodexHarness, _Run, read_event
+from interplay_codex.command_line import CodexConfig
+from interplay_codex.events import CodexRun, read_event
+from interplay_codex.harness import CodexHarness
+from interplay_codex.session import trace_state
 
 pytestmark = pytest.mark.slow
 
@@ -106,15 +109,24 @@ class Week:
         return calls(request, ("stay_quiet", {"reason": "nothing new"}))
 
 
-def eval_codex(env: str, handler: Any, out_dir: Path) -> dict[str, Any]:
+#: codex's optional tools turned off, as the README shows for a model with a small window.
+LEAN = ["--disable", "multi_agent", "--disable", "goals", "-c", 'web_search="disabled"']
+
+
+def eval_codex(env: str, handler: Any, out_dir: Path, *, extra_args: list[str] | None = None,
+               seen: list[ScriptedRequest] | None = None) -> dict[str, Any]:
     """``interplay eval ENV`` with codex in the assistant seat, on the scripted model; the one
-    episode it wrote."""
+    episode it wrote (and in ``seen``, the requests the model received)."""
+    more = [] if extra_args is None else [
+        "--set", f"seats.assistant.harness_config.extra_args={json.dumps(extra_args)}"]
     with ScriptedModel(handler) as model:
         out = run_interplay("eval", env, "-n", "1", "--base-url", model.base_url,
                             "-o", str(out_dir), "--no-report",
                             "--set", 'seats.assistant.harness="codex"',
                             "--set", "seats.assistant.harness_config.state_dir="
-                                     f"{json.dumps(str(out_dir.parent))}", timeout=600)
+                                     f"{json.dumps(str(out_dir.parent))}", *more, timeout=600)
+        if seen is not None:
+            seen += model.requests
     assert out.returncode == 0, out.stderr
     (line,) = (out_dir / "episodes.jsonl").read_text().splitlines()
     # A long episode keeps its transcripts and timeline in a side file.
@@ -134,9 +146,18 @@ def model_call_ids(trace: dict[str, Any]) -> list[tuple[str, str]]:
             for c in m.get("tool_calls") or ()]
 
 
-def test_codex_works_the_shop_of_user_sim_tools_from_the_cli(codex_bin: str,
-                                                              tmp_path: Path) -> None:
-    episode = eval_codex("user-sim-tools", Shop(), tmp_path / "run")
+@pytest.mark.parametrize("lean", [False, True], ids=["codex-as-shipped", "optional-tools-off"])
+def test_codex_works_the_shop_of_user_sim_tools_from_the_cli(codex_bin: str, tmp_path: Path,
+                                                              lean: bool) -> None:
+    seen: list[ScriptedRequest] = []
+    episode = eval_codex("user-sim-tools", Shop(), tmp_path / "run",
+                         extra_args=LEAN if lean else None, seen=seen)
+    # codex's own tools and the env's (through the gateway) are offered either way; turned
+    # off, its sub-agent and goal tools are not.
+    names = set().union(*(offered(r) for r in seen if r.body.get("tools")))
+    assert {"exec_command", PREFIX + "find_order", PREFIX + "cancel_order"} <= names
+    optional = {n for n in names if n.startswith("multi_agent") or n.endswith("_goal")}
+    assert (optional == set()) is lean, optional
     assert episode["reward"] == 1.0
     order = episode["results"]["world"]["orders"]["1042"]
     assert (order["status"], order["cancel_reason"]) == ("cancelled", "ordered by mistake")
@@ -232,7 +253,7 @@ async def test_a_call_codex_could_not_deliver_is_a_tool_run_of_its_own(tmp_path:
     """codex's event for an env tool call that failed before the gateway answered it (the
     gateway went away): recorded, paired with the model's call, never taken for one the
     gateway answered."""
-    run = _Run()
+    run = CodexRun()
     for event in (
         {"type": "item.started", "item": {"id": "item_1", "type": "mcp_tool_call",
                                           "server": "interplay", "tool": "book",
@@ -256,7 +277,7 @@ async def test_a_call_codex_could_not_deliver_is_a_tool_run_of_its_own(tmp_path:
     agent = Agent(name="assistant", harness=harness, client=resources.client())
     session = agent.chat(Task(idx=0, prompt="x"))
     try:
-        state = harness._state(session.ctx)
+        state = trace_state(session.ctx.state, harness.config)
         # The model called book twice; the gateway answered the first (and recorded it).
         model_said = [Message("assistant", None, tool_calls=(
             ToolCall("call_8", PREFIX + "book", "{}"), ToolCall("call_9", PREFIX + "book",

@@ -1,0 +1,305 @@
+"""What one connection to a listener may hold, and how many a listener holds: the limits every
+app served by :mod:`interplay._listener` gets, so a new listener cannot forget one:
+
+- each request has a deadline for its request line and headers, a bound on their size, and a
+  deadline for its body (uvicorn has none of these: a client that sends its headers a byte at a
+  time, or less body than its Content-Length says, would hold its connection for ever);
+- a listener holds at most a share of the process's descriptors
+  (:func:`interplay._fds.listener_share`); past it, a new connection closes the oldest one
+  that is idle or still sending its request, so a client that opens connections and never
+  finishes them cannot starve the process of descriptors (and the requests being answered are
+  never cut);
+- a WebSocket handshake is refused with a 403 before the app sees it, and another Upgrade (h2c)
+  is ignored and its request answered as plain HTTP. None of it is logged as an error.
+
+This module owns accepting connections (:class:`Acceptor`), the connections held
+(:class:`Held`) and uvicorn's protocol with the deadlines (:func:`protocol`); it must not
+start a server or reach an app's requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import socket
+from collections.abc import Callable
+from typing import Any
+
+from interplay import _codec
+from interplay._asgi import error_body
+from interplay.log import get_logger
+
+log = get_logger("interplay.listener")
+
+#: Headers are cut off past this many bytes (request line included), with a 431.
+MAX_HEAD_BYTES = 64 << 10
+
+
+_CODES = {408: "request_timeout", 403: "websocket_not_served"}
+
+
+#: Connections accepted per turn of the event loop, at most (a quarter of the limit, for a
+#: small one): between turns the loop reads what the accepted ones sent, so a connection is
+#: never shed to make room for others before its request has had a chance to be read.
+ACCEPT_BATCH = 64
+#: After the system refused a descriptor to accept with (EMFILE, ENFILE, ENOBUFS), accepting
+#: pauses this long; the connections wait in the kernel's queue meanwhile.
+ACCEPT_RETRY_S = 0.1
+
+
+class Held:
+    """The connections one listener holds (accepted, and being set up), and which of them may
+    be shed: those idle between requests or still sending one, oldest first (a dict keeps
+    insertion order). ``room`` is called when one may be taken in again."""
+
+    __slots__ = ("all", "limit", "paused", "pending", "room", "shed", "sheddable")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.all: set[Any] = set()
+        self.sheddable: dict[Any, None] = {}
+        #: Accepted, their protocol not yet made.
+        self.pending = 0
+        self.shed = 0
+        #: Whether accepting waits for ``room()`` (checked on every request: a flag, no call).
+        self.paused = False
+        self.room: Callable[[], None] = lambda: None
+
+    @property
+    def full(self) -> bool:
+        return len(self.all) + self.pending >= self.limit
+
+    def shed_oldest(self) -> bool:
+        """Close the oldest connection that is idle or still sending its request; False when
+        every one is being answered."""
+        if not self.sheddable:
+            return False
+        oldest = next(iter(self.sheddable))
+        oldest._drop()
+        oldest.transport.close()
+        self.shed += 1
+        if self.shed == 1:
+            log.warning("listener.shedding", max_connections=self.limit,
+                        reason_code="connection_limit")
+        return True
+
+
+class Acceptor:
+    """Accepts connections on a listening socket for one listener, within its limit: at most
+    :data:`ACCEPT_BATCH` per turn of the loop, shedding the oldest idle or half-sent connection
+    for each past the limit, and not at all while every connection held is being answered (new
+    ones wait in the kernel's queue, in the order they came, holding none of this process's
+    descriptors). uvicorn's own accepting (asyncio's or uvloop's) takes every connection
+    waiting at once, descriptors or not, and would leave none to shed for."""
+
+    def __init__(self, sock: socket.socket, factory: Callable[[], asyncio.Protocol],
+                 held: Held) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.sock = sock
+        self.factory = factory
+        self.held = held
+        self.batch = max(1, min(ACCEPT_BATCH, held.limit // 4))
+        self.reading = False
+        self.closed = False
+        self._failing = False
+        self._connecting: set[asyncio.Task[None]] = set()
+        held.room = self.resume
+        self.resume()
+
+    def resume(self) -> None:
+        if not self.reading and not self.closed:
+            self.reading = True
+            self.held.paused = False
+            self.loop.add_reader(self.sock.fileno(), self._accept)
+
+    def _pause(self) -> None:
+        if self.reading:
+            self.reading = False
+            self.held.paused = True
+            self.loop.remove_reader(self.sock.fileno())
+
+    def _accept(self) -> None:
+        held = self.held
+        for _ in range(self.batch):
+            if held.full and not held.shed_oldest():
+                self._pause()  # resumed when a connection ends or falls idle
+                return
+            try:
+                conn, _ = self.sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except ConnectionAbortedError:
+                continue
+            except OSError as exc:
+                # Out of descriptors or buffers: wait a little, connections stay queued.
+                if not self._failing:
+                    log.warning("listener.accept_failed", reason_code=_errno_name(exc),
+                                max_connections=held.limit)
+                self._failing = True
+                self._pause()
+                self.loop.call_later(ACCEPT_RETRY_S, self.resume)
+                return
+            self._failing = False
+            conn.setblocking(False)
+            held.pending += 1
+            task = self.loop.create_task(self._connect(conn))
+            self._connecting.add(task)
+            task.add_done_callback(self._connecting.discard)
+
+    async def _connect(self, conn: socket.socket) -> None:
+        try:
+            await self.loop.connect_accepted_socket(self.factory, conn)
+        except BaseException:
+            conn.close()
+            raise
+        finally:
+            self.held.pending -= 1
+
+    def close(self) -> None:
+        self.closed = True
+        self._pause()
+        for task in self._connecting:
+            task.cancel()
+        self.sock.close()
+
+
+class _Answered:
+    """The request/response cycle of a request answered before it reached the app."""
+
+    response_complete = True
+
+    def __init__(self) -> None:
+        self.message_event = asyncio.Event()
+
+
+def _errno_name(exc: OSError) -> str:
+    return errno.errorcode.get(exc.errno or 0, type(exc).__name__)
+
+
+def protocol(header_timeout_s: float, body_timeout_s: float,
+              held: Held) -> type[asyncio.Protocol]:
+    """uvicorn's httptools protocol with deadlines on each request's head and body, a size
+    bound on its head, its place among the connections held (see :class:`Held`), and
+    WebSocket handshakes refused. One timer per request serves both deadlines (what it costs
+    is per request, on every request)."""
+    from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+
+    def _answer(status: int, message: str) -> bytes:
+        body = _codec.dumps(error_body(message, code=_CODES.get(status)))
+        return (STATUS_LINE[status] + b"content-type: application/json\r\n"
+                b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(body), body))
+
+    class _Protocol(HttpToolsProtocol):
+        _timer: asyncio.TimerHandle | None = None
+        _head_bytes = 0
+        #: When the body must have arrived by (once the head has); None while reading the head.
+        _body_deadline: float | None = None
+
+        def _drop(self) -> None:
+            held.all.discard(self)
+            held.sheddable.pop(self, None)
+
+        def _arm(self) -> None:
+            self._disarm()
+            self._head_bytes = 0
+            self._body_deadline = None
+            self._timer = self.loop.call_later(header_timeout_s, self._timed_out)
+
+        def _disarm(self) -> None:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+
+        def _timed_out(self) -> None:
+            self._timer = None
+            if self.transport.is_closing():
+                return
+            if self._body_deadline is not None:
+                left = self._body_deadline - self.loop.time()
+                if left > 0:  # the head came in time: the body has until its own deadline
+                    self._timer = self.loop.call_later(left, self._timed_out)
+                    return
+                if self.cycle is None or not self.cycle.response_started:
+                    # The app waits for the rest of the body: it sees the client gone, and
+                    # its answer, should it send one, is dropped; this one is the client's.
+                    # (An app that answered already, say a 413, has had its say.)
+                    self.transport.write(_answer(
+                        408, f"the request body did not arrive within {body_timeout_s:g} s"))
+            self.transport.close()  # (a head that never ended has no request to answer)
+
+        def _count(self, n: int) -> None:
+            self._head_bytes += n
+            if self._head_bytes > MAX_HEAD_BYTES:
+                raise ValueError("request head too large")  # ends parsing: a 400, below
+
+        def send_400_response(self, msg: str) -> None:
+            if self._head_bytes <= MAX_HEAD_BYTES:
+                super().send_400_response(msg)
+                return
+            self._disarm()
+            self.transport.write(_answer(431, f"request headers exceed {MAX_HEAD_BYTES} bytes"))
+            self.transport.close()
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._arm()  # a connection that sends nothing at all
+            held.all.add(self)
+            held.sheddable[self] = None
+            if held.paused:  # accepting waited for a connection it may now shed
+                held.room()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            self._drop()
+            super().connection_lost(exc)
+            if held.paused:
+                held.room()
+
+        def on_message_begin(self) -> None:
+            super().on_message_begin()
+            if self._timer is None or self._body_deadline is not None:
+                self._arm()  # a request on a kept-alive connection
+
+        def on_url(self, url: bytes) -> None:
+            self._count(len(url))
+            super().on_url(url)
+
+        def on_header(self, name: bytes, value: bytes) -> None:
+            self._count(len(name) + len(value))
+            super().on_header(name, value)
+
+        def on_headers_complete(self) -> None:
+            self._body_deadline = self.loop.time() + body_timeout_s
+            if self.parser.should_upgrade():
+                if self._get_upgrade() == b"websocket":
+                    self._disarm()
+                    self.transport.write(_answer(
+                        403, "this server does not serve WebSocket connections"))
+                    self.transport.close()
+                    # Answered: what the parser still reads of it goes nowhere (uvicorn's
+                    # own callbacks skip a request whose response is complete).
+                    self.cycle = _Answered()  # type: ignore[assignment]
+                    return
+                super().on_headers_complete()
+                # Another protocol (h2c) is ignored, as a server may: the request is answered
+                # as plain HTTP, and the connection, whose parser stopped at the Upgrade, ends.
+                self.cycle.keep_alive = False
+                return
+            super().on_headers_complete()
+
+        def on_message_complete(self) -> None:
+            self._disarm()
+            held.sheddable.pop(self, None)  # being answered: never shed
+            super().on_message_complete()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if self in held.all:
+                held.sheddable[self] = None  # idle, kept alive: the newest to go
+                if held.paused:
+                    held.room()
+
+        def _unsupported_upgrade_warning(self) -> None:
+            pass  # answered above: refused (a WebSocket), or served as plain HTTP
+
+    return _Protocol

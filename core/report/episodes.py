@@ -1,0 +1,186 @@
+"""An episode as the report shows it: its row in the page's table (:func:`table_row`, the
+fields :data:`ROW_COLUMNS` names) and its section (:func:`episode_view`): each seat's
+transcript (messages, tool calls with their arguments, rewards with a judge's criteria), the
+episode's rewards, metrics and error, and an always_on episode's chat and wakes (values from
+:mod:`interplay.report.always_on`, charts from :mod:`interplay.report.charts`).
+
+This module turns one episode record into plain values for the templates, reading it
+defensively (:mod:`interplay.report.plain`); it must not write markup or read a file.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
+
+from interplay.report import always_on, charts
+from interplay.report.plain import as_json, as_map, as_seq, as_text, fmt
+from interplay.run.results import finite_number
+from interplay.run.summary import is_error, scored_reward
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, list):
+        return "\n".join(as_text(part.get("text")) if isinstance(part, Mapping) and "text" in part
+                         else as_text(part) for part in content)
+    return as_text(content)
+
+
+def _prompt_text(prompt: Any) -> str:
+    if isinstance(prompt, list):
+        return "\n".join(f"{as_text(as_map(m).get('role'))}: "
+                         f"{_content_text(as_map(m).get('content'))}" for m in prompt)
+    return as_text(prompt)
+
+
+def _pretty_args(arguments: Any) -> str:
+    try:
+        return as_json(json.loads(arguments), indent=2)
+    except (TypeError, ValueError):
+        return as_text(arguments)
+
+
+def seat_name(t: Mapping[str, Any]) -> str:
+    """The seat a trace is of (an older record names its agent)."""
+    return as_text(t.get("seat") or t.get("agent"))
+
+
+def _stops(ep: Mapping[str, Any]) -> list[str]:
+    return [f"{seat_name(as_map(t))}: {as_text(as_map(t).get('stop_condition'))}"
+            for t in as_seq(ep.get("traces"))]
+
+
+_ROLES = ("system", "developer", "user", "assistant", "tool")
+
+
+def _message(m: Mapping[str, Any]) -> dict[str, Any]:
+    role = as_text(m.get("role")) or "?"
+    return {"role": role, "role_class": role if role in _ROLES else "other",
+            "name": as_text(m.get("name")), "tool_call_id": as_text(m.get("tool_call_id")),
+            "text": _content_text(m.get("content")),
+            "tool_calls": [{"name": as_text(as_map(as_map(c).get("function")).get("name")),
+                            "id": as_text(as_map(c).get("id")),
+                            "arguments": _pretty_args(as_map(as_map(c).get("function"))
+                                                      .get("arguments"))}
+                           for c in as_seq(m.get("tool_calls"))]}
+
+
+def _messages(messages: Any) -> list[dict[str, Any]]:
+    if messages is not None and not isinstance(messages, list | tuple):
+        # Not a list of messages: shown as what it is rather than dropped.
+        return [_message({"role": "?", "content": messages})]
+    return [_message(as_map(m)) for m in as_seq(messages)]
+
+
+def _rewards(rewards: Any, judged: Collection[str]) -> list[dict[str, Any]]:
+    """Rewards as rows; a judge's (a rubric verifier's, named in ``judged``) with a row per
+    criterion: its score, weight and reason."""
+    out = []
+    for r in map(as_map, as_seq(rewards)):
+        name = as_text(r.get("name"))
+        criteria = as_map(as_map(r.get("info")).get("criteria")) if name in judged else {}
+        out.append({"name": name, "value": fmt(r.get("value")),
+                    "weight": fmt(r.get("weight")), "seat": as_text(r.get("seat")),
+                    "reason": as_text(r.get("reason")),
+                    "criteria": [{"name": as_text(c), "score": fmt(as_map(v).get("score")),
+                                  "weight": fmt(as_map(v).get("weight")),
+                                  "reason": as_text(as_map(v).get("reason"))}
+                                 for c, v in criteria.items()]})
+    return out
+
+
+def _trace(t: Mapping[str, Any], errored: bool, judged: Collection[str]) -> dict[str, Any]:
+    calls = [as_map(c) for c in as_seq(t.get("model_calls"))]
+    tokens = 0
+    for c in calls:
+        count = as_map(c.get("usage")).get("total_tokens")
+        tokens += count if isinstance(count, int) else 0
+    return {"seat": seat_name(t), "agent": as_text(t.get("agent")),
+            "harness": as_text(t.get("harness")),
+            "model": as_text(t.get("model")), "trainable": t.get("trainable") is True,
+            "stop_condition": as_text(t.get("stop_condition")),
+            "reward": "-" if errored else fmt(t.get("reward")), "calls": len(calls),
+            "failed_calls": sum(1 for c in calls if c.get("error_type")), "tokens": tokens,
+            "tool_runs": len(as_seq(t.get("tool_runs"))),
+            "error_type": as_text(t.get("error_type")), "error": as_text(t.get("error")),
+            "messages": _messages(t.get("messages")),
+            "rewards": _rewards(t.get("rewards"), judged)}
+
+
+def _label(ep: Mapping[str, Any]) -> str:
+    """What the episode was asked: the task's prompt, or for a task whose env makes its
+    prompt (a puzzle, a game), the first message a seat was sent."""
+    text = _prompt_text(as_map(ep.get("task")).get("prompt"))
+    if not text.strip():
+        for t in map(as_map, as_seq(ep.get("traces"))):
+            first = next((m for m in map(as_map, as_seq(t.get("messages")))
+                          if m.get("role") == "user"), None)
+            if first is not None:
+                text = _content_text(first.get("content"))
+                break
+    label = " ".join(text.split())
+    return label[:90] + ("…" if len(label) > 90 else "")
+
+
+def cause(error: Any) -> str:
+    """An error's one-line cause: its first line, shortened."""
+    line = next((x.strip() for x in as_text(error).splitlines() if x.strip()), "")
+    return line[:160] + ("…" if len(line) > 160 else "")
+
+
+def episode_view(i: int, ep: Mapping[str, Any], judged: Collection[str]) -> dict[str, Any]:
+    """The ``i``-th episode's section of the page; ``judged`` names the rubric verifiers,
+    whose rewards are shown per criterion."""
+    info, task = as_map(ep.get("info")), as_map(ep.get("task"))
+    reward = scored_reward(ep)
+    traces = [as_map(t) for t in as_seq(ep.get("traces"))]
+    turns = as_map(ep.get("metrics")).get("turns")
+    stops = _stops(ep)
+    record = as_map(ep.get("results")).get("always_on")
+    view = always_on.view(record)
+    if view is not None:
+        view["timeline_chart"] = charts.always_on_timeline(as_map(record))
+        view["latency_chart"] = charts.reply_latencies(as_map(record))
+    return {
+        "index": i, "episode_id": as_text(info.get("episode_id")),
+        "task_idx": as_text(info.get("task_idx")), "rollout": as_text(info.get("rollout")),
+        "seed": as_text(info.get("seed")),
+        "reward": fmt(reward),
+        "error_type": as_text(ep.get("error_type")), "error": as_text(ep.get("error")),
+        "stops": stops, "turns": fmt(turns),
+        "calls": sum(len(as_seq(t.get("model_calls"))) for t in traces),
+        "wall_s": fmt(ep.get("wall_s"), 3),
+        "metrics": ", ".join(f"{k} = {fmt(v)}" for k, v in as_map(ep.get("metrics")).items()),
+        "rewards": _rewards(ep.get("rewards"), judged),
+        "system_prompt": as_text(task.get("system_prompt")),
+        "prompt": _prompt_text(task.get("prompt")), "answer": as_json(task.get("answer")),
+        "results": as_json(ep["results"], indent=2) if ep.get("results") else "",
+        "traces": [_trace(t, is_error(ep), judged) for t in traces],
+        "always_on": view,
+    }
+
+
+def table_row(i: int, ep: Mapping[str, Any], seats: Sequence[str],
+              stop_index: dict[str, int]) -> list[Any]:
+    """An episode's row of the table, as the page's script reads it (see ROW_COLUMNS)."""
+    info = as_map(ep.get("info"))
+    traces = [as_map(t) for t in as_seq(ep.get("traces"))]
+    errored = is_error(ep)
+    by_seat = {seat_name(t): t.get("reward") for t in traces}
+    seat_rewards = [None if errored or not finite_number(by_seat.get(s)) else by_seat[s]
+                    for s in seats]
+    stops = [stop_index.setdefault(s, len(stop_index)) for s in _stops(ep)]
+    wall = ep.get("wall_s")
+    turns = as_map(ep.get("metrics")).get("turns")
+    return [i, as_text(info.get("episode_id")), info.get("task_idx"), info.get("rollout") or 0,
+            scored_reward(ep), seat_rewards, as_text(ep.get("error_type")), cause(ep.get("error")),
+            stops, turns if finite_number(turns) else None,
+            sum(len(as_seq(t.get("model_calls"))) for t in traces),
+            round(wall, 3) if finite_number(wall) else None, _label(ep)]
+
+
+#: The fields of a row of the episode table, in order (the page's script and its CSV read
+#: them by these names).
+ROW_COLUMNS = ("index", "episode_id", "task", "rollout", "reward", "seat_rewards", "error_type",
+               "error", "stops", "turns", "calls", "wall_s", "prompt")
