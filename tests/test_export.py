@@ -16,6 +16,7 @@ import pytest
 
 from interplay import InterplayError, cli
 from interplay.export import ExportOptions, export
+from interplay.export.files import features
 from interplay.records import (
     Episode,
     EpisodeInfo,
@@ -174,6 +175,25 @@ def test_hf_datasets_open_with_load_from_disk(echo_run: Path, tmp_path: Path) ->
     export(echo_run, tmp_path / "rl", ExportOptions(format="hf", rows="rl"))
     with pytest.raises(InterplayError, match="not a dataset folder"):
         export(echo_run, tmp_path, ExportOptions(format="hf"))
+
+
+def test_hf_datasets_of_rl_traces_and_of_no_rows_open_too(echo_run: Path,
+                                                          tmp_path: Path) -> None:
+    datasets = pytest.importorskip("datasets")
+    traces = export(echo_run, tmp_path / "traces", ExportOptions(format="hf", rows="rl",
+                                                                 unit="trace"))
+    lines = read_lines(export(echo_run, tmp_path / "traces.jsonl",
+                              ExportOptions(format="rl", unit="trace")).output)
+    ds = datasets.load_from_disk(str(traces.output))
+    assert "calls" in ds.column_names and len(ds) == len(lines) == 8
+    assert [row["loss_mask"] for row in ds] == [line["loss_mask"] for line in lines]
+    # Filters that leave nothing give an empty dataset with the same columns, not a traceback.
+    for rows in ("sft", "rl"):
+        empty = export(echo_run, tmp_path / f"empty-{rows}",
+                       ExportOptions(format="hf", rows=rows, min_reward=2.0))
+        assert empty.rows == 0
+        ds = datasets.load_from_disk(str(empty.output))
+        assert len(ds) == 0 and ds.features == features(rows, "call")
 
 
 def test_the_command_prints_what_it_wrote_and_refuses_a_run_without_capture(

@@ -127,7 +127,7 @@ def export(run: str | Path, output: str | Path | None = None,
         final = work / "final.jsonl"
         _finish(spill, final, opts, groups, result)
         if opts.format == "hf":
-            _write_dataset(final, out, work, opts.kind, opts.unit)
+            _write_dataset(final, out, work, opts.kind, opts.unit, result.rows)
         else:
             os.replace(final, out)
     finally:
@@ -362,16 +362,35 @@ def _text(content: Any) -> str | None:
     return str(content)
 
 
-def _write_dataset(final: Path, out: Path, work: Path, kind: str, unit: str) -> None:
+# What pyarrow's JSON reader parses at once (the library's default is 10 MB): a tenth of it
+# keeps the process's own memory where the SFT path's is, at a tenth of the speed lost.
+_JSON_CHUNK = 1 << 20
+
+
+def _write_dataset(final: Path, out: Path, work: Path, kind: str, unit: str,
+                   rows: int) -> None:
+    """The dataset folder from the exported lines. RL lines are already the dataset's rows, so
+    the library reads them with pyarrow's JSON reader (2.4 times as fast as rows handed over
+    from Python); SFT rows are reshaped first (:func:`dataset_rows`). No rows is an empty
+    dataset with the same columns, in one shard (the library's readers refuse an empty file,
+    and an empty dataset saved as no shard does not load)."""
     datasets = _require_datasets()
+    schema = features(kind, unit)
     bars = datasets.is_progress_bar_enabled()
     datasets.disable_progress_bars()
     try:
-        built = datasets.Dataset.from_generator(
-            dataset_rows, gen_kwargs={"path": str(final), "kind": kind},
-            features=features(kind, unit), cache_dir=str(work / "cache"))
+        if rows == 0:
+            built = datasets.Dataset.from_dict({name: [] for name in schema}, features=schema)
+        elif kind == "rl":
+            built = datasets.Dataset.from_json(str(final), features=schema,
+                                               cache_dir=str(work / "cache"),
+                                               chunksize=_JSON_CHUNK)
+        else:
+            built = datasets.Dataset.from_generator(
+                dataset_rows, gen_kwargs={"path": str(final), "kind": kind},
+                features=schema, cache_dir=str(work / "cache"))
         staged = work / "dataset"
-        built.save_to_disk(str(staged))
+        built.save_to_disk(str(staged), num_shards=1 if rows == 0 else None)
         del built
     finally:
         if bars:
