@@ -8,8 +8,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from always_on_support import Agent
+
 from interplay.loader import env_from_toml
-from interplay.testing import ScriptedReply, ScriptedRequest, run_scripted
+from interplay.testing import ScriptedReply, run_scripted
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "always_on.md"
 MARK = "# docs/always_on.md: a complete scenario"
@@ -21,17 +23,9 @@ def complete_scenario() -> str:
     return block
 
 
-def handler(request: ScriptedRequest) -> ScriptedReply | str:
-    msgs = request.messages
-    system = str(msgs[0].get("content")) if msgs and msgs[0]["role"] == "system" else ""
-    if "role-playing a user" in system:
-        return "#2 Yes, 80 EUR is fine, please book it."
-    if "You receive messages from" in system:
-        return "Two of us are vegetarian."
-    last = msgs[-1]
-    if last["role"] == "tool":
-        return ""
-    text = str(last.get("content"))
+def decide(text: str) -> ScriptedReply:
+    """The agent's answer to a wake: asks the venue and Sam, passes on the venue's offer,
+    books after her yes."""
     if "find us a place for the team dinner" in text:
         return ScriptedReply.calls([
             ("send_email", {"to": "events@lindenhof.example", "subject": "Dinner Thursday",
@@ -55,7 +49,9 @@ async def test_the_complete_scenario_loads_and_runs(tmp_path: Path) -> None:
     env = env_from_toml(path)()
     env.check()
     task = next(iter(env.tasks()))
-    result = await run_scripted(env, task, handler)
+    result = await run_scripted(env, task, Agent(
+        decide, user=lambda _: "#2 Yes, 80 EUR is fine, please book it.",
+        contact=lambda _: "Two of us are vegetarian."))
     episode = result.episode
     assert episode.error is None, episode.error
     ao = episode.results["always_on"]

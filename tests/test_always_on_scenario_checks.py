@@ -13,7 +13,7 @@ import pytest
 
 from interplay.errors import InterplayError
 from interplay.loader import env_from_toml
-from interplay.world import scenario_from
+from interplay.world import scenario_from, times
 
 BERLIN = "Europe/Berlin"
 NOTIFY = [{"kind": "notify", "text": "x"}]
@@ -119,10 +119,17 @@ def test_a_busy_block_without_days_is_busy_every_day() -> None:
     assert schedule.state_at(monday_noon + 5 * 86400 + 3 * 3600) == "free"
 
 
-def test_the_day_names_that_are_days_are_taken(tmp_path: Path) -> None:
-    scenario_from({"start": "2025-06-02T08:00", "contacts": [
-        {"name": "c", "replies": ["r"], "hours": ["09:00", "17:00"],
-         "days": ["mon", "Tuesday", "weekend", "weekdays", "daily"]}]})
+@pytest.mark.parametrize(("days", "weekdays"), [
+    (["mon", "Tuesday", "weekend"], {0, 1, 5, 6}),
+    (["weekdays"], {0, 1, 2, 3, 4}),
+    (["SUN", "friday"], {4, 6}),
+    (["daily"], set(range(7))),
+])
+def test_the_day_names_that_are_days_are_taken(days: list[str], weekdays: set[int]) -> None:
+    scenario = scenario_from({"start": "2025-06-02T08:00", "contacts": [
+        {"name": "c", "replies": ["r"], "hours": ["09:00", "17:00"], "days": days}]})
+    [contact] = scenario.contacts
+    assert times.parse_days(contact.days) == weekdays
 
 
 def test_a_scenario_file_without_a_start_says_so(tmp_path: Path) -> None:

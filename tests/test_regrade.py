@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from always_on_support import Agent, by_pattern
 
 from interplay import cli, hookimpl
 from interplay.hookspecs import Register
@@ -164,37 +165,27 @@ def test_a_verifier_that_needs_the_agent_again_stops_the_regrade_in_one_line(
     assert lines(tmp_path / "new") == []
 
 
-def week(request: ScriptedRequest) -> ScriptedReply | str:
+def week() -> Agent:
     """always-on-week: asks the venue, asks her before booking, books after her yes."""
-    msgs = request.messages
-    system = str(msgs[0].get("content")) if msgs and msgs[0]["role"] == "system" else ""
-    if "role-playing a user" in system:
-        return "Yes, please book the Lindenhof!"
-    if "You receive messages from" in system:
-        return "Sure, I'll send the guest list tonight."
-    last = msgs[-1]
-    if last["role"] == "tool":
-        return "noted"
-    text = str(last.get("content") or "")
-    if "surprise party" in text:
-        return ScriptedReply.calls([
+    return Agent(by_pattern({
+        "surprise party": ScriptedReply.calls([
             ("send_email", {"to": "events@lindenhof.example", "subject": "Saturday party",
                             "body": "Is Saturday 7 June free for 25?"}),
-            ("message_user", {"text": "I asked the Lindenhof about Saturday."})])
-    if "Email from Lindenhof" in text:
-        return ScriptedReply.tool_call("message_user", {
-            "text": "The Lindenhof is free on Saturday; shall I book it?"})
-    if "replied to your message #2" in text:
-        return ScriptedReply.calls([
+            ("message_user", {"text": "I asked the Lindenhof about Saturday."})]),
+        "Email from Lindenhof": ScriptedReply.tool_call("message_user", {
+            "text": "The Lindenhof is free on Saturday; shall I book it?"}),
+        "replied to your message #2": ScriptedReply.calls([
             ("book", {"place": "Lindenhof", "date": "2025-06-07", "guests": 25}),
-            ("message_user", {"text": "Booked the Lindenhof for Saturday."})])
-    return ScriptedReply.tool_call("stay_quiet", {"reason": "nothing new"})
+            ("message_user", {"text": "Booked the Lindenhof for Saturday."})]),
+    }, default=ScriptedReply.tool_call("stay_quiet", {"reason": "nothing new"})),
+        after_tools="noted", user=lambda _: "Yes, please book the Lindenhof!",
+        contact=lambda _: "Sure, I'll send the guest list tonight.")
 
 
 @pytest.mark.slow
 def test_an_always_on_week_regraded_from_its_chat_and_timeline_scores_as_at_run_time(
         tmp_path: Path, scripted_model: Callable[..., ScriptedModel]) -> None:
-    model = scripted_model(week)
+    model = scripted_model(week())
     out = tmp_path / "week"
     assert cli.main(["eval", "always-on-week", "-n", "1", "--base-url", model.base_url,
                      "-o", str(out), "--quiet"]) == 0
