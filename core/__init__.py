@@ -5,12 +5,13 @@ This module is the public API: everything a plugin (a harness, a user sim, a ste
 an env) needs is importable from here, and test helpers from :mod:`interplay.testing`. So are
 the builtins a plugin builds on: the relay step (``Relay``, ``RelayConfig``,
 ``person_from_task``) for an env with a modeled user, the LLM-played user sim (``LlmUserSim``,
-``LlmUserConfig``, ``reply_target_of``) to subclass, and the rubric judge (``Rubric``,
-``RubricConfig``, ``Criterion``, ``always_on_seats``) to subclass. What a plugin is handed
-(``EpisodeContext``, ``SegmentContext``, ``SeatAgent``, ``ChatSession``, ``SegmentClient``) are
-protocols (:mod:`interplay.contexts`) the run implements: a plugin annotates with them. The
-subpackages (``interplay.model``, ``interplay.run``, ``interplay.interception``, ...) are the
-implementation and may move; modules whose names start with ``_`` are internal to the kernel.
+``LlmUserConfig``, ``reply_target_of``, ``fill_placeholders``) to subclass, and the rubric
+judge (``Rubric``, ``RubricConfig``, ``Criterion``, ``always_on_seats``) to subclass. What a
+plugin is handed (``EpisodeContext``, ``SegmentContext``, ``SeatAgent``, ``ChatSession``,
+``SegmentClient``) are protocols (:mod:`interplay.contexts`) the run implements: a plugin
+annotates with them. The subpackages (``interplay.model``, ``interplay.run``,
+``interplay.interception``, ...) are the implementation and may move; modules whose names start
+with ``_`` are internal to the kernel.
 
 Stable: the names in ``__all__`` here and in :mod:`interplay.testing`; their documented fields,
 parameters and behaviour change only after a release that warns of it. docs/api.md lists them
@@ -26,6 +27,7 @@ from interplay.builtin_envs.steps import Relay, RelayConfig
 from interplay.builtin_envs.usersims import (
     LlmUserConfig,
     LlmUserSim,
+    fill_placeholders,
     person_from_task,
     reply_target_of,
 )
@@ -152,6 +154,7 @@ __all__ = [
     "assistant_message",
     "describe_kinds",
     "env_from_toml",
+    "fill_placeholders",
     "from_json",
     "get_logger",
     "hookimpl",

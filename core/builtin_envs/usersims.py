@@ -47,7 +47,7 @@ _REPLYING_TO = re.compile(r"^\s*(?:re:?\s*)?#(\d+)\s*[:.)-]?\s*", re.I)
 _QUOTE = re.compile(r"^\s*>\s*(.+?)\s*(?:\n|$)")
 
 
-def fill(template: str, values: Mapping[str, str]) -> str:
+def fill_placeholders(template: str, values: Mapping[str, str]) -> str:
     """Substitute ``{name}`` placeholders in one pass: text inside a value is never
     rewritten, and unknown placeholders stay as they are."""
     return re.sub(r"\{(\w+)\}", lambda m: values.get(m[1], m[0]), template)
@@ -104,7 +104,7 @@ class LlmUserSim(UserSim):
 
     def system_prompt(self, person: Person) -> str:
         """The user seat's system prompt: ``template`` filled with :meth:`prompt_values`."""
-        return fill(self.config.template, self.prompt_values(person))
+        return fill_placeholders(self.config.template, self.prompt_values(person))
 
     def prompt_values(self, person: Person) -> dict[str, str]:
         """What ``template``'s placeholders are filled with (her scenario says what her first

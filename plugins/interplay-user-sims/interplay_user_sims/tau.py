@@ -25,7 +25,15 @@ from typing import Any, ClassVar
 
 import attrs
 
-from interplay import Answer, InterplayError, LlmUserSim, Person, Read, reply_target_of
+from interplay import (
+    Answer,
+    InterplayError,
+    LlmUserSim,
+    Person,
+    Read,
+    fill_placeholders,
+    reply_target_of,
+)
 
 TEMPLATE = (
     "You are playing a customer who contacts an assistant. Never act as the assistant.\n"
@@ -135,11 +143,15 @@ class TauUser(LlmUserSim):
                                  f"tools on seat {cfg.seat!r}; set seats.{cfg.seat}.harness = "
                                  f"\"chat\"")
         persona = f"Who you are: {person.description}\n" if person.description else ""
-        return (TEMPLATE.replace("{persona}", persona)
-                .replace("{tools}", TOOLS.format(names=", ".join(names)) if names else "")
-                .replace("{stop}", cfg.stop_token).replace("{transfer}", cfg.transfer_token)
-                .replace("{out_of_scope}", cfg.out_of_scope_token)
-                .replace("{instructions}", instructions.render()))
+        # One pass: her description or instructions may hold a placeholder's text (a persona
+        # that mentions "{stop}"), which must stay as she wrote it.
+        return fill_placeholders(TEMPLATE, {
+            "persona": persona,
+            "tools": TOOLS.format(names=", ".join(names)) if names else "",
+            "stop": cfg.stop_token, "transfer": cfg.transfer_token,
+            "out_of_scope": cfg.out_of_scope_token,
+            "instructions": instructions.render(),
+        })
 
     def done_line(self) -> str:
         # The step's done marker is not hers: her stop token ends the chat.

@@ -87,6 +87,20 @@ async def test_tau2_user_scenario_and_the_scenario_as_the_reason() -> None:
         requests[0].messages[0]["content"]
 
 
+async def test_placeholders_in_her_persona_and_instructions_stay_as_written() -> None:
+    # Every placeholder is filled in one pass: a persona or an instruction that holds a
+    # placeholder's text is never filled again, so the stop token cannot land inside her
+    # description.
+    env = relay_env("tau", persona="someone who writes {stop} and {instructions} in notes")
+    task = Task(0, prompt="p", info={"instructions": {
+        "reason_for_call": "Ask about {transfer} and {persona}."}})
+    _, requests = await run_relay(env, task, seats(replies("ok"), replies("###STOP###")))
+    system = requests[0].messages[0]["content"]
+    assert "Who you are: someone who writes {stop} and {instructions} in notes" in system
+    assert "Reason for your call: Ask about {transfer} and {persona}." in system
+    assert system.count("###STOP###") == 1 and system.count("###TRANSFER###") == 1
+
+
 @pytest.mark.parametrize(("last", "reason"), [("###TRANSFER###", "transfer"),
                                               ("Okay. ###OUT-OF-SCOPE###", "out_of_scope")])
 async def test_the_transfer_and_out_of_scope_tokens_end_it(last: str, reason: str) -> None:
