@@ -250,3 +250,35 @@ def test_echo_env(scripted_episode) -> None:
                           env={**os.environ, "INTERPLAY_LOAD_PLUGINS": ""})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "1 passed" in proc.stdout
+
+
+def _docs_pytest_settings() -> str:
+    """The ``[tool.pytest.ini_options]`` table docs/plugins.md tells a plugin author to write."""
+    docs = (Path(__file__).parents[1] / "docs" / "plugins.md").read_text()
+    block = next(b for b in docs.split("```toml\n")[1:] if "asyncio_mode" in b)
+    return block.split("```")[0]
+
+
+@pytest.mark.slow
+def test_a_plugins_async_tests_run_without_a_warning(tmp_path: Path) -> None:
+    """A plugin's pyproject.toml as docs/plugins.md shows it and a test marked as interplay's
+    helpers mark them (needs_local_model, slow), with every warning an error: the markers are
+    known (interplay's pytest plugin registers them) and pytest-asyncio has nothing to warn of."""
+    (tmp_path / "pyproject.toml").write_text(_docs_pytest_settings())
+    (tmp_path / "test_plugin.py").write_text('''
+import pytest
+
+from interplay.testing import needs_local_model
+
+pytestmark = [needs_local_model[0], pytest.mark.slow]
+
+
+async def test_marked_and_async() -> None:
+    assert True
+''')
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-W", "error", "-p",
+                           "no:cacheprovider", "test_plugin.py"],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                          env={**os.environ, "INTERPLAY_LOAD_PLUGINS": ""})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "1 passed" in proc.stdout and "warning" not in proc.stdout.lower(), proc.stdout

@@ -1,8 +1,10 @@
 """pytest fixtures for plugin authors (registered through the ``pytest11`` entry point).
 
-``scripted_model(script)`` starts a :class:`~interplay.testing.ScriptedModel` and stops it after
-the test. ``scripted_episode(env, task, script)`` runs one episode against one from a plain
-(not async) test, so a plugin's tests need no async test runner.
+It registers the markers interplay's test helpers put on tests (``local_model``, from
+:data:`~interplay.testing.needs_local_model`, and ``slow``), so a plugin's own test run does not
+warn of them. ``scripted_model(script)`` starts a :class:`~interplay.testing.ScriptedModel` and
+stops it after the test. ``scripted_episode(env, task, script)`` runs one episode against one
+from a plain (not async) test, so a plugin's tests need no async test runner.
 """
 
 from __future__ import annotations
@@ -13,6 +15,17 @@ from typing import Any
 import pytest
 
 from interplay.testing.scripted import ScriptedModel
+
+#: The markers interplay's helpers put on tests, and what each means.
+MARKERS = (
+    "local_model: runs on the embedded llama.cpp model (interplay.testing.needs_local_model)",
+    "slow: takes a second or more (real subprocesses, a browser, the embedded model)",
+)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for marker in MARKERS:
+        config.addinivalue_line("markers", marker)
 
 
 @pytest.fixture
