@@ -395,8 +395,20 @@ def get(kind: str, name: str) -> Any:
     """What was registered as ``name`` of ``kind`` ('harnesses', 'envs', ...): a class, or
     for an env written as a file its :class:`~interplay.env.EnvFile` (an Env class of any
     name: :func:`interplay.loader.env_class`). An unknown name raises InterplayError listing
-    the known ones."""
-    return registry().get(kind, name)
+    the known ones, and every plugin that failed to load or register: the name may be one of
+    theirs."""
+    plugin_host = host()
+    try:
+        return plugin_host.registry.get(kind, name)
+    except InterplayError as exc:
+        failed = [i for i in plugin_host.infos.values() if i.error is not None]
+        if not failed or kind not in KINDS or \
+                plugin_host.registry.clash(kind, name) is not None:
+            raise
+        why = "; ".join(f"plugin {i.name} ({i.package} {i.version}) failed to load: {i.error}"
+                        for i in failed)
+        raise InterplayError(f"{exc}; {why} (`interplay plugins` lists it; fix or uninstall "
+                             f"it)") from None
 
 
 def is_kind(obj_or_name: Any, kind: str, base_name: str) -> bool:

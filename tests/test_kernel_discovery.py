@@ -144,6 +144,17 @@ def test_broken_plugins_are_reported_and_the_rest_still_works(run: Run) -> None:
     assert "Traceback" not in text.stderr
 
 
+def test_a_name_from_a_plugin_that_failed_to_import_says_why(run: Run, tmp_path: Path) -> None:
+    out = run("eval", "echo", "-n", "1", "-o", str(tmp_path / "run"), "--set",
+              'seats.assistant.harness="fixture_echo2"', packages=["good", "bad_import"])
+    assert out.returncode == 2, out.stderr
+    (line,) = [x for x in out.stderr.splitlines() if x.startswith("interplay: error: ")]
+    assert "unknown harness 'fixture_echo2'" in line
+    assert ("plugin fixture_bad_import (interplay-fixture-bad-import 0.0.1) failed to load: "
+            "RuntimeError: fixture_bad_import_plugin is broken on purpose") in line
+    assert "fixture_bad_import_plugin/__init__.py:3)" in line
+
+
 def test_a_name_registered_by_two_packages_is_an_error_naming_both(
         run: Run, installed: dict[str, Path]) -> None:
     packages = ["good", "clash"]

@@ -382,6 +382,24 @@ def test_unknown_kind_and_name_say_what_exists() -> None:
         plugins.get("verifiers", "nope")
 
 
+def test_an_unknown_name_names_the_plugins_that_failed(register_plugin: RegisterPlugin) -> None:
+    def register_user_sims(register: Register) -> None:
+        raise RuntimeError("boom")
+
+    register_plugin(make_plugin("broken", register_user_sims=register_user_sims),
+                    package="broken-pkg")
+    with pytest.raises(InterplayError) as caught:
+        plugins.get("user-sims", "my-sim")
+    message = str(caught.value)
+    assert message.startswith("unknown user sim 'my-sim'; known: ")
+    assert "plugin broken (broken-pkg " in message
+    assert "failed to load: register_user_sims: RuntimeError: boom (" in message
+    assert "test_kernel_plugins.py:" in message  # where the plugin went wrong
+    assert "\n" not in message
+    # A known name is not held up by another plugin's failure.
+    assert plugins.get("user-sims", "llm") is not None
+
+
 def test_is_kind_follows_subclasses(register_plugin: RegisterPlugin) -> None:
     class Stricter(AlwaysOne):
         name = "test_stricter"
