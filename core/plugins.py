@@ -23,7 +23,6 @@ import inspect
 import os
 import sys
 import threading
-import traceback
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -33,7 +32,7 @@ import pluggy
 from interplay import hookspecs
 from interplay.config import default_problems
 from interplay.env import EnvFile
-from interplay.errors import InterplayError
+from interplay.errors import InterplayError, describe_exception
 from interplay.log import Verbatim, get_logger
 from interplay.registry import KIND_BASES, Entry, Registry
 from interplay.registry import KINDS as KINDS  # the kinds, where callers have always found them
@@ -133,7 +132,7 @@ class PluginHost:
         except BaseException as exc:  # sys.exit() or the like in a plugin is its own failure
             self.infos[ep.name] = PluginInfo(
                 name=ep.name, package=package, version=version, builtin=False,
-                error=_describe(exc),
+                error=describe_exception(exc),
             )
             # The plugin's own error, not user data: what its author needs to read.
             log.warning("plugins.load_failed", plugin=ep.name, package=package,
@@ -155,7 +154,7 @@ class PluginHost:
             self.pm.register(module, name=name)
         except Exception as exc:
             self.infos[name] = PluginInfo(name=name, package=package, version=version,
-                                          builtin=builtin, error=_describe(exc))
+                                          builtin=builtin, error=describe_exception(exc))
             return
         hooks = sorted(caller.name for caller in self.pm.get_hookcallers(module) or [])
         error = _hook_problem(self.pm, module)
@@ -186,7 +185,7 @@ class PluginHost:
                 except KeyboardInterrupt:
                     raise
                 except BaseException as exc:  # reported, never fatal
-                    info.error = f"{hook_name}: {_describe(exc)}"
+                    info.error = f"{hook_name}: {describe_exception(exc)}"
                     info.registered = {}
                     log.warning("plugins.hook_failed", plugin=info.name, hook=hook_name,
                                 package=info.package, exception_type=type(exc).__name__,
@@ -348,20 +347,6 @@ def _own_version() -> str:
         return importlib.metadata.version("interplay")
     except importlib.metadata.PackageNotFoundError:
         return "0+unknown"
-
-
-_KERNEL = os.path.dirname(os.path.abspath(__file__)) + os.sep
-
-
-def _describe(exc: BaseException) -> str:
-    """``Type: message (file:line)``, the line being where the plugin went wrong: the frame
-    that raised, or for an error the kernel raised (a refused ``register()``), the plugin's
-    call into the kernel."""
-    frames = traceback.extract_tb(exc.__traceback__) if exc.__traceback__ else []
-    outside = [f for f in frames if not os.path.abspath(f.filename).startswith(_KERNEL)]
-    frame = (outside or frames)[-1:] if frames else []
-    where = f" ({frame[0].filename}:{frame[0].lineno})" if frame else ""
-    return f"{type(exc).__name__}: {exc}{where}"
 
 
 _host: PluginHost | None = None

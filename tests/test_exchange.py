@@ -374,6 +374,41 @@ async def test_a_verifier_returning_no_rewards_or_non_finite_ones_is_a_verifier_
     assert ep.metrics["odd_error"] == 1.0
 
 
+class RaisingVerifier(Verifier):
+    name = "raising"
+
+    async def score(self, episode: Any, ctx: EpisodeContext) -> Any:
+        return {}["missing"]
+
+
+async def test_a_verifier_that_raises_says_where_and_what_to_mend(
+        model_and_resources: Any) -> None:
+    _, resources = model_and_resources(counting)
+
+    async def program(ctx: EpisodeContext) -> None:
+        await ctx.agent("assistant").run(ctx.task)
+
+    ep = await run_steps(resources, program, Task(0, prompt="hi"),
+                         verifiers=[RaisingVerifier()])
+    assert ep.error_type == "verifier_error"
+    line = RaisingVerifier.score.__code__.co_firstlineno + 1
+    assert ep.error == (f"verifier raising: KeyError: 'missing' ({__file__}:{line}); a bug in "
+                        "the verifier: mend it, then `interplay regrade` scores the run again "
+                        "without calling the agent")
+
+
+async def test_a_step_that_raises_says_where(model_and_resources: Any) -> None:
+    _, resources = model_and_resources(counting)
+
+    async def program(ctx: EpisodeContext) -> None:
+        raise ValueError("no such order")
+
+    ep = await run_steps(resources, program, Task(0, prompt="hi"))
+    line = program.__code__.co_firstlineno + 1
+    assert (ep.error_type, ep.error) == ("env_error",
+                                         f"ValueError: no such order ({__file__}:{line})")
+
+
 async def test_an_env_whose_steps_cannot_be_built_is_an_episode_error(
         model_and_resources: Any) -> None:
     _, resources = model_and_resources(counting)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from interplay.contexts import Reply, SeatSpec
-from interplay.errors import InterplayError
+from interplay.errors import InterplayError, describe_exception
 from interplay.harness import Harness, Segment
 from interplay.log import get_logger
 from interplay.records import EpisodeInfo, Message, ModelCall, Task, ToolRun, Trace
@@ -309,7 +309,7 @@ class ChatSession:
                         harness=self.agent.harness.name, error_type="harness_error",
                         exception_type=type(exc).__name__)
             return Segment(stop_condition="error", error_type="harness_error",
-                           error=f"{type(exc).__name__}: {exc}")
+                           error=describe_exception(exc))
         # What a harness hands back becomes the trace: anything but Messages in a Segment
         # would fail only when the episode is written, and take the run down with it.
         problem = _segment_problem(segment)

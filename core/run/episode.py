@@ -24,7 +24,7 @@ from interplay._ids import new_id
 from interplay.clock import Clock
 from interplay.endpoint import Endpoint
 from interplay.env import Env, SeatSpec
-from interplay.errors import InterplayError
+from interplay.errors import InterplayError, describe_exception
 from interplay.log import get_logger
 from interplay.records import Episode, EpisodeInfo, Reward, Task, Trace
 from interplay.run.agent import Agent
@@ -205,7 +205,8 @@ async def _run(ctx: EpisodeContext, env: Env, task: Task) -> Episode:
         raise
     except Exception as exc:
         episode.error = str(exc) if isinstance(exc, UserSimError) \
-            else f"{type(exc).__name__}: {exc}"
+            else f"{type(exc).__name__}: {exc}" if isinstance(exc, InterplayError) \
+            else describe_exception(exc)
         episode.error_type = "user_error" if isinstance(exc, UserSimError) else \
             "config_error" if isinstance(exc, InterplayError) else "env_error"
         log.warning("episode.step_failed", episode_id=info.episode_id, env=env.name,
@@ -272,7 +273,9 @@ async def score(episode: Episode, env: Env, ctx: EpisodeContext) -> None:
             out = await verifier.score(episode, ctx)
             problem = _bad_rewards(out)
         except Exception as exc:
-            problem, why = f"{type(exc).__name__}: {exc}", {"exception_type": type(exc).__name__}
+            problem = (f"{describe_exception(exc)}; a bug in the verifier: mend it, then "
+                       f"`interplay regrade` scores the run again without calling the agent")
+            why = {"exception_type": type(exc).__name__}
         else:
             if problem is None:
                 rewards.extend([out] if isinstance(out, Reward) else out)
