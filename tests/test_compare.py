@@ -5,6 +5,7 @@ headless Chromium; runs of other envs or tasks refused in one line."""
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import re
 import tempfile
@@ -75,15 +76,39 @@ def test_the_terminal_table_and_json(runs: tuple[Path, Path],
     a, b = map(str, runs)
     assert cli.main(["compare", a, b]) == 0
     text = capsys.readouterr().out
-    assert "b - a: paired by (task, rollout)" in text
-    diffs = text[text.index("b - a: paired"):]
+    assert f"A: a ({a})" in text and f"B: b ({b})" in text
+    assert "B - A: paired by (task, rollout)" in text
+    diffs = text[text.index("B - A: paired"):]
     row = next(line for line in diffs.splitlines() if re.match(r"\W*reward\W", line))
-    assert row.split()[1:4] == ["reward", "│", "16"] and "+0.5" in row
-    assert "pass@2" in text and "config differences (a -> b)" in text
+    assert row.split()[:5] == ["reward", "16", "(8)", "0.5", "1"] and "+0.5" in row
+    assert "pass@2" in text and "config differences (A -> B)" in text
     assert "model.base_url" in text
     assert cli.main(["compare", a, b, "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["comparisons"][0]["quantities"][0]["diff"] == 0.5
+
+
+def test_the_terminal_tables_keep_to_80_columns_whatever_the_labels(
+        runs: tuple[Path, Path]) -> None:
+    from rich.console import Console
+
+    from interplay.compare.table import print_comparison
+
+    labels = ("baseline-run-with-a-long-label", "trained-checkpoint-step-300-of-the-run")
+    result = compare.compare([compare.load_run(p, label=label)
+                              for p, label in zip(runs, labels, strict=True)], seed=7)
+    console = Console(width=80, file=io.StringIO(), highlight=False, emoji=False, markup=False,
+                      soft_wrap=True, color_system=None)
+    print_comparison(result, console)
+    text = console.file.getvalue()
+    assert f"A: {labels[0]} ({runs[0]})" in text and f"B: {labels[1]} ({runs[1]})" in text
+    legend = 2
+    assert all(len(line) <= 80 for line in text.splitlines()[legend:]), text
+    # Every header in one line: nothing folded.
+    for header in (["A", "B"], ["pairs (tasks)", "A", "B", "B - A", "95% interval", "P(>0)"],
+                   ["task", "pairs", "A", "B", "B - A", "95% interval"]):
+        assert any(line.split() == " ".join(header).split() for line in text.splitlines()), \
+            header
 
 
 def test_runs_of_other_envs_or_tasks_are_refused_unless_asked(

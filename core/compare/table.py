@@ -1,7 +1,13 @@
-"""A comparison as tables on a terminal (rich; plain text where stdout is not one)."""
+"""A comparison as tables on a terminal (rich; plain text where stdout is not one).
+
+The runs are named by letter in the tables (A, B, ...), each letter's run said once above
+them, so that the tables keep to 80 columns however long a run's label is: a label in every
+header folded into pieces ("baseline / -run-lon / g-label") on a standard terminal.
+"""
 
 from __future__ import annotations
 
+import string
 from collections.abc import Mapping
 from typing import Any
 
@@ -11,32 +17,45 @@ from interplay.compare.figures import fmt, interval, side_rows
 TASKS_SHOWN = 15
 
 
+def letters(count: int) -> list[str]:
+    """The runs' names in the tables: A, B, ... Z, then AA, AB, ..."""
+    upper = string.ascii_uppercase
+    return [upper[i] if i < 26 else upper[i // 26 - 1] + upper[i % 26] for i in range(count)]
+
+
 def print_comparison(result: Mapping[str, Any], console: Any = None) -> None:
     """The comparison as tables on a terminal (plain text where stdout is not one)."""
+    from rich import box
     from rich.console import Console
     from rich.table import Table
 
     console = console or Console(highlight=False, emoji=False, markup=False, soft_wrap=True)
-    labels = [s["label"] for s in result["runs"]]
-    table = Table(title=f"{result['tasks']} tasks"
-                  f"{' in common' if result['common_tasks'] else ''}; "
-                  f"pass threshold {fmt(result['pass_threshold'])}", title_justify="left")
-    table.add_column("")
-    for label in labels:
-        table.add_column(label, justify="right", overflow="fold")
-    for name, cells in side_rows(result):
-        table.add_row(name, *cells)
-    console.print(table)
+
+    def table(title: str, *columns: str, left: tuple[str, ...] = ("",)) -> Any:
+        out = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+        for col in columns:
+            out.add_column(col, justify="left" if col in left else "right", overflow="fold")
+        return out
+
+    runs = result["runs"]
+    names = letters(len(runs))
+    name_of = {run["label"]: name for run, name in zip(runs, names, strict=True)}
+    for run, name in zip(runs, names, strict=True):
+        where = "" if run["path"] == run["label"] else f" ({run['path']})"
+        console.print(f"{name}: {run['label']}{where}")
+    sides = table(f"{result['tasks']} tasks{' in common' if result['common_tasks'] else ''}; "
+                  f"pass threshold {fmt(result['pass_threshold'])}", "", *names)
+    for label, cells in side_rows(result):
+        sides.add_row(label, *cells)
+    console.print(sides)
     pct = f"{result['confidence']:.0%}"
     for c in result["comparisons"]:
-        diff = Table(title=f"{c['b']} - {c['a']}: paired by (task, rollout); {pct} interval "
-                     f"from {result['resamples']} task resamples (seed {result['seed']})",
-                     title_justify="left")
-        for col in ("", "pairs", "tasks", c["a"], c["b"], "difference", f"{pct} interval",
-                    "P(diff > 0)"):
-            diff.add_column(col, justify="left" if not col else "right", overflow="fold")
+        a, b = name_of[c["a"]], name_of[c["b"]]
+        diff = table(f"{b} - {a}: paired by (task, rollout); {pct} interval from "
+                     f"{result['resamples']} task resamples (seed {result['seed']})",
+                     "", "pairs (tasks)", a, b, f"{b} - {a}", f"{pct} interval", "P(>0)")
         for q in c["quantities"]:
-            diff.add_row(q["name"], str(q["pairs"]), str(q["tasks"]), fmt(q["a"]), fmt(q["b"]),
+            diff.add_row(q["name"], f"{q['pairs']} ({q['tasks']})", fmt(q["a"]), fmt(q["b"]),
                          fmt(q["diff"], signed=True), interval(q["ci"]),
                          "-" if q["p_above"] is None else f"{q['p_above']:.3f}")
         console.print(diff)
@@ -44,21 +63,17 @@ def print_comparison(result: Mapping[str, Any], console: Any = None) -> None:
             rows = sorted(q["per_task"], key=lambda r: -abs(r["diff"]))
             if not rows:
                 continue
-            per = Table(title=f"{q['name']} per task ({min(len(rows), TASKS_SHOWN)} of "
-                        f"{len(rows)}, largest differences first)", title_justify="left")
-            for col in ("task", "pairs", c["a"], c["b"], "difference", f"{pct} interval"):
-                per.add_column(col, justify="right", overflow="fold")
+            per = table(f"{q['name']} per task ({min(len(rows), TASKS_SHOWN)} of {len(rows)}, "
+                        f"largest differences first)", "task", "pairs", a, b, f"{b} - {a}",
+                        f"{pct} interval", left=())
             for r in rows[:TASKS_SHOWN]:
                 per.add_row(str(r["task"]), str(r["pairs"]), fmt(r["a"]), fmt(r["b"]),
                             fmt(r["diff"], signed=True), interval(r["ci"]))
             console.print(per)
         if c["config_differences"]:
-            conf = Table(title=f"config differences ({c['a']} -> {c['b']})",
-                         title_justify="left")
-            for col in ("key", c["a"], c["b"]):
-                conf.add_column(col, overflow="fold")
+            conf = table(f"config differences ({a} -> {b})", "key", a, b, left=("key", a, b))
             for d in c["config_differences"]:
                 conf.add_row(d["key"], d["a"], d["b"])
             console.print(conf)
         else:
-            console.print(f"config: no differences ({c['a']} -> {c['b']})")
+            console.print(f"config: no differences ({a} -> {b})")
