@@ -215,6 +215,20 @@ def test_the_command_prints_what_it_wrote_and_refuses_a_run_without_capture(
     assert cli.main(["export", str(plain), "--format", "sft"]) == 0
     assert cli.main(["export", str(tmp_path / "nothing"), "--format", "sft"]) == 2
     assert "results folder" in capsys.readouterr().err
+    # A file that is not a run's, named by mistake, is said to be one: not how to mend it.
+    for name, text, why in (("notes.txt", "hello\n", "is not JSON"),
+                            ("rows.jsonl", '{"a": 1}\n', "is not an episode record (info: "),
+                            ("summary.json", (echo_run / "summary.json").read_text(),
+                             "is not JSON")):
+        (tmp_path / name).write_text(text)
+        assert cli.main(["export", str(tmp_path / name), "--format", "sft"]) == 2
+        err = capsys.readouterr().err
+        assert err == (f"interplay: error: {tmp_path / name} is not an episodes file of "
+                       f"`interplay eval`: its first line {why}"
+                       + err.split(why, 1)[1]), err
+        assert err.endswith("; name a results folder (or its episodes.jsonl)\n"), err
+    assert cli.main(["export", str(echo_run / "summary.json"), "--format", "sft"]) == 2
+    assert "summary.json is not an episodes file" in capsys.readouterr().err
     # Options that do not go together are one line each; a seat that matches nothing is said.
     for args, says in ((["--format", "sft", "--unit", "trace"], "--unit goes with RL rows"),
                        (["--format", "rl", "--rows", "rl"], "--rows goes with --format hf"),
@@ -328,7 +342,7 @@ def test_iter_episodes_reads_heads_first_and_refuses_a_broken_line_when_reached(
         next(streamed)
     # The same broken line superseded by a later one of its pair is still refused.
     path.write_bytes(broken + b"\n" + lines[1] + b"\n")
-    with pytest.raises(InterplayError, match="line 1 is not JSON"):
+    with pytest.raises(InterplayError, match="its first line is not JSON"):
         list(results.iter_episodes(path))
     # A line of another shape is read whole, and refused before anything is yielded.
     path.write_bytes(lines[0] + b"\n" + b'{"info": {"task_idx": "x"}}\n')

@@ -115,7 +115,8 @@ def test_a_whole_line_that_is_not_an_episode_is_refused_never_cut(
     calls = len(model.requests)
     error = refused(capsys, "eval", "--resume", str(out), "-q", "--no-report")
     assert "episodes.jsonl: line 4 is not" in error and named in error, error
-    assert error.endswith("then resume")
+    assert error.endswith("something else wrote to this episodes file: remove or mend the "
+                          "line, then run the command again")
     # Nothing was cut, nothing ran, and the report says the same.
     assert path.read_bytes() == before and len(model.requests) == calls
     assert "line 4" in refused(capsys, "report", str(out))
@@ -131,7 +132,8 @@ def test_a_refused_line_is_one_line_and_exit_2_from_the_command(
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines() == [
         f"interplay: error: {out / 'episodes.jsonl'}: line 4 is not an episode record (reward: "
-        "expected a finite number or null, got str); remove or mend it, then resume"]
+        "expected a finite number or null, got str); something else wrote to this episodes "
+        "file: remove or mend the line, then run the command again"]
 
 
 def test_a_bad_line_in_the_middle_is_refused_by_its_number(

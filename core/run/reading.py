@@ -62,12 +62,14 @@ def iter_episodes(path: Path, *, slim: bool = False,
     # (offset, line number, whether it was checked whole) of each pair's latest line.
     latest: dict[tuple[int, int], tuple[int, int, bool]] = {}
     unchecked: dict[int, int] = {}  # superseded lines read by their head only: offset: number
+    first: int | None = None
     for number, start, raw in _raw_lines(path):
+        first = start if first is None else first
         head = _HEAD.match(raw) if raw.endswith(b"\n") else None
         if head is not None:
             pair, whole = (int(head[1]), int(head[2])), False
         else:
-            found = _checked(path, number, start, raw)
+            found = _checked(path, number, start, raw, first)
             if found is None:  # a torn last line
                 break
             pair, whole = pair_of(found[1]), True
@@ -75,7 +77,7 @@ def iter_episodes(path: Path, *, slim: bool = False,
         if before is not None and not before[2]:
             unchecked[before[0]] = before[1]
         latest[pair] = (start, number, whole)
-    if not latest:
+    if not latest or first is None:
         return
     if order == "pair":
         lines = [latest[pair][:2] for pair in sorted(latest)]
@@ -83,7 +85,7 @@ def iter_episodes(path: Path, *, slim: bool = False,
         with _open(path) as fh:
             for start, number in [*lines, *sorted(unchecked.items())]:
                 fh.seek(start)
-                found = _checked(path, number, start, fh.readline())
+                found = _checked(path, number, start, fh.readline(), first)
                 if found is not None and start not in unchecked:
                     yield found[1] if slim else found[0]
         return
@@ -91,12 +93,12 @@ def iter_episodes(path: Path, *, slim: bool = False,
     del latest
     for number, start, raw in _raw_lines(path):
         if start in wanted:
-            found = _checked(path, number, start, raw)
+            found = _checked(path, number, start, raw, first)
             if found is None:
                 return
             yield found[1] if slim else found[0]
         elif start in unchecked:
-            _checked(path, number, start, raw)
+            _checked(path, number, start, raw, first)
 
 
 #: The head of a line as :func:`~interplay.run.side_files.episode_line` writes it: the
@@ -130,32 +132,48 @@ def _raw_lines(path: Path) -> Iterator[tuple[int, int, bytes]]:
                 yield number, start, raw
 
 
-def _checked(path: Path, number: int, start: int,
-             raw: bytes) -> tuple[Any, dict[str, Any]] | None:
+def _checked(path: Path, number: int, start: int, raw: bytes,
+             first: int) -> tuple[Any, dict[str, Any]] | None:
     """A line parsed and checked: (the record, its :func:`slim_record`); None for a torn last
     line (told by the newline it lacks), which is skipped; InterplayError for any other line
-    that is not an episode record."""
+    that is not an episode record. ``first`` is the offset of the file's first line that is
+    not blank: when that line is not an episode record and no run's config.json is beside the
+    file, it is not a results file at all (another file named by mistake), and the error says
+    so rather than how to mend a line."""
     try:
         record = _codec.loads(raw)
     except ValueError:
         # Only the last line can lack its newline.
         if raw.endswith(b"\n"):
-            raise InterplayError(f"{path}: line {number} is not JSON, so not an episode "
-                                 "record; remove it, then resume") from None
+            raise _not_a_record(path, number, start == first, "is not JSON") from None
         log.warning("runner.torn_line_skipped", output_path=str(path), line=number)
         return None
     try:
         return record, slim_record(record)
     except ValueError as exc:
-        raise InterplayError(f"{path}: line {number} is not an episode record ({exc}); "
-                             "remove or mend it, then resume") from None
+        raise _not_a_record(path, number, start == first,
+                            f"is not an episode record ({exc})") from None
+
+
+def _not_a_record(path: Path, number: int, first: bool, why: str) -> InterplayError:
+    # A run's episodes are episodes.jsonl beside its config.json (written before any
+    # episode): a file that begins with something else and is not that was named by mistake.
+    if first and (path.name != "episodes.jsonl"
+                  or not (path.parent / "config.json").exists()):
+        return InterplayError(f"{path} is not an episodes file of `interplay eval`: its first "
+                              f"line {why}; name a results folder (or its episodes.jsonl)")
+    return InterplayError(f"{path}: line {number} {why}; something else wrote to this "
+                          "episodes file: remove or mend the line, then run the command again")
+
 
 
 def _lines(path: Path, *, repair: bool = False) -> Iterator[tuple[int, Any, dict[str, Any]]]:
     """Each episode line of a results file as (its offset, the record, its
     :func:`slim_record`), checked as :func:`read_episodes` says."""
+    first: int | None = None
     for number, start, raw in _raw_lines(path):
-        found = _checked(path, number, start, raw)
+        first = start if first is None else first
+        found = _checked(path, number, start, raw, first)
         if found is None:
             if repair:
                 with path.open("r+b") as cut:
