@@ -120,6 +120,21 @@ async def test_a_program_answers_and_its_model_calls_are_recorded(
 
 
 @pytest.mark.slow
+async def test_python_in_argv_is_the_python_that_runs_interplay(agent_script: Path,
+                                                                tmp_path: Path) -> None:
+    # A PATH whose `python` cannot import the agent's openai client: {python} is not it.
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "python").write_text("#!/bin/sh\nexit 97\n")
+    (fake / "python").chmod(0o755)
+    ep = (await run_program(one_call, Task(0, prompt="hello program"),
+                            ["{python}", str(agent_script), "text"],
+                            env={"PATH": f"{fake}:/usr/bin:/bin"})).episode
+    assert ep.error is None, ep.error
+    assert ep.trace("assistant").messages[-1].text == "program heard 1: hello program"
+
+
+@pytest.mark.slow
 async def test_a_program_reading_messages_takes_part_in_a_chat(
         agent_script: Path) -> None:
     replies: list[str] = []

@@ -90,7 +90,7 @@ def check_cancelled(episode: Episode) -> None:
 def test_the_docs_agent_works_the_shop_from_the_interplay_command(docs_agent: Path,
                                                                   tmp_path: Path) -> None:
     shop = Shop()
-    seat = json.dumps([sys.executable, str(docs_agent)])
+    seat = json.dumps(["{python}", str(docs_agent)])  # as the docs write it
     with ScriptedModel(shop) as model:
         out = run_interplay(
             "eval", "user-sim-tools", "-n", "1", "--base-url", model.base_url,

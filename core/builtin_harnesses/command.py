@@ -27,6 +27,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import sys
 from typing import Any, ClassVar, Literal
 
 import attrs
@@ -46,8 +47,15 @@ MCP_URL_VAR = "INTERPLAY_MCP_URL"
 MCP_TOKEN_VAR = "INTERPLAY_MCP_TOKEN"
 
 
+#: In ``argv``, the Python that runs interplay (``sys.executable``: the venv's, with interplay
+#: and its dependencies importable), so an agent written in Python needs no path to it.
+PYTHON_PLACEHOLDER = "{python}"
+
+
 @attrs.define
 class CommandConfig:
+    #: The program and its arguments, e.g. ``["{python}", "my_agent.py"]``; ``{python}`` is
+    #: the Python that runs interplay (the venv's, where ``python`` on the PATH may be another).
     argv: list[str] = attrs.field(validator=attrs.validators.min_len(1))
     prompt_via: Literal["stdin", "argv"] = "stdin"
     prompt_format: Literal["text", "messages"] = "text"
@@ -65,7 +73,7 @@ class CommandHarness(Harness):
     def __init__(self, config: Any = None) -> None:
         if config is None:
             raise InterplayError("harness 'command' needs harness_config.argv, "
-                                 "e.g. argv = [\"python\", \"my_agent.py\"]")
+                                 "e.g. argv = [\"{python}\", \"my_agent.py\"]")
         super().__init__(config)
         cfg: CommandConfig = self.config
         if cfg.cwd is not None and not os.path.isdir(cfg.cwd):
@@ -78,7 +86,8 @@ class CommandHarness(Harness):
         cfg: CommandConfig = self.config
         route = await ctx.route()
         prompt = self._render(task)
-        argv = [*cfg.argv, prompt] if cfg.prompt_via == "argv" else list(cfg.argv)
+        program = [a.replace(PYTHON_PLACEHOLDER, sys.executable) for a in cfg.argv]
+        argv = [*program, prompt] if cfg.prompt_via == "argv" else program
         env = {**os.environ, **cfg.env, "OPENAI_BASE_URL": route.base_url,
                "OPENAI_API_KEY": route.secret, "OPENAI_MODEL": ctx.client.endpoint.model}
         tools = await ctx.tool_route()
