@@ -194,6 +194,10 @@ class Loop:
         if self.error_type == "user_error":
             # Recorded: now the episode is the user sim's failure, never scored.
             raise UserSimError(self.error or "the user sim failed")
+        if self.end_reason == "error" and self.error_type is not None:
+            # Recorded, not raised: the episode ends in the turn's error, never scored (the
+            # trace of a turn the harness cut at its turn cap carries no error type itself).
+            self.ctx.fail(self.error_type, self.error or f"the run ended on {self.error_type}")
 
     def _out_of_budget(self) -> None:
         """The budget ran out with something still running: the run ends there, with the
@@ -441,7 +445,8 @@ class Loop:
             trace = session.trace
             self.turn_failed = True
             self.error_type = trace.error_type or reply.stop_condition or "error"
-            self.error = trace.error
+            self.error = trace.error or (f"the agent's turn in wake {n} stopped "
+                                         f"({reply.stop_condition}) before it ended")
             for message in mine:
                 message.leftover = True
             return "error"
