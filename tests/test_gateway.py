@@ -165,7 +165,8 @@ async def test_bad_calls_are_error_results_with_the_chat_harness_texts(seats: Se
     shop, _ = await routes(seats)
     calls: list[tuple[str, Any]] = [
         ("find_order", {}), ("find_order", {"order_id": "1", "extra": True}),
-        ("fails", {"reason": "because"}), ("slow", {}), ("nope", {"x": 1})]
+        ("fails", {"reason": "because"}), ("slow", {}), ("nope", {"x": 1}),
+        ("find_order", {"order_id": 1042})]
     async with mcp_session(shop.url, shop.token) as s:
         results = [await s.call_tool(name, args) for name, args in calls]
         # The session goes on after every one of them.
@@ -175,14 +176,18 @@ async def test_bad_calls_are_error_results_with_the_chat_harness_texts(seats: Se
     in_process = [await seats.shop.ctx.call_tool(name, json.dumps(args), call_id=f"c{i}")
                   for i, (name, args) in enumerate(calls)]
     assert [text(r) for r in results] == [o.output for o in in_process]
-    assert text(results[0]) == ("error: missing a required argument: 'order_id'; call it "
+    assert text(results[0]) == ("error: 'order_id' is a required property; call it "
                                 "again with the tool's parameters")
     assert text(results[2]) == "error: ValueError: no: because"
     assert text(results[3]) == "error: the tool did not finish within 0.2 s"
+    # Checked against the tool's schema before the tool runs, naming the field.
+    assert text(results[5]) == ("error: argument 'order_id': 1042 is not of type 'string'; "
+                                "call it again with the tool's parameters")
     kinds = [r.error_type for r in seats.shop.trace.tool_runs]
-    assert kinds[:6] == ["bad_arguments", "bad_arguments", "tool_error", "timeout",
-                         "unknown_tool", None]
-    assert kinds[6:] == kinds[:5]
+    assert kinds[:7] == ["bad_arguments", "bad_arguments", "tool_error", "timeout",
+                         "unknown_tool", "bad_arguments", None]
+    assert kinds[7:] == kinds[:6]
+    assert seats.calls == ["7"]  # only the call that fit reached the tool
 
 
 async def test_no_token_an_unknown_one_and_a_closed_trace_are_refused(seats: Seats) -> None:
