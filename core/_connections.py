@@ -370,7 +370,4 @@ def protocol(header_timeout_s: float, body_timeout_s: float, held: Held,
                 if held.paused:
                     held.room()
 
-        def _unsupported_upgrade_warning(self) -> None:
-            pass  # answered above: refused (a WebSocket), or served as plain HTTP
-
     return _Protocol
