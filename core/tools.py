@@ -80,9 +80,9 @@ async def run_call(tools: Mapping[str, Tool], name: str,
     """Run the model's call of ``name`` with ``arguments`` (the JSON text it produced, or the
     object a protocol already parsed) against ``tools`` (by name), under the tool's own
     timeout and at most ``timeout_s``. Never raises for what the model or the tool did: a
-    name no tool has, arguments that are not a JSON object or do not fit the function, a
-    timeout and an exception in the tool each come back as an error text the model can act
-    on. Cancellation propagates."""
+    name no tool has, arguments that are not a JSON object or do not fit the tool's schema
+    or its function, a timeout and an exception in the tool each come back as an error text
+    the model can act on. Cancellation propagates."""
     tool = tools.get(name)
     if tool is None:
         known = ", ".join(sorted(tools)) or "none"
