@@ -99,7 +99,9 @@ class Opening:
     """She speaks first (always_on): ``at`` (an ISO-8601 date-time, or a duration from the
     start; "" is the start) and ``text`` ("" when her sim writes it then)."""
 
+    #: When she speaks: an ISO-8601 date-time, or a duration from the start; empty is the start.
     at: str = ""
+    #: What she says; empty: her sim writes it then.
     text: str = ""
 
 

@@ -124,7 +124,11 @@ def shop_tools(world: dict[str, Any]) -> list[Tool]:
 
 @attrs.define
 class UserSimToolsConfig:
+    #: The tasks to run instead of the env's builtin ones: a JSONL file of task rows, a file or
+    #: folder the datasets library reads, or a dataset table ([env.taskset] with dataset = ...); a
+    #: relative path is read from the working folder. Empty keeps the builtin tasks.
     taskset: TasksetSource = ""
+    #: The relay step's settings (env.relay.*); the shop's orders take up to 8 assistant turns.
     relay: RelayConfig = attrs.Factory(lambda: RelayConfig(max_turns=8))
 
 

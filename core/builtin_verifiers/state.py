@@ -71,6 +71,8 @@ class StateMatchConfig:
     key: str = "state"
     #: The task ``info`` field holding the expected final state.
     expected: str = "expected_state"
+    #: Its share of the episode's reward, a mean of the verifiers' rewards weighted by this (0
+    #: records the reward without counting it).
     weight: float = 1.0
 
 
@@ -110,6 +112,8 @@ class StepScoreConfig:
     key: str = ""
     #: The field of that entry holding the score.
     field: str = "score"
+    #: Its share of the episode's reward, a mean of the verifiers' rewards weighted by this (0
+    #: records the reward without counting it).
     weight: float = 1.0
 
 
