@@ -230,12 +230,13 @@ TITLES = {"envs": "Envs", "steps": "Steps", "verifiers": "Verifiers",
           "harnesses": "Harnesses", "user-sims": "User sims", "model": "Model"}
 
 
-def markdown(kind: str, infos: Iterable[dict[str, Any]]) -> str:
+def markdown(kind: str, infos: Iterable[dict[str, Any]], command: str) -> str:
     """One reference page: every name of ``kind`` with its settings (and, for an env, its
-    seats, verifiers as it configures them, and results)."""
+    seats, verifiers as it configures them, and results); ``command`` made it."""
     lines = [f"# {TITLES[kind]}: settings", "",
-             "Generated from the settings classes by `python docs/reference/generate.py`; "
-             f"`interplay describe {kind} NAME` prints the same from what is installed.", ""]
+             f"Generated from the settings classes by `{command}`: edit the classes, not this "
+             f"page. `interplay describe {kind} NAME` prints the same for what is installed.",
+             ""]
     for info in infos:
         lines += [f"## {info['name']}", "",
                   f"{info['summary'] or '(no description)'} *({info['package']})*", ""]
@@ -252,6 +253,8 @@ def markdown(kind: str, infos: Iterable[dict[str, Any]]) -> str:
             for seat, spec in info["seats"].items()) + ".", ""]
         if info.get("needs"):
             lines += [f"With its defaults alone it cannot be made: {info['needs']}", ""]
+        if not info["verifiers"] and not info.get("needs"):
+            lines += ["Verifiers: none of its own.", ""]
         if info["verifiers"]:
             lines.append("Verifiers, as this env sets them:")
             lines.append("")
@@ -267,9 +270,10 @@ def markdown(kind: str, infos: Iterable[dict[str, Any]]) -> str:
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
-def reference_pages(packages: Iterable[str] | None = None) -> dict[str, str]:
+def reference_pages(packages: Iterable[str] | None = None,
+                    command: str = "interplay describe --markdown DIR") -> dict[str, str]:
     """``{file name: page}``, one page per kind, for the names registered by ``packages``
-    (every installed package when None)."""
+    (every installed package when None); each page says ``command`` made it."""
     keep = None if packages is None else set(packages)
     pages = {}
     for kind in DESCRIBE_KINDS:
@@ -280,7 +284,7 @@ def reference_pages(packages: Iterable[str] | None = None) -> dict[str, str]:
                 if keep is not None and package not in keep:
                     continue
             infos.append(describe(kind, name))
-        pages[f"{kind}.md"] = markdown(kind, infos)
+        pages[f"{kind}.md"] = markdown(kind, infos, command)
     return pages
 
 

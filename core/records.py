@@ -160,10 +160,19 @@ class Task:
     first user message). ``system_prompt`` becomes a synthesized system message.
     """
 
+    #: The row's number in the taskset (a JSONL line's position unless the row gives one); episodes
+    #: and rollouts are keyed by it.
     idx: int
+    #: What the agent is sent first: text (one user message), a list of {role, content} messages, or
+    #: null (the task waits for a first message, e.g. from a modeled user).
     prompt: str | tuple[Message, ...] | None = None
+    #: A system message put before the prompt (null: none).
     system_prompt: str | None = None
+    #: The reference answer verifiers compare with (exact, contains, regex; a rubric may show it to
+    #: its judge).
     answer: Any = None
+    #: Anything else the env's steps and verifiers read (e.g. a user's persona, a starting world);
+    #: each env's describe names the keys its example row holds.
     info: dict[str, Any] = attrs.Factory(dict)
     # The messages synthesized from system_prompt and a text prompt, made once (so their wire
     # forms are too, and every request and the trace hold the same ones).
