@@ -50,6 +50,7 @@ from interplay.harness import Harness, NoConfig, Segment
 from interplay.hookspecs import Register, hookimpl
 from interplay.loader import env_from_toml, lookup
 from interplay.log import get_logger
+from interplay.model.local import LocalTokenizer, local_tokenizer
 from interplay.model.retries import Failure as AttemptFailure
 from interplay.model.retries import Policy as RetryPolicy
 from interplay.model.wire import assistant_message, request_messages
@@ -111,6 +112,7 @@ __all__ = [
     "InterplayError",
     "LlmUserConfig",
     "LlmUserSim",
+    "LocalTokenizer",
     "Message",
     "ModelCall",
     "NoConfig",
@@ -161,6 +163,7 @@ __all__ = [
     "is_kind",
     "load_jsonl",
     "load_taskset",
+    "local_tokenizer",
     "lookup",
     "not_runnable",
     "owner_tag",
