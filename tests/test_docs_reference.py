@@ -1,0 +1,66 @@
+"""What the docs say of the public API is held to the code: each table of names and each
+field the docs name is checked against the signatures, classes and files it speaks of."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from pathlib import Path
+
+import attrs
+
+from interplay import RolloutGroup, Rollouts
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+
+
+def _table_after(page: Path, marker: str) -> list[list[str]]:
+    """The rows of the markdown table following ``<!-- marker -->`` in ``page``."""
+    text = page.read_text().split(f"<!-- {marker} -->", 1)[1].lstrip("\n")
+    rows = []
+    for line in text.splitlines():
+        if not line.startswith("|"):
+            break
+        if re.fullmatch(r"\|[-| ]+\|", line.strip()):  # the header's rule
+            continue
+        rows.append([c.strip() for c in line.strip()[1:-1].split(" | ")])
+    return rows[1:]
+
+
+def test_the_rollouts_table_names_every_parameter_and_field() -> None:
+    rows = _table_after(DOCS / "training.md", "rollouts-reference")
+    named: dict[str, list[str]] = {}
+    where = ""
+    for cells in rows:
+        where = cells[0] or where
+        named.setdefault(where, []).append(cells[1].strip("`"))
+    params = [p for p in inspect.signature(Rollouts.__init__).parameters if p != "self"]
+    assert named["`Rollouts(...)`"] == params
+    groups = [p for p in inspect.signature(Rollouts.groups).parameters if p != "self"]
+    assert named["`runner.groups(...)`"] == groups
+    fields = [f.name for f in attrs.fields(RolloutGroup)]
+    assert named["`RolloutGroup`"] == [*fields, "rewards"]
+
+
+def test_rollouts_take_env_settings_and_seats_as_the_docs_write_them() -> None:
+    runner = Rollouts("user-sim", env_settings={"relay": {"max_turns": 2}},
+                      seats={"assistant": {"sampling": {"temperature": 1.0}}})
+    assert runner.env.config.relay.max_turns == 2
+    assert RolloutGroup(task=next(iter(runner.env.tasks())), episodes=[]).rewards == []
+
+
+def test_the_docs_name_the_mcp_clients_error_field() -> None:
+    from mcp.types import CallToolResult
+
+    text = (DOCS / "plugins.md").read_text()
+    assert "CallToolResult.is_error" in text and "is_error" in CallToolResult.model_fields
+    # The wire's name is said to be the wire's, never the client's attribute.
+    assert not re.search(r"result\.isError|\.isError\b", text)
+
+
+def test_the_report_anchor_the_readme_names_is_the_one_the_page_reads() -> None:
+    readme = (ROOT / "README.md").read_text()
+    script = (ROOT / "core" / "report" / "templates" / "report.js").read_text()
+    assert "report.html#episode=<id>" in readme
+    assert "#episode=" in script
