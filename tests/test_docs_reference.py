@@ -64,3 +64,21 @@ def test_the_report_anchor_the_readme_names_is_the_one_the_page_reads() -> None:
     script = (ROOT / "core" / "report" / "templates" / "report.js").read_text()
     assert "report.html#episode=<id>" in readme
     assert "#episode=" in script
+
+
+async def test_the_two_seat_scripted_model_example_runs_as_written() -> None:
+    (block,) = [b for b in re.findall(r"```python\n(.*?)```", (DOCS / "plugins.md").read_text(),
+                                      re.S) if "def two_seats" in b]
+    scope: dict[str, object] = {}
+    exec(compile(block, "docs/plugins.md", "exec"), scope)
+    rewards = await scope["two_at_once"]()  # type: ignore[operator]
+    assert len(rewards) == 4 and all(r == 1.0 for r in rewards), rewards
+
+
+def test_a_scripted_reply_makes_several_tool_calls() -> None:
+    from interplay.testing import ScriptedReply
+
+    reply = ScriptedReply.calls([("find_order", {"order_id": "7"}), ("list_orders", {})],
+                                text="Looking.", latency_s=0.5)
+    assert [c.name for c in reply.tool_calls] == ["find_order", "list_orders"]
+    assert reply.latency_s == 0.5 and reply.content == "Looking."
