@@ -23,6 +23,7 @@ Importing the package has no side effects: plugins load lazily, once, on the fir
 from __future__ import annotations
 
 from interplay._version import __version__
+from interplay.builtin_envs.shop import InitState, InitStateConfig
 from interplay.builtin_envs.steps import Relay, RelayConfig
 from interplay.builtin_envs.usersims import (
     LlmUserConfig,
@@ -32,6 +33,7 @@ from interplay.builtin_envs.usersims import (
     reply_target_of,
 )
 from interplay.builtin_verifiers.rubric import Criterion, Rubric, RubricConfig, always_on_seats
+from interplay.builtin_verifiers.state import StateMatch, StateMatchConfig
 from interplay.clock import Clock
 from interplay.config import structure as structure_config
 from interplay.contexts import (
@@ -78,7 +80,7 @@ from interplay.run.rollouts import RolloutGroup, Rollouts
 from interplay.step import Step
 from interplay.taskset import DatasetTaskset, TasksetSource, load_jsonl
 from interplay.taskset import load as load_taskset
-from interplay.tools import Tool, tool
+from interplay.tools import CallOutcome, Tool, tool
 from interplay.usersim import (
     Answer,
     Opening,
@@ -99,6 +101,7 @@ __all__ = [
     "App",
     "AttemptFailure",
     "BusyBlock",
+    "CallOutcome",
     "ChatSession",
     "Clock",
     "Criterion",
@@ -109,6 +112,8 @@ __all__ = [
     "EpisodeContext",
     "EpisodeInfo",
     "Harness",
+    "InitState",
+    "InitStateConfig",
     "InterplayError",
     "LlmUserConfig",
     "LlmUserSim",
@@ -139,6 +144,8 @@ __all__ = [
     "SegmentClient",
     "SegmentContext",
     "SentLine",
+    "StateMatch",
+    "StateMatchConfig",
     "Step",
     "Task",
     "TasksetSource",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import inspect
 import re
 from pathlib import Path
+from typing import Any
 
 import attrs
 
@@ -82,3 +83,45 @@ def test_a_scripted_reply_makes_several_tool_calls() -> None:
                                 text="Looking.", latency_s=0.5)
     assert [c.name for c in reply.tool_calls] == ["find_order", "list_orders"]
     assert reply.latency_s == 0.5 and reply.content == "Looking."
+
+
+def _docs_block(marker: str) -> str:
+    text = (DOCS / "plugins.md").read_text().split(f"<!-- {marker} -->", 1)[1]
+    return re.search(r"```python\n(.*?)```", text, re.S).group(1)  # type: ignore[union-attr]
+
+
+async def test_the_docs_env_tools_and_tool_calling_harness_run_as_written(
+        register_plugin: Any) -> None:
+    """The env whose tool keeps per-episode state in ctx.results, run by the harness whose
+    tool calls come back as CallOutcomes, two episodes at once on one scripted model."""
+    import asyncio
+    import types
+
+    from interplay import hookimpl
+    from interplay.testing import ScriptedReply, ScriptedRequest, run_scripted
+
+    scope: dict[str, Any] = {}
+    exec(compile(_docs_block("env-tools-example"), "docs/plugins.md", "exec"), scope)
+    exec(compile(_docs_block("harness-tool-call-example"), "docs/plugins.md", "exec"), scope)
+    register_plugin(types.SimpleNamespace(register_harnesses=hookimpl(
+        lambda register: register(scope["OneRound"]))), "one_round_docs")
+
+    def answer(request: ScriptedRequest) -> ScriptedReply | str:
+        results = [m["content"] for m in request.messages if m["role"] == "tool"]
+        if results:  # the first call's output, then the second's error text
+            assert "error" in results[1]
+            return f"The counter is at {results[0]}."
+        return ScriptedReply.calls([("bump", {"by": 2}), ("bmp", {"by": 1})])
+
+    env = scope["Counter"]()
+    task = next(iter(env.tasks()))
+    seats = {"assistant": {"harness": "one_round"}}
+    runs = await asyncio.gather(*(run_scripted(env, task, answer, seats=seats, rollout=r)
+                                  for r in range(2)))
+    for run in runs:
+        episode = run.episode
+        assert episode.error is None and episode.results["counter"] == {"n": 2}
+        (trace,) = episode.traces
+        assert [(r.name, r.error_type) for r in trace.tool_runs] == [
+            ("bump", None), ("bmp", "unknown_tool")]
+        assert trace.messages[-1].text == "The counter is at 2."

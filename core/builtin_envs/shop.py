@@ -40,6 +40,8 @@ CANCEL_REASONS = ("no longer needed", "ordered by mistake")
 
 @attrs.define
 class InitStateConfig:
+    """The ``init_state`` step's settings: where the world goes, and where it comes from."""
+
     #: Where the world lives in ``ctx.results``.
     key: str = "state"
     #: The task ``info`` field holding the starting world (deep-copied per episode).

@@ -67,6 +67,9 @@ def differences(got: Any, want: Any, path: str = "", limit: int = 10) -> list[st
 
 @attrs.define
 class StateMatchConfig:
+    """The ``state_match`` verifier's settings: where the final world is, and where the task
+    keeps the expected one."""
+
     #: The results entry holding the final world state.
     key: str = "state"
     #: The task ``info`` field holding the expected final state.
