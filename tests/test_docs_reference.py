@@ -125,3 +125,33 @@ async def test_the_docs_env_tools_and_tool_calling_harness_run_as_written(
         assert [(r.name, r.error_type) for r in trace.tool_runs] == [
             ("bump", None), ("bmp", "unknown_tool")]
         assert trace.messages[-1].text == "The counter is at 2."
+
+
+async def test_a_reads_turn_is_as_the_docs_say_in_the_relay(register_plugin: Any) -> None:
+    """0 for her opening, then n for the assistant's n-th reply."""
+    import types
+
+    from interplay import Answer, Read, UserSim, hookimpl, lookup
+    from interplay.testing import run_scripted
+
+    turns: list[int] = []
+
+    class Counting(UserSim):
+        """Says three lines, then is done."""
+
+        name = "counting"
+
+        def seats(self) -> set[str]:
+            return set()
+
+        async def answer(self, read: Read) -> Answer:
+            turns.append(read.turn)
+            return Answer(f"line {read.turn}", done=read.turn >= 2)
+
+    register_plugin(types.SimpleNamespace(register_user_sims=hookimpl(
+        lambda register: register(Counting))), "counting_docs")
+    env = lookup("envs", "user-sim")({"relay": {"user_sim": "counting"}})
+    await run_scripted(env, next(iter(env.tasks())), ["first", "second", "third"])
+    assert turns == [0, 1, 2]
+    docs = (DOCS / "plugins.md").read_text()
+    assert "0 for her opening (nobody has spoken yet), n for its n-th reply" in docs
