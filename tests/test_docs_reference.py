@@ -71,7 +71,7 @@ async def test_the_two_seat_scripted_model_example_runs_as_written() -> None:
     (block,) = [b for b in re.findall(r"```python\n(.*?)```", (DOCS / "plugins.md").read_text(),
                                       re.S) if "def two_seats" in b]
     scope: dict[str, object] = {}
-    exec(compile(block, "docs/plugins.md", "exec"), scope)
+    exec(compile(block, "docs/plugins.md", "exec", dont_inherit=True), scope)
     rewards = await scope["two_at_once"]()  # type: ignore[operator]
     assert len(rewards) == 4 and all(r == 1.0 for r in rewards), rewards
 
@@ -101,8 +101,8 @@ async def test_the_docs_env_tools_and_tool_calling_harness_run_as_written(
     from interplay.testing import ScriptedReply, ScriptedRequest, run_scripted
 
     scope: dict[str, Any] = {}
-    exec(compile(_docs_block("env-tools-example"), "docs/plugins.md", "exec"), scope)
-    exec(compile(_docs_block("harness-tool-call-example"), "docs/plugins.md", "exec"), scope)
+    for marker in ("env-tools-example", "harness-tool-call-example"):
+        exec(compile(_docs_block(marker), "docs/plugins.md", "exec", dont_inherit=True), scope)
     register_plugin(types.SimpleNamespace(register_harnesses=hookimpl(
         lambda register: register(scope["OneRound"]))), "one_round_docs")
 
@@ -155,3 +155,21 @@ async def test_a_reads_turn_is_as_the_docs_say_in_the_relay(register_plugin: Any
     assert turns == [0, 1, 2]
     docs = (DOCS / "plugins.md").read_text()
     assert "0 for her opening (nobody has spoken yet), n for its n-th reply" in docs
+
+
+def test_a_rubric_with_fixed_criteria_refuses_others() -> None:
+    from interplay import Criterion, InterplayError
+
+    text = (DOCS / "plugins.md").read_text().split("<!-- fixed-criteria-example -->", 1)[1]
+    block = re.search(r"```python\n(.*?)```", text, re.S).group(1)  # type: ignore[union-attr]
+    scope: dict[str, Any] = {}
+    exec(compile(block, "docs/plugins.md", "exec", dont_inherit=True), scope)
+    judge = scope["CitedRubric"]({"retries": 2})
+    assert judge.config.criteria == [Criterion("cited", "Every claim names its source.")]
+    try:
+        scope["CitedRubric"]({"criteria": [{"name": "x", "description": "y"}]})
+    except InterplayError as exc:
+        assert "unknown key criteria" in exc.message and "criteria" not in \
+            exc.message.split("allowed:", 1)[1]
+    else:
+        raise AssertionError("a fixed rubric took criteria from its config")
