@@ -27,6 +27,9 @@ def data_file(name: str) -> Path:
 
 @attrs.define
 class EchoConfig:
+    #: The tasks to run instead of the env's builtin ones: a JSONL file of task rows, a file or
+    #: folder the datasets library reads, or a dataset table ([env.taskset] with dataset = ...); a
+    #: relative path is read from the working folder. Empty keeps the builtin tasks.
     taskset: TasksetSource = ""
 
 
@@ -49,7 +52,11 @@ class EchoEnv(Env):
 
 @attrs.define
 class UserSimConfig:
+    #: The tasks to run instead of the env's builtin ones: a JSONL file of task rows, a file or
+    #: folder the datasets library reads, or a dataset table ([env.taskset] with dataset = ...); a
+    #: relative path is read from the working folder. Empty keeps the builtin tasks.
     taskset: TasksetSource = ""
+    #: The relay step's settings (env.relay.*).
     relay: RelayConfig = attrs.Factory(RelayConfig)
     #: Where the answer must show: any assistant reply.
     verifier: MatchConfig = attrs.Factory(lambda: MatchConfig(scope="any"))

@@ -130,14 +130,17 @@ ALPHABET_SYSTEM = (
 
 @attrs.define
 class AlphabetSortConfig:
+    #: The seat that plays the game.
     seat: str = "assistant"
     #: Turns in the game (turn 1 gives the first names; each later turn adds more).
     turns: int = 3
     #: Names given on turn 1 and added on every later turn.
     first: int = 4
+    #: Names added on each turn after the first.
     per_turn: int = 2
     #: Sort by the first or the last name (ties broken by the other one).
     by: Literal["first", "last"] = "last"
+    #: Ascending (A to Z) or descending order.
     order: Literal["asc", "desc"] = "asc"
 
 
@@ -247,9 +250,11 @@ CODEWORD_SYSTEM = (
 
 @attrs.define
 class ColorCodewordConfig:
+    #: The seat that plays the game.
     seat: str = "assistant"
-    #: Colors in the code book and turns in the game.
+    #: Colors in the code book.
     colors: int = 4
+    #: Turns in the game.
     turns: int = 3
     #: Colors in each sequence asked for.
     length: int = 3
@@ -316,7 +321,11 @@ class ColorCodeword(SessionPuzzle):
 
 @attrs.define
 class AlphabetSortEnvConfig:
+    #: The tasks to run instead of the env's builtin ones: a JSONL file of task rows, a file or
+    #: folder the datasets library reads, or a dataset table ([env.taskset] with dataset = ...); a
+    #: relative path is read from the working folder. Empty keeps the builtin tasks.
     taskset: TasksetSource = ""
+    #: The alphabet_sort step's settings (env.puzzle.*).
     puzzle: AlphabetSortConfig = attrs.Factory(AlphabetSortConfig)
 
 
@@ -331,7 +340,11 @@ class AlphabetSortEnv(ScoredStepEnv):
 
 @attrs.define
 class ColorCodewordEnvConfig:
+    #: The tasks to run instead of the env's builtin ones: a JSONL file of task rows, a file or
+    #: folder the datasets library reads, or a dataset table ([env.taskset] with dataset = ...); a
+    #: relative path is read from the working folder. Empty keeps the builtin tasks.
     taskset: TasksetSource = ""
+    #: The color_codeword step's settings (env.puzzle.*).
     puzzle: ColorCodewordConfig = attrs.Factory(ColorCodewordConfig)
 
 

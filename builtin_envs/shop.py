@@ -40,6 +40,8 @@ CANCEL_REASONS = ("no longer needed", "ordered by mistake")
 
 @attrs.define
 class InitStateConfig:
+    """The ``init_state`` step's settings: where the world goes, and where it comes from."""
+
     #: Where the world lives in ``ctx.results``.
     key: str = "state"
     #: The task ``info`` field holding the starting world (deep-copied per episode).
@@ -124,7 +126,11 @@ def shop_tools(world: dict[str, Any]) -> list[Tool]:
 
 @attrs.define
 class UserSimToolsConfig:
+    #: The tasks to run instead of the env's builtin ones: a JSONL file of task rows, a file or
+    #: folder the datasets library reads, or a dataset table ([env.taskset] with dataset = ...); a
+    #: relative path is read from the working folder. Empty keeps the builtin tasks.
     taskset: TasksetSource = ""
+    #: The relay step's settings (env.relay.*); the shop's orders take up to 8 assistant turns.
     relay: RelayConfig = attrs.Factory(lambda: RelayConfig(max_turns=8))
 
 

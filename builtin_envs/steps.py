@@ -31,6 +31,7 @@ from interplay.usersim import (
 
 @attrs.define
 class OneShotConfig:
+    #: The seat that answers the task's prompt.
     seat: str = "assistant"
 
 
@@ -49,10 +50,12 @@ class RelayConfig:
     """The ``relay`` step's settings (``env.relay.*``): the assistant's seat, the user sim
     and its settings, the turn cap, her done marker and what is hidden from the assistant."""
 
+    #: The seat the modeled user talks to.
     seat: str = "assistant"
     #: The user sim, by registered name (``llm`` plays the user with the ``user`` seat; the
     #: seats a sim plays with are its ``seats()``).
     user_sim: str = "llm"
+    #: Settings of the user sim (its own Config: `interplay describe user-sims NAME`).
     user_sim_settings: dict[str, Any] = attrs.Factory(dict)
     #: The persona when the task names none.
     persona: str = "a busy person who wants their problem solved"

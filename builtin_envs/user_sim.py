@@ -54,17 +54,24 @@ REPLY_LANDS = ("anyway", "when_free")
 
 @attrs.define
 class UserSimStepConfig:
+    #: Who she is, in a sentence or two (her sim plays her from it).
     description: str = "a busy person who wants things done without fuss"
+    #: Her name, as the agent and the records call her.
     name: str = "user"
+    #: Her email address, for a scenario's apps (empty: none).
     email: str = ""
+    #: Her IANA time zone (e.g. Europe/Berlin): her awake and busy hours are local to it.
     timezone: str = "UTC"
     #: Awake hours, ``["07:00", "23:00"]`` (local); none: always awake.
     awake: list[str] | None = None
+    #: Recurring busy blocks: [{start, end, days, label}] (HH:MM local; days: names, weekdays,
+    #: weekend or daily).
     busy: list[BusyBlock] = attrs.Factory(list)
     #: Reply delay per mode (``free``, ``busy``, ``woken``): an ISO-8601 duration or two.
     reply_delays: dict[str, Any] = attrs.Factory(dict)
     #: The user sim, by registered name, and its settings.
     user_sim: str = "llm"
+    #: Settings of the user sim (its own Config: `interplay describe user-sims NAME`).
     user_sim_settings: dict[str, Any] = attrs.Factory(dict)
     #: The seat that plays her (for the ``llm`` sim).
     seat: str = "user"

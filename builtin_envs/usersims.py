@@ -59,8 +59,12 @@ class LlmUserConfig:
     prompt is made from (``{placeholders}`` filled from the person), her opening line, and what
     she answers when she has nothing to say."""
 
+    #: The seat whose model plays her (an untrainable seat of the env).
     seat: str = "user"
+    #: Her system prompt, with {description}, {scenario}, {name} and {done_marker} filled in one
+    #: pass.
     template: str = DEFAULT_TEMPLATE
+    #: What her model is asked for her first message (when the task gives no opening line).
     opening: str = DEFAULT_OPENING
     #: Her whole reply when she reads and has nothing to say (always_on).
     nothing_marker: str = DEFAULT_NOTHING

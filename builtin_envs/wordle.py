@@ -82,10 +82,13 @@ def read_guess(text: str) -> str | None:
 
 @attrs.define
 class WordleConfig:
+    #: The seat that plays the game.
     seat: str = "assistant"
+    #: Guesses before the game ends unsolved.
     max_guesses: int = 6
     #: Unreadable replies re-asked before the game ends unsolved.
     reask_budget: int = 2
+    #: Score a win by how early it came, (max_guesses - guesses + 1) / max_guesses, instead of 1.
     scale_by_guesses: bool = False
 
 
@@ -175,7 +178,11 @@ class Wordle(Step):
 
 @attrs.define
 class WordleEnvConfig:
+    #: The tasks to run instead of the env's builtin ones: a JSONL file of task rows, a file or
+    #: folder the datasets library reads, or a dataset table ([env.taskset] with dataset = ...); a
+    #: relative path is read from the working folder. Empty keeps the builtin tasks.
     taskset: TasksetSource = ""
+    #: The wordle step's settings (env.game.*).
     game: WordleConfig = attrs.Factory(WordleConfig)
 
 

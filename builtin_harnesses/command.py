@@ -57,10 +57,16 @@ class CommandConfig:
     #: The program and its arguments, e.g. ``["{python}", "my_agent.py"]``; ``{python}`` is
     #: the Python that runs interplay (the venv's, where ``python`` on the PATH may be another).
     argv: list[str] = attrs.field(validator=attrs.validators.min_len(1))
+    #: How the program gets the task: on stdin, or as its last argument.
     prompt_via: Literal["stdin", "argv"] = "stdin"
+    #: The task as plain text, or as a JSON list of messages (the whole conversation, so the program
+    #: can resume).
     prompt_format: Literal["text", "messages"] = "text"
+    #: Seconds a segment may run before the program is killed (its output so far is the reply).
     timeout_s: float = 300.0
+    #: The folder the program runs in (None: the current one).
     cwd: str | None = None
+    #: Environment variables set for the program, over the inherited ones.
     env: dict[str, str] = attrs.Factory(dict)
 
 

@@ -28,6 +28,8 @@ class AskedBeforeConfig:
     tool: str = ""
     #: The reward when the agent never called the tool.
     not_called: float = 0.0
+    #: Its share of the episode's reward, a mean of the verifiers' rewards weighted by this (0
+    #: records the reward without counting it).
     weight: float = 1.0
 
 

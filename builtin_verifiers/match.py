@@ -19,8 +19,13 @@ from interplay.verifier import Verifier
 
 @attrs.define
 class MatchConfig:
+    #: The seat whose replies are compared (for an always_on agent: its messages to the user).
     seat: str = "assistant"
+    #: Compare letter case too; by default both texts are casefolded (regex: the pattern matches
+    #: ignoring case).
     case_sensitive: bool = False
+    #: Its share of the episode's reward, a mean of the verifiers' rewards weighted by this (0
+    #: records the reward without counting it).
     weight: float = 1.0
     #: The expected text; empty means the task's ``answer``.
     expected: str = ""

@@ -27,6 +27,8 @@ class PayoffConfig:
     key: str = "payoffs"
     #: Seats that must have a payoff (empty: whichever seats the env wrote).
     seats: list[str] = attrs.Factory(list)
+    #: Its share of the episode's reward, a mean of the verifiers' rewards weighted by this (0
+    #: records the reward without counting it).
     weight: float = 1.0
 
 

@@ -56,8 +56,11 @@ class Criterion:
     """One thing the judge scores from 0 to 1: its ``name`` (as the verdict names it), what
     it asks (``description``), and its ``weight`` in the reward (the weighted mean)."""
 
+    #: The criterion's name, as the judge's verdict names it (unique in the rubric, ignoring case).
     name: str
+    #: What the judge asks of the transcript for this criterion.
     description: str
+    #: Its weight in the reward, the weighted mean of the criteria's scores (0 to 1).
     weight: float = 1.0
 
 
@@ -66,6 +69,8 @@ class RubricConfig:
     """The ``rubric`` verifier's settings (``[[verifiers]]`` entries or a subclass's
     ``Config``)."""
 
+    #: What the judge scores, each from 0 to 1 ([[verifiers.criteria]] rows: name, description,
+    #: weight); a subclass may fix them in its Config's default.
     criteria: list[Criterion] = attrs.Factory(list)
     #: The judge's endpoint; None is the run's.
     judge: Endpoint | None = None
@@ -77,9 +82,12 @@ class RubricConfig:
     include_answer: bool = True
     #: More context for the judge (what the task was about, what good looks like).
     instructions: str = ""
+    #: Sampling settings of the judge's calls (temperature 0 by default, for repeatable verdicts).
     sampling: dict[str, Any] = attrs.Factory(lambda: {"temperature": 0.0})
     #: Characters of transcript shown; a longer one keeps its start and end.
     max_transcript_chars: int = 40000
+    #: Its share of the episode's reward, a mean of the verifiers' rewards weighted by this (0
+    #: records the reward without counting it).
     weight: float = 1.0
 
 

@@ -67,10 +67,15 @@ def differences(got: Any, want: Any, path: str = "", limit: int = 10) -> list[st
 
 @attrs.define
 class StateMatchConfig:
+    """The ``state_match`` verifier's settings: where the final world is, and where the task
+    keeps the expected one."""
+
     #: The results entry holding the final world state.
     key: str = "state"
     #: The task ``info`` field holding the expected final state.
     expected: str = "expected_state"
+    #: Its share of the episode's reward, a mean of the verifiers' rewards weighted by this (0
+    #: records the reward without counting it).
     weight: float = 1.0
 
 
@@ -110,6 +115,8 @@ class StepScoreConfig:
     key: str = ""
     #: The field of that entry holding the score.
     field: str = "score"
+    #: Its share of the episode's reward, a mean of the verifiers' rewards weighted by this (0
+    #: records the reward without counting it).
     weight: float = 1.0
 
 

@@ -59,12 +59,13 @@ def _more_commands() -> list[Any]:
     """Subcommands that live beside the modules they drive (imported when the parser is
     built, by name, so the import graph sees what the command depends on)."""
     from interplay.compare import add_compare
+    from interplay.describe import add_describe
     from interplay.export import add_export
     from interplay.model.local_server import add_serve_local
     from interplay.regrade import add_regrade
     from interplay.report import add_report
 
-    return [add_serve_local, add_report, add_export, add_regrade, add_compare]
+    return [add_serve_local, add_report, add_export, add_regrade, add_compare, add_describe]
 
 
 # -- interplay plugins -------------------------------------------------------------------------

@@ -69,22 +69,46 @@ class Endpoint:
     as such; one that refuses the fields fails the call with a line saying so.
     """
 
+    #: The endpoint's OpenAI-compatible base URL (https://host/v1); None: the embedded local model,
+    #: started on demand.
     base_url: str | None = attrs.field(
         default=None, repr=lambda url: repr(url if url is None else redact_url(url)))
+    #: The model name sent with every request.
     model: str = "default"
+    #: The environment variable holding the API key (never the key itself); None sends none.
     api_key_var: str | None = None
+    #: Request fields sent with every chat completion, under a seat's own (seats.<seat>.sampling):
+    #: temperature, top_p, max_tokens, seed, stop, and whatever else the endpoint takes. The
+    #: embedded model takes temperature (default 0.2), top_p (0.95), top_k (40), min_p (0.05),
+    #: repeat_penalty (1.0), presence_penalty and frequency_penalty (0.0), seed, stop and max_tokens
+    #: (512).
     sampling: dict[str, Any] = attrs.Factory(dict)
+    #: Seconds each attempt waits to connect (at most 10) and for each read of the answer.
     timeout_s: float = 120.0
+    #: Times a transient failure (429, 5xx, a timeout, a broken connection) is retried.
     max_retries: int = 4
+    #: Seconds from the call's start within which retries may begin; None: (max_retries + 1) x
+    #: timeout_s. Set, it must exceed timeout_s.
     retry_max_s: float | None = None
+    #: What the endpoint serves to programs that speak Responses (codex): chat (Chat Completions
+    #: only; their requests are translated) or responses (forwarded as they are).
     api: Literal["chat", "responses"] = "chat"
+    #: What sends the requests: aiohttp, or the openai SDK's own client.
     transport: Literal["aiohttp", "openai"] = "aiohttp"
+    #: Headers sent with every request, after the client's own (so they may replace Authorization).
     headers: dict[str, str] = attrs.Factory(dict)
+    #: The proxy to send through; None: HTTP_PROXY, HTTPS_PROXY and NO_PROXY from the environment.
     proxy: str | None = attrs.field(
         default=None, repr=lambda url: repr(url if url is None else redact_url(url)))
+    #: A PEM file of the CAs to trust instead of the system's (None: SSL_CERT_FILE, else the
+    #: system's).
     ca_bundle: str | None = None
+    #: A PEM client certificate for TLS (the key may be in the same file).
     client_cert: str | None = None
+    #: The PEM file of the client certificate's key, when it is not in client_cert.
     client_key: str | None = None
+    #: Record the token ids and logprobs the endpoint computed (vLLM's return_token_ids and
+    #: logprobs) on every call of a trainable seat.
     capture_tokens: bool = False
 
     def __attrs_post_init__(self) -> None:

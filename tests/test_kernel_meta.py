@@ -116,13 +116,18 @@ def test_the_docs_import_only_the_public_api() -> None:
                     assert hasattr(target, alias.name), f"{node.module}.{alias.name}"
 
 
-def test_the_docs_env_config_example_merges_overrides(register_plugin: Any) -> None:
+def test_the_docs_env_config_example_merges_overrides(
+        register_plugin: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import types
 
-    from interplay import config, hookimpl
+    from interplay import config, hookimpl, load_taskset
     from interplay.loader import load_env
 
-    namespace: dict[str, Any] = {}
+    # As in a plugin's package: its module, and its taskset beside it.
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "help_desk.jsonl").write_text('{"prompt": "printer?", "answer": "3"}\n')
+    (tmp_path / "mine.jsonl").write_text('{"prompt": "mine", "answer": "1"}\n')
+    namespace: dict[str, Any] = {"__file__": str(tmp_path / "pkg" / "plugin.py")}
     exec(compile(_block("class HelpDesk(Env)"), str(DOCS), "exec", dont_inherit=True), namespace)
     help_desk = namespace["HelpDesk"]
     register_plugin(types.SimpleNamespace(
@@ -133,6 +138,12 @@ def test_the_docs_env_config_example_merges_overrides(register_plugin: Any) -> N
     assert env.config.relay.persona == "a hurried nurse"
     assert env.config.taskset == "other.jsonl"
     env.check()
+    # "" is the env's own file, wherever the working folder is; a path the user sets is read
+    # from the working folder, or from base= when given.
+    monkeypatch.chdir(tmp_path)
+    assert [t.answer for t in load_env("help-desk", {}).tasks()] == ["3"]
+    assert [t.answer for t in load_env("help-desk", {"taskset": "mine.jsonl"}).tasks()] == ["1"]
+    assert [t.answer for t in load_taskset("mine.jsonl", base=tmp_path)] == ["1"]
 
 
 async def test_the_docs_rubric_example_subclasses_the_judge(tmp_path: Path) -> None:

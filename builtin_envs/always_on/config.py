@@ -12,6 +12,7 @@ DEFAULT_BUDGET_S = 3600.0
 
 @attrs.define
 class AlwaysOnConfig:
+    #: The seat of the agent under test (the always-on assistant).
     seat: str = "assistant"
     #: The scenario file (TOML or JSON): absolute, or relative to the current directory.
     scenario: str = ""
@@ -26,9 +27,11 @@ class AlwaysOnConfig:
     nudge: bool = True
     #: The nudge turn's tool_choice for its first model call ("" leaves it to the model).
     nudge_tool_choice: str = "required"
+    #: Offer the agent the stay_quiet tool, to say in a wake that there is nothing to tell the user.
     stay_quiet: bool = True
     #: Scheduled checks; None: on when the run spans more than one day in the user's zone.
     checks: bool | None = None
+    #: The shortest time ahead (an ISO-8601 duration) the agent may schedule a check for.
     min_check_interval: str = "PT3H"
     #: Tools the agent may not call (get_time stays).
     deny_tools: list[str] = attrs.Factory(list)
