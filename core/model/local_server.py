@@ -9,7 +9,7 @@ llama-cpp-python's grammar-constrained ChatML tool handler (``chatml-function-ca
 forced ``tool_choice`` (a tool by name) always gives a valid call of that tool; ``auto`` gives a
 call when the model picks one and a plain answer otherwise (the handler's own answer is empty),
 and after a tool result always a plain answer; ``required`` forces the first tool listed. That
-is what a 135M model can do (see the README). Tool requests are answered whole, also when
+is what a 135M model can do (docs/index.md, "The embedded model"). Tool requests are answered whole, also when
 streaming was asked for.
 
 A request that asks for token ids or logprobs (``return_token_ids``, ``logprobs``, as vLLM
