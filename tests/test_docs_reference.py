@@ -60,8 +60,8 @@ def test_the_docs_name_the_mcp_clients_error_field() -> None:
     assert not re.search(r"result\.isError|\.isError\b", text)
 
 
-def test_the_report_anchor_the_readme_names_is_the_one_the_page_reads() -> None:
-    readme = (ROOT / "README.md").read_text()
+def test_the_report_anchor_the_docs_name_is_the_one_the_page_reads() -> None:
+    readme = (ROOT / "docs" / "results.md").read_text()
     script = (ROOT / "core" / "report" / "templates" / "report.js").read_text()
     assert "report.html#episode=<id>" in readme
     assert "#episode=" in script
