@@ -247,9 +247,9 @@ async def _run_cli(cfg: RunConfig, env: Env, resolved: Mapping[str, Any], output
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from interplay.run.results import prepare
+    from interplay.run.results import discard_unstarted, prepare
 
-    cfg, env, resolved, output = prepare(_cli_data(args), args.resume)
+    cfg, env, resolved, output, tasks = prepare(_cli_data(args), args.resume)
     where = ("the embedded local model" if cfg.model.base_url is None
              else redact_url(cfg.model.base_url))
     spread = f", {cfg.workers} workers" if cfg.workers > 1 else ""
@@ -266,7 +266,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     try:
         outcome = _aio.run(_run_cli(cfg, env, resolved, output, show_progress=not args.quiet,
-                                   announce=announce))
+                                   announce=announce, tasks=tasks))
+    except Exception:
+        if args.resume is None:
+            discard_unstarted(output)
+        raise
     except (KeyboardInterrupt, asyncio.CancelledError):
         print(f"interplay: interrupted; finished episodes are in {output / EPISODES_FILE}; "
               f"continue with: interplay eval --resume {output}", file=sys.stderr)

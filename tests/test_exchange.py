@@ -652,6 +652,19 @@ async def test_reserved_sampling_keys_are_refused_at_load() -> None:
                                   seats={"assistant": {"sampling": {"temperature": 0.2}}}))
 
 
+def test_a_seats_sampling_is_checked_like_the_endpoints() -> None:
+    env = StepsEnv([FnStep(lambda ctx: asyncio.sleep(0))])
+    resources = RunResources(endpoint=Endpoint(),
+                             seats={"assistant": {"sampling": {"top_q": 0.5}}})
+    with pytest.raises(InterplayError, match=r"^seats\.assistant\.sampling\.top_q: not a "):
+        check_seats(env, resources)
+    resources = RunResources(endpoint=Endpoint(),
+                             seats={"assistant": {"sampling": {"top_p": "high"}}})
+    with pytest.raises(InterplayError, match=r"^seats\.assistant\.sampling\.top_p: expected"):
+        check_seats(env, resources)
+
+
+
 # -- the user-sim relay ------------------------------------------------------------------------
 
 

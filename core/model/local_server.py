@@ -48,7 +48,6 @@ from interplay.model.local_generation import Asked, Generation
 
 log = get_logger("interplay.model.local_server")
 
-STATE_CACHE_BYTES = 512 << 20
 _PASSTHROUGH = ("temperature", "top_p", "stop", "seed", "presence_penalty",
                 "frequency_penalty", "top_k", "min_p", "repeat_penalty")
 _INTEGER = ("seed", "top_k")
@@ -204,10 +203,14 @@ class LocalServer:
 
     def __init__(self, path: Path, threads: int) -> None:
         import llama_cpp
-        from llama_cpp import Llama, LlamaRAMCache, llama_chat_format
+        from llama_cpp import llama_chat_format
 
-        self.llm = Llama(model_path=str(path), n_ctx=N_CTX, n_threads=threads,
-                         n_threads_batch=threads, verbose=False)
+        # Imported here: the server process has llama_cpp (the local extra), the command need not.
+        from interplay.model.local_states import StateCache, StateLlama, release_large_blocks
+
+        release_large_blocks()
+        self.llm = StateLlama(model_path=str(path), n_ctx=N_CTX, n_threads=threads,
+                              n_threads_batch=threads, verbose=False)
         # As llama.cpp's context has them (what /v1/models reports).
         self.threads = (int(llama_cpp.llama_n_threads(self.llm.ctx)),
                         int(llama_cpp.llama_n_threads_batch(self.llm.ctx)))
@@ -220,8 +223,8 @@ class LocalServer:
             stop_token_ids=[eos])
         # Seats take turns (a user and an assistant, two players), so consecutive requests
         # rarely share a prefix; keeping each conversation's evaluated state lets the next
-        # request of that conversation skip re-reading it.
-        self.llm.set_cache(LlamaRAMCache(capacity_bytes=STATE_CACHE_BYTES))
+        # request of that conversation skip re-reading it (interplay.model.local_states).
+        self.llm.set_cache(StateCache())
         self.lock = asyncio.Lock()
 
     def _kwargs(self, body: dict[str, Any]) -> dict[str, Any]:
