@@ -20,7 +20,7 @@ import cattrs
 
 from interplay import config, plugins
 from interplay.contexts import SeatSpec
-from interplay.endpoint import Endpoint
+from interplay.endpoint import Endpoint, Sampling
 from interplay.env import EnvFile
 from interplay.errors import InterplayError
 from interplay.loader import env_class, file_env
@@ -69,6 +69,7 @@ def describe(kind: str, name: str, settings: Mapping[str, Any] | None = None) ->
         return {"kind": kind, "name": MODEL, "package": "interplay", "summary":
                 _doc(Endpoint).split("\n")[0], "doc": _doc(Endpoint),
                 "settings": _settings(Endpoint),
+                "sampling_settings": _settings(Sampling),
                 "seat_settings": _settings(SeatSpec)}
     plugins.get(kind, name)  # an unknown name: its error names any plugin that failed
     entry = plugins.registry().entry(kind, name)
@@ -170,6 +171,9 @@ def text(info: dict[str, Any]) -> str:
     if info["doc"]:
         lines += ["", *(f"  {line}" if line else "" for line in info["doc"].split("\n"))]
     lines += ["", "settings:", *settings_lines(info["settings"])]
+    if "sampling_settings" in info:
+        lines += ["", "sampling (model.sampling.*, seats.<seat>.sampling.*; unset: not sent):",
+                  *settings_lines(info["sampling_settings"])]
     if "seat_settings" in info:
         lines += ["", "each seat (seats.<seat>.*):", *settings_lines(info["seat_settings"])]
     if info["kind"] != "envs":
@@ -243,6 +247,10 @@ def markdown(kind: str, infos: Iterable[dict[str, Any]], command: str) -> str:
         if kind == "envs":
             lines += ["Settings go under `env.` (`--set env.<setting>=...`).", ""]
         lines += _markdown_settings(info["settings"])
+        if "sampling_settings" in info:
+            lines += ["Sampling, under `model.sampling.` and `seats.<seat>.sampling.` (a "
+                      "setting left unset is not sent; the endpoint's own default holds):", "",
+                      *_markdown_settings(info["sampling_settings"])]
         if "seat_settings" in info:
             lines += ["Each seat, under `seats.<seat>.`:", "",
                       *_markdown_settings(info["seat_settings"])]

@@ -149,11 +149,10 @@ class Endpoint:
     model: str = "default"
     #: The environment variable holding the API key (never the key itself); None sends none.
     api_key_var: str | None = None
-    #: Request fields sent with every chat completion, under a seat's own (seats.<seat>.sampling):
-    #: temperature, top_p, max_tokens, seed, stop, and whatever else the endpoint takes. The
-    #: embedded model takes temperature (default 0.2), top_p (0.95), top_k (40), min_p (0.05),
-    #: repeat_penalty (1.0), presence_penalty and frequency_penalty (0.0), seed, stop and max_tokens
-    #: (512).
+    #: Sampling settings sent with every chat completion, under a seat's own
+    #: (seats.<seat>.sampling): the keys of Sampling (listed below, each with the embedded
+    #: model's default), checked when the config loads; a provider's own field goes in
+    #: extra_body.
     sampling: dict[str, Any] = attrs.Factory(dict)
     #: Seconds each attempt waits to connect (at most 10) and for each read of the answer.
     timeout_s: float = 120.0

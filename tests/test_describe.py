@@ -56,7 +56,7 @@ def test_every_name_is_described_with_a_meaning_for_each_setting(
     info = describe(kind, name)
     assert info["name"] == name and info["summary"], f"{kind} {name} has no docstring"
     undocumented = [s["name"] for s in info["settings"] + info.get("seat_settings", [])
-                    if not s["doc"]]
+                    + info.get("sampling_settings", []) if not s["doc"]]
     assert not undocumented, (f"{kind} {name}: settings without a docstring (a #: comment "
                               f"above the field): {', '.join(undocumented)}")
     json.loads(json.dumps(info, default=repr))
@@ -127,7 +127,8 @@ def test_the_model_kind_describes_the_endpoint_and_a_seat(
         capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["describe", "model"]) == 0
     out = capsys.readouterr().out
-    assert "sampling: table of any" in out and "temperature (default 0.2)" in out
+    assert "sampling: table of any" in out
+    assert "sampling (model.sampling.*" in out and "embedded model: 0.2" in out
     assert "each seat (seats.<seat>.*):" in out and "trainable: bool" in out
 
 
@@ -135,11 +136,10 @@ def test_the_embedded_models_sampling_defaults_are_the_ones_the_docs_name() -> N
     from interplay.model.local import DEFAULT_MAX_TOKENS
     from interplay.model.local_generation import _DEFAULTS
 
-    doc = next(s["doc"] for s in describe("model", "model")["settings"]
-               if s["name"] == "sampling")
+    docs = {s["name"]: s["doc"] for s in describe("model", "model")["sampling_settings"]}
     for key in ("temperature", "top_p", "top_k", "min_p", "repeat_penalty"):
-        assert f"{key} ({_DEFAULTS[key]})" in doc or f"{key} (default {_DEFAULTS[key]})" in doc
-    assert f"max_tokens ({DEFAULT_MAX_TOKENS})" in doc
+        assert f"embedded model: {_DEFAULTS[key]})" in docs[key], key
+    assert f"embedded model: {DEFAULT_MAX_TOKENS})" in docs["max_tokens"]
 
 
 def test_describe_kind_lists_its_names(capsys: pytest.CaptureFixture[str]) -> None:
