@@ -110,8 +110,9 @@ def _env_parts(env_cls: Any, settings: Mapping[str, Any] | None = None) -> dict[
     verifiers = []
     for verifier in env.verifiers():
         own = type(verifier).Config
-        given = {s.name: s.default for s in settings_of(own, verifier.config)}
-        defaults = {s.name: s.default for s in settings_of(own)}
+        given = {s.name: s.default for s in settings_of(own, verifier.config,
+                                                         keys_of_tables=False)}
+        defaults = {s.name: s.default for s in settings_of(own, keys_of_tables=False)}
         verifiers.append({
             "name": verifier.name,
             "settings": given,
@@ -127,8 +128,9 @@ def _env_parts(env_cls: Any, settings: Mapping[str, Any] | None = None) -> dict[
     except Exception as exc:  # a taskset that cannot be read here (a dataset offline)
         example, example_error = None, f"{type(exc).__name__}: {exc}"
     return {"seats": seats,
-            "steps": [{"name": s.name, "settings": {x.name: x.default for x in
-                                                     settings_of(type(s).Config, s.config)}}
+            "steps": [{"name": s.name, "settings": {
+                x.name: x.default for x in settings_of(type(s).Config, s.config,
+                                                       keys_of_tables=False)}}
                       for s in steps],
             "verifiers": verifiers,
             "results": sorted(writes),

@@ -212,3 +212,12 @@ def test_the_reference_covers_every_builtin(with_repo_plugins: Any) -> None:
         for name in names(kind):
             if kind == "model" or plugins.registry().entry(kind, name).package == "interplay":
                 assert f"## {name}\n" in pages[f"{kind}.md"]
+
+
+def test_an_envs_steps_show_what_they_were_given_not_the_keys_a_config_may_add() -> None:
+    info = describe("envs", "always-on-week")
+    user = next(s for s in info["steps"] if s["name"] == "user_sim")["settings"]
+    assert user["busy"][0]["label"] == "work" and user["opening"] is None
+    assert not [k for k in user if "[]" in k or k.startswith("opening.")]
+    step = {s["name"]: s for s in describe("steps", "user_sim")["settings"]}
+    assert "busy[].start" in step and "opening.at" in step  # what a config may write
