@@ -23,7 +23,7 @@ from interplay.contexts import SeatSpec
 from interplay.endpoint import Endpoint
 from interplay.env import EnvFile
 from interplay.errors import InterplayError
-from interplay.loader import env_class, file_env
+from interplay.loader import env_from_toml, file_env
 from interplay.records import Task
 from interplay.registry import SINGULAR
 from interplay.settings import field_docs, settings_of, type_text
@@ -70,15 +70,17 @@ def describe(kind: str, name: str, settings: Mapping[str, Any] | None = None) ->
                 _doc(Endpoint).split("\n")[0], "doc": _doc(Endpoint),
                 "settings": _settings(Endpoint),
                 "seat_settings": _settings(SeatSpec)}
-    plugins.get(kind, name)  # an unknown name: its error names any plugin that failed
-    entry = plugins.registry().entry(kind, name)
-    obj = entry.obj
-    if isinstance(obj, EnvFile):
-        obj = file_env(obj)
-    elif kind == "envs":
-        obj = env_class(name)
+    if kind == "envs" and name.endswith((".toml", ".json")) and Path(name).is_file():
+        # An env file, as `interplay eval FILE` takes it.
+        obj, package = env_from_toml(name), f"file {name}"
+    else:
+        plugins.get(kind, name)  # an unknown name: its error names any plugin that failed
+        entry = plugins.registry().entry(kind, name)
+        obj, package = entry.obj, entry.package
+        if isinstance(obj, EnvFile):
+            obj = file_env(obj)
     doc = _doc(obj)
-    out: dict[str, Any] = {"kind": kind, "name": name, "package": entry.package,
+    out: dict[str, Any] = {"kind": kind, "name": name, "package": package,
                            "summary": doc.split("\n")[0], "doc": doc,
                            "settings": _settings(obj.Config)}
     if kind == "envs":

@@ -37,7 +37,7 @@ class Setting:
     required: bool
     #: The values it may take, when they are a closed set (a Literal or an enum); else empty.
     allowed: tuple[Any, ...]
-    #: Its one line of meaning: the first sentence-block of its docstring ("" when it has none).
+    #: Its meaning: its docstring, whitespace folded ("" when it has none).
     doc: str
 
 

@@ -221,3 +221,10 @@ def test_an_envs_steps_show_what_they_were_given_not_the_keys_a_config_may_add()
     assert not [k for k in user if "[]" in k or k.startswith("opening.")]
     step = {s["name"]: s for s in describe("steps", "user_sim")["settings"]}
     assert "busy[].start" in step and "opening.at" in step  # what a config may write
+
+
+def test_an_env_file_is_described_as_eval_takes_it(capsys: pytest.CaptureFixture[str]) -> None:
+    path = ROOT / "builtin_envs" / "data" / "echo_toml.toml"
+    assert main(["describe", "envs", str(path), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["package"] == f"file {path}" and info["steps"] and info["example_task"]
