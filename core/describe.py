@@ -159,7 +159,9 @@ def settings_lines(settings: list[dict[str, Any]], indent: str = "  ") -> list[s
         return [f"{indent}(no settings)"]
     out = []
     for s in settings:
-        default = "required" if s["required"] else f"default {_value(s['default'])}"
+        default = ("required" if s["required"] else
+                   f"fixed {_value(s['default'])}; a config cannot set it" if s.get("fixed")
+                   else f"default {_value(s['default'])}")
         allowed = (f"; one of {', '.join(_value(a) for a in s['allowed'])}"
                    if s["allowed"] else "")
         out.append(f"{indent}{s['name']}: {s['type']} ({default}{allowed})")
@@ -222,7 +224,9 @@ def _markdown_settings(settings: list[dict[str, Any]]) -> list[str]:
         return ["No settings.", ""]
     out = ["| setting | type | default | meaning |", "|---|---|---|---|"]
     for s in settings:
-        default = "required" if s["required"] else f"`{_value(s['default'])}`"
+        default = ("required" if s["required"] else
+                   f"`{_value(s['default'])}` (fixed: a config cannot set it)" if s.get("fixed")
+                   else f"`{_value(s['default'])}`")
         allowed = (" One of " + ", ".join(f"`{_value(a)}`" for a in s["allowed"]) + "."
                    if s["allowed"] else "")
         out.append(f"| `{s['name']}` | `{_cell(s['type'])}` | {_cell(default)} | "

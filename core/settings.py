@@ -39,6 +39,9 @@ class Setting:
     allowed: tuple[Any, ...]
     #: Its meaning: its docstring, whitespace folded ("" when it has none).
     doc: str
+    #: Fixed by the class (an ``init=False`` field, such as a rubric's own criteria): shown
+    #: with its value, which no config can change.
+    fixed: bool = False
 
 
 @cache
@@ -101,6 +104,12 @@ def settings_of(cls: Any, defaults: Any = None, prefix: str = "", *,
     out: list[Setting] = []
     for field in attrs.fields(attrs.resolve_types(cls)):
         if not field.init:
+            if not field.name.startswith("_") and field.default is not attrs.NOTHING:
+                value = getattr(defaults, field.name) if defaults is not None \
+                    else _default_of(field)
+                out.append(Setting(name=f"{prefix}{field.name}", type=type_text(field.type),
+                                   default=_plain(conv, value), required=False, allowed=(),
+                                   doc=docs.get(field.name, ""), fixed=True))
             continue
         name = f"{prefix}{field.alias}"
         required = field.default is attrs.NOTHING

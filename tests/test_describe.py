@@ -93,7 +93,7 @@ def test_a_setting_shows_its_type_default_allowed_values_and_meaning() -> None:
     assert scope == {"name": "scope", "type": '"last" | "any"', "default": "last",
                      "required": False, "allowed": ("last", "any"),
                      "doc": "Compare with the seat's last reply, or pass when any of its "
-                            "replies matches."}
+                            "replies matches.", "fixed": False}
     argv = next(s for s in describe("harnesses", "command")["settings"] if s["name"] == "argv")
     assert argv["required"] and argv["type"] == "list[str]"
 
