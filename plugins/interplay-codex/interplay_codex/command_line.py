@@ -101,6 +101,10 @@ def argv(binary: str, cfg: CodexConfig, *, base_url: str, model: str,
            # Offline: no analytics and no plugin fetches, so the interception server (and the
            # tool gateway, when the seat has tools) is all codex connects to.
            "-c", "analytics.enabled=false", "--disable", "plugins",
+           # No snapshot of the machine's login shell at start: codex waits for it before it
+           # exits, so a profile that stalls (pyenv's rehash, waiting 60 s on a lock a killed
+           # shell left) stalled every segment, whether or not the model ran a command.
+           "--disable", "shell_snapshot",
            # Before `resume`, which has no -s of its own and otherwise drops to read-only.
            "-s", cfg.sandbox,
            "-m", model]

@@ -576,3 +576,33 @@ def test_argv_keeps_the_sandbox_before_resume(tmp_path: Path) -> None:
                         "mcp_servers.interplay.tool_timeout_sec": "28"}
     assert max(i for i, a in enumerate(argv) if a.startswith("mcp_servers.")) < \
         argv.index("resume")
+
+
+async def test_a_segment_never_runs_the_machines_login_shell(codex_bin: str, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch
+                                                             ) -> None:
+    # codex snapshots the login shell at start and waits for it before it exits: a profile
+    # that stalls (pyenv's rehash waiting on a lock a killed shell left) stalled every segment.
+    home = tmp_path / "home"
+    home.mkdir()
+    marker = tmp_path / "profile-ran"
+    for profile in (".bash_profile", ".bash_login", ".profile", ".bashrc"):
+        (home / profile).write_text(f"touch {marker}\n")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("SHELL", "/bin/bash")
+
+    def answer(request: ScriptedRequest) -> ScriptedReply:
+        return ScriptedReply.text("nothing to run")
+
+    with ScriptedModel(answer) as model:
+        env = codex_env({"state_dir": str(tmp_path / "state")})
+        (tmp_path / "state").mkdir()
+        resources = RunResources(endpoint=model.endpoint)
+        try:
+            episode = await run_episode(env, next(iter(env.tasks())), resources=resources)
+        finally:
+            await resources.aclose()
+
+    assert episode.error is None, episode.error
+    assert episode.trace("assistant").info["codex"]["segments"][0]["exit_code"] == 0
+    assert not marker.exists()
