@@ -167,3 +167,37 @@ def test_an_unknown_task_id_is_one_line_naming_the_tasks() -> None:
     text = str(err.value)
     assert "'create_task_9' is not a task of mock; its tasks are create_task_1," in text
     assert "\n" not in text
+
+
+async def test_telecom_user_acts_on_her_own_phone_and_tau2_checks_its_state() -> None:
+    """Dual control: the user seat has tau2's user tools on her own device state; her calls
+    are recorded as hers (requestor user) and tau2's env assertions read the phone."""
+
+    def pair(request: ScriptedRequest) -> ScriptedReply | str:
+        messages = request.messages
+        last = messages[-1]
+        if "<scenario>" in messages[0]["content"]:
+            if not any(m["role"] == "assistant" for m in messages):
+                return "My mobile data is not working."
+            if last["role"] == "tool":
+                return "I did both and it works now. ###STOP###"
+            return ScriptedReply.calls([("toggle_data_saver_mode", {}),
+                                        ("toggle_roaming", {})])
+        return "Please turn off data saver mode and turn on roaming."
+
+    made = env("telecom", split="test")
+    (task,) = [t for t in made.tasks() if t.idx == 0]
+    run = await run_scripted(made, task, pair)
+    record = tau2_record(run.episode)
+    roles = [(m["role"], [c["name"] for c in m.get("tool_calls") or []], m.get("requestor"))
+             for m in record["messages"]]
+    assert roles == [("assistant", [], None), ("user", [], None), ("assistant", [], None),
+                     ("user", ["toggle_data_saver_mode", "toggle_roaming"], None),
+                     ("tool", [], "user"), ("tool", [], "user"), ("user", [], None)]
+    assert record["termination_reason"] == "user_stop"
+    user_req = next(r for r in run.requests if "<scenario>" in r.messages[0]["content"])
+    assert "toggle_roaming" in {t["function"]["name"] for t in user_req.body["tools"]}
+    agent_req = next(r for r in run.requests if "<policy>" in r.messages[0]["content"])
+    assert "toggle_roaming" not in {t["function"]["name"] for t in agent_req.body["tools"]}
+    assert run.episode.reward == 1.0
+    assert run.episode.rewards[0].info["reward_basis"] == ["ENV_ASSERTION"]
