@@ -55,13 +55,13 @@ class Tau2Env(Env):
     def check(self) -> None:
         cfg: Tau2EnvConfig = self.config
         domains.check_choices(cfg.domain, task_set=cfg.task_set, split=cfg.split,
-                              policy=cfg.policy)
+                              policy=cfg.policy, solo=cfg.solo)
         super().check()
 
     def tasks(self) -> Iterable[Task]:
         cfg: Tau2EnvConfig = self.config
         found = domains.tasks(cfg.domain, task_set=cfg.task_set, split=cfg.split,
-                              task_ids=cfg.task_ids)
+                              task_ids=cfg.task_ids, solo=cfg.solo)
         for idx, task in enumerate(found):
             yield Task(idx=idx, prompt=None, info={RESULTS_KEY: {
                 "domain": cfg.domain, "task_id": task.id, "split": cfg.split}})

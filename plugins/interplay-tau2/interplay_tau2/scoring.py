@@ -53,7 +53,7 @@ def evaluate(record: dict[str, Any], episode_id: str, judge: Endpoint | None) ->
     sim.reward_info = None
     ev = tau.evaluator
     basis = set(task.evaluation_criteria.reward_basis) if task.evaluation_criteria else set()
-    kwargs = {"simulation": sim, "task": task, "solo_mode": False,
+    kwargs = {"simulation": sim, "task": task, "solo_mode": bool(record.get("solo")),
               "domain": domains.env_name(record["domain"], record.get("policy", ""))}
     if tau.tasks.RewardType.NL_ASSERTION not in basis:
         return ev.evaluate_simulation(evaluation_type=ev.EvaluationType.ALL, **kwargs)

@@ -201,3 +201,40 @@ async def test_telecom_user_acts_on_her_own_phone_and_tau2_checks_its_state() ->
     assert "toggle_roaming" not in {t["function"]["name"] for t in agent_req.body["tools"]}
     assert run.episode.reward == 1.0
     assert run.episode.rewards[0].info["reward_basis"] == ["ENV_ASSERTION"]
+
+
+async def test_solo_mode_works_the_ticket_alone_and_done_ends_it() -> None:
+    """tau2's solo mode: no user seat, the ticket in the system prompt, the first call forced
+    to a tool, and a call of ``done`` recorded as tau2 records it (the stop token)."""
+
+    def agent(request: ScriptedRequest) -> ScriptedReply | str:
+        if any(m["role"] == "tool" for m in request.messages):
+            return ScriptedReply.tool_call("done", {})
+        return ScriptedReply.tool_call("create_task", {"user_id": "user_1",
+                                                       "title": "Important Meeting"})
+
+    made = env(solo=True)
+    solo_ids = [t.info["tau2"]["task_id"] for t in made.tasks()]
+    tau = domains.tau2()
+    assert solo_ids == [t.id for t in tau.registry.get_tasks_loader("mock")()
+                        if tau.llm_agent.LLMSoloAgent.check_valid_task(t)]
+    run = await run_scripted(made, task_of(made, "create_task_1"), agent)
+    record = tau2_record(run.episode)
+    assert [(m["role"], m["content"], [c["name"] for c in m.get("tool_calls") or []])
+            for m in record["messages"]][::2] == [("assistant", None, ["create_task"]),
+                                                  ("assistant", "###STOP###", [])]
+    assert record["termination_reason"] == "agent_stop" and record["solo"]
+    (first, *_) = run.requests
+    assert [m["role"] for m in first.messages] == ["system"]
+    assert "<ticket>" in first.messages[0]["content"]
+    assert first.body["tool_choice"] == "required"
+    assert "done" in {t["function"]["name"] for t in first.body["tools"]}
+    assert [t.seat for t in run.episode.traces] == ["assistant"]
+    assert run.episode.reward == 1.0
+
+
+def test_solo_mode_on_a_domain_without_tickets_is_one_line() -> None:
+    with pytest.raises(InterplayError) as err:
+        env("airline", solo=True)
+    assert "env.solo: tau2's solo mode needs tasks with a ticket, which only mock and " \
+           "telecom have" in str(err.value)
