@@ -4,6 +4,7 @@ one line."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -238,3 +239,36 @@ def test_solo_mode_on_a_domain_without_tickets_is_one_line() -> None:
         env("airline", solo=True)
     assert "env.solo: tau2's solo mode needs tasks with a ticket, which only mock and " \
            "telecom have" in str(err.value)
+
+
+async def test_natural_language_assertions_are_judged_by_the_runs_endpoint(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """No shipped task scores natural-language assertions, so one is made to: its judge is
+    the run's endpoint (here the scripted model), asked with tau2's judge prompt."""
+    tau = domains.tau2()
+    task = domains.task("mock", "create_task_1_nl_eval")
+    monkeypatch.setattr(task.evaluation_criteria, "reward_basis",
+                        [tau.tasks.RewardType.NL_ASSERTION])
+    judged: list[ScriptedRequest] = []
+
+    def pair_and_judge(request: ScriptedRequest) -> ScriptedReply | str:
+        if "expectedOutcomes" in str(request.messages[-1].get("content")):
+            judged.append(request)
+            return json.dumps({"results": [
+                {"expectedOutcome": "The task is created successfully", "reasoning": "yes",
+                 "metExpectation": True},
+                {"expectedOutcome": "The user is complimented", "reasoning": "no",
+                 "metExpectation": False}]})
+        return mock_pair(request)
+
+    made = env(task_ids=["create_task_1_nl_eval"])
+    run = await run_scripted(made, task_of(made, "create_task_1_nl_eval"), pair_and_judge)
+    record = tau2_record(run.episode)
+    assert record["termination_reason"] == "user_stop"
+    assert len(judged) == 1 and len(run.episode.judge_calls) == 1
+    assert run.episode.reward == 0.0
+    assert run.episode.rewards[0].info["nl_assertions"] == [
+        {"assertion": "The task is created successfully", "met": True},
+        {"assertion": "The user is complimented", "met": False}]
+    assert {r.name: r.value for r in run.episode.rewards} == {"tau2": 0.0,
+                                                              "tau2_nl_assertion": 0.0}
