@@ -39,6 +39,18 @@ def test_registering_and_listing_never_import_tau2() -> None:
     assert out.stdout.strip() == "[]"
 
 
+def test_interplay_plugins_and_list_show_it() -> None:
+    out = run_interplay("plugins", "--json")
+    assert out.returncode == 0, out.stderr
+    (info,) = [i for i in json.loads(out.stdout) if i["name"] == "tau2"]
+    assert info["package"] == "interplay-tau2" and info["error"] is None
+    assert info["registered"] == {
+        "envs": ["tau2-mock", "tau2-airline", "tau2-retail", "tau2-telecom"],
+        "steps": ["tau2"], "verifiers": ["tau2"], "export-formats": ["tau2"]}
+    formats = run_interplay("list", "export-formats")
+    assert "tau2  tau2-bench's results file" in formats.stdout
+
+
 def test_a_missing_tau2_is_one_line_saying_how_to_install_it(tmp_path: Path) -> None:
     code = ("import sys; sys.modules['tau2'] = None; from interplay import cli; "
             "sys.exit(cli.main(['eval', 'tau2-mock', '-n', '1', '--base-url', "
