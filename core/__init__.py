@@ -48,6 +48,7 @@ from interplay.contexts import (
 from interplay.endpoint import Endpoint
 from interplay.env import Env
 from interplay.errors import InterplayError
+from interplay.exporter import ExportFormat, Written
 from interplay.harness import Harness, NoConfig, Segment
 from interplay.hookspecs import Register, hookimpl
 from interplay.loader import env_from_toml, lookup
@@ -80,7 +81,7 @@ from interplay.run.rollouts import RolloutGroup, Rollouts
 from interplay.step import Step
 from interplay.taskset import DatasetTaskset, TasksetSource, load_jsonl
 from interplay.taskset import load as load_taskset
-from interplay.tools import CallOutcome, Tool, tool
+from interplay.tools import CallOutcome, Tool, tool, tool_call_id
 from interplay.usersim import (
     Answer,
     Opening,
@@ -111,6 +112,7 @@ __all__ = [
     "Episode",
     "EpisodeContext",
     "EpisodeInfo",
+    "ExportFormat",
     "Harness",
     "InitState",
     "InitStateConfig",
@@ -157,6 +159,7 @@ __all__ = [
     "Usage",
     "UserSim",
     "Verifier",
+    "Written",
     "__version__",
     "always_on_seats",
     "app_tool",
@@ -185,5 +188,6 @@ __all__ = [
     "structure_config",
     "to_json",
     "tool",
+    "tool_call_id",
     "whole_record",
 ]
