@@ -77,7 +77,7 @@ from interplay.run.rollouts import RolloutGroup, Rollouts
 from interplay.step import Step
 from interplay.taskset import DatasetTaskset, TasksetSource, load_jsonl
 from interplay.taskset import load as load_taskset
-from interplay.tools import Tool, tool
+from interplay.tools import Tool, tool, tool_call_id
 from interplay.usersim import (
     Answer,
     Opening,
@@ -175,5 +175,6 @@ __all__ = [
     "structure_config",
     "to_json",
     "tool",
+    "tool_call_id",
     "whole_record",
 ]

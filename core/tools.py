@@ -13,6 +13,7 @@ for every kind of failure.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 import json
 import typing
@@ -22,6 +23,10 @@ from typing import Any
 import attrs
 
 from interplay.records import ToolCall
+
+#: The id of the model's tool call a tool function is answering (see :func:`tool_call_id`).
+_CALL_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar("interplay_tool_call_id",
+                                                                     default=None)
 
 _JSON_TYPES: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean",
                                list: "array", dict: "object"}
@@ -65,15 +70,25 @@ class CallOutcome:
     error_type: str | None = None
 
 
+def tool_call_id() -> str | None:
+    """Inside a tool function: the id of the model's tool call it answers (the id the model
+    gave the call, the same in the trace's messages and its tool runs); None outside a call,
+    or for a call run without one. A tool that keeps a record of its own keyed by call (a
+    benchmark's trajectory, whose tool results carry the call's id) pairs it with the model's
+    call by this id, whichever harness ran the call."""
+    return _CALL_ID.get()
+
+
 async def run_call(tools: Mapping[str, Tool], name: str,
                    arguments: str | Mapping[str, Any] | None, *,
-                   timeout_s: float | None = None) -> CallOutcome:
+                   timeout_s: float | None = None, call_id: str | None = None) -> CallOutcome:
     """Run the model's call of ``name`` with ``arguments`` (the JSON text it produced, or the
     object a protocol already parsed) against ``tools`` (by name), under the tool's own
     timeout and at most ``timeout_s``. Never raises for what the model or the tool did: a
     name no tool has, arguments that are not a JSON object or do not fit the function, a
     timeout and an exception in the tool each come back as an error text the model can act
-    on. Cancellation propagates."""
+    on. Cancellation propagates. ``call_id`` is what :func:`tool_call_id` answers inside
+    the tool function."""
     tool = tools.get(name)
     if tool is None:
         known = ", ".join(sorted(tools)) or "none"
@@ -95,12 +110,16 @@ async def run_call(tools: Mapping[str, Tool], name: str,
         return CallOutcome(f"error: {problem}; call it again with the tool's parameters",
                            "bad_arguments")
     timeout = tool.timeout_s if timeout_s is None else min(tool.timeout_s, timeout_s)
+    # Set in this context only: the tool's task (and a sync tool's thread) copy it from here.
+    token = _CALL_ID.set(call_id)
     try:
         return CallOutcome(await asyncio.wait_for(tool.call(args), timeout))
     except TimeoutError:
         return CallOutcome(f"error: the tool did not finish within {timeout:g} s", "timeout")
     except Exception as exc:
         return CallOutcome(f"error: {type(exc).__name__}: {exc}", "tool_error")
+    finally:
+        _CALL_ID.reset(token)
 
 
 def _parsed(arguments: str | None) -> dict[str, Any]:

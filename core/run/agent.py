@@ -142,7 +142,7 @@ class SegmentContext:
         :func:`interplay.tools.run_call`), never raised."""
         by_name = {t.name: t for t in self.tools} if tools is None else tools
         t0 = time.monotonic()
-        outcome = await run_call(by_name, name, arguments, timeout_s=timeout_s)
+        outcome = await run_call(by_name, name, arguments, timeout_s=timeout_s, call_id=call_id)
         self.record_tool(ToolRun(call_id=call_id, name=name, duration_s=time.monotonic() - t0,
                                  error_type=outcome.error_type))
         return outcome

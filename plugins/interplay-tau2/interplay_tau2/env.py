@@ -1,0 +1,106 @@
+"""The tau2 envs, one per domain tau2 ships: ``tau2-mock``, ``tau2-airline``, ``tau2-retail``
+and ``tau2-telecom``. Tasks come from tau2's own task files (a split with ``env.split``, a
+subset with ``env.task_ids``), in tau2's order; each is played by the ``tau2`` step and scored
+by the ``tau2`` verifier."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import ClassVar
+
+import attrs
+
+from interplay import Env, EpisodeContext, InterplayError, SeatSpec, Step, Task, Tool, Verifier
+from interplay_tau2 import domains
+from interplay_tau2.exchange import LIVE, RESULTS_KEY, ExchangeConfig, Tau2Exchange, tau2_tools
+from interplay_tau2.scoring import Tau2Reward, Tau2RewardConfig
+
+
+@attrs.define
+class Tau2EnvConfig(ExchangeConfig):
+    #: One of tau2's task splits of the domain (train, test, base; telecom also small,
+    #: full); "" is every task.
+    split: str = ""
+    #: Only these tasks (tau2's task ids), in tau2's order; empty: all of the split.
+    task_ids: list[str] = attrs.Factory(list)
+    #: The ``tau2`` verifier's settings (the natural-language judge).
+    scoring: Tau2RewardConfig = attrs.Factory(Tau2RewardConfig)
+
+
+class Tau2Env(Env):
+    """tau2-bench: a domain's policy, tools and database, tau2's user simulator, tau2's
+    evaluator. Subclassed per domain."""
+
+    name = "tau2"
+    domain: ClassVar[str] = "mock"
+    Config: ClassVar[type] = Tau2EnvConfig
+    # Every seat runs tools: the user's too (telecom's user has tools of her own). A segment's
+    # model calls are capped far above tau2's max_steps, which cuts the conversation itself.
+    # Replies are capped (tau2 sets no cap): a model that rambles would otherwise fill an 8k
+    # window within the first turns on retail's long policy; raise them with
+    # --set seats.<seat>.sampling.max_tokens=N.
+    seats = {"assistant": SeatSpec(harness="chat", harness_config={"max_turns": 200},
+                                   sampling={"max_tokens": 512}),
+             "user": SeatSpec(harness="chat", trainable=False, harness_config={"max_turns": 200},
+                              sampling={"max_tokens": 256})}
+
+    def __init__(self, config: object = None) -> None:
+        super().__init__(config)
+        cfg: Tau2EnvConfig = self.config
+        if cfg.domain != type(self).domain:
+            domains.check_choices(cfg.domain)
+            if cfg.domain != ExchangeConfig().domain:
+                raise InterplayError(f"env.domain: env {self.name!r} is tau2's "
+                                     f"{type(self).domain} domain; choose the env "
+                                     f"tau2-{cfg.domain} instead")
+            cfg.domain = type(self).domain
+
+    def check(self) -> None:
+        cfg: Tau2EnvConfig = self.config
+        domains.check_choices(cfg.domain, task_set=cfg.task_set, split=cfg.split,
+                              policy=cfg.policy)
+        super().check()
+
+    def tasks(self) -> Iterable[Task]:
+        cfg: Tau2EnvConfig = self.config
+        found = domains.tasks(cfg.domain, task_set=cfg.task_set, split=cfg.split,
+                              task_ids=cfg.task_ids)
+        for idx, task in enumerate(found):
+            yield Task(idx=idx, prompt=None, info={RESULTS_KEY: {
+                "domain": cfg.domain, "task_id": task.id, "split": cfg.split}})
+
+    def steps(self) -> list[Step]:
+        cfg: Tau2EnvConfig = self.config
+        return [Tau2Exchange(ExchangeConfig(**{f.name: getattr(cfg, f.name)
+                                               for f in attrs.fields(ExchangeConfig)}))]
+
+    def verifiers(self) -> list[Verifier]:
+        return [Tau2Reward(self.config.scoring)]
+
+    def tools(self, seat: str, ctx: EpisodeContext) -> list[Tool]:
+        cfg: Tau2EnvConfig = self.config
+        live = LIVE.get(ctx.info.episode_id)
+        if live is None:
+            raise InterplayError(f"env {self.name!r}: the seats' tools are tau2's environment, "
+                                 f"made by the tau2 step; open a seat only inside it")
+        if seat == cfg.seat:
+            return tau2_tools(live, "assistant")
+        if seat == cfg.user_seat:
+            return tau2_tools(live, "user")
+        return []
+
+
+def _domain_env(domain: str) -> type[Tau2Env]:
+    doc = {"mock": "tau2-bench's mock domain (9 small tasks; for fast checks)",
+           "airline": "tau2-bench airline: flight bookings under the airline policy "
+                      "(50 tasks; splits train, test)",
+           "retail": "tau2-bench retail: orders, returns and exchanges (114 tasks; splits "
+                     "train, test)",
+           "telecom": "tau2-bench telecom: dual control, the user acts on her own phone "
+                      "(114 tasks; splits train, test, small, full)"}[domain]
+    return type(f"Tau2{domain.title()}Env", (Tau2Env,),
+                {"name": f"tau2-{domain}", "domain": domain, "__doc__": doc,
+                 "__module__": __name__})
+
+
+ENVS = tuple(_domain_env(d) for d in domains.DOMAINS)

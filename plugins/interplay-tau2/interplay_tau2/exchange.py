@@ -1,0 +1,339 @@
+"""The ``tau2`` step: one tau2-bench conversation as interplay's relay between the assistant
+seat and the user seat, on a tau2 environment of its own.
+
+Per episode the step builds tau2's environment for the domain (its database, fresh) and sets
+the task's initial state on it, as tau2's orchestrator does. The assistant seat gets tau2's
+agent system prompt (its instruction and the domain policy) and the domain's tools with tau2's
+own schemas; the user seat gets tau2's user-simulator prompt (its guidelines and the task's user
+scenario) and, in telecom, her own tools on her own device state. Every call of a tool, by any
+harness (the in-process ``chat`` loop, codex through the tool gateway), is answered by tau2's
+``Environment.get_response``: the same text, the same error flag, the same database change.
+
+The conversation follows tau2's orchestrator: the agent's fixed greeting opens it without a
+model call; the user answers; a user message holding ``###STOP###``, ``###TRANSFER###`` or
+``###OUT-OF-SCOPE###`` ends it (``user_stop``); tau2's step and error counts are kept message
+by message, and a conversation that reaches ``max_steps`` or ``max_errors`` at one of tau2's
+check points ends there (the trajectory cut where tau2 cuts it). The trajectory is kept as tau2's
+own messages in ``results["tau2"]``, which the ``tau2`` verifier scores and ``interplay export
+--format tau2`` writes out.
+
+This module owns the exchange and the trajectory; :mod:`interplay_tau2.domains` owns tau2.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import attrs
+
+from interplay import (
+    EpisodeContext,
+    InterplayError,
+    Message,
+    SeatAgent,
+    Step,
+    Task,
+    Tool,
+    get_logger,
+    tool_call_id,
+)
+from interplay_tau2 import domains
+
+log = get_logger("interplay.tau2")
+
+RESULTS_KEY = "tau2"
+#: tau2's termination reasons, as interplay's stop conditions of the two chats.
+STOP_CONDITIONS = {"user_stop": "user_done", "agent_stop": "agent_done",
+                   "max_steps": "max_turns", "too_many_errors": "too_many_errors",
+                   "agent_error": "error", "user_error": "error"}
+#: A tool's name as codex calls an MCP server's tool: mcp__<server>__<tool>.
+_MCP_NAME = re.compile(r"^mcp__[^_].*?__(?P<tool>.+)$")
+
+
+@attrs.define
+class ExchangeConfig:
+    """The ``tau2`` step's settings (``env.*`` of the tau2 envs)."""
+
+    #: tau2's domain: mock, airline, retail or telecom.
+    domain: str = "mock"
+    #: The seat that plays tau2's agent.
+    seat: str = "assistant"
+    #: The seat that plays tau2's user simulator.
+    user_seat: str = "user"
+    #: tau2's max_steps: messages (and each batch of tool results) before the conversation is
+    #: cut and scored 0, counted and checked as tau2's orchestrator does.
+    max_steps: int = 100
+    #: tau2's max_errors: tool calls answered with an error before the conversation is cut.
+    max_errors: int = 10
+    #: telecom only: tau2's task set ("" its default, full or small).
+    task_set: str = ""
+    #: telecom only: tau2's policy ("" its default manual, or workflow).
+    policy: str = ""
+
+
+@attrs.define(eq=False)
+class Live:
+    """One episode's tau2 environment and what its tools answered, by the model's call id."""
+
+    environment: Any
+    replies: dict[str, Any] = attrs.Factory(dict)
+    calls: int = 0
+
+
+#: The live environments of running episodes, by episode id (``Env.tools`` reads them).
+LIVE: dict[str, Live] = {}
+
+
+def tau2_tools(live: Live, requestor: str) -> list[Tool]:
+    """The tools of one side (``assistant`` or ``user``) of a live environment, with tau2's
+    schemas, each answered by tau2's ``get_response`` (errors as tau2 returns them)."""
+    environment = live.environment
+    if requestor == "user":
+        if environment.user_tools is None:
+            return []
+        found = environment.get_user_tools()
+    else:
+        found = environment.get_tools()
+    return [_tool(live, t.openai_schema["function"], requestor) for t in found]
+
+
+def _tool(live: Live, schema: dict[str, Any], requestor: str) -> Tool:
+    tau = domains.tau2()
+    name = schema["name"]
+
+    # async, and never awaiting: calls run one at a time in the order they start (the order of
+    # the model's message), as tau2 runs them, on an environment that is not thread-safe.
+    async def call(**arguments: Any) -> str:
+        live.calls += 1
+        call_id = tool_call_id() or f"call_{live.calls}"
+        reply = live.environment.get_response(tau.message.ToolCall(
+            id=call_id, name=name, arguments=arguments, requestor=requestor))
+        live.replies[call_id] = reply
+        return str(reply.content)
+
+    return Tool(name=name, description=schema.get("description") or "",
+                parameters=schema.get("parameters") or {"type": "object", "properties": {}},
+                fn=call)
+
+
+class Trajectory:
+    """tau2's messages of one conversation, with tau2's step and error counts: each message
+    of a side is a step, each batch of tool results another; the counts are checked where
+    tau2's orchestrator checks them (after any message not bound for the environment)."""
+
+    def __init__(self, max_steps: int, max_errors: int, tool_names: dict[str, set[str]]) -> None:
+        self.tau = domains.tau2()
+        greeting = self.tau.orchestrator.DEFAULT_FIRST_AGENT_MESSAGE.model_copy(deep=True)
+        greeting.timestamp = _now()
+        self.messages: list[Any] = [greeting]
+        self.max_steps, self.max_errors = max_steps, max_errors
+        self.tool_names = tool_names
+        self.steps = 0
+        self.errors = 0
+        self.reason: str | None = None
+
+    def add(self, added: Sequence[Message], requestor: str, live: Live) -> None:
+        """One segment's messages of ``requestor`` (``assistant`` or ``user``), as tau2 records
+        them; nothing past the point where tau2 would have ended the conversation."""
+        m = self.tau.message
+        batch: list[Any] = []
+        for msg in added:
+            if self.reason is not None:
+                return
+            if msg.role == "tool":
+                reply = live.replies.get(msg.tool_call_id or "")
+                if reply is None:  # the call never reached tau2 (interplay refused it first)
+                    reply = m.ToolMessage(id=msg.tool_call_id or "", role="tool",
+                                          content=_text(msg), requestor=requestor, error=True)
+                reply = reply.model_copy(update={"timestamp": _now()})
+                self.messages.append(reply)
+                batch.append(reply)
+                continue
+            if batch:
+                self._tool_results(batch)
+                batch = []
+                if self.reason is not None:
+                    return
+            if msg.role != "assistant":
+                continue
+            calls = [m.ToolCall(id=c.id, name=self._name(c.name, requestor),
+                                arguments=_arguments(c), requestor=requestor)
+                     for c in msg.tool_calls]
+            cls = m.AssistantMessage if requestor == "assistant" else m.UserMessage
+            text = _text(msg)
+            record = cls(role=requestor, content=text if text or not calls else None,
+                         tool_calls=calls or None, timestamp=_now())
+            self.messages.append(record)
+            self.steps += 1
+            if calls:
+                continue  # bound for the environment: tau2 checks nothing here
+            if requestor == "user" and self.tau.user_simulator.UserSimulator.is_stop(record):
+                self.reason = "user_stop"
+            self._check()
+        if batch:
+            self._tool_results(batch)
+
+    def _tool_results(self, batch: list[Any]) -> None:
+        self.steps += 1
+        self.errors += sum(1 for r in batch if r.error)
+        self._check()
+
+    def _check(self) -> None:
+        # In tau2's order: a stop is overridden by max_steps, that by too_many_errors.
+        if self.steps >= self.max_steps:
+            self.reason = "max_steps"
+        if self.errors >= self.max_errors:
+            self.reason = "too_many_errors"
+
+    def _name(self, name: str, requestor: str) -> str:
+        match = _MCP_NAME.match(name)
+        if match and match["tool"] in self.tool_names.get(requestor, set()):
+            return match["tool"]
+        return name
+
+    def plain(self) -> list[dict[str, Any]]:
+        """The messages as tau2's results file holds them (``turn_idx`` in order)."""
+        return [msg.model_copy(update={"turn_idx": i}).model_dump(mode="json")
+                for i, msg in enumerate(self.messages)]
+
+
+def _now() -> str:
+    from tau2.utils.utils import get_now
+
+    return str(get_now())
+
+
+def _text(msg: Message) -> str:
+    content = msg.content
+    if isinstance(content, list):
+        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return content or ""
+
+
+def _arguments(call: Any) -> dict[str, Any]:
+    try:
+        return call.parsed_arguments()
+    except ValueError:
+        # tau2's record holds a dict; text that is not a JSON object is kept under its name.
+        return {"__unparsed__": call.arguments}
+
+
+def episode_seed(ctx: EpisodeContext) -> int | None:
+    """The sampling seed both seats send with every request: the episode's seed (from the
+    run's --seed, the task and the rollout), folded into what every server accepts."""
+    return None if ctx.info.seed is None else ctx.info.seed % (2**31)
+
+
+def seeded(agent: SeatAgent, seed: int | None) -> None:
+    """Send ``seed`` with every request of ``agent`` (a seed the seat's config sets wins)."""
+    if seed is not None and "seed" not in agent.spec.sampling:
+        agent.spec = attrs.evolve(agent.spec, sampling={**agent.spec.sampling, "seed": seed})
+
+
+class Tau2Exchange(Step):
+    """A tau2-bench conversation between the assistant seat and the user seat, on a fresh
+    tau2 environment; writes ``results["tau2"]``."""
+
+    name = "tau2"
+    Config: ClassVar[type] = ExchangeConfig
+    writes = frozenset({RESULTS_KEY})
+
+    def seats(self) -> set[str]:
+        return {self.config.seat, self.config.user_seat}
+
+    def check(self, steps: Sequence[Step]) -> list[str]:
+        cfg: ExchangeConfig = self.config
+        problems = []
+        for field in ("max_steps", "max_errors"):
+            if getattr(cfg, field) < 1:
+                problems.append(f"{field} must be at least 1, got {getattr(cfg, field)}")
+        return problems
+
+    async def run(self, ctx: EpisodeContext) -> None:
+        cfg: ExchangeConfig = self.config
+        tau = domains.tau2()
+        ref = ctx.task.info.get(RESULTS_KEY) or {}
+        task = domains.task(cfg.domain, str(ref.get("task_id")), task_set=cfg.task_set)
+        environment = tau.registry.get_env_constructor(domains.env_name(cfg.domain,
+                                                                        cfg.policy))()
+        initial = task.initial_state
+        if initial is not None and initial.message_history:
+            raise InterplayError(f"tau2 task {task.id!r} starts from a message history, which "
+                                 f"this port does not replay; leave it out with env.task_ids")
+        environment.set_state(
+            initialization_data=initial.initialization_data if initial else None,
+            initialization_actions=initial.initialization_actions if initial else None,
+            message_history=[])
+        live = Live(environment)
+        episode_id = ctx.info.episode_id
+        LIVE[episode_id] = live
+        tool_names = {side: {t.name for t in tau2_tools(live, side)}
+                      for side in ("assistant", "user")}
+        trajectory = Trajectory(cfg.max_steps, cfg.max_errors, tool_names)
+        started, t0 = _now(), time.monotonic()
+        reason: str | None = None
+        try:
+            reason = await self._converse(ctx, task, live, trajectory)
+        finally:
+            LIVE.pop(episode_id, None)
+            ctx.metrics["tau2_steps"] = float(trajectory.steps)
+            ctx.metrics["tau2_tool_errors"] = float(trajectory.errors)
+            ctx.results[RESULTS_KEY] = {
+                "domain": cfg.domain, "task_id": task.id, "task_set": cfg.task_set,
+                "policy": cfg.policy, "split": ref.get("split", ""),
+                "termination_reason": reason or "agent_error", "seed": episode_seed(ctx),
+                "trial": ctx.info.rollout, "start_time": started, "end_time": _now(),
+                "duration": round(time.monotonic() - t0, 6), "max_steps": cfg.max_steps,
+                "max_errors": cfg.max_errors, "steps": trajectory.steps,
+                "db_hash": environment.get_db_hash(),
+                "messages": trajectory.plain()}
+            log.debug("tau2.episode", episode_id=episode_id, task_id=task.id,
+                      termination_reason=reason, steps=trajectory.steps,
+                      tool_calls=live.calls, messages=len(trajectory.messages))
+
+    async def _converse(self, ctx: EpisodeContext, task: Any, live: Live,
+                        trajectory: Trajectory) -> str:
+        cfg: ExchangeConfig = self.config
+        tau = domains.tau2()
+        environment = live.environment
+        agent, user = ctx.agent(cfg.seat), ctx.agent(cfg.user_seat)
+        seed = episode_seed(ctx)
+        seeded(agent, seed)
+        seeded(user, seed)
+        llm_agent = tau.llm_agent
+        agent_system = llm_agent.SYSTEM_PROMPT.format(
+            domain_policy=environment.get_policy(), agent_instruction=llm_agent.AGENT_INSTRUCTION)
+        sim = tau.user_simulator
+        user_system = sim.SYSTEM_PROMPT.format(
+            global_user_sim_guidelines=sim.get_global_user_sim_guidelines(
+                use_tools=environment.user_tools is not None),
+            instructions=str(task.user_scenario))
+        greeting = str(trajectory.messages[0].content)
+        agent_task = Task(idx=ctx.task.idx, prompt=(Message("assistant", greeting),),
+                          system_prompt=agent_system, info=ctx.task.info)
+        user_task = Task(idx=ctx.task.idx, prompt=None, system_prompt=user_system,
+                         info=ctx.task.info)
+        async with agent.chat(agent_task) as agent_chat, user.chat(user_task) as user_chat:
+            to_user = greeting
+            while True:
+                said = await user_chat.turn(to_user)
+                trajectory.add(said.messages, "user", live)
+                if trajectory.reason is None and said.stopped:
+                    trajectory.reason = "user_error"
+                if trajectory.reason is not None:
+                    break
+                answer = await agent_chat.turn(said.text)
+                trajectory.add(answer.messages, "assistant", live)
+                if trajectory.reason is None and answer.stopped:
+                    trajectory.reason = "agent_error"
+                if trajectory.reason is not None:
+                    break
+                to_user = answer.text
+            stop = STOP_CONDITIONS[trajectory.reason]
+            for chat in (agent_chat, user_chat):
+                if not chat.over:
+                    chat.stop(stop)
+        return trajectory.reason

@@ -1,0 +1,138 @@
+"""The ``tau2`` verifier: an episode's trajectory becomes tau2's own simulation record and is
+scored by tau2's evaluator (``evaluate_simulation``), with the task's reward basis.
+
+A conversation tau2 would not score (any end but ``user_stop`` or ``agent_stop``: max steps,
+too many errors) gets tau2's reward for it, 0. The reward is the episode's; each basis of the
+breakdown (DB, COMMUNICATE, ACTION, ...) is a weight-0 reward of its own, so the report and the
+summary show it without changing the episode's reward; the action checks, the communicate
+checks and the database check are in the reward's ``info``. Natural-language assertions (no
+shipped task has them in its basis) are judged by ``judge``, the run's endpoint by default.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import attrs
+
+from interplay import Endpoint, Episode, EpisodeContext, InterplayError, Reward, Step, Verifier
+from interplay_tau2 import domains
+from interplay_tau2.exchange import RESULTS_KEY
+
+#: tau2's natural-language judge is a module global: one evaluation that needs it at a time.
+_NL_LOCK = threading.Lock()
+
+
+@attrs.define
+class Tau2RewardConfig:
+    #: The judge of natural-language assertions (any OpenAI-compatible endpoint); None: the
+    #: run's endpoint.
+    judge: Endpoint | None = None
+
+
+def simulation(record: dict[str, Any], episode_id: str) -> Any:
+    """tau2's SimulationRun of one episode's ``results["tau2"]``."""
+    tau = domains.tau2()
+    return tau.simulation.SimulationRun.model_validate({
+        "id": episode_id, "task_id": record["task_id"], "start_time": record["start_time"],
+        "end_time": record["end_time"], "duration": record["duration"],
+        "termination_reason": record["termination_reason"], "messages": record["messages"],
+        "trial": record.get("trial", 0), "seed": record.get("seed"),
+        "reward_info": record.get("reward_info")})
+
+
+def evaluate(record: dict[str, Any], episode_id: str, judge: Endpoint | None) -> Any:
+    """tau2's RewardInfo of one episode (blocking: tau2 replays the database)."""
+    tau = domains.tau2()
+    task = domains.task(record["domain"], record["task_id"],
+                        task_set=record.get("task_set", ""))
+    sim = simulation(record, episode_id)
+    sim.reward_info = None
+    ev = tau.evaluator
+    basis = set(task.evaluation_criteria.reward_basis) if task.evaluation_criteria else set()
+    kwargs = {"simulation": sim, "task": task, "solo_mode": False,
+              "domain": domains.env_name(record["domain"], record.get("policy", ""))}
+    if tau.tasks.RewardType.NL_ASSERTION not in basis:
+        return ev.evaluate_simulation(evaluation_type=ev.EvaluationType.ALL, **kwargs)
+    if judge is None or not judge.base_url:
+        raise InterplayError(f"task {task.id!r} has natural-language assertions: their judge "
+                             f"needs an OpenAI-compatible URL; set "
+                             f"verifiers.tau2.judge.base_url (or run with --base-url)")
+    import os
+
+    nl = tau.nl_assertions
+    with _NL_LOCK:
+        saved = nl.DEFAULT_LLM_NL_ASSERTIONS, nl.DEFAULT_LLM_NL_ASSERTIONS_ARGS
+        key = os.environ.get(judge.api_key_var or "", "") or "unused"
+        nl.DEFAULT_LLM_NL_ASSERTIONS = f"openai/{judge.model}"
+        nl.DEFAULT_LLM_NL_ASSERTIONS_ARGS = {"api_base": judge.base_url, "api_key": key,
+                                             "temperature": 0.0}
+        try:
+            return ev.evaluate_simulation(
+                evaluation_type=ev.EvaluationType.ALL_WITH_NL_ASSERTIONS, **kwargs)
+        finally:
+            nl.DEFAULT_LLM_NL_ASSERTIONS, nl.DEFAULT_LLM_NL_ASSERTIONS_ARGS = saved
+
+
+def breakdown(info: dict[str, Any]) -> dict[str, Any]:
+    """What the report shows of tau2's RewardInfo: each basis, each check, matched or not."""
+    db = info.get("db_check") or {}
+    return {
+        "reward_basis": info.get("reward_basis"),
+        "reward_breakdown": info.get("reward_breakdown"),
+        "db_match": db.get("db_match") if db else None,
+        "actions": [{"name": (c.get("action") or {}).get("name"),
+                     "requestor": (c.get("action") or {}).get("requestor"),
+                     "matched": c.get("action_match")}
+                    for c in info.get("action_checks") or []],
+        "communicate": [{"info": c.get("info"), "met": c.get("met")}
+                        for c in info.get("communicate_checks") or []],
+        "nl_assertions": [{"assertion": c.get("nl_assertion"), "met": c.get("met")}
+                          for c in info.get("nl_assertions") or []],
+        "env_assertions": [{"met": c.get("met")} for c in info.get("env_assertions") or []],
+        "note": (info.get("info") or {}).get("note"),
+    }
+
+
+def reason(parts: dict[str, Any], termination: str) -> str:
+    """The breakdown in one line."""
+    if parts["reward_breakdown"] is None:
+        return parts["note"] or f"not evaluated ({termination})"
+    bits = [f"{k} {v:g}" for k, v in sorted(parts["reward_breakdown"].items())]
+    if parts["actions"]:
+        matched = sum(1 for a in parts["actions"] if a["matched"])
+        missed = [a["name"] for a in parts["actions"] if not a["matched"]]
+        bits.append(f"actions {matched}/{len(parts['actions'])} matched"
+                    + (f" (missed: {', '.join(missed)})" if missed else ""))
+    return f"{termination}: " + ", ".join(bits)
+
+
+class Tau2Reward(Verifier):
+    """tau2's own evaluator on the episode's trajectory: its reward and its breakdown."""
+
+    name = "tau2"
+    Config: ClassVar[type] = Tau2RewardConfig
+
+    def check(self, steps: Sequence[Step]) -> list[str]:
+        if not any(RESULTS_KEY in s.writes for s in steps):
+            return ["needs the tau2 step, which writes the trajectory it scores"]
+        return []
+
+    async def score(self, episode: Episode, ctx: EpisodeContext) -> list[Reward]:
+        record = episode.results.get(RESULTS_KEY)
+        if not isinstance(record, dict) or "messages" not in record:
+            raise InterplayError("the episode has no tau2 trajectory (results['tau2'])")
+        judge = self.config.judge or ctx.resources.endpoint
+        info = await asyncio.to_thread(evaluate, record, episode.info.episode_id, judge)
+        plain = info.model_dump(mode="json")
+        record["reward_info"] = plain
+        parts = breakdown(plain)
+        termination = record["termination_reason"]
+        rewards = [Reward("tau2", float(info.reward), reason=reason(parts, termination),
+                          info=parts)]
+        for basis, value in sorted((parts["reward_breakdown"] or {}).items()):
+            rewards.append(Reward(f"tau2_{basis.lower()}", float(value), weight=0.0))
+        return rewards

@@ -1,0 +1,169 @@
+"""The tau2 envs in-process on the scripted model (real HTTP on 127.0.0.1, a real episode):
+tau2's protocol, its environment per episode, its evaluator's reward, and each bad input's
+one line."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from tau2_scripts import mock_pair
+
+from interplay import Episode, InterplayError, lookup
+from interplay.testing import ScriptedReply, ScriptedRequest, run_scripted
+from interplay_tau2 import domains
+
+
+def env(env_domain: str = "mock", **settings: Any) -> Any:
+    made = lookup("envs", f"tau2-{env_domain}")(settings)
+    made.check()
+    return made
+
+
+def task_of(made: Any, task_id: str) -> Any:
+    return next(t for t in made.tasks() if t.info["tau2"]["task_id"] == task_id)
+
+
+def tau2_record(episode: Episode) -> dict[str, Any]:
+    assert episode.error is None, episode.error
+    return episode.results["tau2"]
+
+
+async def test_mock_create_task_is_played_as_tau2_plays_it_and_scored_by_its_evaluator(
+        ) -> None:
+    made = env(task_ids=["create_task_1"])
+    run = await run_scripted(made, task_of(made, "create_task_1"), mock_pair, seed=7)
+    record = tau2_record(run.episode)
+    roles = [(m["role"], bool(m.get("tool_calls"))) for m in record["messages"]]
+    # The fixed greeting (no model call), the user, the agent's call, tau2's answer, the
+    # agent's text, the user's stop.
+    assert roles == [("assistant", False), ("user", False), ("assistant", True),
+                     ("tool", False), ("assistant", False), ("user", False)]
+    greeting, *_ = record["messages"]
+    assert greeting["content"] == "Hi! How can I help you today?"
+    assert record["termination_reason"] == "user_stop"
+    call = record["messages"][2]["tool_calls"][0]
+    tool = record["messages"][3]
+    # The tool message is tau2's: its id is the model's call id, its content tau2's JSON.
+    assert tool["id"] == call["id"] and tool["requestor"] == "assistant" and not tool["error"]
+    assert '"title": "Important Meeting"' in tool["content"]
+    assert run.episode.reward == 1.0
+    assert record["reward_info"]["reward"] == 1.0
+    parts = run.episode.rewards[0].info
+    assert parts["actions"] == [{"name": "create_task", "requestor": "assistant",
+                                 "matched": True}]
+    assert {r.name: r.value for r in run.episode.rewards} == {
+        "tau2": 1.0, "tau2_db": 1.0, "tau2_communicate": 1.0}
+    # The user seat played tau2's user simulator prompt; the agent tau2's policy prompt, with
+    # the greeting before the user's first message, and tau2's tool schemas.
+    user_req = next(r for r in run.requests if "<scenario>" in r.messages[0]["content"])
+    assert user_req.messages[1] == {"role": "user", "content": greeting["content"]}
+    agent_req = next(r for r in run.requests if "<policy>" in r.messages[0]["content"])
+    assert [m["role"] for m in agent_req.messages[:3]] == ["system", "assistant", "user"]
+    tau = domains.tau2()
+    schemas = [t.openai_schema for t in tau.registry.get_env_constructor("mock")().get_tools()]
+    assert agent_req.body["tools"] == schemas
+
+
+async def test_every_request_of_both_seats_carries_the_episodes_seed() -> None:
+    made = env(task_ids=["update_task_1"])
+    task = task_of(made, "update_task_1")
+    first = await run_scripted(made, task, mock_pair, seed=7)
+    again = await run_scripted(made, task, mock_pair, seed=7)
+    other = await run_scripted(made, task, mock_pair, seed=8)
+    seeds = {r.body.get("seed") for r in first.requests}
+    assert len(seeds) == 1 and None not in seeds
+    assert seeds == {r.body.get("seed") for r in again.requests}
+    assert seeds != {r.body.get("seed") for r in other.requests}
+    assert tau2_record(first.episode)["seed"] == seeds.pop()
+
+
+async def test_each_episode_gets_a_fresh_database() -> None:
+    made = env(task_ids=["create_task_1"])
+    task = task_of(made, "create_task_1")
+    runs = [await run_scripted(made, task, mock_pair, rollout=i) for i in range(2)]
+    # The same call made in two episodes creates the same new task id: neither saw the other's.
+    contents = [tau2_record(r.episode)["messages"][3]["content"] for r in runs]
+    assert contents[0] == contents[1] and '"task_id": "task_2"' in contents[0]
+    assert tau2_record(runs[0].episode)["db_hash"] == tau2_record(runs[1].episode)["db_hash"]
+
+
+async def test_a_tool_error_comes_back_as_tau2_returns_it_and_too_many_end_the_episode(
+        ) -> None:
+    def failing(request: ScriptedRequest) -> ScriptedReply | str:
+        if "<scenario>" in request.messages[0]["content"]:
+            return "Please mark task_1 as completed."
+        return ScriptedReply.tool_call("update_task_status", {"task_id": "nope",
+                                                              "status": "completed"})
+
+    made = env(task_ids=["update_task_1"], max_errors=3)
+    run = await run_scripted(made, task_of(made, "update_task_1"), failing)
+    record = tau2_record(run.episode)
+    tools = [m for m in record["messages"] if m["role"] == "tool"]
+    assert len(tools) == 3 and all(m["error"] for m in tools)
+    assert tools[0]["content"].startswith("Error: ")
+    assert record["termination_reason"] == "too_many_errors"
+    # A premature end scores 0 as tau2 scores it: scored, not an error episode.
+    assert run.episode.reward == 0.0
+    assert "terminated prematurely" in run.episode.rewards[0].info["note"]
+
+
+async def test_max_steps_cuts_the_conversation_where_tau2_cuts_it() -> None:
+    def chatty(request: ScriptedRequest) -> str:
+        return "Tell me more." if "<scenario>" in request.messages[0]["content"] else "Sure?"
+
+    made = env(task_ids=["create_task_1"], max_steps=5)
+    run = await run_scripted(made, task_of(made, "create_task_1"), chatty)
+    record = tau2_record(run.episode)
+    assert record["termination_reason"] == "max_steps"
+    assert len(record["messages"]) == 1 + 5  # the greeting is no step
+    assert run.episode.reward == 0.0
+    assert {t.seat: t.stop_condition for t in run.episode.traces} == {
+        "assistant": "max_turns", "user": "max_turns"}
+
+
+async def test_a_model_failure_is_an_unscored_error_episode() -> None:
+    def broken(request: ScriptedRequest) -> ScriptedReply | str:
+        if "<scenario>" in request.messages[0]["content"]:
+            return "Please mark task_1 as completed."
+        return ScriptedReply.fault(400)
+
+    made = env(task_ids=["update_task_1"])
+    run = await run_scripted(made, task_of(made, "update_task_1"), broken)
+    assert run.episode.error_type is not None and run.episode.reward is None
+    assert run.episode.results["tau2"]["termination_reason"] == "agent_error"
+
+
+def test_a_split_and_a_subset_select_tau2s_tasks() -> None:
+    test = [t.info["tau2"]["task_id"] for t in env("retail", split="test").tasks()]
+    tau = domains.tau2()
+    assert test == [t.id for t in tau.registry.get_tasks_loader("retail")("test")]
+    assert len(test) == 40
+    picked = [t.info["tau2"]["task_id"] for t in env("retail", task_ids=test[:2][::-1]).tasks()]
+    assert picked == test[:2]  # tau2's order, as tau2's runner runs them
+
+
+@pytest.mark.parametrize(("domain", "settings", "message"), [
+    ("mock", {"domain": "bank"}, "tau2 domain 'bank' is unknown; choose one of mock, airline, "
+                                 "retail, telecom"),
+    ("airline", {"split": "dev"}, "env.split='dev' is not a split of airline; choose one of "
+                                  "train, test, base"),
+    ("mock", {"split": "test"}, "env.split='test': tau2's mock domain has no splits"),
+    ("airline", {"policy": "workflow"}, "env.policy='workflow' is a telecom setting"),
+    ("retail", {"task_set": "small"}, "env.task_set='small' is a telecom setting"),
+    ("telecom", {"task_set": "tiny"}, "env.task_set='tiny' is not one of telecom's: full, "
+                                      "small"),
+])
+def test_a_bad_setting_is_one_line_naming_the_choices(domain: str, settings: dict[str, Any],
+                                                      message: str) -> None:
+    with pytest.raises(InterplayError) as err:
+        env(domain, **settings)
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_an_unknown_task_id_is_one_line_naming_the_tasks() -> None:
+    with pytest.raises(InterplayError) as err:
+        list(env("mock", task_ids=["create_task_9"]).tasks())
+    text = str(err.value)
+    assert "'create_task_9' is not a task of mock; its tasks are create_task_1," in text
+    assert "\n" not in text
