@@ -140,14 +140,22 @@ class Trajectory:
         them; nothing past the point where tau2 would have ended the conversation."""
         m = self.tau.message
         batch: list[Any] = []
+        asked: dict[str, Any] = {}  # this segment's calls, by id
         for msg in added:
             if self.reason is not None:
                 return
             if msg.role == "tool":
                 reply = live.replies.get(msg.tool_call_id or "")
-                if reply is None:  # the call never reached tau2 (interplay refused it first)
-                    reply = m.ToolMessage(id=msg.tool_call_id or "", role="tool",
-                                          content=_text(msg), requestor=requestor, error=True)
+                if reply is None:
+                    # Interplay refused the call before it reached tau2 (a name the domain
+                    # lacks, arguments that are not a JSON object). tau2's evaluator replays
+                    # every recorded call and fails on a result other than its own, so the
+                    # record holds tau2's answer to the call as recorded: an error that
+                    # changes nothing (no such tool, no such argument).
+                    call = asked.get(msg.tool_call_id or "")
+                    reply = live.environment.get_response(call) if call is not None else \
+                        m.ToolMessage(id=msg.tool_call_id or "", role="tool",
+                                      content=_text(msg), requestor=requestor, error=True)
                 reply = reply.model_copy(update={"timestamp": _now()})
                 self.messages.append(reply)
                 batch.append(reply)
@@ -162,6 +170,7 @@ class Trajectory:
             calls = [m.ToolCall(id=c.id, name=self._name(c.name, requestor),
                                 arguments=_arguments(c), requestor=requestor)
                      for c in msg.tool_calls]
+            asked.update((c.id, c) for c in calls)
             cls = m.AssistantMessage if requestor == "assistant" else m.UserMessage
             text = _text(msg)
             record = cls(role=requestor, content=text if text or not calls else None,
