@@ -181,26 +181,43 @@ class ScriptBook:
         self.agent_calls = 0
 
     def __call__(self, request: ScriptedRequest) -> ScriptedReply:
-        messages = request.messages
-        system = messages[0].get("content") if messages and \
-            messages[0].get("role") == "system" else None
-        scenario = _SCENARIO.search(system) if isinstance(system, str) else None
-        if scenario is not None:
-            reply = self._user(scenario["text"], messages[1:])
-            with self._lock:
+        found = self._find(request.messages)
+        with self._lock:
+            if found is not None and found[0] == "user":
                 self.user_calls += 1
-        else:
-            reply = self._agent(messages)
-            with self._lock:
+            else:
                 self.agent_calls += 1
+        reply = None
+        if found is not None:
+            seat, script, turn, step = found
+            if seat == "user":
+                text = script.user_reply(turn)
+                reply = None if text is None else ScriptedReply.text(text)
+            else:
+                reply = script.agent_reply(turn, step)
         if reply is None:
             with self._lock:
                 self.misses += 1
             return ScriptedReply.text(MISS)
         return reply
 
+    def key_of(self, request: ScriptedRequest) -> str | None:
+        """The key of the script that answers ``request`` (None: none does)."""
+        found = self._find(request.messages)
+        return None if found is None else found[1].key
+
+    def _find(self, messages: Sequence[Mapping[str, Any]]
+              ) -> tuple[str, Script, int, int] | None:
+        """Which seat asks, the script that answers, the turn and the step within it."""
+        system = messages[0].get("content") if messages and \
+            messages[0].get("role") == "system" else None
+        scenario = _SCENARIO.search(system) if isinstance(system, str) else None
+        if scenario is not None:
+            return self._user(scenario["text"], messages[1:])
+        return self._agent(messages)
+
     def _user(self, scenario: str, messages: Sequence[Mapping[str, Any]]
-              ) -> ScriptedReply | None:
+              ) -> tuple[str, Script, int, int] | None:
         # The user's seat reads roles flipped: her own messages are "assistant" ones.
         seen = [("user" if m.get("role") == "assistant" else "assistant", m.get("content") or "")
                 for m in messages if m.get("role") in ("user", "assistant")]
@@ -212,10 +229,10 @@ class ScriptBook:
         if best is None:
             return None
         own = sum(1 for role, _ in seen[len(best.history):] if role == "user")
-        text = best.user_reply(own)
-        return None if text is None else ScriptedReply.text(text)
+        return "user", best, own, 0
 
-    def _agent(self, messages: Sequence[Mapping[str, Any]]) -> ScriptedReply | None:
+    def _agent(self, messages: Sequence[Mapping[str, Any]]
+               ) -> tuple[str, Script, int, int] | None:
         for i in range(len(messages) - 1, -1, -1):
             if messages[i].get("role") == "user":
                 break
@@ -226,7 +243,7 @@ class ScriptBook:
         if tag is None or script is None:
             return None
         step = sum(1 for m in messages[i + 1:] if m.get("role") == "assistant")
-        return script.agent_reply(int(tag["turn"]), step)
+        return "assistant", script, int(tag["turn"]), step
 
 
 def load_tasks(domain: str, task_ids: Sequence[str] | None = None) -> list[Any]:
@@ -259,19 +276,23 @@ def script_book(domain: str, plan: Mapping[str, str]) -> tuple[ScriptBook, list[
 
 def run_tau2(domain: str, tasks: Sequence[Any], base_url: str, *, model: str = "scripted",
              concurrency: int = 1, seed: int = 300, max_steps: int = 200,
-             max_errors: int = 10, save_to: str | None = None) -> list[Any]:
+             max_errors: int = 10, save_to: str | None = None,
+             sampling: Mapping[str, Mapping[str, Any]] | None = None) -> list[Any]:
     """Run ``tasks`` through tau2's own runner (``tau2.run.run_tasks``, one trial each, its
     ``llm_agent`` and ``user_simulator``) with both seats' calls sent to ``base_url``; its
     simulations, scored by tau2's evaluator as its runner scores them (``EvaluationType.ALL``),
-    in task order."""
+    in task order. ``sampling`` adds to each seat's request (``assistant``, ``user``: e.g.
+    ``max_tokens``)."""
     import tau2.run
     from tau2.evaluator.evaluator import EvaluationType
 
-    args = {"api_base": base_url, "temperature": 0.0}
+    args = {"api_base": base_url}
+    extra = sampling or {}
     results = tau2.run.run_tasks(
         domain=domain, tasks=list(tasks), agent="llm_agent", user="user_simulator",
-        llm_agent=f"openai/{model}", llm_args_agent=dict(args), llm_user=f"openai/{model}",
-        llm_args_user=dict(args), num_trials=1, max_steps=max_steps, max_errors=max_errors,
+        llm_agent=f"openai/{model}", llm_args_agent={**args, **extra.get("assistant", {})},
+        llm_user=f"openai/{model}", llm_args_user={**args, **extra.get("user", {})},
+        num_trials=1, max_steps=max_steps, max_errors=max_errors,
         save_to=save_to, console_display=False, evaluation_type=EvaluationType.ALL,
         max_concurrency=concurrency, seed=seed, log_level="ERROR")
     return list(results.simulations)
