@@ -46,6 +46,7 @@ from interplay.contexts import (
 from interplay.endpoint import Endpoint
 from interplay.env import Env
 from interplay.errors import InterplayError
+from interplay.exporter import ExportFormat, Written
 from interplay.harness import Harness, NoConfig, Segment
 from interplay.hookspecs import Register, hookimpl
 from interplay.loader import env_from_toml, lookup
@@ -107,6 +108,7 @@ __all__ = [
     "Episode",
     "EpisodeContext",
     "EpisodeInfo",
+    "ExportFormat",
     "Harness",
     "InterplayError",
     "LlmUserConfig",
@@ -148,6 +150,7 @@ __all__ = [
     "Usage",
     "UserSim",
     "Verifier",
+    "Written",
     "__version__",
     "always_on_seats",
     "app_tool",

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from interplay.run.config import RunConfig
     from interplay.run.runner import RunOutcome
 
-LIST_KINDS = ("harnesses", "user-sims", "steps", "verifiers", "envs")
+LIST_KINDS = ("harnesses", "user-sims", "steps", "verifiers", "envs", "export-formats")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -111,8 +111,8 @@ def cmd_plugins(args: argparse.Namespace) -> int:
 
 
 def add_list(sub: Any) -> None:
-    p = sub.add_parser("list", help="list registered harnesses, user-sims, steps, verifiers "
-                       "or envs")
+    p = sub.add_parser("list", help="list registered harnesses, user-sims, steps, verifiers, "
+                       "envs or export formats")
     p.add_argument("kind", choices=LIST_KINDS)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_list)

@@ -92,12 +92,26 @@ def register_envs(register: Register) -> None:
     """
 
 
+@hookspec
+def register_export_formats(register: Register) -> None:
+    """Register export formats: files ``interplay export RUN --format NAME`` writes.
+
+    Fires once per process, the first time anything looks up an export format (or lists
+    plugins).
+
+    :param register: ``register(format_class, name=None)``. ``format_class`` is a subclass of
+        :class:`interplay.ExportFormat` with ``write(episodes, output, run_config=...) ->
+        Written``; ``name`` defaults to its ``name`` attribute (what ``--format`` takes).
+    """
+
+
 HOOK_KINDS: dict[str, str] = {
     "register_harnesses": "harnesses",
     "register_user_sims": "user-sims",
     "register_steps": "steps",
     "register_verifiers": "verifiers",
     "register_envs": "envs",
+    "register_export_formats": "export-formats",
 }
 
 __all__ = ["HOOK_KINDS", "PROJECT", "Register", "hookimpl", "hookspec"]

@@ -15,6 +15,7 @@ import attrs
 
 from interplay.env import Env
 from interplay.errors import InterplayError
+from interplay.exporter import ExportFormat
 from interplay.harness import Harness
 from interplay.step import Step
 from interplay.usersim import UserSim
@@ -27,11 +28,13 @@ KIND_BASES: dict[str, type] = {
     "steps": Step,
     "verifiers": Verifier,
     "envs": Env,
+    "export-formats": ExportFormat,
 }
 KINDS: tuple[str, ...] = tuple(KIND_BASES)
 #: One of each kind, for messages ("unknown harness 'x'").
 SINGULAR: dict[str, str] = {"harnesses": "harness", "user-sims": "user sim", "steps": "step",
-                            "verifiers": "verifier", "envs": "env"}
+                            "verifiers": "verifier", "envs": "env",
+                            "export-formats": "export format"}
 
 
 @attrs.define

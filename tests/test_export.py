@@ -8,13 +8,14 @@ import itertools
 import json
 import math
 import threading
+import types
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from interplay import InterplayError, cli
+from interplay import ExportFormat, InterplayError, Written, cli, hookimpl
 from interplay.export import ExportOptions, export
 from interplay.export.files import features
 from interplay.records import (
@@ -353,3 +354,44 @@ def test_iter_episodes_reads_heads_first_and_refuses_a_broken_line_when_reached(
                      + lines[2][:40])
     assert [results.pair_of(r) for r in results.iter_episodes(path)] == [(1, 0), (2, 0),
                                                                           (0, 0)]
+
+
+class Rewards(ExportFormat):
+    """Each episode's pair and reward, as one JSON array (a plugin's format)."""
+
+    name = "test_rewards"
+    default_output = "rewards.json"
+
+    def write(self, episodes: Any, output: Path, *, run_config: Any) -> Written:
+        rows, errors = [], 0
+        for e in episodes:
+            if e["error_type"] is not None:
+                errors += 1
+                continue
+            rows.append([e["info"]["task_idx"], e["info"]["rollout"], e["reward"],
+                         run_config["config"]["env"]["name"]])
+        output.write_text(json.dumps(rows))
+        return Written(episodes=len(rows), skipped={"error episodes": errors} if errors else {})
+
+
+def test_hook_register_export_formats(register_plugin: Any, echo_run: Path,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    def register_export_formats(register: Any) -> None:
+        register(Rewards)
+
+    register_plugin(types.SimpleNamespace(register_export_formats=hookimpl(
+        register_export_formats)), "formats")
+    assert cli.main(["export", str(echo_run), "--format", "test_rewards"]) == 0
+    rows = json.loads((echo_run / "rewards.json").read_text())
+    assert {(t, r): reward for t, r, reward, _ in rows} == {
+        pair: reward for pair, reward in REWARDS.items() if reward is not None}
+    assert {env for *_, env in rows} == {"echo"}
+    out = capsys.readouterr()
+    assert "exported 8 episodes to" in out.out and "left out: error episodes (1)" in out.err
+    # The kernel's row options are not a plugin format's; an unknown format names them all.
+    assert cli.main(["export", str(echo_run), "--format", "test_rewards", "--seat", "x"]) == 2
+    assert "--seat goes with --format sft/rl/hf" in capsys.readouterr().err
+    assert cli.main(["export", str(echo_run), "--format", "csv"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown export format 'csv'; known: test_rewards" in err
+    assert "the kernel's own: sft, rl, hf" in err

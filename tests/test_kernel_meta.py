@@ -79,7 +79,8 @@ def test_the_docs_examples_register_what_they_say(tmp_path: Path) -> None:
         assert info.error is None
         assert info.registered == {"harnesses": ["shout"], "user-sims": ["impatient"],
                                    "steps": ["repeat"], "verifiers": ["brief"],
-                                   "envs": ["greetings", "quiz"]}
+                                   "envs": ["greetings", "quiz"],
+                                   "export-formats": ["rewards"]}
         env = env_class("greetings")()
         env.check()
         assert [t.answer for t in env.tasks()] == ["HELLO!"]

@@ -8,6 +8,7 @@ from typing import Any
 
 from interplay.errors import InterplayError
 from interplay.export.files import ExportOptions, export
+from interplay.export.plugged import BUILTIN_FORMATS, export_plugged
 
 
 def add_export(sub: Any) -> None:
@@ -22,8 +23,9 @@ def add_export(sub: Any) -> None:
         "group-normalized advantage; needs a run with token capture. hf: a dataset folder "
         "(datasets.load_from_disk) of sft or rl rows (--rows).")
     p.add_argument("run", metavar="RUN", help="results folder of `interplay eval`")
-    p.add_argument("--format", required=True, choices=("sft", "rl", "hf"),
-                   help="what to write")
+    p.add_argument("--format", required=True, metavar="FORMAT",
+                   help="what to write: sft, rl, hf, or a format a plugin registers "
+                   "(`interplay list export-formats`), e.g. tau2 with interplay-tau2")
     p.add_argument("-o", "--output", metavar="PATH", help="the file (the folder, for hf) to "
                    "write; default: RUN/sft.jsonl, RUN/rl-calls.jsonl, RUN/rl-traces.jsonl, "
                    "RUN/hf-sft, ...")
@@ -50,6 +52,8 @@ def add_export(sub: Any) -> None:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    if args.format not in BUILTIN_FORMATS:
+        return _cmd_export_plugged(args)
     if args.rows is not None and args.format != "hf":
         raise InterplayError("--rows goes with --format hf")
     rl = args.format == "rl" or (args.format == "hf" and args.rows == "rl")
@@ -77,4 +81,24 @@ def cmd_export(args: argparse.Namespace) -> int:
         print(f"left out: {left}", file=sys.stderr)
     for note in result.notes:
         print(note, file=sys.stderr)
+    return 0
+
+
+def _cmd_export_plugged(args: argparse.Namespace) -> int:
+    """A format a plugin registered: it takes the run whole; the kernel's row options are not
+    its."""
+    given = [flag for flag, value in (
+        ("--unit", args.unit), ("--rows", args.rows), ("--seat", args.seat),
+        ("--min-reward", args.min_reward), ("--completed-only", args.completed_only),
+        ("--best-of-group", args.best_of_group), ("--advantage", args.advantage),
+        ("--meta", args.meta)) if value]
+    if given:
+        raise InterplayError(f"{given[0]} goes with --format {'/'.join(BUILTIN_FORMATS)}; "
+                             f"--format {args.format} writes the run as it is")
+    out, written = export_plugged(args.format, args.run, args.output)
+    print(f"exported {written.episodes} episodes to {out}")
+    if written.skipped:
+        left = ", ".join(f"{reason} ({n})" for reason, n in
+                         sorted(written.skipped.items(), key=lambda item: -item[1]))
+        print(f"left out: {left}", file=sys.stderr)
     return 0

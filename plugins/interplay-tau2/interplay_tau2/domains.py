@@ -18,6 +18,8 @@ from interplay import InterplayError
 
 #: The domains tau2 ships, in the order its registry lists them.
 DOMAINS = ("mock", "airline", "retail", "telecom")
+#: The domains whose tasks carry a ticket, which tau2's solo mode needs.
+SOLO_DOMAINS = ("mock", "telecom")
 #: tau2's task sets for telecom beyond its default (``telecom``): full (2285 tasks) and small.
 TELECOM_TASK_SETS = ("full", "small")
 #: Policies of telecom: tau2's default (``manual``) and its workflow variant.
@@ -40,6 +42,7 @@ def tau2() -> SimpleNamespace:
         logger.disable("tau2")
         from tau2.agent import llm_agent
         from tau2.data_model import message, simulation, tasks
+        from tau2.environment.tool import as_tool
         from tau2.evaluator import evaluator, evaluator_nl_assertions
         from tau2.orchestrator import orchestrator
         from tau2.registry import registry
@@ -49,7 +52,8 @@ def tau2() -> SimpleNamespace:
         if (exc.name or "").split(".")[0] in {"tau2", "loguru"}:
             raise InterplayError(INSTALL_HINT) from None
         raise
-    return SimpleNamespace(registry=registry, llm_agent=llm_agent, message=message,
+    return SimpleNamespace(registry=registry, llm_agent=llm_agent, as_tool=as_tool,
+                           message=message,
                            simulation=simulation, tasks=tasks, evaluator=evaluator,
                            nl_assertions=evaluator_nl_assertions, orchestrator=orchestrator,
                            user_base=user_base, user_simulator=user_simulator)
@@ -78,11 +82,14 @@ def _tasks(domain: str, task_set: str, split: str) -> tuple[Any, ...]:
 
 
 def tasks(domain: str, *, task_set: str = "", split: str = "",
-          task_ids: list[str] | None = None) -> list[Any]:
-    """tau2's tasks of a domain (a split of it, a subset by id), in tau2's order; a bad
-    split or an unknown id is one line naming the choices."""
-    check_choices(domain, task_set=task_set, split=split)
+          task_ids: list[str] | None = None, solo: bool = False) -> list[Any]:
+    """tau2's tasks of a domain (a split of it, a subset by id), in tau2's order; in solo mode
+    only those tau2's solo agent takes (as its runner keeps them). A bad split or an unknown
+    id is one line naming the choices."""
+    check_choices(domain, task_set=task_set, split=split, solo=solo)
     found = list(_tasks(domain, task_set, split))
+    if solo:
+        found = [t for t in found if tau2().llm_agent.LLMSoloAgent.check_valid_task(t)]
     if not task_ids:
         return found
     by_id = {t.id: t for t in found}
@@ -123,10 +130,10 @@ def check_choices(domain: str, *, task_set: str = "", split: str = "", policy: s
         if value not in choices:
             raise InterplayError(f"env.{field}={value!r} is not one of telecom's: "
                                  f"{', '.join(choices)}")
-    if solo and domain != "telecom":
-        raise InterplayError(f"env.solo is a telecom setting (tau2's solo mode exists for "
-                             f"telecom only); use env tau2-telecom, or leave env.solo unset "
-                             f"for {domain}")
+    if solo and domain not in SOLO_DOMAINS:
+        raise InterplayError(f"env.solo: tau2's solo mode needs tasks with a ticket, which "
+                             f"only {' and '.join(SOLO_DOMAINS)} have; use env tau2-telecom, "
+                             f"or leave env.solo unset for {domain}")
     if split:
         known = splits(domain, task_set)
         if not known:

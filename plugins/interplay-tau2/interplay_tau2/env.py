@@ -34,15 +34,12 @@ class Tau2Env(Env):
     name = "tau2"
     domain: ClassVar[str] = "mock"
     Config: ClassVar[type] = Tau2EnvConfig
-    # Every seat runs tools: the user's too (telecom's user has tools of her own). A segment's
-    # model calls are capped far above tau2's max_steps, which cuts the conversation itself.
-    # Replies are capped (tau2 sets no cap): a model that rambles would otherwise fill an 8k
-    # window within the first turns on retail's long policy; raise them with
+    # Every seat runs tools: the user's too (telecom's user has tools of her own). Replies are
+    # capped (tau2 sets no cap): a model that rambles would otherwise fill an 8k window within
+    # the first turns on retail's long policy; raise them with
     # --set seats.<seat>.sampling.max_tokens=N.
-    seats = {"assistant": SeatSpec(harness="chat", harness_config={"max_turns": 200},
-                                   sampling={"max_tokens": 512}),
-             "user": SeatSpec(harness="chat", trainable=False, harness_config={"max_turns": 200},
-                              sampling={"max_tokens": 256})}
+    seats = {"assistant": SeatSpec(harness="chat", sampling={"max_tokens": 512}),
+             "user": SeatSpec(harness="chat", trainable=False, sampling={"max_tokens": 256})}
 
     def __init__(self, config: object = None) -> None:
         super().__init__(config)
@@ -58,13 +55,13 @@ class Tau2Env(Env):
     def check(self) -> None:
         cfg: Tau2EnvConfig = self.config
         domains.check_choices(cfg.domain, task_set=cfg.task_set, split=cfg.split,
-                              policy=cfg.policy)
+                              policy=cfg.policy, solo=cfg.solo)
         super().check()
 
     def tasks(self) -> Iterable[Task]:
         cfg: Tau2EnvConfig = self.config
         found = domains.tasks(cfg.domain, task_set=cfg.task_set, split=cfg.split,
-                              task_ids=cfg.task_ids)
+                              task_ids=cfg.task_ids, solo=cfg.solo)
         for idx, task in enumerate(found):
             yield Task(idx=idx, prompt=None, info={RESULTS_KEY: {
                 "domain": cfg.domain, "task_id": task.id, "split": cfg.split}})

@@ -72,6 +72,9 @@ class ExchangeConfig:
     task_set: str = ""
     #: telecom only: tau2's policy ("" its default manual, or workflow).
     policy: str = ""
+    #: tau2's solo mode (telecom and mock, whose tasks carry a ticket): no user; the agent
+    #: works the ticket alone with the agent's and the user's tools and ends with ``done``.
+    solo: bool = False
 
 
 @attrs.define(eq=False)
@@ -89,15 +92,40 @@ LIVE: dict[str, Live] = {}
 
 def tau2_tools(live: Live, requestor: str) -> list[Tool]:
     """The tools of one side (``assistant`` or ``user``) of a live environment, with tau2's
-    schemas, each answered by tau2's ``get_response`` (errors as tau2 returns them)."""
+    schemas, each answered by tau2's ``get_response`` (errors as tau2 returns them). In solo
+    mode the agent has the user's tools too, and tau2's ``done``."""
     environment = live.environment
     if requestor == "user":
-        if environment.user_tools is None:
+        if environment.user_tools is None or environment.solo_mode:
             return []
         found = environment.get_user_tools()
     else:
         found = environment.get_tools()
-    return [_tool(live, t.openai_schema["function"], requestor) for t in found]
+        if environment.solo_mode and environment.user_tools is not None:
+            found += environment.get_user_tools()
+    tools = [_tool(live, t.openai_schema["function"], requestor) for t in found]
+    if requestor == "assistant" and environment.solo_mode:
+        tools.append(_done_tool())
+    return tools
+
+
+def _done_tool() -> Tool:
+    """tau2's solo stop tool, with the schema tau2 makes of it. tau2 never runs it (its call
+    ends the simulation) and the trajectory records it as tau2 does: the stop token as text."""
+    agent = domains.tau2().llm_agent.LLMSoloAgent
+
+    def done() -> str:
+        """Call this function when you are done with the task."""
+        return str(agent.STOP_TOKEN)
+
+    schema = domains.tau2().as_tool(done).openai_schema["function"]
+
+    async def call() -> str:
+        return done()
+
+    return Tool(name=schema["name"], description=schema.get("description") or "",
+                parameters=schema.get("parameters") or {"type": "object", "properties": {}},
+                fn=call)
 
 
 def _tool(live: Live, schema: dict[str, Any], requestor: str) -> Tool:
@@ -124,11 +152,15 @@ class Trajectory:
     of a side is a step, each batch of tool results another; the counts are checked where
     tau2's orchestrator checks them (after any message not bound for the environment)."""
 
-    def __init__(self, max_steps: int, max_errors: int, tool_names: dict[str, set[str]]) -> None:
+    def __init__(self, max_steps: int, max_errors: int, tool_names: dict[str, set[str]], *,
+                 solo: bool = False) -> None:
         self.tau = domains.tau2()
-        greeting = self.tau.orchestrator.DEFAULT_FIRST_AGENT_MESSAGE.model_copy(deep=True)
-        greeting.timestamp = _now()
-        self.messages: list[Any] = [greeting]
+        self.solo = solo
+        self.messages: list[Any] = []
+        if not solo:  # in solo mode the agent speaks first, with a model call
+            greeting = self.tau.orchestrator.DEFAULT_FIRST_AGENT_MESSAGE.model_copy(deep=True)
+            greeting.timestamp = _now()
+            self.messages.append(greeting)
         self.max_steps, self.max_errors = max_steps, max_errors
         self.tool_names = tool_names
         self.steps = 0
@@ -173,6 +205,10 @@ class Trajectory:
             asked.update((c.id, c) for c in calls)
             cls = m.AssistantMessage if requestor == "assistant" else m.UserMessage
             text = _text(msg)
+            solo_agent = self.tau.llm_agent.LLMSoloAgent
+            if self.solo and any(c.name == solo_agent.STOP_FUNCTION_NAME for c in calls):
+                # tau2's solo agent: a call of done is the stop token, and nothing is run.
+                text, calls = solo_agent.STOP_TOKEN, []
             record = cls(role=requestor, content=text if text or not calls else None,
                          tool_calls=calls or None, timestamp=_now())
             self.messages.append(record)
@@ -181,6 +217,9 @@ class Trajectory:
                 continue  # bound for the environment: tau2 checks nothing here
             if requestor == "user" and self.tau.user_simulator.UserSimulator.is_stop(record):
                 self.reason = "user_stop"
+            if self.solo:
+                # No user to read it: a stop ends the ticket, any other text is an error.
+                self.reason = "agent_stop" if solo_agent.is_stop(record) else "agent_error"
             self._check()
         if batch:
             self._tool_results(batch)
@@ -251,6 +290,8 @@ class Tau2Exchange(Step):
     writes = frozenset({RESULTS_KEY})
 
     def seats(self) -> set[str]:
+        if self.config.solo:
+            return {self.config.seat}
         return {self.config.seat, self.config.user_seat}
 
     def check(self, steps: Sequence[Step]) -> list[str]:
@@ -266,8 +307,8 @@ class Tau2Exchange(Step):
         tau = domains.tau2()
         ref = ctx.task.info.get(RESULTS_KEY) or {}
         task = domains.task(cfg.domain, str(ref.get("task_id")), task_set=cfg.task_set)
-        environment = tau.registry.get_env_constructor(domains.env_name(cfg.domain,
-                                                                        cfg.policy))()
+        constructor = tau.registry.get_env_constructor(domains.env_name(cfg.domain, cfg.policy))
+        environment = constructor(solo_mode=True) if cfg.solo else constructor()
         initial = task.initial_state
         if initial is not None and initial.message_history:
             raise InterplayError(f"tau2 task {task.id!r} starts from a message history, which "
@@ -281,18 +322,21 @@ class Tau2Exchange(Step):
         LIVE[episode_id] = live
         tool_names = {side: {t.name for t in tau2_tools(live, side)}
                       for side in ("assistant", "user")}
-        trajectory = Trajectory(cfg.max_steps, cfg.max_errors, tool_names)
+        trajectory = Trajectory(cfg.max_steps, cfg.max_errors, tool_names, solo=cfg.solo)
         started, t0 = _now(), time.monotonic()
         reason: str | None = None
         try:
-            reason = await self._converse(ctx, task, live, trajectory)
+            if cfg.solo:
+                reason = await self._solo(ctx, task, live, trajectory)
+            else:
+                reason = await self._converse(ctx, task, live, trajectory)
         finally:
             LIVE.pop(episode_id, None)
             ctx.metrics["tau2_steps"] = float(trajectory.steps)
             ctx.metrics["tau2_tool_errors"] = float(trajectory.errors)
             ctx.results[RESULTS_KEY] = {
                 "domain": cfg.domain, "task_id": task.id, "task_set": cfg.task_set,
-                "policy": cfg.policy, "split": ref.get("split", ""),
+                "policy": cfg.policy, "split": ref.get("split", ""), "solo": cfg.solo,
                 "termination_reason": reason or "agent_error", "seed": episode_seed(ctx),
                 "trial": ctx.info.rollout, "start_time": started, "end_time": _now(),
                 "duration": round(time.monotonic() - t0, 6), "max_steps": cfg.max_steps,
@@ -345,4 +389,29 @@ class Tau2Exchange(Step):
             for chat in (agent_chat, user_chat):
                 if not chat.over:
                     chat.stop(stop)
+        return trajectory.reason
+
+    async def _solo(self, ctx: EpisodeContext, task: Any, live: Live,
+                    trajectory: Trajectory) -> str:
+        """tau2's solo mode: the agent alone on the ticket, tool calls only, until ``done``."""
+        cfg: ExchangeConfig = self.config
+        tau = domains.tau2()
+        agent = ctx.agent(cfg.seat)
+        seeded(agent, episode_seed(ctx))
+        solo = tau.llm_agent
+        system = solo.SYSTEM_PROMPT_SOLO.format(
+            agent_instruction=solo.AGENT_SOLO_INSTRUCTION.format(
+                stop_function_name=solo.LLMSoloAgent.STOP_FUNCTION_NAME,
+                stop_token=solo.LLMSoloAgent.STOP_TOKEN),
+            domain_policy=live.environment.get_policy(), ticket=task.ticket)
+        # tau2's first call holds the system message alone: the prompt is that message.
+        agent_task = Task(idx=ctx.task.idx, prompt=(Message("system", system),),
+                          info=ctx.task.info)
+        async with agent.chat(agent_task) as chat:
+            reply = await chat.turn(tool_choice="required")
+            trajectory.add(reply.messages, "assistant", live)
+            if trajectory.reason is None:
+                trajectory.reason = "agent_error"
+            if not chat.over:
+                chat.stop(STOP_CONDITIONS[trajectory.reason])
         return trajectory.reason

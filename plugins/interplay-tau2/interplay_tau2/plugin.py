@@ -1,6 +1,6 @@
-"""Registers the tau2 envs (one per domain), the ``tau2`` step and the ``tau2`` verifier (the
-``interplay`` entry point of this distribution). tau2 itself is imported only when a domain is
-played, scored or exported."""
+"""Registers the tau2 envs (one per domain), the ``tau2`` step, the ``tau2`` verifier and the
+``tau2`` export format (the ``interplay`` entry point of this distribution). tau2 itself is
+imported only when a domain is played, scored or exported."""
 
 from __future__ import annotations
 
@@ -27,3 +27,10 @@ def register_verifiers(register: Register) -> None:
     from interplay_tau2.scoring import Tau2Reward
 
     register(Tau2Reward)
+
+
+@hookimpl
+def register_export_formats(register: Register) -> None:
+    from interplay_tau2.export import Tau2Results
+
+    register(Tau2Results)

@@ -6,30 +6,42 @@ too many errors) gets tau2's reward for it, 0. The reward is the episode's; each
 breakdown (DB, COMMUNICATE, ACTION, ...) is a weight-0 reward of its own, so the report and the
 summary show it without changing the episode's reward; the action checks, the communicate
 checks and the database check are in the reward's ``info``. Natural-language assertions (no
-shipped task has them in its basis) are judged by ``judge``, the run's endpoint by default.
+shipped task has them in its basis) are judged with tau2's prompt by ``judge``, the run's
+endpoint by default, through interplay's client: never tau2's hosted default, never litellm.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 import attrs
 
-from interplay import Endpoint, Episode, EpisodeContext, InterplayError, Reward, Step, Verifier
+from interplay import (
+    Endpoint,
+    Episode,
+    EpisodeContext,
+    InterplayError,
+    Reward,
+    Step,
+    Verifier,
+    assistant_message,
+)
 from interplay_tau2 import domains
 from interplay_tau2.exchange import RESULTS_KEY
 
-#: tau2's natural-language judge is a module global: one evaluation that needs it at a time.
+#: tau2 calls its natural-language judge through a module global (``generate``), replaced for
+#: the length of one evaluation: one evaluation that needs it at a time.
 _NL_LOCK = threading.Lock()
 
 
 @attrs.define
 class Tau2RewardConfig:
-    #: The judge of natural-language assertions (any OpenAI-compatible endpoint); None: the
-    #: run's endpoint.
+    #: The judge of natural-language assertions (any OpenAI-compatible endpoint, called through
+    #: interplay's client with tau2's judge prompt); None: the run's endpoint (the embedded
+    #: model when the run has none).
     judge: Endpoint | None = None
 
 
@@ -44,8 +56,13 @@ def simulation(record: dict[str, Any], episode_id: str) -> Any:
         "reward_info": record.get("reward_info")})
 
 
-def evaluate(record: dict[str, Any], episode_id: str, judge: Endpoint | None) -> Any:
-    """tau2's RewardInfo of one episode (blocking: tau2 replays the database)."""
+#: Asks the judge one chat (a list of role/content dicts) and gives its reply's text.
+Judge = Callable[[list[dict[str, Any]]], str]
+
+
+def evaluate(record: dict[str, Any], episode_id: str, judge: Judge | None = None) -> Any:
+    """tau2's RewardInfo of one episode (blocking: tau2 replays the database). A task whose
+    reward basis holds natural-language assertions has them judged by ``judge``."""
     tau = domains.tau2()
     task = domains.task(record["domain"], record["task_id"],
                         task_set=record.get("task_set", ""))
@@ -53,28 +70,28 @@ def evaluate(record: dict[str, Any], episode_id: str, judge: Endpoint | None) ->
     sim.reward_info = None
     ev = tau.evaluator
     basis = set(task.evaluation_criteria.reward_basis) if task.evaluation_criteria else set()
-    kwargs = {"simulation": sim, "task": task, "solo_mode": False,
+    kwargs = {"simulation": sim, "task": task, "solo_mode": bool(record.get("solo")),
               "domain": domains.env_name(record["domain"], record.get("policy", ""))}
     if tau.tasks.RewardType.NL_ASSERTION not in basis:
         return ev.evaluate_simulation(evaluation_type=ev.EvaluationType.ALL, **kwargs)
-    if judge is None or not judge.base_url:
-        raise InterplayError(f"task {task.id!r} has natural-language assertions: their judge "
-                             f"needs an OpenAI-compatible URL; set "
-                             f"verifiers.tau2.judge.base_url (or run with --base-url)")
-    import os
-
+    if judge is None:
+        raise InterplayError(f"task {task.id!r} has natural-language assertions in its "
+                             f"reward basis, and no judge was given to score them")
     nl = tau.nl_assertions
+
+    def generate(model: str, messages: list[Any], **_: Any) -> Any:
+        # tau2's judge prompt, answered by the run's judge instead of tau2's hosted model.
+        text = judge([{"role": m.role, "content": m.content} for m in messages])
+        return tau.message.AssistantMessage(role="assistant", content=text)
+
     with _NL_LOCK:
-        saved = nl.DEFAULT_LLM_NL_ASSERTIONS, nl.DEFAULT_LLM_NL_ASSERTIONS_ARGS
-        key = os.environ.get(judge.api_key_var or "", "") or "unused"
-        nl.DEFAULT_LLM_NL_ASSERTIONS = f"openai/{judge.model}"
-        nl.DEFAULT_LLM_NL_ASSERTIONS_ARGS = {"api_base": judge.base_url, "api_key": key,
-                                             "temperature": 0.0}
+        saved = nl.generate
+        nl.generate = generate
         try:
             return ev.evaluate_simulation(
                 evaluation_type=ev.EvaluationType.ALL_WITH_NL_ASSERTIONS, **kwargs)
         finally:
-            nl.DEFAULT_LLM_NL_ASSERTIONS, nl.DEFAULT_LLM_NL_ASSERTIONS_ARGS = saved
+            nl.generate = saved
 
 
 def breakdown(info: dict[str, Any]) -> dict[str, Any]:
@@ -125,7 +142,20 @@ class Tau2Reward(Verifier):
         record = episode.results.get(RESULTS_KEY)
         if not isinstance(record, dict) or "messages" not in record:
             raise InterplayError("the episode has no tau2 trajectory (results['tau2'])")
-        judge = self.config.judge or ctx.resources.endpoint
+        client = ctx.resources.client(self.config.judge)
+        loop = asyncio.get_running_loop()
+
+        def judge(messages: list[dict[str, Any]]) -> str:
+            # Called from evaluate's worker thread: the call itself runs on the run's loop.
+            call = asyncio.run_coroutine_threadsafe(
+                client.chat(messages, temperature=0.0), loop).result()
+            episode.judge_calls.append(call)
+            reply = assistant_message(call) if call.error_type is None else None
+            if reply is None:
+                raise InterplayError(f"the natural-language judge failed: "
+                                     f"{call.error or 'no message in its response'}")
+            return reply.content if isinstance(reply.content, str) else ""
+
         info = await asyncio.to_thread(evaluate, record, episode.info.episode_id, judge)
         plain = info.model_dump(mode="json")
         record["reward_info"] = plain

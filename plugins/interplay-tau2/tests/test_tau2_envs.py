@@ -4,6 +4,7 @@ one line."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -167,3 +168,107 @@ def test_an_unknown_task_id_is_one_line_naming_the_tasks() -> None:
     text = str(err.value)
     assert "'create_task_9' is not a task of mock; its tasks are create_task_1," in text
     assert "\n" not in text
+
+
+async def test_telecom_user_acts_on_her_own_phone_and_tau2_checks_its_state() -> None:
+    """Dual control: the user seat has tau2's user tools on her own device state; her calls
+    are recorded as hers (requestor user) and tau2's env assertions read the phone."""
+
+    def pair(request: ScriptedRequest) -> ScriptedReply | str:
+        messages = request.messages
+        last = messages[-1]
+        if "<scenario>" in messages[0]["content"]:
+            if not any(m["role"] == "assistant" for m in messages):
+                return "My mobile data is not working."
+            if last["role"] == "tool":
+                return "I did both and it works now. ###STOP###"
+            return ScriptedReply.calls([("toggle_data_saver_mode", {}),
+                                        ("toggle_roaming", {})])
+        return "Please turn off data saver mode and turn on roaming."
+
+    made = env("telecom", split="test")
+    (task,) = [t for t in made.tasks() if t.idx == 0]
+    run = await run_scripted(made, task, pair)
+    record = tau2_record(run.episode)
+    roles = [(m["role"], [c["name"] for c in m.get("tool_calls") or []], m.get("requestor"))
+             for m in record["messages"]]
+    assert roles == [("assistant", [], None), ("user", [], None), ("assistant", [], None),
+                     ("user", ["toggle_data_saver_mode", "toggle_roaming"], None),
+                     ("tool", [], "user"), ("tool", [], "user"), ("user", [], None)]
+    assert record["termination_reason"] == "user_stop"
+    user_req = next(r for r in run.requests if "<scenario>" in r.messages[0]["content"])
+    assert "toggle_roaming" in {t["function"]["name"] for t in user_req.body["tools"]}
+    agent_req = next(r for r in run.requests if "<policy>" in r.messages[0]["content"])
+    assert "toggle_roaming" not in {t["function"]["name"] for t in agent_req.body["tools"]}
+    assert run.episode.reward == 1.0
+    assert run.episode.rewards[0].info["reward_basis"] == ["ENV_ASSERTION"]
+
+
+async def test_solo_mode_works_the_ticket_alone_and_done_ends_it() -> None:
+    """tau2's solo mode: no user seat, the ticket in the system prompt, the first call forced
+    to a tool, and a call of ``done`` recorded as tau2 records it (the stop token)."""
+
+    def agent(request: ScriptedRequest) -> ScriptedReply | str:
+        if any(m["role"] == "tool" for m in request.messages):
+            return ScriptedReply.tool_call("done", {})
+        return ScriptedReply.tool_call("create_task", {"user_id": "user_1",
+                                                       "title": "Important Meeting"})
+
+    made = env(solo=True)
+    solo_ids = [t.info["tau2"]["task_id"] for t in made.tasks()]
+    tau = domains.tau2()
+    assert solo_ids == [t.id for t in tau.registry.get_tasks_loader("mock")()
+                        if tau.llm_agent.LLMSoloAgent.check_valid_task(t)]
+    run = await run_scripted(made, task_of(made, "create_task_1"), agent)
+    record = tau2_record(run.episode)
+    assert [(m["role"], m["content"], [c["name"] for c in m.get("tool_calls") or []])
+            for m in record["messages"]][::2] == [("assistant", None, ["create_task"]),
+                                                  ("assistant", "###STOP###", [])]
+    assert record["termination_reason"] == "agent_stop" and record["solo"]
+    (first, *_) = run.requests
+    assert [m["role"] for m in first.messages] == ["system"]
+    assert "<ticket>" in first.messages[0]["content"]
+    assert first.body["tool_choice"] == "required"
+    assert "done" in {t["function"]["name"] for t in first.body["tools"]}
+    assert [t.seat for t in run.episode.traces] == ["assistant"]
+    assert run.episode.reward == 1.0
+
+
+def test_solo_mode_on_a_domain_without_tickets_is_one_line() -> None:
+    with pytest.raises(InterplayError) as err:
+        env("airline", solo=True)
+    assert "env.solo: tau2's solo mode needs tasks with a ticket, which only mock and " \
+           "telecom have" in str(err.value)
+
+
+async def test_natural_language_assertions_are_judged_by_the_runs_endpoint(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """No shipped task scores natural-language assertions, so one is made to: its judge is
+    the run's endpoint (here the scripted model), asked with tau2's judge prompt."""
+    tau = domains.tau2()
+    task = domains.task("mock", "create_task_1_nl_eval")
+    monkeypatch.setattr(task.evaluation_criteria, "reward_basis",
+                        [tau.tasks.RewardType.NL_ASSERTION])
+    judged: list[ScriptedRequest] = []
+
+    def pair_and_judge(request: ScriptedRequest) -> ScriptedReply | str:
+        if "expectedOutcomes" in str(request.messages[-1].get("content")):
+            judged.append(request)
+            return json.dumps({"results": [
+                {"expectedOutcome": "The task is created successfully", "reasoning": "yes",
+                 "metExpectation": True},
+                {"expectedOutcome": "The user is complimented", "reasoning": "no",
+                 "metExpectation": False}]})
+        return mock_pair(request)
+
+    made = env(task_ids=["create_task_1_nl_eval"])
+    run = await run_scripted(made, task_of(made, "create_task_1_nl_eval"), pair_and_judge)
+    record = tau2_record(run.episode)
+    assert record["termination_reason"] == "user_stop"
+    assert len(judged) == 1 and len(run.episode.judge_calls) == 1
+    assert run.episode.reward == 0.0
+    assert run.episode.rewards[0].info["nl_assertions"] == [
+        {"assertion": "The task is created successfully", "met": True},
+        {"assertion": "The user is complimented", "met": False}]
+    assert {r.name: r.value for r in run.episode.rewards} == {"tau2": 0.0,
+                                                              "tau2_nl_assertion": 0.0}

@@ -20,17 +20,13 @@ from typing import TYPE_CHECKING, Any
 from interplay.world import times
 
 if TYPE_CHECKING:
-    from interplay.builtin_envs.always_on_loop import Loop
-
-#: Items of each pending kind listed by name (the rest are counted).
-PENDING_LISTED = 20
-
+    from interplay.builtin_envs.always_on.loop import Loop
 
 def build(loop: Loop) -> dict[str, Any]:
     world = loop.world
     reason = _reason(loop)
     end = {"reason": reason, "note": end_note(loop, reason)}
-    pending_now = pending(loop)
+    pending_now = loop.pending()
     return {
         "seat": loop.cfg.seat,
         "scenario": loop.scenario.name or loop.scenario.source,
@@ -112,46 +108,6 @@ def conversation(loop: Loop, end: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def pending(loop: Loop) -> dict[str, dict[str, Any]]:
-    """What was left when the run ended: counts and the first items of each kind."""
-    world = loop.world
-    tz = world.timezone
-    kinds: dict[str, list[dict[str, Any]]] = {
-        "held_replies": [], "unread_by_user": [], "user_lines_not_delivered": [],
-        "alerts_never_delivered": [], "checks_not_due": [], "contact_replies_in_progress": []}
-    # What took effect but never reached the agent (it fell due during its last turn), then
-    # what never fell due.
-    for event in [*loop.arrived, *world.queue]:
-        at = times.iso(event.due, tz)
-        if event.kind == "user_reply":
-            kinds["held_replies"].append({"read": event.data["record"]["read"], "at": at,
-                                          "text": event.data["text"]})
-        elif event.kind == "user_line":
-            kinds["user_lines_not_delivered"].append({"at": at, "text": event.data["text"]})
-        elif event.kind == "alert":
-            kinds["alerts_never_delivered"].append({"at": at, "source": event.data["source"],
-                                                    "text": event.data["text"]})
-        elif event.kind == "contact_reply":
-            call = event.data["call"]
-            kinds["alerts_never_delivered"].append({"at": at, "contact": call.contact,
-                                                    "text": call.text or ""})
-        elif event.kind == "trigger" and any(
-                a.kind == "notify" and a.to == "agent"
-                for a in world.triggers.runs[event.data["trigger"]].spec.actions):
-            kinds["alerts_never_delivered"].append({"at": at, "trigger": event.data["trigger"]})
-        elif event.kind == "check":
-            check = event.data["check"]
-            kinds["alerts_never_delivered" if check.status == "due" else "checks_not_due"] \
-                .append({"check": check.number, "at": at, "note": check.note})
-    kinds["unread_by_user"] = [{"n": m.number, "seat": m.seat, "text": m.text,
-                                "leftover": m.leftover}
-                               for m in world.chat.sent if m.read_at_us is None]
-    kinds["contact_replies_in_progress"] = [{k: v for k, v in c.items() if k != "key"}
-                                            for c in world.contacts.state()]
-    return {kind: {"count": len(items), "first": items[:PENDING_LISTED]}
-            for kind, items in kinds.items()}
-
-
 def counts(loop: Loop) -> dict[str, int]:
     world = loop.world
     sources = [s for wake in loop.wakes for s in wake["sources"]]
@@ -228,7 +184,7 @@ def end_note(loop: Loop, reason: str) -> str:
         return "Nothing could wake the agent any more, and nothing was pending."
     if reason == "stuck":
         left = ", ".join(f"{v['count']} {k.replace('_', ' ')}"
-                         for k, v in pending(loop).items() if v["count"])
+                         for k, v in loop.pending().items() if v["count"])
         return f"Nothing could wake the agent any more, yet things were pending: {left}."
     if reason == "error":
         wake = len(loop.wakes)

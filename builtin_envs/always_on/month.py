@@ -5,7 +5,7 @@ The events: a daily digest (30), alerts at random minutes (280), lines the user 
 items on her phone (100) and price changes in her shop (30, changing the world without waking
 anyone). Two scripted contacts answer e-mails. The scenario is data like any other: this
 module writes ``data/always_on_month.json`` (``python -m
-interplay.builtin_envs.always_on_month``), and a test checks the file is what it makes.
+interplay.builtin_envs.always_on.month``), and a test checks the file is what it makes.
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def month_scenario(seed: int = 0) -> dict[str, Any]:
 
 
 def data_path() -> Path:
-    return Path(__file__).parent / "data" / "always_on_month.json"
+    return Path(__file__).parent.parent / "data" / "always_on_month.json"
 
 
 def render(seed: int = 0) -> str:

@@ -29,7 +29,7 @@ def register_envs(register: Register) -> None:
 
 @hookimpl
 def register_steps(register: Register) -> None:
-    from interplay.builtin_envs.always_on import AlwaysOn
+    from interplay.builtin_envs.always_on.step import AlwaysOn
     from interplay.builtin_envs.puzzles import AlphabetSort, ColorCodeword
     from interplay.builtin_envs.shop import InitState
     from interplay.builtin_envs.steps import OneShot, Relay

@@ -1,9 +1,9 @@
 """What the always_on step tells the models it runs, in one place: the agent's rules and system
 prompt, the line each waking event becomes, the nudge after a private note, the final notice,
 and the prompt a modeled contact answers under. The loop
-(:mod:`interplay.builtin_envs.always_on_loop`) decides when each is sent; the wording is here,
+(:mod:`interplay.builtin_envs.always_on.loop`) decides when each is sent; the wording is here,
 so changing what the agent is told touches one file. (The digest of folded wakes has its own
-terser wording, in :mod:`interplay.builtin_envs.always_on_history`.)
+terser wording, in :mod:`interplay.builtin_envs.always_on.history`.)
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 from interplay.world import times
 
 if TYPE_CHECKING:
-    from interplay.builtin_envs.always_on import AlwaysOnConfig
     from interplay.records import Task
     from interplay.world.scenario import Scenario
 
@@ -24,7 +23,8 @@ CONTACT_PROMPT = ("You are {name}. {persona}\nYou receive messages from {user}'s
                   "Write only your reply to each, briefly, as {name} would.")
 
 
-def rules_text(cfg: AlwaysOnConfig, name: str, timezone: str, checks: bool) -> str:
+def rules_text(name: str, timezone: str, *, checks: bool, stay_quiet: bool,
+               min_check_interval: str) -> str:
     """What the agent is told of its situation (with the task's system prompt, or opening the
     first wake)."""
     rules = [f"You are {name}'s always-on assistant. You are woken when something "
@@ -33,11 +33,11 @@ def rules_text(cfg: AlwaysOnConfig, name: str, timezone: str, checks: bool) -> s
              + f". Each line you are given starts with its time ({timezone}).",
              f"{name} sees only what you send with message_user; your plain replies are "
              f"private notes she never reads."]
-    if cfg.stay_quiet:
+    if stay_quiet:
         rules.append(f"When there is nothing to tell {name}, call stay_quiet.")
     if checks:
         rules.append(f"To look at something again later, call schedule_check (at least "
-                     f"{cfg.min_check_interval} ahead); list_checks and cancel_check "
+                     f"{min_check_interval} ahead); list_checks and cancel_check "
                      f"manage them.")
     rules.append("get_time tells the current time.")
     return " ".join(rules)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
-from interplay.builtin_envs.always_on_prompts import STEP_MARK as MARK
+from interplay.builtin_envs.always_on.prompts import STEP_MARK as MARK
 from interplay.errors import InterplayError
 from interplay.harness import Harness
 from interplay.model.local import DEFAULT_MAX_TOKENS, N_CTX

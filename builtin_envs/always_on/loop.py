@@ -15,10 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from interplay.builtin_envs import always_on_prompts as prompts
-from interplay.builtin_envs import always_on_records as records
-from interplay.builtin_envs.always_on_clock import TurnClock
-from interplay.builtin_envs.always_on_history import Folder, resolve
+from interplay.builtin_envs.always_on import prompts
+from interplay.builtin_envs.always_on.clock import TurnClock
+from interplay.builtin_envs.always_on.history import Folder, resolve
 from interplay.builtin_envs.user_sim import UserSide, make_sim, person_from
 from interplay.contexts import ChatSession, EpisodeContext, Reply
 from interplay.errors import InterplayError
@@ -33,13 +32,16 @@ from interplay.world.scenario import Scenario, build_world
 from interplay.world.world import World, denied
 
 if TYPE_CHECKING:
-    from interplay.builtin_envs.always_on import AlwaysOn, AlwaysOnConfig
+    from interplay.builtin_envs.always_on.config import AlwaysOnConfig
 
 log = get_logger("interplay.envs.always_on")
 
 #: The next wake is the closing one once the budget's time left is under this many times the
 #: longest wake so far (what runs past the budget is cut).
 CLOSING_MARGIN = 2.0
+
+#: Items of each pending kind listed by name (the rest are counted).
+PENDING_LISTED = 20
 
 
 def spans_days(scenario: Scenario) -> bool:
@@ -82,11 +84,13 @@ def deny_problems(deny: Sequence[str], where: str, *, stay_quiet: bool,
 class Loop:
     """One always_on run."""
 
-    def __init__(self, step: AlwaysOn, ctx: EpisodeContext) -> None:
+    def __init__(self, cfg: AlwaysOnConfig, scenario: Scenario, ctx: EpisodeContext, *,
+                 step: str) -> None:
+        #: The step's name, as her sim and the logs know it.
         self.step = step
-        self.cfg: AlwaysOnConfig = step.config
+        self.cfg = cfg
         self.ctx = ctx
-        self.scenario = step.scenario()
+        self.scenario = scenario
         self.multi_day = spans_days(self.scenario)
         self.rate = self.cfg.rate if self.cfg.rate is not None else self.scenario.rate
         self.user_record: dict[str, Any] = ctx.results["user"]
@@ -104,7 +108,7 @@ class Loop:
             else not self.multi_day
         self.user = UserSide(self.world, make_sim(self.user_record), self.person, self.schedule,
                              done_ends_run=done_ends_run,
-                             sim_name=self.user_record["user_sim"], step=step.name,
+                             sim_name=self.user_record["user_sim"], step=step,
                              reply_lands=self.user_record.get("reply_lands", "anyway"))
         self.world.chat.on_message = self.user.on_message
         self.wakes: list[dict[str, Any]] = []
@@ -138,6 +142,8 @@ class Loop:
     # -- the run -----------------------------------------------------------------------------
 
     async def run(self) -> None:
+        """The run to its end and her wrap-up read; what it leaves is read from this loop
+        (:mod:`interplay.builtin_envs.always_on.records`) before :meth:`close`."""
         world, ctx = self.world, self.ctx
         log.debug("always_on.start", episode_id=ctx.info.episode_id, triggers=len(
             world.triggers.runs), contacts=len(world.contacts.specs), apps=len(world.apps))
@@ -148,7 +154,7 @@ class Loop:
                     user_agent.tools = [*user_agent.tools,
                                         *world.user_tools(self.user_record["tools"])]
             await set_up(self.user.sim, self.person, ctx, name=self.user.sim_name,
-                         step=self.step.name)
+                         step=self.step)
             self._queue_opening()
             agent = ctx.agent(self.cfg.seat)
             deny = self._deny_list()
@@ -187,13 +193,7 @@ class Loop:
         finally:
             world.enter("end")
             self.ended_us = world.clock.now_us()
-            try:
-                await self._wrap_up()
-            finally:
-                await self._close()
-        if self.error_type == "user_error":
-            # Recorded: now the episode is the user sim's failure, never scored.
-            raise UserSimError(self.error or "the user sim failed")
+            await self._wrap_up()
 
     def _out_of_budget(self) -> None:
         """The budget ran out with something still running: the run ends there, with the
@@ -241,18 +241,15 @@ class Loop:
             self.end_reason = self.error_type = "user_error"
             self.error = record.get("error")
 
-    async def _close(self) -> None:
+    async def close(self) -> None:
+        """Close what the run opened (contacts, sessions, her sim, the world), once what it
+        leaves has been read from it (:mod:`interplay.builtin_envs.always_on.records`)."""
         world, ctx = self.world, self.ctx
-        try:
-            ctx.results["always_on"] = records.build(self)
-            for key, value in records.metrics(ctx.results["always_on"]).items():
-                ctx.metrics[key] = value
-        finally:
-            await world.contacts.aclose()
-            for session in self.contact_sessions.values():
-                await session.close()
-            await self.user.sim.close()
-            world.close()
+        await world.contacts.aclose()
+        for session in self.contact_sessions.values():
+            await session.close()
+        await self.user.sim.close()
+        world.close()
         log.debug("always_on.end", episode_id=ctx.info.episode_id, wakes=len(self.wakes),
                   end_reason=self.end_reason, error_type=self.error_type)
 
@@ -385,8 +382,47 @@ class Loop:
         items, self.arrived = self.arrived, []
         return items
 
+    def pending(self) -> dict[str, dict[str, Any]]:
+        """What was left when the run ended: counts and the first items of each kind."""
+        world = self.world
+        tz = world.timezone
+        kinds: dict[str, list[dict[str, Any]]] = {
+            "held_replies": [], "unread_by_user": [], "user_lines_not_delivered": [],
+            "alerts_never_delivered": [], "checks_not_due": [], "contact_replies_in_progress": []}
+        # What took effect but never reached the agent (it fell due during its last turn), then
+        # what never fell due.
+        for event in [*self.arrived, *world.queue]:
+            at = times.iso(event.due, tz)
+            if event.kind == "user_reply":
+                kinds["held_replies"].append({"read": event.data["record"]["read"], "at": at,
+                                              "text": event.data["text"]})
+            elif event.kind == "user_line":
+                kinds["user_lines_not_delivered"].append({"at": at, "text": event.data["text"]})
+            elif event.kind == "alert":
+                kinds["alerts_never_delivered"].append({"at": at, "source": event.data["source"],
+                                                        "text": event.data["text"]})
+            elif event.kind == "contact_reply":
+                call = event.data["call"]
+                kinds["alerts_never_delivered"].append({"at": at, "contact": call.contact,
+                                                        "text": call.text or ""})
+            elif event.kind == "trigger" and any(
+                    a.kind == "notify" and a.to == "agent"
+                    for a in world.triggers.runs[event.data["trigger"]].spec.actions):
+                kinds["alerts_never_delivered"].append({"at": at, "trigger": event.data["trigger"]})
+            elif event.kind == "check":
+                check = event.data["check"]
+                kinds["alerts_never_delivered" if check.status == "due" else "checks_not_due"] \
+                    .append({"check": check.number, "at": at, "note": check.note})
+        kinds["unread_by_user"] = [{"n": m.number, "seat": m.seat, "text": m.text,
+                                    "leftover": m.leftover}
+                                   for m in world.chat.sent if m.read_at_us is None]
+        kinds["contact_replies_in_progress"] = [{k: v for k, v in c.items() if k != "key"}
+                                                for c in world.contacts.state()]
+        return {kind: {"count": len(items), "first": items[:PENDING_LISTED]}
+                for kind, items in kinds.items()}
+
     def _nothing_reason(self) -> str:
-        pending = records.pending(self)
+        pending = self.pending()
         return "stuck" if any(p["count"] for p in pending.values()) else \
             "finished_nothing_pending"
 
@@ -578,7 +614,9 @@ class Loop:
                     info=task.info)
 
     def _rules(self) -> str:
-        return prompts.rules_text(self.cfg, self.person.name, self.world.timezone, self.checks)
+        return prompts.rules_text(self.person.name, self.world.timezone, checks=self.checks,
+                                  stay_quiet=self.cfg.stay_quiet,
+                                  min_check_interval=self.cfg.min_check_interval)
 
     def _nudge_text(self) -> str:
         return prompts.nudge_text(self.person.name, self.cfg.stay_quiet)

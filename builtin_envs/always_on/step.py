@@ -14,11 +14,13 @@ The run ends at ``end_time`` (a final check-in), on the user's done where it end
 ``max_wakes``, on the real-time budget (which cuts what still runs at it), when nothing can
 wake the agent any more (``finished_nothing_pending`` or ``stuck``), when an agent turn fails
 (``error``, with its ``error_type``), or when her user sim fails (``user_error``). What it
-leaves is in ``ctx.results["always_on"]`` (see :mod:`interplay.builtin_envs.always_on_records`
+leaves is in ``ctx.results["always_on"]`` (see :mod:`interplay.builtin_envs.always_on.records`
 and docs/always_on.md).
 
-This module owns the step: its settings and what it refuses at load; the run itself is
-:class:`interplay.builtin_envs.always_on_loop.Loop`.
+This module owns the step: what it refuses at load (its settings are
+:class:`~interplay.builtin_envs.always_on.config.AlwaysOnConfig`), and one run: the loop
+(:class:`interplay.builtin_envs.always_on.loop.Loop`) runs it, then the step reads what it
+leaves and closes it.
 """
 
 from __future__ import annotations
@@ -29,17 +31,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-import attrs
-
 from interplay import plugins
-from interplay.builtin_envs import always_on_prompts as prompts
-from interplay.builtin_envs.always_on_history import (
-    HistoryConfig,
+from interplay.builtin_envs.always_on import prompts, records
+from interplay.builtin_envs.always_on.config import AlwaysOnConfig
+from interplay.builtin_envs.always_on.history import (
     floor_tokens,
     keeps_session,
     session_problem,
 )
-from interplay.builtin_envs.always_on_loop import Loop, deny_problems, spans_days
+from interplay.builtin_envs.always_on.loop import Loop, deny_problems, spans_days
 from interplay.builtin_envs.user_sim import UserSimStep, make_sim
 from interplay.clock import Clock
 from interplay.contexts import EpisodeContext
@@ -47,48 +47,10 @@ from interplay.env import SeatSpec
 from interplay.errors import InterplayError
 from interplay.loader import tasks_of
 from interplay.step import Step
+from interplay.usersim import UserSimError
 from interplay.world import times
 from interplay.world.chat import ChatSettings
 from interplay.world.scenario import Scenario, build_world, load_scenario
-
-#: The real-time budget of a run whose settings name none (docs/always_on.md says why).
-DEFAULT_BUDGET_S = 3600.0
-
-
-@attrs.define
-class AlwaysOnConfig:
-    seat: str = "assistant"
-    #: The scenario file (TOML or JSON): absolute, or relative to the current directory.
-    scenario: str = ""
-    #: The wake that is the last (it gets the last-turn notice).
-    max_wakes: int = 100
-    #: Real seconds the run may take: once the time left is less than twice the longest wake
-    #: so far, the next wake is the closing one, and whatever still runs at the budget (a
-    #: turn, a model call that hangs) is cut there. Sized for always-on-week on the embedded
-    #: model.
-    budget_s: float = DEFAULT_BUDGET_S
-    #: A wake in which the agent wrote to nobody (and said something) gets a nudge turn.
-    nudge: bool = True
-    #: The nudge turn's tool_choice for its first model call ("" leaves it to the model).
-    nudge_tool_choice: str = "required"
-    stay_quiet: bool = True
-    #: Scheduled checks; None: on when the run spans more than one day in the user's zone.
-    checks: bool | None = None
-    min_check_interval: str = "PT3H"
-    #: Tools the agent may not call (get_time stays).
-    deny_tools: list[str] = attrs.Factory(list)
-    #: The clock's rate during the agent's turns; None: the scenario's.
-    rate: float | None = None
-    #: Clock jumps with no wake, with only recurring triggers ahead, before a run without an
-    #: end time is over (nothing can wake the agent any more).
-    idle_jumps: int = 24
-    #: What of its conversation the agent is sent each turn (docs/always_on.md).
-    history: HistoryConfig = attrs.Factory(HistoryConfig)
-    #: Text the step adds to every wake, e.g. "check the calendar before replying".
-    reminder: str = ""
-    #: Whether her done ends the run; None: in a one-sitting run (not spanning two days in
-    #: her zone) it does, in a multi-day run it is recorded and the run goes on.
-    done_ends_run: bool | None = None
 
 
 class AlwaysOn(Step):
@@ -180,7 +142,9 @@ class AlwaysOn(Step):
             tools = world.tools_for(cfg.seat, cfg.deny_tools)
         finally:
             world.close()
-        rules = prompts.rules_text(cfg, name, scenario.timezone, checks)
+        rules = prompts.rules_text(name, scenario.timezone, checks=checks,
+                                   stay_quiet=cfg.stay_quiet,
+                                   min_check_interval=cfg.min_check_interval)
         when = times.readable(scenario.start_time, scenario.timezone)
         floor = 0
         for task in tasks_of(scenario):
@@ -212,8 +176,18 @@ class AlwaysOn(Step):
     async def run(self, ctx: EpisodeContext) -> None:
         if "user" not in ctx.results:
             raise InterplayError("always_on needs a user_sim step before it")
-        loop = Loop(self, ctx)
-        await loop.run()
+        loop = Loop(self.config, self.scenario(), ctx, step=self.name)
+        try:
+            await loop.run()
+        finally:
+            try:
+                ctx.results["always_on"] = result = records.build(loop)
+                ctx.metrics.update(records.metrics(result))
+            finally:
+                await loop.close()
+        if loop.error_type == "user_error":
+            # Recorded: now the episode is the user sim's failure, never scored.
+            raise UserSimError(loop.error or "the user sim failed")
 
 
 def _opening_problems(at: str, scenario: Scenario) -> list[str]:

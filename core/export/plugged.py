@@ -1,0 +1,75 @@
+"""Export formats plugins register (``register_export_formats``): the command's side of the
+:class:`~interplay.exporter.ExportFormat` contract. It finds the run, checks the output, streams
+the episodes (whole records, in file order) to the format, and puts what it wrote in place only
+once whole: a format that fails leaves what was there before."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from interplay import plugins
+from interplay.errors import InterplayError
+from interplay.exporter import ExportFormat, Written
+from interplay.log import get_logger
+from interplay.run.results import CONFIG_FILE, EPISODES_FILE, iter_episodes, whole_record
+
+log = get_logger("interplay.export")
+
+#: The formats the kernel writes itself (interplay.export.files).
+BUILTIN_FORMATS = ("sft", "rl", "hf")
+
+
+def export_format(name: str) -> ExportFormat:
+    """The registered format ``name``; an unknown one is one line naming every format."""
+    try:
+        cls = plugins.get("export-formats", name)
+    except InterplayError as exc:
+        # The registry's line names the plugins' formats (and any plugin that failed to load).
+        raise InterplayError(f"--format {name}: {exc}; the kernel's own: "
+                             f"{', '.join(BUILTIN_FORMATS)}") from None
+    return cls()  # type: ignore[no-any-return]
+
+
+def export_plugged(name: str, run: str | Path, output: str | Path | None = None,
+                   ) -> tuple[Path, Written]:
+    """Write the run ``run`` (a results folder or its episodes.jsonl) in the registered format
+    ``name`` to ``output`` (default: the format's ``default_output`` in the results folder)."""
+    fmt = export_format(name)
+    run = Path(run)
+    episodes = run / EPISODES_FILE if run.is_dir() else run
+    if not episodes.is_file():
+        where = f"{run} holds no {EPISODES_FILE}" if run.is_dir() else f"{run} does not exist"
+        raise InterplayError(f"{where}; name a results folder of `interplay eval` (or its "
+                             f"{EPISODES_FILE})")
+    folder = episodes.parent
+    out = Path(output) if output is not None else folder / (fmt.default_output or
+                                                            f"{fmt.name}.json")
+    if not out.parent.is_dir():
+        raise InterplayError(f"-o {out}: its folder {out.parent} does not exist; make it or "
+                             f"choose another -o")
+    if out.is_dir():
+        raise InterplayError(f"-o {out}: is a folder; name a file")
+    config_path = folder / CONFIG_FILE
+    run_config: dict[str, Any] = {}
+    if config_path.is_file():
+        run_config = json.loads(config_path.read_text())
+
+    def records() -> Iterator[dict[str, Any]]:
+        for record in iter_episodes(episodes):
+            yield whole_record(record, folder)
+
+    fd, tmp = tempfile.mkstemp(prefix=".export-", dir=out.parent)
+    os.close(fd)
+    try:
+        written = fmt.write(records(), Path(tmp), run_config=run_config)
+        os.replace(tmp, out)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    log.info("export.done", format=name, episodes=written.episodes, output_path=str(out))
+    return out, written
