@@ -60,6 +60,10 @@ MAX_ERRORS = 10
 #: the seats' sampling, whose reply caps are the env's defaults).
 SAMPLING = {"assistant": {"temperature": 0.0, "max_tokens": 512},
             "user": {"temperature": 0.0, "max_tokens": 256}}
+#: Interplay's seats: tau2's sampling, and the chat harness's cap on one reply's model calls
+#: raised past the longest tool loop (README: the cap ends a conversation where tau2 does not).
+SEATS = {seat: {"sampling": sampling, "harness_config": {"max_turns": 200}}
+         for seat, sampling in SAMPLING.items()}
 #: Refused by the port (README: tasks that start from a message history).
 REFUSED = {"update_task_with_message_history", "update_task_with_history_and_env_assertions"}
 
@@ -115,8 +119,7 @@ async def run_interplay_side(domain: str) -> tuple[dict[str, Episode], dict[str,
     env.check()
     episodes, requests = {}, []
     for task in env.tasks():
-        run = await run_scripted(env, task, book, seed=300,
-                                 seats={s: {"sampling": v} for s, v in SAMPLING.items()})
+        run = await run_scripted(env, task, book, seed=300, seats=SEATS)
         episodes[task.info["tau2"]["task_id"]] = run.episode
         requests.extend(run.requests)
     assert book.misses == 0
