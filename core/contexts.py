@@ -268,3 +268,10 @@ class EpisodeContext(Protocol):
         """The agent filling ``seat`` in this episode (made on first use; ``name`` makes
         another agent in the same seat)."""
         ...
+
+    def fail(self, error_type: str, error: str) -> None:
+        """End the episode in an error the step recorded itself and did not raise (an agent's
+        turn that stopped short inside a longer program): the episode takes ``error_type`` and
+        ``error``, keeps what the steps wrote, and is given to no verifier, as when a step
+        raises. The first call counts; a step that raises still wins."""
+        ...

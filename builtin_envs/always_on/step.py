@@ -188,6 +188,10 @@ class AlwaysOn(Step):
         if loop.error_type == "user_error":
             # Recorded: now the episode is the user sim's failure, never scored.
             raise UserSimError(loop.error or "the user sim failed")
+        if loop.end_reason == "error" and loop.error_type is not None:
+            # Recorded, not raised: the episode ends in the turn's error, never scored (the
+            # trace of a turn the harness cut at its turn cap carries no error type itself).
+            ctx.fail(loop.error_type, loop.error or f"the run ended on {loop.error_type}")
 
 
 def _opening_problems(at: str, scenario: Scenario) -> list[str]:
