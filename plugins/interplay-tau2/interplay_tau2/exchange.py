@@ -90,6 +90,21 @@ class Live:
 LIVE: dict[str, Live] = {}
 
 
+#: tau2's tool schemas, by toolkit class. tau2 makes them anew on every ``get_tools()`` (a
+#: pydantic model per tool), which cost an episode more CPU than all its model calls; they
+#: depend on the toolkit's class (its methods and their docstrings), not on its database.
+_SCHEMAS: dict[type, list[dict[str, Any]]] = {}
+
+
+def _schemas(toolkit: Any) -> list[dict[str, Any]]:
+    """The function schemas of a tau2 toolkit's tools, as tau2's ``Tool.openai_schema``."""
+    found = _SCHEMAS.get(type(toolkit))
+    if found is None:
+        found = _SCHEMAS[type(toolkit)] = [
+            t.openai_schema["function"] for t in toolkit.get_tools().values()]
+    return found
+
+
 def tau2_tools(live: Live, requestor: str) -> list[Tool]:
     """The tools of one side (``assistant`` or ``user``) of a live environment, with tau2's
     schemas, each answered by tau2's ``get_response`` (errors as tau2 returns them). In solo
@@ -98,12 +113,12 @@ def tau2_tools(live: Live, requestor: str) -> list[Tool]:
     if requestor == "user":
         if environment.user_tools is None or environment.solo_mode:
             return []
-        found = environment.get_user_tools()
+        found = _schemas(environment.user_tools)
     else:
-        found = environment.get_tools()
+        found = list(_schemas(environment.tools))
         if environment.solo_mode and environment.user_tools is not None:
-            found += environment.get_user_tools()
-    tools = [_tool(live, t.openai_schema["function"], requestor) for t in found]
+            found += _schemas(environment.user_tools)
+    tools = [_tool(live, schema, requestor) for schema in found]
     if requestor == "assistant" and environment.solo_mode:
         tools.append(_done_tool())
     return tools
@@ -172,14 +187,22 @@ class Trajectory:
         them; nothing past the point where tau2 would have ended the conversation."""
         m = self.tau.message
         batch: list[Any] = []
+        asked: dict[str, Any] = {}  # this segment's calls, by id
         for msg in added:
             if self.reason is not None:
                 return
             if msg.role == "tool":
                 reply = live.replies.get(msg.tool_call_id or "")
-                if reply is None:  # the call never reached tau2 (interplay refused it first)
-                    reply = m.ToolMessage(id=msg.tool_call_id or "", role="tool",
-                                          content=_text(msg), requestor=requestor, error=True)
+                if reply is None:
+                    # Interplay refused the call before it reached tau2 (a name the domain
+                    # lacks, arguments that are not a JSON object). tau2's evaluator replays
+                    # every recorded call and fails on a result other than its own, so the
+                    # record holds tau2's answer to the call as recorded: an error that
+                    # changes nothing (no such tool, no such argument).
+                    call = asked.get(msg.tool_call_id or "")
+                    reply = live.environment.get_response(call) if call is not None else \
+                        m.ToolMessage(id=msg.tool_call_id or "", role="tool",
+                                      content=_text(msg), requestor=requestor, error=True)
                 reply = reply.model_copy(update={"timestamp": _now()})
                 self.messages.append(reply)
                 batch.append(reply)
@@ -194,6 +217,7 @@ class Trajectory:
             calls = [m.ToolCall(id=c.id, name=self._name(c.name, requestor),
                                 arguments=_arguments(c), requestor=requestor)
                      for c in msg.tool_calls]
+            asked.update((c.id, c) for c in calls)
             cls = m.AssistantMessage if requestor == "assistant" else m.UserMessage
             text = _text(msg)
             solo_agent = self.tau.llm_agent.LLMSoloAgent
