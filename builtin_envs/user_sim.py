@@ -186,21 +186,28 @@ def _has_field(config: type, name: str) -> bool:
 def reply_target(answer: Answer, messages: Sequence[Sent]) -> int | None:
     """The message her reply answers: the one she names, the one she quotes, the only message
     she read, or the only question among them."""
+    return reply_match(answer, messages)[0]
+
+
+def reply_match(answer: Answer, messages: Sequence[Sent]) -> tuple[int | None, str]:
+    """The message her reply answers and how it was found: ``named`` (the number she gives),
+    ``quoted`` (a quote from it), ``only_message`` (the only one she read),
+    ``only_question`` (the only question among them), or None with ``none``."""
     numbers = {m.number for m in messages}
     if isinstance(answer.replying_to, int) and not isinstance(answer.replying_to, bool):
         if answer.replying_to in numbers:
-            return answer.replying_to
+            return answer.replying_to, "named"
     elif isinstance(answer.replying_to, str) and answer.replying_to.strip():
         quote = answer.replying_to.strip().casefold()
         for m in reversed(messages):
             if quote in m.text.casefold():
-                return m.number
+                return m.number, "quoted"
     if len(messages) == 1:
-        return messages[0].number
+        return messages[0].number, "only_message"
     questions = [m for m in messages if "?" in m.text]
     if len(questions) == 1:
-        return questions[0].number
-    return None
+        return questions[0].number, "only_question"
+    return None, "none"
 
 
 class UserSide:
@@ -312,8 +319,9 @@ class UserSide:
             "messages": [m.number for m in messages], "phone": len(phone),
             "outcome": "", "text": answer.text, "done": answer.done,
             "wrote_at": None, "wrote_t": None, "reached_at": None, "reached_t": None,
-            "reached_wake": None, "reply_to": None, "score": answer.score,
-            "used": dict(answer.used), "done_reason": answer.done_reason}
+            "reached_wake": None, "reply_to": None, "reply_to_by": None, "score": answer.score,
+            "used": dict(answer.used), "done_reason": answer.done_reason,
+            "first_reply": answer.first_reply}
         self.records.append(record)
         text = answer.text.strip()
         if answer.error is not None:
@@ -337,7 +345,7 @@ class UserSide:
                     record["moved_from"] = times.iso(wrote_us / 1e6, world.timezone)
                     wrote_us = world.us(moved)
             record.update(_stamp(world, wrote_us, "wrote"))
-            record["reply_to"] = reply_target(answer, messages)
+            record["reply_to"], record["reply_to_by"] = reply_match(answer, messages)
             self.lines.append((wrote_us / 1e6, "reply", text))
             world.queue.push(Event(wrote_us, "user_reply", key=("reply", record["read"]),
                                    data={"record": record, "text": text, "done": answer.done}))

@@ -133,7 +133,7 @@ def test_a_person_reads_the_chat_with_times_and_the_run_wake_by_wake(results: Pa
                 first, alarm = wakes[0], wakes[2]
                 assert "her request" in first[2] and "#1:" in first[3]
                 assert "message_user" in first[4] and "add_note" in first[4]
-                assert "notes.note_added" in first[5] and "by agent, turn" in first[5]
+                assert "notes.note_added" in first[5] and "by assistant, turn" in first[5]
                 assert alarm[1].startswith("Mon 2025-06-02 10:00")
                 assert "alert from calendar" in alarm[2] and f"dentist {EVIL}" in alarm[2]
                 assert "stayed quiet" in alarm[3]

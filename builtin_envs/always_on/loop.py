@@ -94,7 +94,10 @@ class Loop:
         self.multi_day = spans_days(self.scenario)
         self.rate = self.cfg.rate if self.cfg.rate is not None else self.scenario.rate
         self.user_record: dict[str, Any] = ctx.results["user"]
-        self.person, self.schedule = person_from(self.user_record)
+        done_ends_run = self.cfg.done_ends_run if self.cfg.done_ends_run is not None \
+            else not self.multi_day
+        person, self.schedule = person_from(self.user_record)
+        self.person = attrs.evolve(person, done_ends_run=done_ends_run)
         self.checks = self.cfg.checks if self.cfg.checks is not None else self.multi_day
         self.contact_sessions: dict[str, ChatSession] = {}
         self.world: World = build_world(
@@ -103,14 +106,15 @@ class Loop:
             chat=ChatSettings(stay_quiet=self.cfg.stay_quiet, checks=self.checks,
                               min_check_interval_s=times.parse_duration(
                                   self.cfg.min_check_interval)),
-            ask=self._ask)
-        done_ends_run = self.cfg.done_ends_run if self.cfg.done_ends_run is not None \
-            else not self.multi_day
+            ask=self._ask, contacts_side_by_side=self.cfg.contacts_side_by_side)
         self.user = UserSide(self.world, make_sim(self.user_record), self.person, self.schedule,
                              done_ends_run=done_ends_run,
                              sim_name=self.user_record["user_sim"], step=step,
                              reply_lands=self.user_record.get("reply_lands", "anyway"))
         self.world.chat.on_message = self.user.on_message
+        # A change the agent or she makes names the seat that made it.
+        self.world.seats = {"agent": self.cfg.seat,
+                            "user": min(self.user.sim.seats(), default="user")}
         self.wakes: list[dict[str, Any]] = []
         self.wake_real_s: list[float] = []
         self.end_reason = ""
@@ -312,6 +316,7 @@ class Loop:
                 first = max(event.due, now)
             # Everything due in the minute of the first event (or overdue) comes in one wake.
             last_us = world.us((math.floor(first / 60) + 1) * 60) - 1
+            reads = len(self.user.records)
             ending = await self._take(last_us if end is None else min(last_us, world.us(end)))
             if ending is not None:
                 return None, ending
@@ -319,9 +324,16 @@ class Loop:
                 # A wake at the end time is the final one.
                 return self._take_arrived(), "end_time" if end is not None and \
                     world.clock.reached(end) else None
-            if end is None and queue.only_recurring():
+            if len(self.user.records) > reads:
+                idle = 0  # she read in the gap: she may yet reply, so the count starts again
+            elif end is None and queue.only_recurring():
                 idle += 1
                 if idle >= self.cfg.idle_jumps:
+                    # Only recurring triggers were left: the timeline names them.
+                    world.timeline.add("world_only_repeats", world.clock.now_us(),
+                                       jumps=idle, triggers=sorted(
+                                           {str(e.data["trigger"]) for e in queue
+                                            if e.recurring}))
                     return None, self._nothing_reason()
 
     async def _take(self, last_us: int) -> str | None:
@@ -623,7 +635,7 @@ class Loop:
 
     def _final_notice(self, reason: str) -> str:
         return prompts.final_notice(reason, self.person.name, self.world.clock.now(),
-                                    self.world.timezone)
+                                    self.world.timezone, self.cfg.final_check_in)
 
     async def _ask(self, contact: Contact, message: str) -> str:
         session = self.contact_sessions.get(contact.name)

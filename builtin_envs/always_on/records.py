@@ -42,8 +42,10 @@ def build(loop: Loop) -> dict[str, Any]:
         "conversation": conversation(loop, end),
         "replies": loop.user.records,
         "timeline": world.timeline.entries,
-        "real": {"wake_s": loop.wake_real_s, "settled_calls": world.settled},
-        "summary": {"counts": counts(loop), "end_reason": reason, "end_note": end["note"],
+        "real": {"wake_s": loop.wake_real_s, "settled_calls": world.settled,
+                 "settles": world.settles},
+        "summary": {"counts": counts(loop), "app_changes_by": dict(world.changes_by),
+                    "end_reason": reason, "end_note": end["note"],
                     "settings": settings(loop), "pending": pending_now},
         "apps": {name: {k: v for k, v in app.state.items() if k != "_ids"}
                  for name, app in world.apps.items()},
@@ -152,7 +154,8 @@ def settings(loop: Loop) -> dict[str, Any]:
             "min_check_interval": cfg.min_check_interval, "deny_tools": list(cfg.deny_tools),
             "idle_jumps": cfg.idle_jumps, "multi_day": loop.multi_day,
             "done_ends_run": loop.user.done_ends_run, "reply_lands": loop.user.reply_lands,
-            "reminder": cfg.reminder,
+            "reminder": cfg.reminder, "contacts_side_by_side": cfg.contacts_side_by_side,
+            "final_check_in": cfg.final_check_in,
             "history": loop.folder.policy.record() if loop.folder else None}
 
 

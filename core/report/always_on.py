@@ -113,7 +113,7 @@ def _world(timeline: Sequence[Any], woke: set[tuple[Any, Any]]) -> list[dict[str
             continue
         if kind == "fire" and (entry.get("trigger"), entry.get("fire")) in woke:
             continue
-        if kind == "change" and entry.get("by") in ("agent", "user"):
+        if kind == "change" and entry.get("actor", entry.get("by")) in ("agent", "user"):
             continue
         out.append({"when": when(entry.get("at")), "what": describe(entry)})
     return out

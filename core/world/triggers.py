@@ -293,7 +293,7 @@ class Triggers:
                 continue
             if want.action and want.action != change["action"]:
                 continue
-            if want.by != "any" and want.by != change["by"]:
+            if want.by != "any" and want.by != change.get("actor", change["by"]):
                 continue
             if matches(run.spec.match, change["data"]):
                 self.fire(run, {"change": dict(change["data"]), "app": change["app"]})
@@ -361,6 +361,11 @@ class Triggers:
             self._start(run, number, context)
 
     # -- reports ---------------------------------------------------------------------------
+
+    def at_work(self) -> list[str]:
+        """The triggers with a fire running (waiting out an action's ``wait``) or queued, in
+        the scenario's order."""
+        return [name for name, run in self.runs.items() if run.running or run.backlog]
 
     def state(self) -> dict[str, Any]:
         """Each trigger's fires so far, running fires with their waits (when each goes on),

@@ -1,0 +1,211 @@
+"""What an always_on run records beyond its wakes, on the scripted model: contacts' answers
+computed side by side or one at a time, what her user sim knows at setup, who changed the apps,
+her retried answers, how a reply found its message, the final check-in's wording, what settles
+and jumps waited for, and the repeats that were all a run without an end had left."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import always_on_support as support
+import pytest
+from always_on_support import Agent, by_pattern, make_env, quiet, run, say, timeline, wakes
+
+from interplay.builtin_envs.user_sim import reply_match
+from interplay.testing import ScriptedReply
+from interplay.usersim import Answer
+from interplay.world.chat import Sent
+
+
+@pytest.fixture(autouse=True)
+def script_user(register_plugin: Any) -> None:
+    register_plugin(support, "always-on-support")
+
+
+@pytest.mark.parametrize("side_by_side", [True, False])
+async def test_contacts_answer_side_by_side_or_one_at_a_time(
+        tmp_path: Path, side_by_side: bool) -> None:
+    # Each answer takes 1 s of its 1.5 s limit: one at a time, the second's limit starts when
+    # its computing does, so both land either way.
+    env = make_env(tmp_path, {
+        "end": "P1D",
+        "apps": [{"kind": "inbox"}],
+        "contacts": [{"name": name, "persona": f"{name}, a friend", "delay": "PT30M",
+                      "limit_s": 1.5} for name in ("Alex", "Sam")],
+        "triggers": [{"name": "mail", "on_tool": "send_email", "actions": [
+            {"kind": "reply", "contact": "Alex"}, {"kind": "reply", "contact": "Sam"}]}],
+        "tasks": [{"prompt": "write to both"}]},
+        always_on={"contacts_side_by_side": side_by_side})
+    started: list[float] = []
+
+    def contact(request: Any) -> ScriptedReply:
+        started.append(time.monotonic())
+        return ScriptedReply.text("count me in", latency_s=1.0)
+
+    agent = Agent(by_pattern({"write to both": ScriptedReply.tool_call(
+        "send_email", {"to": "all@example.com", "subject": "party", "body": "Saturday?"})},
+        default=quiet()), contact=contact)
+    episode = await run(env, agent)
+    assert episode.error is None, episode.error
+    record = episode.results["always_on"]
+    assert record["summary"]["settings"]["contacts_side_by_side"] is side_by_side
+    assert "contact_timed_out" not in [e["kind"] for e in timeline(episode)]
+    replies = [s for w in wakes(episode) for s in w["sources"] if s["kind"] == "contact_reply"]
+    assert sorted(s["contact"] for s in replies) == ["Alex", "Sam"]
+    assert {s["due_t"] for s in replies} == {1800.0}  # the same task times either way
+    first, second = started
+    # One at a time, the second is asked once the first has answered.
+    assert (second - first >= 1.0) is not side_by_side
+
+
+@pytest.mark.parametrize(("end", "setting", "expected"), [
+    ("PT8H", None, True), ("P3D", None, False), ("P3D", True, True), ("PT8H", False, False)])
+async def test_her_user_sim_knows_at_setup_whether_her_done_ends_the_run(
+        tmp_path: Path, end: str, setting: bool | None, expected: bool) -> None:
+    env = make_env(tmp_path, {"end": end, "tasks": [{"prompt": "hello"}]},
+                   user={"answers": [{"text": "thanks", "done": True}]},
+                   always_on=None if setting is None else {"done_ends_run": setting})
+    agent = Agent(by_pattern({"hello": say("Hi Dana!")}, default=quiet()))
+    episode = await run(env, agent)
+    assert episode.error is None, episode.error
+    [person] = support.PEOPLE
+    assert person.done_ends_run is expected
+    assert [r.done_ends_run for r in support.READS] == [expected] * len(support.READS)
+    assert support.READS
+    assert (episode.results["always_on"]["end_reason"] == "user_done") is expected
+
+
+async def test_app_changes_name_the_seat_that_made_them_and_are_counted_by_it(
+        tmp_path: Path) -> None:
+    env = make_env(tmp_path, {
+        "end": "P1D",
+        "apps": [{"kind": "notes"}],
+        "triggers": [{"name": "mine", "on_change": {"app": "notes", "by": "agent"},
+                      "actions": [{"kind": "notify", "text": "noted"}]}],
+        "tasks": [{"prompt": "note it"}]})
+    agent = Agent(by_pattern({"note it": ScriptedReply.calls([
+        ("add_note", {"text": "one"}), ("add_note", {"text": "two"}),
+        ("message_user", {"text": "noted twice"})])}, default=quiet()))
+    episode = await run(env, agent)
+    assert episode.error is None, episode.error
+    record = episode.results["always_on"]
+    changes = [e for e in record["timeline"] if e["kind"] == "change"]
+    assert [(c["by"], c["actor"]) for c in changes] == [("assistant", "agent")] * 2
+    assert record["summary"]["app_changes_by"] == {"assistant": 2}
+    assert record["summary"]["counts"]["app_changes"] == 2
+    # An on_change trigger's by still matches the role.
+    assert [e["trigger"] for e in timeline(episode, "fire")] == ["mine", "mine"]
+
+
+async def test_a_retried_answer_keeps_her_first_reply_in_the_read_record(
+        tmp_path: Path) -> None:
+    env = make_env(tmp_path, {"end": "PT8H", "tasks": [{"prompt": "hello"}]},
+                   user={"user_sim": "llm"})
+    replies = iter(["", "Sounds good.", "Thanks."])
+    agent = Agent(by_pattern({"hello": say("Shall I book Friday?")}, default=quiet()),
+                  user=lambda request: next(replies))
+    episode = await run(env, agent)
+    assert episode.error is None, episode.error
+    first, *rest = episode.results["always_on"]["replies"]
+    assert first["text"] == "Sounds good." and first["used"]["malformed"] == 1.0
+    assert first["first_reply"] == ""  # the blank reply she was asked again after
+    assert all(r["first_reply"] is None for r in rest)
+
+
+@pytest.mark.parametrize(("her_reply", "match"), [
+    ("#2 Friday works", (2, "named")), ("> the calendar\nthanks", (1, "quoted")),
+    ("Yes please.", (2, "only_question"))])
+async def test_a_reply_record_says_how_its_message_was_found(
+        tmp_path: Path, her_reply: str, match: tuple[int, str]) -> None:
+    env = make_env(tmp_path, {"end": "PT8H", "tasks": [{"prompt": "hello"}]},
+                   user={"user_sim": "llm"})
+    agent = Agent(by_pattern({"hello": ScriptedReply.calls([
+        ("message_user", {"text": "I checked the calendar."}),
+        ("message_user", {"text": "Shall I book Friday?"})])}, default=quiet()),
+        user=lambda request: her_reply)
+    episode = await run(env, agent)
+    assert episode.error is None, episode.error
+    first = episode.results["always_on"]["replies"][0]
+    assert first["messages"] == [1, 2]
+    assert (first["reply_to"], first["reply_to_by"]) == match
+
+
+def test_reply_match_names_the_only_message_and_no_match() -> None:
+    def sent(n: int, text: str) -> Sent:
+        return Sent(number=n, text=text, seat="assistant", at_us=0, wake=1, phase="turn")
+
+    assert reply_match(Answer("ok"), [sent(1, "done")]) == (1, "only_message")
+    assert reply_match(Answer("ok"), [sent(1, "a?"), sent(2, "b?")]) == (None, "none")
+
+
+@pytest.mark.parametrize("check_in", ["", "Time is up at {time}: send {name} the {plan}."])
+async def test_the_final_check_in_is_worded_by_the_scenario(
+        tmp_path: Path, check_in: str) -> None:
+    env = make_env(tmp_path, {"end": "PT2H", "tasks": [{"prompt": "hello"}]},
+                   always_on={"final_check_in": check_in} if check_in else None)
+    agent = Agent(by_pattern({"hello": say("Hi Dana!")}, default=quiet()))
+    episode = await run(env, agent)
+    assert episode.error is None, episode.error
+    record = episode.results["always_on"]
+    assert record["end_reason"] == "end_time"
+    final = wakes(episode)[-1]
+    [notice] = [s for s in final["sources"] if s["kind"] == "final_notice"]
+    expected = ("Time is up at Mon 2025-06-02 10:00 Europe/Berlin: send Dana the {plan}."
+                if check_in else "Final check-in (Mon 2025-06-02 10:00 Europe/Berlin): the "
+                "task's time is up. This is your last turn; tell Dana what she needs to know "
+                "with message_user.")
+    assert notice["text"] == expected
+    assert agent.wakes[-1].endswith(f"[always_on] {expected}")
+    assert record["summary"]["settings"]["final_check_in"] == check_in
+
+
+async def test_settles_and_jumps_say_what_they_waited_for(tmp_path: Path) -> None:
+    env = make_env(tmp_path, {
+        "end": "P1D",
+        "apps": [{"kind": "inbox"}],
+        "contacts": [{"name": "Alex", "persona": "Alex, a friend", "delay": "PT30M",
+                      "limit_s": 10.0}],
+        "triggers": [{"name": "mail", "on_tool": "send_email", "actions": [
+            {"kind": "reply", "contact": "Alex"},
+            {"kind": "notify", "text": "no answer yet?", "wait": "PT3H"}]},
+            {"name": "daily", "every": "P1D", "actions": [{"kind": "notify", "text": "day"}]}],
+        "tasks": [{"prompt": "write to Alex"}]})
+    agent = Agent(by_pattern({"write to Alex": ScriptedReply.tool_call(
+        "send_email", {"to": "alex@example.com", "subject": "party", "body": "Saturday?"})},
+        default=quiet()), contact=lambda r: ScriptedReply.text("yes", latency_s=2.0))
+    episode = await run(env, agent)
+    assert episode.error is None, episode.error
+    record = episode.results["always_on"]
+    # The answer took 2 s of real time: the world waited for it before the next wake.
+    [settle] = record["real"]["settles"]
+    assert settle["wake"] == 2 and settle["calls"] == 1 and settle["at_work"] == ["mail"]
+    assert settle["waited_s"] > 0
+    jumps = timeline(episode, "jump")
+    # While the fire waits out its 3 hours, each jump says the trigger is at work.
+    to_reply = next(j for j in jumps if j["next"] == "contact_reply")
+    assert to_reply["seconds"] == 1800.0 and to_reply["at_work"] == ["mail"]
+    after = [j for j in jumps if j["t"] >= 3 * 3600]
+    assert after and all("at_work" not in j for j in after)
+
+
+async def test_a_run_without_an_end_names_the_repeats_that_were_all_that_remained(
+        tmp_path: Path) -> None:
+    # She is busy until 12:00, reads then and says nothing; an hourly tick wakes nobody.
+    env = make_env(tmp_path, {
+        "triggers": [{"name": "tick", "every": "PT1H", "actions": [
+            {"kind": "notify", "to": "phone", "text": "tick"}]}],
+        "tasks": [{"prompt": "hello"}]},
+        user={"busy": [{"start": "08:00", "end": "12:00"}]}, always_on={"idle_jumps": 3})
+    episode = await run(env, Agent(by_pattern({"hello": say("Hi Dana!")}, default=quiet())))
+    assert episode.error is None, episode.error
+    ao = episode.results["always_on"]
+    assert ao["end_reason"] == "finished_nothing_pending"
+    [read, wrap_up] = timeline(episode, "read")
+    assert wrap_up["last_read"]
+    assert read["at"] == "2025-06-02T12:00:00+02:00"
+    # Her read at 12:00 started the count again: three idle jumps after it, not two.
+    [repeats] = timeline(episode, "world_only_repeats")
+    assert repeats["at"] == "2025-06-02T15:00:00+02:00"
+    assert (repeats["jumps"], repeats["triggers"]) == (3, ["tick"])
