@@ -256,13 +256,19 @@ class UserSide:
 
     async def read(self, event: Event) -> dict[str, Any] | None:
         """She reads what reached her; None when the read had to wait (it was overdue and she
-        is no longer free). Returns the read's record."""
+        is no longer free). Returns the read's record. An overdue read that finds her free
+        takes the mode she is in now (``free``), not the one it was planned in (kept as
+        ``planned_mode``): a read planned for her waking that comes after it is not a woken
+        read."""
         world = self.world
         now = world.clock.now()
         self.planned = None
         overdue_s = now - event.due
-        if overdue_s < 1e-6 or self.schedule.state_at(now) == "free":
-            return await self._read(mode=event.data["mode"], overdue_s=overdue_s)
+        planned = event.data["mode"]
+        if overdue_s < 1e-6:
+            return await self._read(mode=planned, overdue_s=overdue_s, planned=planned)
+        if self.schedule.state_at(now) == "free":
+            return await self._read(mode="free", overdue_s=overdue_s, planned=planned)
         world.timeline.add("read_deferred", world.clock.now_us(), due=times.iso(
             event.due, world.timezone), state=self.schedule.state_at(now))
         self._plan(now, reason="overdue")
@@ -284,7 +290,8 @@ class UserSide:
         return await answer_or_error(self.sim, read, name=self.sim_name, step=self.step,
                                      what=" (her opening)")
 
-    async def _read(self, *, mode: str, overdue_s: float, last: bool = False) -> dict[str, Any]:
+    async def _read(self, *, mode: str, overdue_s: float, last: bool = False,
+                    planned: str | None = None) -> dict[str, Any]:
         world = self.world
         now_us = world.clock.now_us()
         now = now_us / 1e6
@@ -315,6 +322,7 @@ class UserSide:
         self.malformed += int(answer.used.get("malformed", 0))
         record: dict[str, Any] = {
             "read": len(self.records) + 1, **_stamp(world, now_us, "read"), "mode": mode,
+            "planned_mode": planned,
             "overdue_s": round(max(0.0, overdue_s), 6), "last_read": last,
             "messages": [m.number for m in messages], "phone": len(phone),
             "outcome": "", "text": answer.text, "done": answer.done,

@@ -11,12 +11,27 @@ from typing import Any
 
 import always_on_support as support
 import pytest
-from always_on_support import Agent, by_pattern, make_env, quiet, run, say, timeline, wakes
+from always_on_support import (
+    Agent,
+    ScriptUser,
+    by_pattern,
+    make_env,
+    quiet,
+    run,
+    say,
+    timeline,
+    wakes,
+)
 
-from interplay.builtin_envs.user_sim import reply_match
+from interplay.builtin_envs.user_sim import UserSide, reply_match
+from interplay.clock import Clock
 from interplay.testing import ScriptedReply
-from interplay.usersim import Answer
+from interplay.usersim import Answer, Person
+from interplay.world import times
 from interplay.world.chat import Sent
+from interplay.world.events import Event
+from interplay.world.schedule import BusyBlock, Schedule
+from interplay.world.world import World
 
 
 @pytest.fixture(autouse=True)
@@ -209,3 +224,34 @@ async def test_a_run_without_an_end_names_the_repeats_that_were_all_that_remaine
     [repeats] = timeline(episode, "world_only_repeats")
     assert repeats["at"] == "2025-06-02T15:00:00+02:00"
     assert (repeats["jumps"], repeats["triggers"]) == (3, ["tick"])
+
+
+@pytest.mark.parametrize(("read_at", "expected"), [
+    ("2025-06-02T17:00", ("busy", "busy", 0.0)),       # at its time: the mode it was planned in
+    ("2025-06-02T18:00", ("free", "busy", 3600.0)),    # an hour late, she is free: free
+    ("2025-06-02T23:30", None)])                       # late and she is asleep: it waits
+async def test_an_overdue_read_that_finds_her_free_takes_the_mode_she_is_in_now(
+        read_at: str, expected: tuple[str, str, float] | None) -> None:
+    tz = "Europe/Berlin"
+    start = times.parse_when("2025-06-02T08:00", tz, 0.0)
+    world = World(clock=Clock(start, rate=0.0), timezone=tz, start=start)
+    world.begin()
+    schedule = Schedule(timezone=tz, awake=("07:00", "23:00"),
+                        busy=[BusyBlock(start="09:00", end="17:00")])
+    sim = ScriptUser()
+    sim.configure({"answers": [{"text": "ok"}]})
+    person = Person(name="Dana", timezone=tz, schedule=schedule)
+    await sim.setup(person, None)  # type: ignore[arg-type]
+    user = UserSide(world, sim, person, schedule, done_ends_run=False)
+    world.chat.sent.append(Sent(number=1, text="Shall I book Friday?", seat="assistant",
+                                at_us=world.us(start + 3600), wake=1, phase="turn"))
+    due = times.parse_when("2025-06-02T17:00", tz, start)
+    event = Event(world.us(due), "read", key=("read", 1), data={"mode": "busy"})
+    world.jump_to(world.us(times.parse_when(read_at, tz, start)), "read")
+    record = await user.read(event)
+    if expected is None:
+        assert record is None and [e["kind"] for e in world.timeline.entries][-1] == \
+            "read_deferred"
+        return
+    assert record is not None
+    assert (record["mode"], record["planned_mode"], record["overdue_s"]) == expected
