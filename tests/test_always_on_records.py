@@ -255,3 +255,31 @@ async def test_an_overdue_read_that_finds_her_free_takes_the_mode_she_is_in_now(
         return
     assert record is not None
     assert (record["mode"], record["planned_mode"], record["overdue_s"]) == expected
+
+
+@pytest.mark.parametrize(("end", "checks", "expected"), [
+    ("P3D", None, (True, "run_length")), ("PT8H", None, (False, "run_length")),
+    ("PT8H", True, (True, "settings"))])
+async def test_the_trigger_state_carries_its_settings_and_checks_say_where_they_came_from(
+        tmp_path: Path, end: str, checks: bool | None, expected: tuple[bool, str]) -> None:
+    env = make_env(tmp_path, {
+        "end": end,
+        "apps": [{"kind": "notes"}],
+        "triggers": [{"name": "daily", "every": "P1D", "actions": [
+            {"kind": "notify", "text": "day"}]},
+            {"name": "mine", "on_change": {"app": "notes", "by": "agent"},
+             "match": {"text": "buy*"}, "actions": [{"kind": "notify", "text": "noted",
+                                                     "wait": "PT1M"}]}],
+        "tasks": [{"prompt": "hello"}]},
+        always_on=None if checks is None else {"checks": checks})
+    episode = await run(env, Agent(by_pattern({"hello": say("Hi!")}, default=quiet())))
+    assert episode.error is None, episode.error
+    ao = episode.results["always_on"]
+    assert ao["triggers"]["daily"]["settings"] == {
+        "name": "daily", "every": "P1D", "actions": [{"kind": "notify", "text": "day"}]}
+    assert ao["triggers"]["mine"]["settings"] == {
+        "name": "mine", "on_change": {"app": "notes", "by": "agent"},
+        "match": {"text": "buy*"},
+        "actions": [{"kind": "notify", "text": "noted", "wait": "PT1M"}]}
+    settings = ao["summary"]["settings"]
+    assert (settings["checks"], settings["checks_from"]) == expected

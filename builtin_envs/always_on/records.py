@@ -151,6 +151,7 @@ def settings(loop: Loop) -> dict[str, Any]:
     return {"rate": loop.rate, "max_wakes": cfg.max_wakes, "budget_s": cfg.budget_s,
             "nudge": cfg.nudge, "nudge_tool_choice": cfg.nudge_tool_choice,
             "stay_quiet": cfg.stay_quiet, "checks": loop.checks,
+            "checks_from": "settings" if cfg.checks is not None else "run_length",
             "min_check_interval": cfg.min_check_interval, "deny_tools": list(cfg.deny_tools),
             "idle_jumps": cfg.idle_jumps, "multi_day": loop.multi_day,
             "done_ends_run": loop.user.done_ends_run, "reply_lands": loop.user.reply_lands,

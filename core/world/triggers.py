@@ -378,7 +378,8 @@ class Triggers:
                 {k: v for k, v in call.items() if k != "key"})
         out: dict[str, Any] = {}
         for name, run in self.runs.items():
-            entry: dict[str, Any] = {"fired": run.fired, "running": [
+            entry: dict[str, Any] = {"settings": _settings(run.spec), "fired": run.fired,
+                                     "running": [
                 {"fire": f.number, "action": f.index,
                  "waiting_until": None if f.waiting_until_us is None
                  else times.iso(f.waiting_until_us / 1e6, tz)} for f in run.running]}
@@ -390,3 +391,24 @@ class Triggers:
                 entry["contact_calls"] = calls[name]
             out[name] = entry
         return out
+
+
+def _settings(spec: Trigger) -> dict[str, Any]:
+    """A trigger as its scenario set it: the fields given, defaults left out (its actions
+    whole, each without its own defaults)."""
+    def given(value: Any) -> Any:
+        if attrs.has(type(value)):
+            defaults = {f.name: f.default for f in attrs.fields(type(value))}
+            out = {}
+            for name, field_value in attrs.asdict(value, recurse=False).items():
+                default = defaults[name]
+                if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+                    default = default.factory()  # type: ignore[attr-defined]
+                if field_value != default:
+                    out[name] = given(field_value)
+            return out
+        if isinstance(value, list):
+            return [given(v) for v in value]
+        return value
+
+    return {"name": spec.name, **given(spec)}
