@@ -19,9 +19,9 @@ class AlwaysOnConfig:
     #: The wake that is the last (it gets the last-turn notice).
     max_wakes: int = 100
     #: Real seconds the run may take: once the time left is less than twice the longest wake
-    #: so far, the next wake is the closing one, and whatever still runs at the budget (a
-    #: turn, a model call that hangs) is cut there. Sized for always-on-week on the embedded
-    #: model.
+    #: so far plus the longest seat-played contact's limit_s, the next wake is the closing
+    #: one, and whatever still runs at the budget (a turn, a model call that hangs) is cut
+    #: there. Sized for always-on-week on the embedded model.
     budget_s: float = DEFAULT_BUDGET_S
     #: A wake in which the agent wrote to nobody (and said something) gets a nudge turn.
     nudge: bool = True

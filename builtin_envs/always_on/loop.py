@@ -132,6 +132,10 @@ class Loop:
         self.ended_us = self.world.clock.now_us()
         #: When the real-time budget runs out (time.monotonic()).
         self.deadline = self.started + self.cfg.budget_s
+        #: The longest real time a seat-played contact's answer may take (0 with none): a
+        #: settle before a wake may wait that long, so the budget keeps it in reserve.
+        self.longest_contact_limit_s = max(
+            (c.limit_s for c in self.scenario.contacts if not c.replies), default=0.0)
         #: The budget ran out while something still ran (a turn, her read): what it cut.
         self.budget_cut: str | None = None
         #: The wake whose turn is running (cut short when the budget runs out).
@@ -269,9 +273,9 @@ class Loop:
             if final_reason is None and n >= self.cfg.max_wakes:
                 final_reason = "max_wakes"
             if final_reason is None and self.wake_real_s and (
-                    time.monotonic() + CLOSING_MARGIN * max(self.wake_real_s)
-                    > self.deadline):
-                # Another wake like the longest so far might not end within the budget.
+                    time.monotonic() + self.budget_reserve_s() > self.deadline):
+                # Another wake like the longest so far, after a settle as long as the longest
+                # contact's limit, might not end within the budget.
                 final_reason = "budget"
             outcome = await self._wake(session, n, items, final_reason)
             if outcome is not None:
@@ -280,6 +284,12 @@ class Loop:
             if final_reason is not None:
                 self._end(final_reason)
                 return
+
+    def budget_reserve_s(self) -> float:
+        """The real time kept back for one more wake: twice the longest wake so far, and the
+        longest contact limit (a settle before the wake may wait that long)."""
+        longest = max(self.wake_real_s, default=0.0)
+        return CLOSING_MARGIN * longest + self.longest_contact_limit_s
 
     def _end(self, reason: str) -> None:
         self.end_reason = reason
