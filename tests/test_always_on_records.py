@@ -302,3 +302,29 @@ async def test_the_budget_keeps_the_longest_contact_limit_in_reserve(tmp_path: P
     assert ao["summary"]["settings"]["longest_contact_limit_s"] == 30.0
     assert ao["end_reason"] == "budget"
     assert [w["final"] for w in wakes(episode)] == [False, True]
+
+
+async def test_a_final_check_in_on_a_running_clock_ends_past_the_end_time(
+        tmp_path: Path) -> None:
+    # A real second of a turn is an hour: the final check-in at 10:00 takes its first call's
+    # real time and 0.2 s more (12 minutes) after its message, so the run ends past 10:00.
+    env = make_env(tmp_path, {"end": "PT2H", "rate": 3600.0, "tasks": [{"prompt": "hello"}]},
+                   user={"answers": [{"text": "thanks"}]})
+    agent = Agent(by_pattern({"hello": quiet(), "Final check-in": say("All done.")},
+                             default=quiet()),
+                  after_tools=ScriptedReply.text("wrapped up", latency_s=0.2))
+    episode = await run(env, agent)
+    assert episode.error is None, episode.error
+    ao = episode.results["always_on"]
+    end = times.parse_when("2025-06-02T10:00", "Europe/Berlin", 0.0)
+    assert ao["end_reason"] == "end_time" and ao["end"] == "2025-06-02T10:00:00+02:00"
+    final = wakes(episode)[-1]
+    assert final["final"] and final["at"] == ao["end"]
+    assert ao["overran_s"] >= 12 * 60  # the turn's second call alone
+    assert ao["ended_at"] == final["end_at"] > ao["end"]
+    sent = ao["response"][-1]
+    assert sent["text"] == "All done." and sent["t"] >= 2 * 3600
+    # She is free at the end: her wrap-up comes when the run ended, past the end time.
+    [wrap_up] = [r for r in ao["replies"] if r["last_read"]]
+    assert wrap_up["read_at"] == ao["ended_at"] and wrap_up["text"] == "thanks"
+    assert end < times.parse_when(wrap_up["read_at"], "Europe/Berlin", 0.0)

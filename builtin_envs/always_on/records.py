@@ -34,6 +34,9 @@ def build(loop: Loop) -> dict[str, Any]:
         "start": times.iso(world.start, world.timezone),
         "end": None if world.end is None else times.iso(world.end, world.timezone),
         "ended_at": world.timeline.stamp(loop.ended_us)["at"],
+        # At a rate above 0 the final check-in's turn runs on the clock past the end time.
+        "overran_s": 0.0 if world.end is None
+        else round(max(0.0, loop.ended_us / 1e6 - world.end), 6),
         "end_reason": reason,
         "end_note": end["note"],
         "error_type": loop.error_type,
