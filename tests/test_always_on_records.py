@@ -300,6 +300,7 @@ async def test_the_budget_keeps_the_longest_contact_limit_in_reserve(tmp_path: P
     ao = episode.results["always_on"]
     # A scripted contact computes nothing, so only Alex's limit is kept back.
     assert ao["summary"]["settings"]["longest_contact_limit_s"] == 30.0
+    assert ao["summary"]["settings"]["turn_timeout_s"] == 600.0  # the seat's default
     assert ao["end_reason"] == "budget"
     assert [w["final"] for w in wakes(episode)] == [False, True]
 

@@ -132,6 +132,8 @@ class Loop:
         self.ended_us = self.world.clock.now_us()
         #: When the real-time budget runs out (time.monotonic()).
         self.deadline = self.started + self.cfg.budget_s
+        #: The agent seat's turn timeout (known once its agent is made, in run()).
+        self.turn_timeout_s: float | None = None
         #: The longest real time a seat-played contact's answer may take (0 with none): a
         #: settle before a wake may wait that long, so the budget keeps it in reserve.
         self.longest_contact_limit_s = max(
@@ -165,6 +167,12 @@ class Loop:
                          step=self.step)
             self._queue_opening()
             agent = ctx.agent(self.cfg.seat)
+            self.turn_timeout_s = agent.spec.timeout_s
+            if self.cfg.budget_s < self.turn_timeout_s:
+                # Allowed (the budget then cuts a hung turn before the seat's timeout would),
+                # but a turn can no longer end as a timeout: said once, and recorded.
+                log.info("always_on.budget_below_turn_timeout", episode_id=ctx.info.episode_id,
+                         budget_s=self.cfg.budget_s, turn_timeout_s=self.turn_timeout_s)
             deny = self._deny_list()
             agent.tools = [*(t for t in agent.tools if not denied(t.name, deny)),
                            *world.tools_for(self.cfg.seat, deny)]
