@@ -394,16 +394,16 @@ class Triggers:
 
 
 def _settings(spec: Trigger) -> dict[str, Any]:
-    """A trigger as its scenario set it: the fields given, defaults left out (its actions
-    whole, each without its own defaults)."""
+    """A trigger as its scenario set it: its name and the fields that differ from their
+    defaults, the same for each of its actions and its ``on_change``."""
     def given(value: Any) -> Any:
         if attrs.has(type(value)):
             defaults = {f.name: f.default for f in attrs.fields(type(value))}
-            out = {}
+            out: dict[str, Any] = {}
             for name, field_value in attrs.asdict(value, recurse=False).items():
                 default = defaults[name]
-                if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
-                    default = default.factory()  # type: ignore[attr-defined]
+                if isinstance(default, attrs.Factory):
+                    default = default.factory()
                 if field_value != default:
                     out[name] = given(field_value)
             return out
