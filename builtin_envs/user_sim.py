@@ -186,21 +186,28 @@ def _has_field(config: type, name: str) -> bool:
 def reply_target(answer: Answer, messages: Sequence[Sent]) -> int | None:
     """The message her reply answers: the one she names, the one she quotes, the only message
     she read, or the only question among them."""
+    return reply_match(answer, messages)[0]
+
+
+def reply_match(answer: Answer, messages: Sequence[Sent]) -> tuple[int | None, str]:
+    """The message her reply answers and how it was found: ``named`` (the number she gives),
+    ``quoted`` (a quote from it), ``only_message`` (the only one she read),
+    ``only_question`` (the only question among them), or None with ``none``."""
     numbers = {m.number for m in messages}
     if isinstance(answer.replying_to, int) and not isinstance(answer.replying_to, bool):
         if answer.replying_to in numbers:
-            return answer.replying_to
+            return answer.replying_to, "named"
     elif isinstance(answer.replying_to, str) and answer.replying_to.strip():
         quote = answer.replying_to.strip().casefold()
         for m in reversed(messages):
             if quote in m.text.casefold():
-                return m.number
+                return m.number, "quoted"
     if len(messages) == 1:
-        return messages[0].number
+        return messages[0].number, "only_message"
     questions = [m for m in messages if "?" in m.text]
     if len(questions) == 1:
-        return questions[0].number
-    return None
+        return questions[0].number, "only_question"
+    return None, "none"
 
 
 class UserSide:
@@ -249,13 +256,19 @@ class UserSide:
 
     async def read(self, event: Event) -> dict[str, Any] | None:
         """She reads what reached her; None when the read had to wait (it was overdue and she
-        is no longer free). Returns the read's record."""
+        is no longer free). Returns the read's record. An overdue read that finds her free
+        takes the mode she is in now (``free``), not the one it was planned in (kept as
+        ``planned_mode``): a read planned for her waking that comes after it is not a woken
+        read."""
         world = self.world
         now = world.clock.now()
         self.planned = None
         overdue_s = now - event.due
-        if overdue_s < 1e-6 or self.schedule.state_at(now) == "free":
-            return await self._read(mode=event.data["mode"], overdue_s=overdue_s)
+        planned = event.data["mode"]
+        if overdue_s < 1e-6:
+            return await self._read(mode=planned, overdue_s=overdue_s, planned=planned)
+        if self.schedule.state_at(now) == "free":
+            return await self._read(mode="free", overdue_s=overdue_s, planned=planned)
         world.timeline.add("read_deferred", world.clock.now_us(), due=times.iso(
             event.due, world.timezone), state=self.schedule.state_at(now))
         self._plan(now, reason="overdue")
@@ -277,7 +290,8 @@ class UserSide:
         return await answer_or_error(self.sim, read, name=self.sim_name, step=self.step,
                                      what=" (her opening)")
 
-    async def _read(self, *, mode: str, overdue_s: float, last: bool = False) -> dict[str, Any]:
+    async def _read(self, *, mode: str, overdue_s: float, last: bool = False,
+                    planned: str | None = None) -> dict[str, Any]:
         world = self.world
         now_us = world.clock.now_us()
         now = now_us / 1e6
@@ -308,12 +322,14 @@ class UserSide:
         self.malformed += int(answer.used.get("malformed", 0))
         record: dict[str, Any] = {
             "read": len(self.records) + 1, **_stamp(world, now_us, "read"), "mode": mode,
+            "planned_mode": planned,
             "overdue_s": round(max(0.0, overdue_s), 6), "last_read": last,
             "messages": [m.number for m in messages], "phone": len(phone),
             "outcome": "", "text": answer.text, "done": answer.done,
             "wrote_at": None, "wrote_t": None, "reached_at": None, "reached_t": None,
-            "reached_wake": None, "reply_to": None, "score": answer.score,
-            "used": dict(answer.used), "done_reason": answer.done_reason}
+            "reached_wake": None, "reply_to": None, "reply_to_by": None, "score": answer.score,
+            "used": dict(answer.used), "done_reason": answer.done_reason,
+            "first_reply": answer.first_reply}
         self.records.append(record)
         text = answer.text.strip()
         if answer.error is not None:
@@ -337,7 +353,7 @@ class UserSide:
                     record["moved_from"] = times.iso(wrote_us / 1e6, world.timezone)
                     wrote_us = world.us(moved)
             record.update(_stamp(world, wrote_us, "wrote"))
-            record["reply_to"] = reply_target(answer, messages)
+            record["reply_to"], record["reply_to_by"] = reply_match(answer, messages)
             self.lines.append((wrote_us / 1e6, "reply", text))
             world.queue.push(Event(wrote_us, "user_reply", key=("reply", record["read"]),
                                    data={"record": record, "text": text, "done": answer.done}))

@@ -195,20 +195,25 @@ class LlmUserSim(UserSim):
             self._session = ctx.agent(self.config.seat).chat(task)
         prompt: str | None = None if opening else self.prompt(read)
         malformed = 0
+        # A retried answer keeps her first reply as written, for the read's record.
+        first: str | None = None
         for attempt in range(1, self.attempts + 1):
             reply = await self._session.turn(prompt)
             used = {"model_calls": float(attempt), "malformed": float(malformed)}
             if reply.stopped:
                 why = self._session.trace.error_type or reply.stop_condition or "stopped"
-                return Answer(text=reply.text.strip(), error=why, used=used)
+                return Answer(text=reply.text.strip(), error=why, used=used, first_reply=first)
             parsed = self.parse(reply.text.strip(), read)
             if isinstance(parsed, Answer):
                 parsed.used = {**used, **parsed.used}
+                parsed.first_reply = first
                 return parsed
             malformed += 1
+            if first is None:
+                first = reply.text
             prompt = parsed
         return Answer(text="", used={"model_calls": float(self.attempts),
-                                     "malformed": float(malformed)})
+                                     "malformed": float(malformed)}, first_reply=first)
 
     async def close(self) -> None:
         if self._session is not None:

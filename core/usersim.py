@@ -129,6 +129,9 @@ class Person:
     #: always_on: she speaks first, at this time (None: the task's prompt opens at the start,
     #: if it has one).
     opening: Opening | None = None
+    #: Whether her done ends the run (the relay: always; always_on: its ``done_ends_run``,
+    #: by default in a one-sitting run), known at setup; each ``Read`` says it too.
+    done_ends_run: bool = True
 
 
 @attrs.define
@@ -233,6 +236,9 @@ class Answer:
     replying_to: int | str | None = None
     at: float | None = None
     done_reason: str = ""
+    #: Her first reply to the read, as written, when it was malformed and she was asked
+    #: again (None when the first reply stood): recorded, never sent.
+    first_reply: str | None = None
 
 
 class UserSim:

@@ -22,6 +22,8 @@ from interplay.usersim import Answer, Read, UserSim
 
 #: Every read the scripted user was given, in order (cleared by each run).
 READS: list[Read] = []
+#: The Person each scripted user was set up with, in order (cleared by each run).
+PEOPLE: list[Any] = []
 
 BASE = {"name": "test-world", "start": "2025-06-02T08:00", "timezone": "Europe/Berlin"}
 USER = {"name": "Dana", "timezone": "Europe/Berlin", "user_sim": "script"}
@@ -41,6 +43,7 @@ class ScriptUser(UserSim):
 
     async def setup(self, person: Any, ctx: Any) -> None:
         await super().setup(person, ctx)
+        PEOPLE.append(person)
         self.i = 0
 
     async def answer(self, read: Read) -> Answer:
@@ -135,6 +138,7 @@ def by_pattern(rules: Mapping[str, ScriptedReply | str],
 async def run(env: Env, agent: Agent, *, seed: int = 0, task_idx: int = 0,
               seats: Mapping[str, Mapping[str, Any]] | None = None) -> Episode:
     READS.clear()
+    PEOPLE.clear()
     task = list(env.tasks())[task_idx]
     result = await run_scripted(env, task, agent, seed=seed, seats=seats)
     return result.episode

@@ -68,7 +68,7 @@ async def test_the_complete_scenario_loads_and_runs(tmp_path: Path) -> None:
     opening = next(s for s in sources if s["kind"] == "opening")
     assert opening["due"] == "2025-06-02T08:30:00+02:00"  # her opening's time
     booked = [e for e in ao["timeline"] if e["kind"] == "change" and e["action"] == "booked"]
-    assert booked and booked[0]["by"] == "agent"
+    assert booked and (booked[0]["by"], booked[0]["actor"]) == ("assistant", "agent")
     added = [e for e in ao["timeline"] if e["kind"] == "change" and e["action"] == "event_added"]
     assert added and added[0]["by"] == "others"
     assert episode.rewards[0].name == "asked_before" and episode.rewards[0].value == 1.0

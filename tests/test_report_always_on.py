@@ -73,6 +73,12 @@ def test_the_view_reads_a_record_defensively() -> None:
         for n, f in ((4, 1), (5, 3), (6, "x"))]})
     assert folded is not None
     assert [w["folded"] for w in folded["wakes"]] == ["wake 1", "wakes 1-3", ""]
+    repeats = always_on.view({"timeline": [
+        {"kind": "world_only_repeats", "at": "2025-06-02T15:00:00+02:00", "jumps": 3,
+         "triggers": ["tick", "daily"]}]})
+    assert repeats is not None and repeats["world"] == [{
+        "when": "Mon 2025-06-02 15:00",
+        "what": "the run ended: only the repeats of tick, daily were left (3 idle jumps)"}]
 
 
 def test_the_page_says_when_she_read_her_phone_and_what_woke_nobody(results: Path) -> None:
@@ -133,7 +139,7 @@ def test_a_person_reads_the_chat_with_times_and_the_run_wake_by_wake(results: Pa
                 first, alarm = wakes[0], wakes[2]
                 assert "her request" in first[2] and "#1:" in first[3]
                 assert "message_user" in first[4] and "add_note" in first[4]
-                assert "notes.note_added" in first[5] and "by agent, turn" in first[5]
+                assert "notes.note_added" in first[5] and "by assistant, turn" in first[5]
                 assert alarm[1].startswith("Mon 2025-06-02 10:00")
                 assert "alert from calendar" in alarm[2] and f"dentist {EVIL}" in alarm[2]
                 assert "stayed quiet" in alarm[3]

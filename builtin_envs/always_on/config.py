@@ -19,9 +19,9 @@ class AlwaysOnConfig:
     #: The wake that is the last (it gets the last-turn notice).
     max_wakes: int = 100
     #: Real seconds the run may take: once the time left is less than twice the longest wake
-    #: so far, the next wake is the closing one, and whatever still runs at the budget (a
-    #: turn, a model call that hangs) is cut there. Sized for always-on-week on the embedded
-    #: model.
+    #: so far plus the longest seat-played contact's limit_s, the next wake is the closing
+    #: one, and whatever still runs at the budget (a turn, a model call that hangs) is cut
+    #: there. Sized for always-on-week on the embedded model.
     budget_s: float = DEFAULT_BUDGET_S
     #: A wake in which the agent wrote to nobody (and said something) gets a nudge turn.
     nudge: bool = True
@@ -35,6 +35,10 @@ class AlwaysOnConfig:
     min_check_interval: str = "PT3H"
     #: Tools the agent may not call (get_time stays).
     deny_tools: list[str] = attrs.Factory(list)
+    #: Compute seat-played contacts' answers side by side; false: one at a time, in the order
+    #: asked, each one's limit_s starting when its computing does (for an endpoint that serves
+    #: one request at a time). Task times are the same either way: delays are drawn when asked.
+    contacts_side_by_side: bool = True
     #: The clock's rate during the agent's turns; None: the scenario's.
     rate: float | None = None
     #: Clock jumps with no wake, with only recurring triggers ahead, before a run without an
@@ -42,6 +46,9 @@ class AlwaysOnConfig:
     idle_jumps: int = 24
     #: What of its conversation the agent is sent each turn (docs/always_on.md).
     history: HistoryConfig = attrs.Factory(HistoryConfig)
+    #: The final check-in's text at the end time, with {time} (her local time) and {name}
+    #: filled; "" for the step's own ("Final check-in (...): the task's time is up. ...").
+    final_check_in: str = ""
     #: Text the step adds to every wake, e.g. "check the calendar before replying".
     reminder: str = ""
     #: Whether her done ends the run; None: in a one-sitting run (not spanning two days in

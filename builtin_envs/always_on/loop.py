@@ -94,7 +94,10 @@ class Loop:
         self.multi_day = spans_days(self.scenario)
         self.rate = self.cfg.rate if self.cfg.rate is not None else self.scenario.rate
         self.user_record: dict[str, Any] = ctx.results["user"]
-        self.person, self.schedule = person_from(self.user_record)
+        done_ends_run = self.cfg.done_ends_run if self.cfg.done_ends_run is not None \
+            else not self.multi_day
+        person, self.schedule = person_from(self.user_record)
+        self.person = attrs.evolve(person, done_ends_run=done_ends_run)
         self.checks = self.cfg.checks if self.cfg.checks is not None else self.multi_day
         self.contact_sessions: dict[str, ChatSession] = {}
         self.world: World = build_world(
@@ -103,14 +106,15 @@ class Loop:
             chat=ChatSettings(stay_quiet=self.cfg.stay_quiet, checks=self.checks,
                               min_check_interval_s=times.parse_duration(
                                   self.cfg.min_check_interval)),
-            ask=self._ask)
-        done_ends_run = self.cfg.done_ends_run if self.cfg.done_ends_run is not None \
-            else not self.multi_day
+            ask=self._ask, contacts_side_by_side=self.cfg.contacts_side_by_side)
         self.user = UserSide(self.world, make_sim(self.user_record), self.person, self.schedule,
                              done_ends_run=done_ends_run,
                              sim_name=self.user_record["user_sim"], step=step,
                              reply_lands=self.user_record.get("reply_lands", "anyway"))
         self.world.chat.on_message = self.user.on_message
+        # A change the agent or she makes names the seat that made it.
+        self.world.seats = {"agent": self.cfg.seat,
+                            "user": min(self.user.sim.seats(), default="user")}
         self.wakes: list[dict[str, Any]] = []
         self.wake_real_s: list[float] = []
         self.end_reason = ""
@@ -128,6 +132,12 @@ class Loop:
         self.ended_us = self.world.clock.now_us()
         #: When the real-time budget runs out (time.monotonic()).
         self.deadline = self.started + self.cfg.budget_s
+        #: The agent seat's turn timeout (known once its agent is made, in run()).
+        self.turn_timeout_s: float | None = None
+        #: The longest real time a seat-played contact's answer may take (0 with none): a
+        #: settle before a wake may wait that long, so the budget keeps it in reserve.
+        self.longest_contact_limit_s = max(
+            (c.limit_s for c in self.scenario.contacts if not c.replies), default=0.0)
         #: The budget ran out while something still ran (a turn, her read): what it cut.
         self.budget_cut: str | None = None
         #: The wake whose turn is running (cut short when the budget runs out).
@@ -157,6 +167,12 @@ class Loop:
                          step=self.step)
             self._queue_opening()
             agent = ctx.agent(self.cfg.seat)
+            self.turn_timeout_s = agent.spec.timeout_s
+            if self.cfg.budget_s < self.turn_timeout_s:
+                # Allowed (the budget then cuts a hung turn before the seat's timeout would),
+                # but a turn can no longer end as a timeout: said once, and recorded.
+                log.info("always_on.budget_below_turn_timeout", episode_id=ctx.info.episode_id,
+                         budget_s=self.cfg.budget_s, turn_timeout_s=self.turn_timeout_s)
             deny = self._deny_list()
             agent.tools = [*(t for t in agent.tools if not denied(t.name, deny)),
                            *world.tools_for(self.cfg.seat, deny)]
@@ -265,9 +281,9 @@ class Loop:
             if final_reason is None and n >= self.cfg.max_wakes:
                 final_reason = "max_wakes"
             if final_reason is None and self.wake_real_s and (
-                    time.monotonic() + CLOSING_MARGIN * max(self.wake_real_s)
-                    > self.deadline):
-                # Another wake like the longest so far might not end within the budget.
+                    time.monotonic() + self.budget_reserve_s() > self.deadline):
+                # Another wake like the longest so far, after a settle as long as the longest
+                # contact's limit, might not end within the budget.
                 final_reason = "budget"
             outcome = await self._wake(session, n, items, final_reason)
             if outcome is not None:
@@ -276,6 +292,12 @@ class Loop:
             if final_reason is not None:
                 self._end(final_reason)
                 return
+
+    def budget_reserve_s(self) -> float:
+        """The real time kept back for one more wake: twice the longest wake so far, and the
+        longest contact limit (a settle before the wake may wait that long)."""
+        longest = max(self.wake_real_s, default=0.0)
+        return CLOSING_MARGIN * longest + self.longest_contact_limit_s
 
     def _end(self, reason: str) -> None:
         self.end_reason = reason
@@ -312,6 +334,7 @@ class Loop:
                 first = max(event.due, now)
             # Everything due in the minute of the first event (or overdue) comes in one wake.
             last_us = world.us((math.floor(first / 60) + 1) * 60) - 1
+            reads = len(self.user.records)
             ending = await self._take(last_us if end is None else min(last_us, world.us(end)))
             if ending is not None:
                 return None, ending
@@ -319,9 +342,16 @@ class Loop:
                 # A wake at the end time is the final one.
                 return self._take_arrived(), "end_time" if end is not None and \
                     world.clock.reached(end) else None
-            if end is None and queue.only_recurring():
+            if len(self.user.records) > reads:
+                idle = 0  # she read in the gap: she may yet reply, so the count starts again
+            elif end is None and queue.only_recurring():
                 idle += 1
                 if idle >= self.cfg.idle_jumps:
+                    # Only recurring triggers were left: the timeline names them.
+                    world.timeline.add("world_only_repeats", world.clock.now_us(),
+                                       jumps=idle, triggers=sorted(
+                                           {str(e.data["trigger"]) for e in queue
+                                            if e.recurring}))
                     return None, self._nothing_reason()
 
     async def _take(self, last_us: int) -> str | None:
@@ -623,7 +653,7 @@ class Loop:
 
     def _final_notice(self, reason: str) -> str:
         return prompts.final_notice(reason, self.person.name, self.world.clock.now(),
-                                    self.world.timezone)
+                                    self.world.timezone, self.cfg.final_check_in)
 
     async def _ask(self, contact: Contact, message: str) -> str:
         session = self.contact_sessions.get(contact.name)

@@ -8,6 +8,7 @@ terser wording, in :mod:`interplay.builtin_envs.always_on.history`.)
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -100,11 +101,17 @@ def nudge_text(name: str, stay_quiet: bool) -> str:
             f"call message_user.{quiet}")
 
 
-def final_notice(reason: str, name: str, now: datetime, timezone: str) -> str:
-    """Opens the run's last wake: at the scenario's end time, or when the run ends otherwise
+def final_notice(reason: str, name: str, now: datetime, timezone: str,
+                 check_in: str = "") -> str:
+    """Opens the run's last wake: at the scenario's end time (``check_in``, when given, with
+    its ``{time}`` and ``{name}`` filled in one pass), or when the run ends otherwise
     (``reason``)."""
     if reason == "end_time":
-        return (f"Final check-in ({times.readable(now, timezone)}): the task's time is up. "
+        when = times.readable(now, timezone)
+        if check_in:
+            values = {"time": when, "name": name}
+            return re.sub(r"\{(\w+)\}", lambda m: values.get(m[1], m[0]), check_in)
+        return (f"Final check-in ({when}): the task's time is up. "
                 f"This is your last turn; tell {name} what she needs to know with "
                 f"message_user.")
     return f"This is your last turn; tell {name} what she needs to know now."

@@ -34,6 +34,9 @@ def build(loop: Loop) -> dict[str, Any]:
         "start": times.iso(world.start, world.timezone),
         "end": None if world.end is None else times.iso(world.end, world.timezone),
         "ended_at": world.timeline.stamp(loop.ended_us)["at"],
+        # At a rate above 0 the final check-in's turn runs on the clock past the end time.
+        "overran_s": 0.0 if world.end is None
+        else round(max(0.0, loop.ended_us / 1e6 - world.end), 6),
         "end_reason": reason,
         "end_note": end["note"],
         "error_type": loop.error_type,
@@ -42,8 +45,10 @@ def build(loop: Loop) -> dict[str, Any]:
         "conversation": conversation(loop, end),
         "replies": loop.user.records,
         "timeline": world.timeline.entries,
-        "real": {"wake_s": loop.wake_real_s, "settled_calls": world.settled},
-        "summary": {"counts": counts(loop), "end_reason": reason, "end_note": end["note"],
+        "real": {"wake_s": loop.wake_real_s, "settled_calls": world.settled,
+                 "settles": world.settles},
+        "summary": {"counts": counts(loop), "app_changes_by": dict(world.changes_by),
+                    "end_reason": reason, "end_note": end["note"],
                     "settings": settings(loop), "pending": pending_now},
         "apps": {name: {k: v for k, v in app.state.items() if k != "_ids"}
                  for name, app in world.apps.items()},
@@ -149,10 +154,14 @@ def settings(loop: Loop) -> dict[str, Any]:
     return {"rate": loop.rate, "max_wakes": cfg.max_wakes, "budget_s": cfg.budget_s,
             "nudge": cfg.nudge, "nudge_tool_choice": cfg.nudge_tool_choice,
             "stay_quiet": cfg.stay_quiet, "checks": loop.checks,
+            "checks_from": "settings" if cfg.checks is not None else "run_length",
             "min_check_interval": cfg.min_check_interval, "deny_tools": list(cfg.deny_tools),
-            "idle_jumps": cfg.idle_jumps, "multi_day": loop.multi_day,
+            "idle_jumps": cfg.idle_jumps,
+            "longest_contact_limit_s": loop.longest_contact_limit_s,
+            "turn_timeout_s": loop.turn_timeout_s, "multi_day": loop.multi_day,
             "done_ends_run": loop.user.done_ends_run, "reply_lands": loop.user.reply_lands,
-            "reminder": cfg.reminder,
+            "reminder": cfg.reminder, "contacts_side_by_side": cfg.contacts_side_by_side,
+            "final_check_in": cfg.final_check_in,
             "history": loop.folder.policy.record() if loop.folder else None}
 
 

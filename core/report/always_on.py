@@ -93,6 +93,9 @@ _WORLD = {
                                f"failed: {as_text(e.get('error'))}",
     "read_unreachable": lambda e: "she could not be reached (never free within two weeks)",
     "wrap_up_unread": lambda e: f"no wrap-up: she was {as_text(e.get('state'))} at the end",
+    "world_only_repeats": lambda e: "the run ended: only the repeats of "
+                                    f"{', '.join(map(as_text, as_seq(e.get('triggers'))))} "
+                                    f"were left ({as_text(e.get('jumps'))} idle jumps)",
 }
 
 
@@ -113,7 +116,7 @@ def _world(timeline: Sequence[Any], woke: set[tuple[Any, Any]]) -> list[dict[str
             continue
         if kind == "fire" and (entry.get("trigger"), entry.get("fire")) in woke:
             continue
-        if kind == "change" and entry.get("by") in ("agent", "user"):
+        if kind == "change" and entry.get("actor", entry.get("by")) in ("agent", "user"):
             continue
         out.append({"when": when(entry.get("at")), "what": describe(entry)})
     return out

@@ -6,6 +6,8 @@ one repeated). Asked something at task time t, a contact answers after a delay d
 world's seeded generator, moved into its working hours, and is given ``limit_s`` real seconds
 to compute the answer. :meth:`Contacts.settle` waits for the answers in progress, each up to its
 limit; an answer that lands just past its limit is kept, a later one is dropped and recorded.
+Answers are computed side by side, or (``side_by_side=False``) one at a time in the order they
+were asked, each one's limit starting when its computing does.
 
 The world hands a seat-played answer to an ``ask`` function the step supplies (so this module
 opens no sessions itself).
@@ -151,12 +153,18 @@ class Call:
     status: str = "computing"  # computing, scheduled, delivered, timed_out, failed
     event: Event | None = None
     context: dict[str, Any] = attrs.Factory(dict)
+    #: Set once its computing has started (its limit runs from then).
+    began: asyncio.Event = attrs.Factory(asyncio.Event)
 
 
 class Contacts:
-    def __init__(self, world: ContactsHost, ask: Ask | None = None) -> None:
+    def __init__(self, world: ContactsHost, ask: Ask | None = None, *,
+                 side_by_side: bool = True) -> None:
         self.world = world
         self.ask = ask
+        #: Compute seat-played answers side by side; False: one at a time, in asking order.
+        self.side_by_side = side_by_side
+        self._one_at_a_time = asyncio.Lock()
         self.specs: dict[str, Contact] = {}
         self.calls: list[Call] = []
         self._counts: dict[str, int] = {}
@@ -188,9 +196,19 @@ class Contacts:
             self.world.timeline.add("contact_failed", call.requested_us, contact=name,
                                     call=call.number, error="no seat can play this contact")
         else:
-            call.task = asyncio.ensure_future(self.ask(spec, message))
+            call.task = asyncio.ensure_future(self._compute(call, spec, message))
             call.task.add_done_callback(lambda task, c=call: self._computed(c, task))
         return call
+
+    async def _compute(self, call: Call, spec: Contact, message: str) -> str:
+        assert self.ask is not None
+        if self.side_by_side:
+            call.began.set()
+            return await self.ask(spec, message)
+        async with self._one_at_a_time:
+            call.started_real = time.monotonic()
+            call.began.set()
+            return await self.ask(spec, message)
 
     def _computed(self, call: Call, task: asyncio.Task[str]) -> None:
         if call.status != "computing":
@@ -233,8 +251,21 @@ class Contacts:
 
     async def settle_call(self, call: Call) -> None:
         """Wait for one answer being computed, up to its limit and a short grace; an answer
-        that does not come by then is dropped (``contact_timed_out``)."""
+        that does not come by then is dropped (``contact_timed_out``). One at a time, the
+        answers asked before it are settled first (its computing starts after theirs)."""
+        if not self.side_by_side:
+            for earlier in self.in_progress():
+                if earlier is call:
+                    break
+                await self._settle_one(earlier)
+        await self._settle_one(call)
+
+    async def _settle_one(self, call: Call) -> None:
         assert call.task is not None
+        if not call.began.is_set() and not call.task.done():
+            began = asyncio.ensure_future(call.began.wait())
+            await asyncio.wait({call.task, began}, return_when=asyncio.FIRST_COMPLETED)
+            began.cancel()
         left = call.started_real + call.limit_s - time.monotonic()
         if left > 0 and not call.task.done():
             await asyncio.wait({call.task}, timeout=left)
@@ -268,7 +299,8 @@ class Contacts:
         """Answers being computed, with the real time left of their limits."""
         now = time.monotonic()
         return [{"contact": c.contact, "call": c.number, "key": c.key,
-                 "limit_left_s": round(max(0.0, c.started_real + c.limit_s - now), 3)}
+                 "limit_left_s": round(max(0.0, c.started_real + c.limit_s - now), 3)
+                 if c.began.is_set() else c.limit_s}
                 for c in self.in_progress()]
 
     async def aclose(self) -> None:

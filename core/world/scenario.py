@@ -273,11 +273,12 @@ def _load_cached(path: str, mtime_ns: int, size: int) -> Scenario:
 
 def build_world(scenario: Scenario, *, clock: Clock, rng: random.Random,
                 user_name: str = "the user", chat: ChatSettings | None = None,
-                ask: Ask | None = None) -> World:
+                ask: Ask | None = None, contacts_side_by_side: bool = True) -> World:
     """A fresh world for one episode: apps from their initial state, contacts, triggers, the
     user's scripted lines and the messages queued for her; the clock at the start, frozen."""
     world = World(clock=clock, timezone=scenario.timezone, start=scenario.start_time,
-                  end=scenario.end_time, rng=rng, user_name=user_name, chat=chat, ask=ask)
+                  end=scenario.end_time, rng=rng, user_name=user_name, chat=chat, ask=ask,
+                  contacts_side_by_side=contacts_side_by_side)
     for app in scenario.make_apps():
         world.add_app(app)
     for contact in scenario.contacts:

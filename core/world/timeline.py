@@ -41,13 +41,17 @@ class Timeline:
         self.entries.append(entry)
         return entry
 
-    def jump(self, from_us: int, to_us: int, to_kind: str) -> None:
-        """The clock jumped from one mark to the next event's."""
+    def jump(self, from_us: int, to_us: int, to_kind: str,
+             at_work: list[str] | None = None) -> None:
+        """The clock jumped from one mark to the next event's, with the triggers whose fires
+        were still at work across it (``at_work``, kept when there are any)."""
         self.jumps += 1
         self._gap_jumps += 1
         if self._gap_jumps <= JUMPS_KEPT:
-            self.add("jump", from_us, to=times.iso(to_us / 1e6, self.timezone),
-                     seconds=round((to_us - from_us) / 1e6, 6), next=to_kind)
+            entry = self.add("jump", from_us, to=times.iso(to_us / 1e6, self.timezone),
+                             seconds=round((to_us - from_us) / 1e6, 6), next=to_kind)
+            if at_work:
+                entry["at_work"] = list(at_work)
             return
         if self._jump_fold is None:
             self._jump_fold = self.add("jumps_folded", from_us, count=0)

@@ -293,7 +293,7 @@ class Triggers:
                 continue
             if want.action and want.action != change["action"]:
                 continue
-            if want.by != "any" and want.by != change["by"]:
+            if want.by != "any" and want.by != change.get("actor", change["by"]):
                 continue
             if matches(run.spec.match, change["data"]):
                 self.fire(run, {"change": dict(change["data"]), "app": change["app"]})
@@ -362,6 +362,11 @@ class Triggers:
 
     # -- reports ---------------------------------------------------------------------------
 
+    def at_work(self) -> list[str]:
+        """The triggers with a fire running (waiting out an action's ``wait``) or queued, in
+        the scenario's order."""
+        return [name for name, run in self.runs.items() if run.running or run.backlog]
+
     def state(self) -> dict[str, Any]:
         """Each trigger's fires so far, running fires with their waits (when each goes on),
         queued fires, and its contacts' answers still being computed with the real time left
@@ -373,7 +378,8 @@ class Triggers:
                 {k: v for k, v in call.items() if k != "key"})
         out: dict[str, Any] = {}
         for name, run in self.runs.items():
-            entry: dict[str, Any] = {"fired": run.fired, "running": [
+            entry: dict[str, Any] = {"settings": _settings(run.spec), "fired": run.fired,
+                                     "running": [
                 {"fire": f.number, "action": f.index,
                  "waiting_until": None if f.waiting_until_us is None
                  else times.iso(f.waiting_until_us / 1e6, tz)} for f in run.running]}
@@ -385,3 +391,24 @@ class Triggers:
                 entry["contact_calls"] = calls[name]
             out[name] = entry
         return out
+
+
+def _settings(spec: Trigger) -> dict[str, Any]:
+    """A trigger as its scenario set it: its name and the fields that differ from their
+    defaults, the same for each of its actions and its ``on_change``."""
+    def given(value: Any) -> Any:
+        if attrs.has(type(value)):
+            defaults = {f.name: f.default for f in attrs.fields(type(value))}
+            out: dict[str, Any] = {}
+            for name, field_value in attrs.asdict(value, recurse=False).items():
+                default = defaults[name]
+                if isinstance(default, attrs.Factory):
+                    default = default.factory()
+                if field_value != default:
+                    out[name] = given(field_value)
+            return out
+        if isinstance(value, list):
+            return [given(v) for v in value]
+        return value
+
+    return {"name": spec.name, **given(spec)}

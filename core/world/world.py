@@ -1,9 +1,9 @@
 """The World: one episode's simulated world. It owns the clock's use, the one event queue, the
 apps and their changelog, the triggers and their fires, the contacts, the user's chat and the
 timeline; it carries out what a fire does and wraps the tools the agent (and the user, on her
-side) calls, so that every change says who made it (``agent``, ``others``, ``none`` or
-``user``), in which wake and in which phase (``before_turn``, ``turn``, ``nudge``,
-``after_turn``, ``end``).
+side) calls, so that every change says who made it (``by``: the agent's seat, her seat,
+``others`` or ``none``; ``actor``: ``agent``, ``user``, ``others`` or ``none``), in which
+wake and in which phase (``before_turn``, ``turn``, ``nudge``, ``after_turn``, ``end``).
 
 It does not run the agent or the user: the always_on step's loop takes events from the queue,
 jumps the clock to each, and decides what wakes the agent and when the user reads.
@@ -21,6 +21,7 @@ import fnmatch
 import inspect
 import json
 import random
+import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any
@@ -42,7 +43,8 @@ ACTORS = ("agent", "others", "none", "user")
 class World:
     def __init__(self, *, clock: Clock, timezone: str, start: float, end: float | None = None,
                  rng: random.Random | None = None, user_name: str = "the user",
-                 chat: ChatSettings | None = None, ask: Ask | None = None) -> None:
+                 chat: ChatSettings | None = None, ask: Ask | None = None,
+                 contacts_side_by_side: bool = True) -> None:
         self.clock = clock
         self.timezone = timezone
         self.start = start
@@ -51,7 +53,7 @@ class World:
         self.queue = EventQueue()
         self.timeline = Timeline(start, timezone)
         self.apps: dict[str, App] = {}
-        self.contacts = Contacts(self, ask)
+        self.contacts = Contacts(self, ask, side_by_side=contacts_side_by_side)
         self.triggers = Triggers(self, act=self.act, contact_calls=self.contacts.state)
         self.chat = UserChat(self, user_name, chat or ChatSettings())
         #: The wake the world is in (changes between two wakes count for the coming one).
@@ -61,6 +63,8 @@ class World:
         self.tool_calls: list[dict[str, Any]] = []
         #: Contacts' answers the world had to wait for before a wake.
         self.settled = 0
+        #: Each wait for them: the coming wake, the answers, real seconds, triggers at work.
+        self.settles: list[dict[str, Any]] = []
         #: While the agent's turn runs on a running clock: what each of the agent's tool calls
         #: runs inside. It brings the world up to the clock first (what fell due is carried
         #: out, at its time) and stops the clock while the tool runs, so a tool never sees a
@@ -70,6 +74,10 @@ class World:
         self._actor: contextvars.ContextVar[str] = contextvars.ContextVar("actor",
                                                                          default="none")
         self._unsubscribe: Callable[[], None] | None = None
+        #: The seats that act as ``agent`` and ``user``: a change names its seat in ``by``.
+        self.seats: dict[str, str] = {"agent": "agent", "user": "user"}
+        #: App changes per ``by`` (a seat, ``others`` or ``none``), every one counted.
+        self.changes_by: dict[str, int] = {}
 
     @property
     def failure(self) -> Exception | None:
@@ -118,7 +126,7 @@ class World:
         now_us = self.clock.now_us()
         if due_us > now_us:
             self.clock.advance_to(due_us / 1_000_000)
-            self.timeline.jump(now_us, due_us, to_kind)
+            self.timeline.jump(now_us, due_us, to_kind, self.triggers.at_work())
 
     def enter(self, phase: str, wake: int | None = None) -> None:
         if phase not in PHASES:
@@ -143,7 +151,10 @@ class World:
     def record_change(self, app: str, action: str, data: dict[str, Any]) -> None:
         """Record a change app ``app`` made, with who made it, the wake and the phase; the
         state triggers see it."""
-        change = {"app": app, "action": action, "by": self._actor.get(),
+        actor = self._actor.get()
+        by = self.seats.get(actor, actor)
+        self.changes_by[by] = self.changes_by.get(by, 0) + 1
+        change = {"app": app, "action": action, "by": by, "actor": actor,
                   "phase": self.phase, "data": data}
         self.timeline.change(self.clock.now_us(), self.wake, change)
         self.triggers.on_change(change)
@@ -205,9 +216,22 @@ class World:
 
     async def settle(self) -> None:
         """Let the contacts' answers in progress land (each up to its limit). How many were
-        still computing depends on real time, so it is counted (``settled``), not put in the
-        timeline, which a seed replays to the byte."""
-        self.settled += await self.contacts.settle()
+        still computing depends on real time, so it is counted (``settled``, and each settle
+        that waited in ``settles``: the coming wake, the answers, the real seconds and the
+        triggers whose answers or fires were at work), not put in the timeline, which a seed
+        replays to the byte."""
+        computing = self.contacts.in_progress()
+        if not computing:
+            return
+        asking = {str(c.key[0]) for c in computing}
+        at_work = [name for name in self.triggers.runs
+                   if name in asking or name in self.triggers.at_work()]
+        started = time.monotonic()
+        waited = await self.contacts.settle()
+        self.settled += waited
+        self.settles.append({"wake": self.wake, "calls": waited,
+                             "waited_s": round(time.monotonic() - started, 3),
+                             "at_work": at_work})
 
     # -- the agent's tools ---------------------------------------------------------------------
 

@@ -65,7 +65,8 @@ async def test_the_judge_reads_the_chat_context_and_wakes_but_no_private_note() 
     assert "Sent the user 1 message(s) (#1;" in prompt
     assert 'send_email({"body": "Is Saturday 7 June free for 25?"' in prompt
     assert "a contact's answer from Lindenhof: Thank you for your message!" in prompt
-    assert re.search(r"App changes: bookings booked by agent \{.*\"place\": \"Lindenhof\"", prompt)
+    assert re.search(r"App changes: bookings booked by assistant \{.*\"place\": "
+                     r"\"Lindenhof\"", prompt)
     assert "Stayed quiet on purpose (stay_quiet)." in prompt
     assert f"The run ended: {record['end_reason']}. {record['end_note']}" in prompt
     assert "Pending at the end:" in prompt
