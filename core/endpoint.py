@@ -67,6 +67,13 @@ class Endpoint:
     computed (vLLM's ``return_token_ids`` and ``logprobs``: :mod:`interplay.model.tokens`) and
     records them on each call's ``tokens``. An endpoint that does not return them is recorded
     as such; one that refuses the fields fails the call with a line saying so.
+
+    ``continue_tokens`` (with ``capture_tokens``) sends each call of a trace after its first
+    the ids the previous call read and sampled, as ``required_prefix_token_ids``: an endpoint
+    that takes the field (the embedded model's server; a vLLM server with NeMo RL's chat
+    preprocessing) continues from them instead of re-tokenizing the conversation, so the
+    trace stays one token sequence. Other endpoints ignore it; a call whose prompt then leaves
+    the previous ids records where (``tokens.diverged_at``).
     """
 
     base_url: str | None = attrs.field(
@@ -86,6 +93,7 @@ class Endpoint:
     client_cert: str | None = None
     client_key: str | None = None
     capture_tokens: bool = False
+    continue_tokens: bool = True
 
     def __attrs_post_init__(self) -> None:
         problem = _problem(self)
