@@ -46,8 +46,8 @@ def served(model: Path | None) -> Iterator[str]:
         proc.wait(timeout=30)
 
 
-def held_out(train_tasks: int, out: Path) -> Path:
-    rows = TASKS.read_text().splitlines()[train_tasks:]
+def held_out(train_tasks: int, n: int, out: Path) -> Path:
+    rows = TASKS.read_text().splitlines()[train_tasks:train_tasks + n]
     path = out / "held_out.jsonl"
     # Their own idx: the tasks (and the names their episodes draw) are not the trained ones.
     path.write_text("".join(json.dumps({"idx": 1000 + i, **json.loads(r)}) + "\n"
@@ -68,14 +68,17 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--train-tasks", type=int, default=32)
+    p.add_argument("--held-out", type=int, default=16, help="held-out tasks evaluated")
     p.add_argument("--eval-rollouts", type=int, default=2)
+    p.add_argument("--tasks-per-step", type=int, default=2)
+    p.add_argument("-g", "--generations", type=int, default=4)
     p.add_argument("--max-tokens", type=int, default=48)
     p.add_argument("--lr", type=float, default=2e-5)
     p.add_argument("-o", "--output", type=Path, default=Path("/tmp/grpo-bench"))
     args = p.parse_args()
     out = args.output
     out.mkdir(parents=True, exist_ok=True)
-    tasks = held_out(args.train_tasks, out)
+    tasks = held_out(args.train_tasks, args.held_out, out)
 
     with served(None) as url:
         t0 = time.monotonic()
@@ -83,7 +86,8 @@ def main() -> None:
         print(f"before: held-out eval {time.monotonic() - t0:.0f} s")
     run = out / "run"
     subprocess.run([str(BIN / "interplay-trl"), "train", "alphabet-sort", "-o", str(run),
-                    "--steps", str(args.steps), "--tasks-per-step", "2", "-g", "4",
+                    "--steps", str(args.steps), "--tasks-per-step", str(args.tasks_per_step),
+                    "-g", str(args.generations),
                     "--train-tasks", str(args.train_tasks), "--lr", str(args.lr),
                     "--max-tokens", str(args.max_tokens), "--save-every", str(args.steps),
                     "--env-settings", json.dumps({"taskset": str(TASKS)})], check=True)
