@@ -57,7 +57,9 @@ def held_out(train_tasks: int, n: int, out: Path) -> Path:
 
 def evaluate(url: str, tasks: Path, rollouts: int, out: Path, max_tokens: int) -> dict:
     subprocess.run([str(BIN / "interplay"), "eval", "alphabet-sort", "--base-url", url,
-                    "-m", "policy", "-r", str(rollouts), "-c", "2", "-o", str(out),
+                    "-m", "policy", "-r", str(rollouts), "-c", "1", "-o", str(out),
+                    # One generation at a time on a CPU: a call waits its turn for minutes.
+                    "--set", "model.timeout_s=3600", "--set", "model.max_retries=0",
                     "--set", f"env.taskset={tasks}",
                     "--set", f"model.sampling.max_tokens={max_tokens}",
                     "--no-report", "--quiet"], check=True, stdout=subprocess.DEVNULL)
