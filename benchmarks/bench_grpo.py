@@ -60,6 +60,7 @@ def evaluate(url: str, tasks: Path, rollouts: int, out: Path, max_tokens: int) -
                     "-m", "policy", "-r", str(rollouts), "-c", "1", "-o", str(out),
                     # One generation at a time on a CPU: a call waits its turn for minutes.
                     "--set", "model.timeout_s=3600", "--set", "model.max_retries=0",
+                    "--set", "seats.assistant.timeout_s=3600",
                     "--set", f"env.taskset={tasks}",
                     "--set", f"model.sampling.max_tokens={max_tokens}",
                     "--no-report", "--quiet"], check=True, stdout=subprocess.DEVNULL)

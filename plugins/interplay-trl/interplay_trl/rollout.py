@@ -113,7 +113,9 @@ class EnvRollouts:
         self.env, self.env_settings = env, env_settings
         self.seat, self.eos = seat, eos
         self.seats = {**(seats or {})}
-        self.seats.setdefault(seat, {})
+        # Calls wait their turn for the one model: on a CPU a segment may take many minutes,
+        # and a segment cut by the seat's usual limit (600 s) is an episode lost.
+        self.seats[seat] = {"timeout_s": 3600.0, **self.seats.get(seat, {})}
         if sampling:
             self.seats[seat] = {**self.seats[seat],
                                 "sampling": {**self.seats[seat].get("sampling", {}),

@@ -55,7 +55,7 @@ def test_two_grpo_steps_train_on_token_exact_rows(tmp_path: Path) -> None:
     seen: list[tuple[list, list]] = []
     out = tmp_path / "run"
     final = train(TrainOptions(env="alphabet-sort", output=out, steps=2, tasks_per_step=1,
-                               generations=2, max_tokens=24, save_every=2,
+                               generations=2, max_tokens=16, save_every=2,
                                env_settings={"taskset": str(tasks)}),
                   on_rows=lambda episodes, rows: seen.append((episodes, rows)))
     tokenizer = AutoTokenizer.from_pretrained(str(final))
@@ -75,14 +75,15 @@ def test_two_grpo_steps_train_on_token_exact_rows(tmp_path: Path) -> None:
             calls = trace.model_calls
             assert sampled == [list(c.tokens.completion_ids) for c in calls]
             for ids, c in zip(sampled, calls, strict=True):
-                text = tokenizer.decode([i for i in ids if i != tokenizer.eos_token_id])
+                text = tokenizer.decode([i for i in ids if i != tokenizer.eos_token_id],
+                                        clean_up_tokenization_spaces=False)
                 assert text == assistant_message(c).text
                 assert all(lp <= 0 for lp in c.tokens.logprobs)
             # What the policy did not sample (the env's next turn) is masked out, and holds it.
             users = [m for m in trace.messages if isinstance(m, Message) and m.role == "user"]
             assert len(added) == len(calls) - 1
             for ids, user in zip(added, users[1:], strict=True):
-                assert user.text in tokenizer.decode(ids)
+                assert user.text in tokenizer.decode(ids, clean_up_tokenization_spaces=False)
             assert user_in_prompt(tokenizer, row.prompt_ids, users[0].text)
     lines = [json.loads(x) for x in (out / "rewards.jsonl").read_text().splitlines()]
     assert [x["step"] for x in lines] == [1, 2]
@@ -91,7 +92,7 @@ def test_two_grpo_steps_train_on_token_exact_rows(tmp_path: Path) -> None:
 
 
 def user_in_prompt(tokenizer: object, ids: list[int], text: str) -> bool:
-    return text in tokenizer.decode(ids)
+    return text in tokenizer.decode(ids, clean_up_tokenization_spaces=False)
 
 
 def _runs(ids: list[int], mask: list[int]) -> list[tuple[list[int], int]]:
