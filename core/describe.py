@@ -23,7 +23,7 @@ from interplay.contexts import SeatSpec
 from interplay.endpoint import Endpoint, Sampling
 from interplay.env import EnvFile
 from interplay.errors import InterplayError
-from interplay.loader import env_class, file_env
+from interplay.loader import env_from_toml, file_env
 from interplay.records import Task
 from interplay.registry import SINGULAR
 from interplay.settings import field_docs, settings_of, type_text
@@ -71,15 +71,17 @@ def describe(kind: str, name: str, settings: Mapping[str, Any] | None = None) ->
                 "settings": _settings(Endpoint),
                 "sampling_settings": _settings(Sampling),
                 "seat_settings": _settings(SeatSpec)}
-    plugins.get(kind, name)  # an unknown name: its error names any plugin that failed
-    entry = plugins.registry().entry(kind, name)
-    obj = entry.obj
-    if isinstance(obj, EnvFile):
-        obj = file_env(obj)
-    elif kind == "envs":
-        obj = env_class(name)
+    if kind == "envs" and name.endswith((".toml", ".json")) and Path(name).is_file():
+        # An env file, as `interplay eval FILE` takes it.
+        obj, package = env_from_toml(name), f"file {name}"
+    else:
+        plugins.get(kind, name)  # an unknown name: its error names any plugin that failed
+        entry = plugins.registry().entry(kind, name)
+        obj, package = entry.obj, entry.package
+        if isinstance(obj, EnvFile):
+            obj = file_env(obj)
     doc = _doc(obj)
-    out: dict[str, Any] = {"kind": kind, "name": name, "package": entry.package,
+    out: dict[str, Any] = {"kind": kind, "name": name, "package": package,
                            "summary": doc.split("\n")[0], "doc": doc,
                            "settings": _settings(obj.Config)}
     if kind == "envs":
@@ -111,8 +113,9 @@ def _env_parts(env_cls: Any, settings: Mapping[str, Any] | None = None) -> dict[
     verifiers = []
     for verifier in env.verifiers():
         own = type(verifier).Config
-        given = {s.name: s.default for s in settings_of(own, verifier.config)}
-        defaults = {s.name: s.default for s in settings_of(own)}
+        given = {s.name: s.default for s in settings_of(own, verifier.config,
+                                                         keys_of_tables=False)}
+        defaults = {s.name: s.default for s in settings_of(own, keys_of_tables=False)}
         verifiers.append({
             "name": verifier.name,
             "settings": given,
@@ -128,8 +131,9 @@ def _env_parts(env_cls: Any, settings: Mapping[str, Any] | None = None) -> dict[
     except Exception as exc:  # a taskset that cannot be read here (a dataset offline)
         example, example_error = None, f"{type(exc).__name__}: {exc}"
     return {"seats": seats,
-            "steps": [{"name": s.name, "settings": {x.name: x.default for x in
-                                                     settings_of(type(s).Config, s.config)}}
+            "steps": [{"name": s.name, "settings": {
+                x.name: x.default for x in settings_of(type(s).Config, s.config,
+                                                       keys_of_tables=False)}}
                       for s in steps],
             "verifiers": verifiers,
             "results": sorted(writes),
@@ -156,7 +160,9 @@ def settings_lines(settings: list[dict[str, Any]], indent: str = "  ") -> list[s
         return [f"{indent}(no settings)"]
     out = []
     for s in settings:
-        default = "required" if s["required"] else f"default {_value(s['default'])}"
+        default = ("required" if s["required"] else
+                   f"fixed {_value(s['default'])}; a config cannot set it" if s.get("fixed")
+                   else f"default {_value(s['default'])}")
         allowed = (f"; one of {', '.join(_value(a) for a in s['allowed'])}"
                    if s["allowed"] else "")
         out.append(f"{indent}{s['name']}: {s['type']} ({default}{allowed})")
@@ -222,7 +228,9 @@ def _markdown_settings(settings: list[dict[str, Any]]) -> list[str]:
         return ["No settings.", ""]
     out = ["| setting | type | default | meaning |", "|---|---|---|---|"]
     for s in settings:
-        default = "required" if s["required"] else f"`{_value(s['default'])}`"
+        default = ("required" if s["required"] else
+                   f"`{_value(s['default'])}` (fixed: a config cannot set it)" if s.get("fixed")
+                   else f"`{_value(s['default'])}`")
         allowed = (" One of " + ", ".join(f"`{_value(a)}`" for a in s["allowed"]) + "."
                    if s["allowed"] else "")
         out.append(f"| `{s['name']}` | `{_cell(s['type'])}` | {_cell(default)} | "

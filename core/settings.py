@@ -37,8 +37,11 @@ class Setting:
     required: bool
     #: The values it may take, when they are a closed set (a Literal or an enum); else empty.
     allowed: tuple[Any, ...]
-    #: Its one line of meaning: the first sentence-block of its docstring ("" when it has none).
+    #: Its meaning: its docstring, whitespace folded ("" when it has none).
     doc: str
+    #: Fixed by the class (an ``init=False`` field, such as a rubric's own criteria): shown
+    #: with its value, which no config can change.
+    fixed: bool = False
 
 
 @cache
@@ -86,10 +89,14 @@ def _own_field_docs(cls: type) -> dict[str, str]:
     return docs
 
 
-def settings_of(cls: Any, defaults: Any = None, prefix: str = "") -> list[Setting]:
+def settings_of(cls: Any, defaults: Any = None, prefix: str = "", *,
+                keys_of_tables: bool = True) -> list[Setting]:
     """Every setting of the attrs class ``cls`` in declaration order, nested settings classes
     flattened under dotted names. ``defaults``, an instance of ``cls``, gives the defaults
-    (an outer class's default for the nested one); else each field's own default is used."""
+    (an outer class's default for the nested one); else each field's own default is used.
+    ``keys_of_tables`` also lists the keys of a table that is off by default and of each
+    table in a list (``criteria[].name``), with their class's defaults: what a config may
+    write, not what ``defaults`` holds."""
     if not (isinstance(cls, type) and attrs.has(cls)):
         return []
     conv = make_config_converter()
@@ -97,6 +104,12 @@ def settings_of(cls: Any, defaults: Any = None, prefix: str = "") -> list[Settin
     out: list[Setting] = []
     for field in attrs.fields(attrs.resolve_types(cls)):
         if not field.init:
+            if not field.name.startswith("_") and field.default is not attrs.NOTHING:
+                value = getattr(defaults, field.name) if defaults is not None \
+                    else _default_of(field)
+                out.append(Setting(name=f"{prefix}{field.name}", type=type_text(field.type),
+                                   default=_plain(conv, value), required=False, allowed=(),
+                                   doc=docs.get(field.name, ""), fixed=True))
             continue
         name = f"{prefix}{field.alias}"
         required = field.default is attrs.NOTHING
@@ -106,13 +119,15 @@ def settings_of(cls: Any, defaults: Any = None, prefix: str = "") -> list[Settin
             value = None if required else _default_of(field)
         nested = _settings_class(field.type)
         if nested is not None and value is not None and isinstance(value, nested):
-            out += settings_of(nested, value, f"{name}.")
+            out += settings_of(nested, value, f"{name}.", keys_of_tables=keys_of_tables)
             continue
         out.append(Setting(name=name, type=type_text(field.type),
                            default=None if required else _plain(conv, value),
                            required=required, allowed=allowed_values(field.type),
                            doc=docs.get(field.name, "")))
         # A table that is off by default, or a list of tables: its keys, with their defaults.
+        if not keys_of_tables:
+            continue
         if nested is not None:
             out += settings_of(nested, None, f"{name}.")
         elif (item := _item_class(field.type)) is not None:

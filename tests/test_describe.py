@@ -93,7 +93,7 @@ def test_a_setting_shows_its_type_default_allowed_values_and_meaning() -> None:
     assert scope == {"name": "scope", "type": '"last" | "any"', "default": "last",
                      "required": False, "allowed": ("last", "any"),
                      "doc": "Compare with the seat's last reply, or pass when any of its "
-                            "replies matches."}
+                            "replies matches.", "fixed": False}
     argv = next(s for s in describe("harnesses", "command")["settings"] if s["name"] == "argv")
     assert argv["required"] and argv["type"] == "list[str]"
 
@@ -212,3 +212,19 @@ def test_the_reference_covers_every_builtin(with_repo_plugins: Any) -> None:
         for name in names(kind):
             if kind == "model" or plugins.registry().entry(kind, name).package == "interplay":
                 assert f"## {name}\n" in pages[f"{kind}.md"]
+
+
+def test_an_envs_steps_show_what_they_were_given_not_the_keys_a_config_may_add() -> None:
+    info = describe("envs", "always-on-week")
+    user = next(s for s in info["steps"] if s["name"] == "user_sim")["settings"]
+    assert user["busy"][0]["label"] == "work" and user["opening"] is None
+    assert not [k for k in user if "[]" in k or k.startswith("opening.")]
+    step = {s["name"]: s for s in describe("steps", "user_sim")["settings"]}
+    assert "busy[].start" in step and "opening.at" in step  # what a config may write
+
+
+def test_an_env_file_is_described_as_eval_takes_it(capsys: pytest.CaptureFixture[str]) -> None:
+    path = ROOT / "builtin_envs" / "data" / "echo_toml.toml"
+    assert main(["describe", "envs", str(path), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["package"] == f"file {path}" and info["steps"] and info["example_task"]

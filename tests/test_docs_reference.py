@@ -173,3 +173,21 @@ def test_a_rubric_with_fixed_criteria_refuses_others() -> None:
             exc.message.split("allowed:", 1)[1]
     else:
         raise AssertionError("a fixed rubric took criteria from its config")
+
+
+def test_a_rubrics_fixed_criteria_are_described_with_their_value(register_plugin: Any) -> None:
+    import types
+
+    from interplay import hookimpl
+    from interplay.describe import describe, text
+
+    block = (DOCS / "plugins.md").read_text().split("<!-- fixed-criteria-example -->", 1)[1]
+    scope: dict[str, Any] = {}
+    exec(compile(re.search(r"```python\n(.*?)```", block, re.S).group(1),  # type: ignore[union-attr]
+                 "docs/plugins.md", "exec", dont_inherit=True), scope)
+    register_plugin(types.SimpleNamespace(register_verifiers=hookimpl(
+        lambda register: register(scope["CitedRubric"]))), "cited_docs")
+    info = describe("verifiers", "cited")
+    (criteria,) = [s for s in info["settings"] if s["name"] == "criteria"]
+    assert criteria["fixed"] and criteria["default"][0]["name"] == "cited"
+    assert "a config cannot set it" in text(info)
