@@ -23,6 +23,7 @@ Importing the package has no side effects: plugins load lazily, once, on the fir
 from __future__ import annotations
 
 from interplay._version import __version__
+from interplay.builtin_envs.shop import InitState, InitStateConfig
 from interplay.builtin_envs.steps import Relay, RelayConfig
 from interplay.builtin_envs.usersims import (
     LlmUserConfig,
@@ -32,6 +33,7 @@ from interplay.builtin_envs.usersims import (
     reply_target_of,
 )
 from interplay.builtin_verifiers.rubric import Criterion, Rubric, RubricConfig, always_on_seats
+from interplay.builtin_verifiers.state import StateMatch, StateMatchConfig
 from interplay.clock import Clock
 from interplay.config import structure as structure_config
 from interplay.contexts import (
@@ -50,6 +52,7 @@ from interplay.harness import Harness, NoConfig, Segment
 from interplay.hookspecs import Register, hookimpl
 from interplay.loader import env_from_toml, lookup
 from interplay.log import get_logger
+from interplay.model.local import LocalTokenizer, local_tokenizer
 from interplay.model.retries import Failure as AttemptFailure
 from interplay.model.retries import Policy as RetryPolicy
 from interplay.model.wire import assistant_message, request_messages
@@ -77,7 +80,7 @@ from interplay.run.rollouts import RolloutGroup, Rollouts
 from interplay.step import Step
 from interplay.taskset import DatasetTaskset, TasksetSource, load_jsonl
 from interplay.taskset import load as load_taskset
-from interplay.tools import Tool, tool
+from interplay.tools import CallOutcome, Tool, tool
 from interplay.usersim import (
     Answer,
     Opening,
@@ -98,6 +101,7 @@ __all__ = [
     "App",
     "AttemptFailure",
     "BusyBlock",
+    "CallOutcome",
     "ChatSession",
     "Clock",
     "Criterion",
@@ -108,9 +112,12 @@ __all__ = [
     "EpisodeContext",
     "EpisodeInfo",
     "Harness",
+    "InitState",
+    "InitStateConfig",
     "InterplayError",
     "LlmUserConfig",
     "LlmUserSim",
+    "LocalTokenizer",
     "Message",
     "ModelCall",
     "NoConfig",
@@ -137,6 +144,8 @@ __all__ = [
     "SegmentClient",
     "SegmentContext",
     "SentLine",
+    "StateMatch",
+    "StateMatchConfig",
     "Step",
     "Task",
     "TasksetSource",
@@ -161,6 +170,7 @@ __all__ = [
     "is_kind",
     "load_jsonl",
     "load_taskset",
+    "local_tokenizer",
     "lookup",
     "not_runnable",
     "owner_tag",

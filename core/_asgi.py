@@ -18,6 +18,10 @@ Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 App = Callable[[Scope, Receive, Send], Awaitable[None]]
+#: A listener's refusal body from its one-line reason and a short code (``request_timeout``):
+#: each listener answers every refusal in one JSON shape, its own (the OpenAI error shape for
+#: the model servers, JSON-RPC for the tool gateway), the listener's own refusals included.
+Refusal = Callable[[str, "str | None"], Any]
 
 JSON_HEADERS = [(b"content-type", b"application/json")]
 SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
@@ -74,6 +78,11 @@ async def send_json(send: Send, status: int, obj: Any,
 def error_body(message: str, *, type_: str = "invalid_request_error", param: str | None = None,
                code: str | None = None) -> dict[str, Any]:
     return {"error": {"message": message, "type": type_, "param": param, "code": code}}
+
+
+def openai_refusal(message: str, code: str | None) -> dict[str, Any]:
+    """A refusal in the OpenAI error shape (the model servers')."""
+    return error_body(message, code=code)
 
 
 async def send_error(send: Send, status: int, message: str, *,

@@ -10,7 +10,11 @@ app served by :mod:`interplay._listener` gets, so a new listener cannot forget o
   finishes them cannot starve the process of descriptors (and the requests being answered are
   never cut);
 - a WebSocket handshake is refused with a 403 before the app sees it, and another Upgrade (h2c)
-  is ignored and its request answered as plain HTTP. None of it is logged as an error.
+  is ignored and its request answered as plain HTTP, body and all (llhttp stops reading at
+  the Upgrade; a second parser frames the body that follows). None of it is logged as an
+  error;
+- what the listener answers itself (a 400 for a request it cannot parse, 408, 431, the 403)
+  comes in the listener's own JSON refusal shape (:data:`interplay._asgi.Refusal`).
 
 This module owns accepting connections (:class:`Acceptor`), the connections held
 (:class:`Held`) and uvicorn's protocol with the deadlines (:func:`protocol`); it must not
@@ -26,7 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 from interplay import _codec
-from interplay._asgi import error_body
+from interplay._asgi import Refusal, openai_refusal
 from interplay.log import get_logger
 
 log = get_logger("interplay.listener")
@@ -35,7 +39,8 @@ log = get_logger("interplay.listener")
 MAX_HEAD_BYTES = 64 << 10
 
 
-_CODES = {408: "request_timeout", 403: "websocket_not_served"}
+_CODES = {400: "invalid_http", 408: "request_timeout", 403: "websocket_not_served",
+          431: "headers_too_large"}
 
 
 #: Connections accepted per turn of the event loop, at most (a quarter of the limit, for a
@@ -176,16 +181,56 @@ def _errno_name(exc: OSError) -> str:
     return errno.errorcode.get(exc.errno or 0, type(exc).__name__)
 
 
-def protocol(header_timeout_s: float, body_timeout_s: float,
-              held: Held) -> type[asyncio.Protocol]:
+class _UpgradeBody:
+    """The body of a request that asked to upgrade to a protocol not served (h2c): llhttp
+    takes such a request as ended with its head, so a parser of its own is handed the
+    request's framing headers (Content-Length or Transfer-Encoding) and then what follows the
+    head, and passes the body on to the connection's protocol as the first parser would."""
+
+    __slots__ = ("done", "parser", "proto")
+
+    def __init__(self, proto: Any, framing: list[tuple[bytes, bytes]]) -> None:
+        import httptools
+
+        self.proto = proto
+        self.done = False
+        self.parser = httptools.HttpRequestParser(self)
+        self.parser.feed_data(b"POST / HTTP/1.1\r\n" + b"".join(
+            name + b": " + value + b"\r\n" for name, value in framing) + b"\r\n")
+
+    def feed(self, data: bytes) -> None:
+        import httptools
+
+        if self.done or not data:
+            return
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError:
+            if not self.done:  # a body its own framing cannot read: nothing to answer
+                self.proto.transport.close()
+
+    def on_body(self, body: bytes) -> None:
+        if not self.done:
+            self.proto.on_body(body)
+
+    def on_message_complete(self) -> None:
+        if not self.done:
+            self.done = True
+            self.proto.on_message_complete()
+
+
+def protocol(header_timeout_s: float, body_timeout_s: float, held: Held,
+             refusal: Refusal = openai_refusal) -> type[asyncio.Protocol]:
     """uvicorn's httptools protocol with deadlines on each request's head and body, a size
-    bound on its head, its place among the connections held (see :class:`Held`), and
-    WebSocket handshakes refused. One timer per request serves both deadlines (what it costs
-    is per request, on every request)."""
+    bound on its head, its place among the connections held (see :class:`Held`), WebSocket
+    handshakes refused, an h2c request served as HTTP/1.1 with its body, and what it answers
+    itself in the listener's refusal shape (``refusal``). One timer per request serves both
+    deadlines (what it costs is per request, on every request)."""
+    import httptools
     from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
     def _answer(status: int, message: str) -> bytes:
-        body = _codec.dumps(error_body(message, code=_CODES.get(status)))
+        body = _codec.dumps(refusal(message, _CODES.get(status)))
         return (STATUS_LINE[status] + b"content-type: application/json\r\n"
                 b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(body), body))
 
@@ -194,6 +239,8 @@ def protocol(header_timeout_s: float, body_timeout_s: float,
         _head_bytes = 0
         #: When the body must have arrived by (once the head has); None while reading the head.
         _body_deadline: float | None = None
+        #: The body of an h2c request, read past the Upgrade (see :class:`_UpgradeBody`).
+        _upgrade_body: _UpgradeBody | None = None
 
         def _drop(self) -> None:
             held.all.discard(self)
@@ -233,12 +280,29 @@ def protocol(header_timeout_s: float, body_timeout_s: float,
                 raise ValueError("request head too large")  # ends parsing: a 400, below
 
         def send_400_response(self, msg: str) -> None:
-            if self._head_bytes <= MAX_HEAD_BYTES:
-                super().send_400_response(msg)
-                return
             self._disarm()
-            self.transport.write(_answer(431, f"request headers exceed {MAX_HEAD_BYTES} bytes"))
+            if self._head_bytes <= MAX_HEAD_BYTES:
+                self.transport.write(_answer(400, "the request is not valid HTTP/1.1"))
+            else:
+                self.transport.write(_answer(
+                    431, f"request headers exceed {MAX_HEAD_BYTES} bytes"))
             self.transport.close()
+
+        def data_received(self, data: bytes) -> None:
+            # uvicorn's, but for an Upgrade: where the head ended is where an h2c request's
+            # body begins, which uvicorn's drops.
+            if self._upgrade_body is not None:
+                self._upgrade_body.feed(data)
+                return
+            self._unset_keepalive_if_required()
+            try:
+                self.parser.feed_data(data)
+            except httptools.HttpParserError:
+                self.logger.warning("Invalid HTTP request received.")
+                self.send_400_response("Invalid HTTP request received.")
+            except httptools.HttpParserUpgrade as exc:
+                if self._upgrade_body is not None:
+                    self._upgrade_body.feed(data[exc.args[0]:])
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
@@ -282,12 +346,19 @@ def protocol(header_timeout_s: float, body_timeout_s: float,
                     return
                 super().on_headers_complete()
                 # Another protocol (h2c) is ignored, as a server may: the request is answered
-                # as plain HTTP, and the connection, whose parser stopped at the Upgrade, ends.
+                # as plain HTTP, its body read by a parser of its own, and the connection,
+                # whose parser stopped at the Upgrade, ends.
                 self.cycle.keep_alive = False
+                framing = [(name, value) for name, value in self.headers
+                           if name in (b"content-length", b"transfer-encoding")]
+                if framing and framing != [(b"content-length", b"0")]:
+                    self._upgrade_body = _UpgradeBody(self, framing)
                 return
             super().on_headers_complete()
 
         def on_message_complete(self) -> None:
+            if self._upgrade_body is not None and not self._upgrade_body.done:
+                return  # llhttp ends an h2c request at its head: its body is still to come
             self._disarm()
             held.sheddable.pop(self, None)  # being answered: never shed
             super().on_message_complete()
@@ -298,8 +369,5 @@ def protocol(header_timeout_s: float, body_timeout_s: float,
                 held.sheddable[self] = None  # idle, kept alive: the newest to go
                 if held.paused:
                     held.room()
-
-        def _unsupported_upgrade_warning(self) -> None:
-            pass  # answered above: refused (a WebSocket), or served as plain HTTP
 
     return _Protocol

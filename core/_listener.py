@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from typing import Any
 
 from interplay import _fds
-from interplay._asgi import App, Receive, Scope, Send
+from interplay._asgi import App, Receive, Refusal, Scope, Send, openai_refusal
 from interplay._connections import Acceptor, Held, protocol
 
 
@@ -57,10 +57,10 @@ async def _refuse(kind: str, send: Send) -> None:
 
 
 def _server(app: App, *, graceful_s: float | None, header_timeout_s: float,
-            body_timeout_s: float, held: Held) -> Any:
+            body_timeout_s: float, held: Held, refusal: Refusal) -> Any:
     import uvicorn
 
-    http = protocol(header_timeout_s, body_timeout_s, held)
+    http = protocol(header_timeout_s, body_timeout_s, held, refusal)
 
     class _Server(uvicorn.Server):
         acceptor: Acceptor | None = None
@@ -105,12 +105,15 @@ class AsgiServer:
     """Serves an ASGI app on 127.0.0.1 in the current event loop (``await start()``) or in a
     background thread with its own loop (``start_in_thread()``), with the limits of
     :mod:`interplay._connections`. ``max_connections`` defaults to the share of the descriptor limit
-    when the server starts."""
+    when the server starts. ``refusal`` is the app's refusal shape, which the listener's own
+    refusals take too (the OpenAI error shape unless told)."""
 
     def __init__(self, app: App, *, host: str = "127.0.0.1", port: int = 0,
                  graceful_s: float | None = 2.0, header_timeout_s: float = 10.0,
-                 body_timeout_s: float = 30.0, max_connections: int | None = None) -> None:
+                 body_timeout_s: float = 30.0, max_connections: int | None = None,
+                 refusal: Refusal = openai_refusal) -> None:
         self.app = app
+        self.refusal = refusal
         self.max_connections = max_connections
         self._held: Held | None = None
         self.host = host
@@ -139,7 +142,8 @@ class AsgiServer:
         self._held = Held(self.max_connections or _fds.listener_share())
         self._server = _server(self.app, graceful_s=self._graceful_s,
                                header_timeout_s=self._header_timeout_s,
-                               body_timeout_s=self._body_timeout_s, held=self._held)
+                               body_timeout_s=self._body_timeout_s, held=self._held,
+                               refusal=self.refusal)
         self._task = asyncio.create_task(self._server.serve(sockets=[sock]))
         while not self._server.started:
             if self._task.done():

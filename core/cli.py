@@ -59,12 +59,13 @@ def _more_commands() -> list[Any]:
     """Subcommands that live beside the modules they drive (imported when the parser is
     built, by name, so the import graph sees what the command depends on)."""
     from interplay.compare import add_compare
+    from interplay.describe import add_describe
     from interplay.export import add_export
     from interplay.model.local_server import add_serve_local
     from interplay.regrade import add_regrade
     from interplay.report import add_report
 
-    return [add_serve_local, add_report, add_export, add_regrade, add_compare]
+    return [add_serve_local, add_report, add_export, add_regrade, add_compare, add_describe]
 
 
 # -- interplay plugins -------------------------------------------------------------------------
@@ -246,9 +247,9 @@ async def _run_cli(cfg: RunConfig, env: Env, resolved: Mapping[str, Any], output
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from interplay.run.results import prepare
+    from interplay.run.results import discard_unstarted, prepare
 
-    cfg, env, resolved, output = prepare(_cli_data(args), args.resume)
+    cfg, env, resolved, output, tasks = prepare(_cli_data(args), args.resume)
     where = ("the embedded local model" if cfg.model.base_url is None
              else redact_url(cfg.model.base_url))
     spread = f", {cfg.workers} workers" if cfg.workers > 1 else ""
@@ -265,7 +266,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     try:
         outcome = _aio.run(_run_cli(cfg, env, resolved, output, show_progress=not args.quiet,
-                                   announce=announce))
+                                   announce=announce, tasks=tasks))
+    except Exception:
+        if args.resume is None:
+            discard_unstarted(output)
+        raise
     except (KeyboardInterrupt, asyncio.CancelledError):
         print(f"interplay: interrupted; finished episodes are in {output / EPISODES_FILE}; "
               f"continue with: interplay eval --resume {output}", file=sys.stderr)

@@ -327,7 +327,8 @@ def explain(exc: BaseException, path: str = "", cls: Any = None) -> str:
 
 def _first_problem(exc: BaseException, path: str, cls: Any) -> str:
     if isinstance(exc, ForbiddenExtraKeysError):
-        allowed = sorted(a.name for a in attrs.fields(exc.cl)) if attrs.has(exc.cl) else []
+        allowed = sorted(a.alias for a in attrs.fields(exc.cl) if a.init) \
+            if attrs.has(exc.cl) else []
         keys = ", ".join(sorted(exc.extra_fields))
         where = path or "config"
         hint = f"; allowed: {', '.join(allowed)}" if allowed else ""

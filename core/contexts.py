@@ -34,12 +34,20 @@ class SeatSpec:
     applies to a chat (the user's side cannot be replayed).
     """
 
+    #: The harness that runs the seat's agent, by registered name (`interplay describe harnesses`).
     harness: str = "chat"
+    #: The harness's settings (`interplay describe harnesses NAME`).
     harness_config: dict[str, Any] = attrs.Factory(dict)
+    #: The seat's own endpoint (a table as model.*); None: the run's model.
     model: Endpoint | None = None
+    #: Request fields for this seat's calls, over model.sampling (see describe model).
     sampling: dict[str, Any] = attrs.Factory(dict)
+    #: Whether the seat's traces are training data (export and token capture take only trainable
+    #: seats).
     trainable: bool = True
+    #: Times a failed one-shot run is run again (never a chat: the user's side cannot be replayed).
     retries: int = 0
+    #: Seconds one segment (a turn) of the seat may take before it ends as a timeout.
     timeout_s: float = 600.0
 
 
@@ -267,4 +275,11 @@ class EpisodeContext(Protocol):
     def agent(self, seat: str, *, name: str | None = None) -> SeatAgent:
         """The agent filling ``seat`` in this episode (made on first use; ``name`` makes
         another agent in the same seat)."""
+        ...
+
+    def fail(self, error_type: str, error: str) -> None:
+        """End the episode in an error the step recorded itself and did not raise (an agent's
+        turn that stopped short inside a longer program): the episode takes ``error_type`` and
+        ``error``, keeps what the steps wrote, and is given to no verifier, as when a step
+        raises. The first call counts; a step that raises still wins."""
         ...

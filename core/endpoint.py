@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 import attrs
 
+from interplay import config
 from interplay.errors import InterplayError
 
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]+@")
@@ -31,6 +32,72 @@ _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _BAD_VALUE = re.compile(r"[\r\n\0]")
 #: Headers the HTTP client sets from the request itself: two framings are request smuggling.
 _FRAMING = frozenset({"host", "content-length", "transfer-encoding", "connection"})
+
+
+@attrs.define(frozen=True)
+class Sampling:
+    """The sampling settings interplay knows (``model.sampling``, a seat's ``sampling``): each
+    is checked for its type when the config loads and sent as the request field of its name;
+    unset, it is not sent and the endpoint's own default holds. The embedded model's
+    defaults are given per setting. A provider's own field is no sampling setting: it goes in
+    ``model.extra_body``, sent as it is."""
+
+    #: Randomness of sampling, 0 for the likeliest token (embedded model: 0.2).
+    temperature: float | None = None
+    #: Nucleus sampling: the smallest set of tokens whose probability reaches it
+    #: (embedded model: 0.95).
+    top_p: float | None = None
+    #: The reply's tokens at most (embedded model: 512).
+    max_tokens: int | None = None
+    #: The same limit under the newer OpenAI name (reasoning models count their reasoning in
+    #: it); the embedded model reads it as max_tokens.
+    max_completion_tokens: int | None = None
+    #: Text that ends the reply where it appears, one string or several (embedded model: none).
+    stop: str | list[str] | None = None
+    #: Seed of the sampler, for repeatable replies where the endpoint honours it
+    #: (embedded model: a random one per request).
+    seed: int | None = None
+    #: Penalty for tokens already present, -2 to 2 (embedded model: 0).
+    presence_penalty: float | None = None
+    #: Penalty growing with a token's count so far, -2 to 2 (embedded model: 0).
+    frequency_penalty: float | None = None
+    #: Token id (as text) to a bias added to its logit (the embedded model ignores it).
+    logit_bias: dict[str, float] | None = None
+    #: How much a reasoning model reasons: "minimal", "low", "medium" or "high"
+    #: (the embedded model does not reason).
+    reasoning_effort: str | None = None
+    #: The reply's format, e.g. ``{type = "json_object"}`` (the embedded model ignores it).
+    response_format: dict[str, Any] | None = None
+    #: Whether the model may call several tools in one reply (the embedded model calls one).
+    parallel_tool_calls: bool | None = None
+    #: Sample from the k likeliest tokens only (llama.cpp, vLLM; embedded model: 40).
+    top_k: int | None = None
+    #: Drop tokens less likely than this fraction of the likeliest (llama.cpp, vLLM;
+    #: embedded model: 0.05).
+    min_p: float | None = None
+    #: llama.cpp's penalty for repeating recent tokens, 1 for none (embedded model: 1.0).
+    repeat_penalty: float | None = None
+    #: vLLM's penalty for repeating tokens, 1 for none.
+    repetition_penalty: float | None = None
+
+
+def sampling_problem(values: Any, where: str) -> str | None:
+    """What is wrong with sampling settings ``values`` (a table given at ``where``), as one
+    line naming the key and the settings known, or None."""
+    if not isinstance(values, dict):
+        return f"{where}: expected a table, got {values!r}"
+    known = [f.name for f in attrs.fields(Sampling)]
+    for key, value in values.items():
+        if key not in known:
+            return (f"{where}.{key}: not a sampling setting interplay knows ({', '.join(known)}); "
+                    f"a field of your provider's own goes in model.extra_body, sent as it is")
+        if value is None:
+            continue
+        try:
+            config.structure({key: value}, Sampling, path=where)
+        except InterplayError as exc:
+            return exc.message
+    return None
 
 
 @attrs.define
@@ -68,6 +135,11 @@ class Endpoint:
     records them on each call's ``tokens``. An endpoint that does not return them is recorded
     as such; one that refuses the fields fails the call with a line saying so.
 
+    ``sampling`` holds the settings of :class:`Sampling`, checked when the config loads (an
+    unknown key is refused, naming the known ones); ``extra_body`` holds fields of the
+    provider's own (vLLM's ``guided_json``, a gateway's routing hints), unchecked and sent in
+    every request's body as they are, over ``sampling``.
+
     ``continue_tokens`` (with ``capture_tokens``) sends each call of a trace after its first
     the ids the previous call read and sampled, as ``required_prefix_token_ids``: an endpoint
     that takes the field (the embedded model's server; a vLLM server with NeMo RL's chat
@@ -76,23 +148,52 @@ class Endpoint:
     the previous ids records where (``tokens.diverged_at``).
     """
 
+    #: The endpoint's OpenAI-compatible base URL (https://host/v1); None: the embedded local model,
+    #: started on demand.
     base_url: str | None = attrs.field(
         default=None, repr=lambda url: repr(url if url is None else redact_url(url)))
+    #: The model name sent with every request.
     model: str = "default"
+    #: The environment variable holding the API key (never the key itself); None sends none.
     api_key_var: str | None = None
+    #: Sampling settings sent with every chat completion, under a seat's own
+    #: (seats.<seat>.sampling): the keys of Sampling (listed below, each with the embedded
+    #: model's default), checked when the config loads; a provider's own field goes in
+    #: extra_body.
     sampling: dict[str, Any] = attrs.Factory(dict)
+    #: Seconds each attempt waits to connect (at most 10) and for each read of the answer.
     timeout_s: float = 120.0
+    #: Times a transient failure (429, 5xx, a timeout, a broken connection) is retried.
     max_retries: int = 4
+    #: Seconds from the call's start within which retries may begin; None: (max_retries + 1) x
+    #: timeout_s. Set, it must exceed timeout_s.
     retry_max_s: float | None = None
+    #: What the endpoint serves to programs that speak Responses (codex): chat (Chat Completions
+    #: only; their requests are translated) or responses (forwarded as they are).
     api: Literal["chat", "responses"] = "chat"
+    #: What sends the requests: aiohttp, or the openai SDK's own client.
     transport: Literal["aiohttp", "openai"] = "aiohttp"
+    #: Headers sent with every request, after the client's own (so they may replace Authorization).
     headers: dict[str, str] = attrs.Factory(dict)
+    #: The proxy to send through; None: HTTP_PROXY, HTTPS_PROXY and NO_PROXY from the environment.
     proxy: str | None = attrs.field(
         default=None, repr=lambda url: repr(url if url is None else redact_url(url)))
+    #: A PEM file of the CAs to trust instead of the system's (None: SSL_CERT_FILE, else the
+    #: system's).
     ca_bundle: str | None = None
+    #: A PEM client certificate for TLS (the key may be in the same file).
     client_cert: str | None = None
+    #: The PEM file of the client certificate's key, when it is not in client_cert.
     client_key: str | None = None
+    #: Record the token ids and logprobs the endpoint computed (vLLM's return_token_ids and
+    #: logprobs) on every call of a trainable seat.
     capture_tokens: bool = False
+    #: Fields of the provider's own (vLLM's guided_json, say), sent unchecked in every
+    #: request's body after ``sampling``.
+    extra_body: dict[str, Any] = attrs.Factory(dict)
+    #: With capture_tokens, send each call of a trace the ids its previous call read and
+    #: sampled (required_prefix_token_ids), for the endpoint to continue from them rather than
+    #: re-tokenize the conversation.
     continue_tokens: bool = True
 
     def __attrs_post_init__(self) -> None:
@@ -110,6 +211,13 @@ class Endpoint:
                 f"export {self.api_key_var}=... or change model.api_key_var"
             )
         return value
+
+    @property
+    def body_fields(self) -> dict[str, Any]:
+        """What every request's body carries from here: ``sampling``, then ``extra_body``."""
+        if not self.extra_body:
+            return self.sampling
+        return {**self.sampling, **self.extra_body}
 
     @property
     def is_local(self) -> bool:
@@ -146,6 +254,10 @@ def _url_problem(name: str, value: str) -> str | None:
 
 def _problem(ep: Endpoint) -> str | None:
     """What is wrong with ``ep``'s settings, as one line naming the key, or None."""
+    if problem := sampling_problem(ep.sampling, "sampling"):
+        return problem
+    if not isinstance(ep.extra_body, dict):
+        return f"extra_body: expected a table, got {ep.extra_body!r}"
     if ep.base_url is not None and (problem := _url_problem("base_url", ep.base_url)):
         return problem
     if ep.proxy is not None and (problem := _url_problem("proxy", ep.proxy)):

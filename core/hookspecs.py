@@ -24,6 +24,8 @@ PROJECT = "interplay"
 
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
+"""The decorator of a hook implementation: ``@hookimpl`` over ``def register_harnesses(register)``
+and the other ``register_*`` hooks of a plugin module."""
 
 Register = Callable[..., None]
 """The type of the ``register`` callable each ``register_*`` hook receives:

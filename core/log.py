@@ -20,8 +20,9 @@ without their credentials: userinfo, query string and fragment are dropped and a
 secret segment (``/t/<secret>/``) is masked. Tracebacks are dropped (their type is kept)
 unless the level is debug. Records from the standard library's ``logging`` (httpx, uvicorn,
 ...) go through the same guard, so no log line on the process's stream bypasses it; the
-servers' own lines (:data:`SERVER_LOGGERS`: uvicorn's status lines and protocol errors, which
-never hold a request's bytes) keep their text, their arguments redacted unless numbers.
+servers' own lines (:data:`SERVER_LOGGERS`: uvicorn's status lines and protocol errors, the
+MCP SDK's server lines, which never hold a request's bytes) keep their text, their arguments
+redacted unless numbers.
 """
 
 from __future__ import annotations
@@ -90,8 +91,16 @@ class Verbatim(str):
 
 #: Loggers of the servers interplay runs whose own lines are let through with their text:
 #: uvicorn's (``uvicorn.error`` is its main logger despite the name; its access log, which
-#: holds request paths, is off and stays redacted).
-SERVER_LOGGERS = frozenset({"uvicorn", "uvicorn.error"})
+#: holds request paths, is off and stays redacted), and those of the ``mcp`` SDK's server that
+#: the tool gateway runs (its transport, session manager, Host/Origin checks, low-level server,
+#: request runner and JSON-RPC dispatcher: they name what happened to a request, never what
+#: it carried).
+SERVER_LOGGERS = frozenset({
+    "uvicorn", "uvicorn.error",
+    "mcp.server.streamable_http", "mcp.server.streamable_http_manager",
+    "mcp.server.transport_security", "mcp.server.lowlevel.server",
+    "mcp.server.runner", "mcp.shared.jsonrpc_dispatcher",
+})
 
 
 def _server_line(record: logging.LogRecord) -> str | None:

@@ -40,8 +40,11 @@ def _check_role(_: Any, __: Any, role: Any) -> None:
 class ToolCall:
     """A tool call as the model made it; ``arguments`` is the JSON text it produced."""
 
+    #: The call's id, as the model gave it (a tool message answers it by tool_call_id).
     id: str
+    #: The tool's name.
     name: str
+    #: The arguments as the JSON text the model wrote.
     arguments: str = "{}"
 
     def parsed_arguments(self) -> dict[str, Any]:
@@ -160,10 +163,19 @@ class Task:
     first user message). ``system_prompt`` becomes a synthesized system message.
     """
 
+    #: The row's number in the taskset (a JSONL line's position unless the row gives one); episodes
+    #: and rollouts are keyed by it.
     idx: int
+    #: What the agent is sent first: text (one user message), a list of {role, content} messages, or
+    #: null (the task waits for a first message, e.g. from a modeled user).
     prompt: str | tuple[Message, ...] | None = None
+    #: A system message put before the prompt (null: none).
     system_prompt: str | None = None
+    #: The reference answer verifiers compare with (exact, contains, regex; a rubric may show it to
+    #: its judge).
     answer: Any = None
+    #: Anything else the env's steps and verifiers read (e.g. a user's persona, a starting world);
+    #: each env's describe names the keys its example row holds.
     info: dict[str, Any] = attrs.Factory(dict)
     # The messages synthesized from system_prompt and a text prompt, made once (so their wire
     # forms are too, and every request and the trace hold the same ones).
@@ -208,8 +220,11 @@ class Usage:
     """Tokens one model call used, as the endpoint reported them (zeros when it did not);
     usages add up with ``+``."""
 
+    #: Tokens the endpoint read.
     prompt_tokens: int = 0
+    #: Tokens it wrote.
     completion_tokens: int = 0
+    #: Their sum, as the endpoint reported it.
     total_tokens: int = 0
 
     def __add__(self, other: Usage) -> Usage:
@@ -254,7 +269,9 @@ class Tokens:
     prompt_ids: array | None = attrs.field(default=None, converter=_as_ids)
     completion_ids: array | None = attrs.field(default=None, converter=_as_ids)
     logprobs: array | None = attrs.field(default=None, converter=_as_floats)
+    #: The lists the endpoint did not return (prompt_ids, completion_ids, logprobs).
     missing: list[str] = attrs.Factory(list)
+    #: What does not fit (ids without logprobs, counts that differ).
     warnings: list[str] = attrs.Factory(list)
     diverged_at: int | None = None
 
@@ -289,20 +306,34 @@ class ModelCall:
     :meth:`parsed_response` parses it.
     """
 
+    #: The call's id in the trace.
     id: str
+    #: chat.completions or responses: the API the request spoke.
     api: str = "chat.completions"
+    #: The model the request named.
     model: str = ""
+    #: The request's JSON as it was sent (messages, tools, sampling).
     request: dict[str, Any] = attrs.Factory(dict)
     response: bytes | None = attrs.field(default=None, eq=_parsed)
+    #: The tokens it used, as the endpoint reported them; null when it did not.
     usage: Usage | None = None
+    #: When it started (epoch seconds).
     started_at: float = 0.0
+    #: Seconds from its start to its whole answer.
     latency_s: float = 0.0
+    #: Seconds to its first streamed token (null when not streamed).
     first_token_s: float | None = None
+    #: Why the model stopped (stop, length, tool_calls), as the endpoint said.
     finish_reason: str | None = None
+    #: Whether the answer was streamed.
     streamed: bool = False
+    #: Attempts made, retries included.
     attempts: int = 1
+    #: The HTTP status of the last attempt (null when none came).
     status: int | None = None
+    #: What went wrong, in one line (null on success).
     error: str | None = None
+    #: The kind of failure (timeout, server_error, rate_limited, ...); null on success.
     error_type: str | None = None
     #: The token ids and logprobs the endpoint returned, when token capture asked for them
     #: (None: not asked, or the call failed). They are kept here rather than in
@@ -322,9 +353,13 @@ class ModelCall:
 class ToolRun:
     """One tool call run by a harness: which, how long, and whether it failed."""
 
+    #: The id of the model's tool call it ran.
     call_id: str
+    #: The tool's name.
     name: str
+    #: Seconds it took.
     duration_s: float = 0.0
+    #: null on success, else unknown_tool, bad_arguments, timeout or tool_error.
     error_type: str | None = None
 
 
@@ -332,11 +367,17 @@ class ToolRun:
 class Reward:
     """One verifier's score, with its weight and the reason it gives."""
 
+    #: The verifier that gave it.
     name: str
+    #: The score (most verifiers: 0 to 1).
     value: float
+    #: Its weight in the reward's weighted mean (0: recorded, not counted).
     weight: float = 1.0
+    #: Why, in a line.
     reason: str | None = None
+    #: The seat it scores (null: the episode).
     seat: str | None = None
+    #: Anything more the verifier records (a rubric's per-criterion scores).
     info: dict[str, Any] = attrs.Factory(dict)
 
 
@@ -344,10 +385,15 @@ class Reward:
 class EpisodeInfo:
     """What every trace of one episode shares."""
 
+    #: The episode's id (report.html#episode=<id> opens it).
     episode_id: str
+    #: The env's name.
     env: str
+    #: The task's idx.
     task_idx: int
+    #: The rollout's index among the task's.
     rollout: int = 0
+    #: The episode's seed, derived from the run's seed, the task and the rollout.
     seed: int | None = None
 
 
@@ -355,24 +401,44 @@ class EpisodeInfo:
 class Trace:
     """One agent's record in one episode: flat, stamped with the agent and the episode."""
 
+    #: The agent's name (its seat's, unless a step named it otherwise).
     agent: str
+    #: The episode it belongs to.
     episode: EpisodeInfo
+    #: Whether it is training data (export takes only trainable traces).
     trainable: bool = True
+    #: The seat it filled.
     seat: str | None = None
+    #: The harness that ran it.
     harness: str = ""
+    #: The model it called.
     model: str = ""
+    #: Its conversation, OpenAI chat shape, in order.
     messages: list[Message] = attrs.Factory(list)
+    #: Every model call it made, in order.
     model_calls: list[ModelCall] = attrs.Factory(list)
+    #: Every tool call its harness ran, in order.
     tool_runs: list[ToolRun] = attrs.Factory(list)
+    #: Why it could go no further (max_turns, timeout, error, ...); null when it ended normally.
     stop_condition: str | None = None
+    #: What went wrong, in one line.
     error: str | None = None
+    #: The kind of failure; null when none.
     error_type: str | None = None
+    #: The rewards that count for it: the episode's shared ones (a trainable trace's) and its
+    #: seat's own.
     rewards: list[Reward] = attrs.Factory(list)
+    #: Their weighted mean; null when the episode was not scored (an error).
     reward: float | None = None
+    #: Numbers the steps recorded for it.
     metrics: dict[str, float] = attrs.Factory(dict)
+    #: What its harness recorded (a command harness's runs: command_runs).
     info: dict[str, Any] = attrs.Factory(dict)
+    #: When it started (epoch seconds).
     started_at: float = 0.0
+    #: When it ended.
     ended_at: float | None = None
+    #: The record's schema version.
     schema_version: int = SCHEMA_VERSION
 
     @property
@@ -388,18 +454,31 @@ class Trace:
 class Episode:
     """All traces of one task x rollout, the env's own results, and the scores."""
 
+    #: Which episode: id, env, task, rollout, seed.
     info: EpisodeInfo
+    #: The task it ran.
     task: Task
+    #: One per agent.
     traces: list[Trace] = attrs.Factory(list)
+    #: What the env's steps wrote to ctx.results (interplay describe envs NAME lists the keys).
     results: dict[str, Any] = attrs.Factory(dict)
+    #: Every verifier's reward.
     rewards: list[Reward] = attrs.Factory(list)
+    #: The weighted mean of the rewards of no seat; null when it was not scored (an error).
     reward: float | None = None
+    #: Numbers the steps and verifiers recorded.
     metrics: dict[str, float] = attrs.Factory(dict)
+    #: The model calls LLM judges made while scoring.
     judge_calls: list[ModelCall] = attrs.Factory(list)
+    #: What ended it in an error, in one line; null when it completed.
     error: str | None = None
+    #: The kind of error; null when none.
     error_type: str | None = None
+    #: When it started (epoch seconds).
     started_at: float = 0.0
+    #: Seconds it ran.
     wall_s: float = 0.0
+    #: The record's schema version; a newer one than interplay reads is refused.
     schema_version: int = SCHEMA_VERSION
 
     def trace(self, agent: str) -> Trace:

@@ -7,7 +7,10 @@ other tool calls, the model calls of concurrent episodes) nor escapes its timeou
 raises go back to the model as the tool's output, never crash a run. The in-process ``chat``
 harness and the tool gateway (MCP, for harness programs that run as processes) both run calls
 through :func:`run_call`, so the model reads the same text either way in, for a success and
-for every kind of failure.
+for every kind of failure. A call's arguments are checked against the tool's JSON schema
+(``parameters``, with ``jsonschema``) before the tool runs: what the model was shown is what it
+is held to, and a wrong type comes back as ``bad_arguments`` naming the field instead of the
+tool's own exception.
 """
 
 from __future__ import annotations
@@ -21,7 +24,11 @@ from typing import Any
 
 import attrs
 
+from interplay import _codec
+from interplay.log import get_logger
 from interplay.records import ToolCall
+
+log = get_logger("interplay.tools")
 
 _JSON_TYPES: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean",
                                list: "array", dict: "object"}
@@ -40,6 +47,8 @@ class Tool:
     parameters: dict[str, Any]
     fn: Callable[..., Any]
     timeout_s: float = 30.0
+    #: The checker of ``parameters`` (made at the first call; False: the schema is invalid).
+    _checker: Any = attrs.field(default=None, init=False, repr=False, eq=False)
 
     def spec(self) -> dict[str, Any]:
         """The tool in the OpenAI ``tools`` shape."""
@@ -71,9 +80,9 @@ async def run_call(tools: Mapping[str, Tool], name: str,
     """Run the model's call of ``name`` with ``arguments`` (the JSON text it produced, or the
     object a protocol already parsed) against ``tools`` (by name), under the tool's own
     timeout and at most ``timeout_s``. Never raises for what the model or the tool did: a
-    name no tool has, arguments that are not a JSON object or do not fit the function, a
-    timeout and an exception in the tool each come back as an error text the model can act
-    on. Cancellation propagates."""
+    name no tool has, arguments that are not a JSON object or do not fit the tool's schema
+    or its function, a timeout and an exception in the tool each come back as an error text
+    the model can act on. Cancellation propagates."""
     tool = tools.get(name)
     if tool is None:
         known = ", ".join(sorted(tools)) or "none"
@@ -90,7 +99,7 @@ async def run_call(tools: Mapping[str, Tool], name: str,
     else:
         return CallOutcome("error: the arguments are not a JSON object; call it again",
                            "bad_arguments")
-    problem = _binding_problem(tool, args)
+    problem = _schema_problem(tool, args) or _binding_problem(tool, args)
     if problem is not None:
         return CallOutcome(f"error: {problem}; call it again with the tool's parameters",
                            "bad_arguments")
@@ -106,6 +115,60 @@ async def run_call(tools: Mapping[str, Tool], name: str,
 def _parsed(arguments: str | None) -> dict[str, Any]:
     """As :meth:`interplay.records.ToolCall.parsed_arguments` reads them."""
     return ToolCall(id="", name="", arguments=arguments or "{}").parsed_arguments()
+
+
+#: Checkers by schema (its JSON text): checking a schema against its meta-schema costs 50 to 100
+#: times checking a call against it, and an env makes its tools afresh for every episode.
+_CHECKERS: dict[bytes, Any] = {}
+_CHECKERS_MAX = 1024
+#: How much of the validator's message the model is given (it quotes the value it refused).
+_PROBLEM_CHARS = 300
+
+
+def _checker(tool: Tool) -> Any:
+    """The validator of ``tool.parameters`` (False when it is not a valid JSON Schema)."""
+    if tool._checker is not None:
+        return tool._checker
+    from jsonschema.exceptions import SchemaError
+    from jsonschema.validators import validator_for
+    from referencing import Registry
+
+    key = _codec.dumps(tool.parameters)
+    checker = _CHECKERS.get(key)
+    if checker is None:
+        cls = validator_for(tool.parameters)
+        try:
+            cls.check_schema(tool.parameters)
+            # No registry: a $ref resolves inside the schema, never over the network.
+            checker = cls(tool.parameters, registry=Registry())
+        except SchemaError as exc:
+            checker = False
+            log.warning("tools.schema_invalid", tool=tool.name,
+                        reason_code=f"schema_{exc.validator}")
+        if len(_CHECKERS) >= _CHECKERS_MAX:
+            _CHECKERS.clear()
+        _CHECKERS[key] = checker
+    tool._checker = checker
+    return checker
+
+
+def _schema_problem(tool: Tool, args: dict[str, Any]) -> str | None:
+    """Where the arguments break the tool's JSON schema (the field and what is wrong), or None
+    when they fit it or its schema is not a valid one (the call is then bound to the function
+    only)."""
+    checker = _checker(tool)
+    if checker is False:
+        return None
+    from jsonschema.exceptions import best_match
+
+    error = best_match(checker.iter_errors(args))
+    if error is None:
+        return None
+    message = error.message
+    if len(message) > _PROBLEM_CHARS:
+        message = message[:_PROBLEM_CHARS] + "..."
+    field = ".".join(str(p) for p in error.absolute_path)
+    return f"argument {field!r}: {message}" if field else message
 
 
 def _binding_problem(tool: Tool, args: dict[str, Any]) -> str | None:

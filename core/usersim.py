@@ -99,7 +99,9 @@ class Opening:
     """She speaks first (always_on): ``at`` (an ISO-8601 date-time, or a duration from the
     start; "" is the start) and ``text`` ("" when her sim writes it then)."""
 
+    #: When she speaks: an ISO-8601 date-time, or a duration from the start; empty is the start.
     at: str = ""
+    #: What she says; empty: her sim writes it then.
     text: str = ""
 
 
@@ -167,7 +169,10 @@ class Read:
     """What the user reads.
 
     ``text`` is the assistant's message (None before anyone has spoken); in always_on it is the
-    texts of ``messages`` joined, so a sim that reads only ``text`` still works. ``at`` is the
+    texts of ``messages`` joined, so a sim that reads only ``text`` still works. ``turn`` is 0
+    for her opening; then, in the relay, the number of the assistant's reply she reads (the
+    n-th: n; a read asked again after an empty answer keeps it), and in always_on the read's
+    number in the episode (1 for the first). ``at`` is the
     task time in epoch seconds. The rest is filled by always_on (the relay fills ``messages``
     with the one reply): ``messages`` every message since her last read, oldest first;
     ``phone`` new phone items; ``you_sent`` her own lines so far; ``done_ends_run`` whether

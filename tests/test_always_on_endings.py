@@ -158,6 +158,21 @@ async def test_a_failed_turn_ends_the_run_keeping_what_it_sent(tmp_path: Path) -
     assert not ao["replies"]  # no wrap-up read after a failed turn
 
 
+async def test_a_turn_cut_at_the_harness_turn_cap_ends_the_run_unscored(
+        tmp_path: Path) -> None:
+    """A turn the chat harness stops at its ``max_turns`` (no error type on the trace) ends
+    the run as an error, and the episode is given to no verifier."""
+    env = make_env(tmp_path, {"end": "P1D", "tasks": [{"prompt": "go", "answer": "hi"}],
+                              "verifiers": [{"kind": "contains"}],
+                              "seats": {"assistant": {"harness_config": {"max_turns": 1}}}})
+    episode = await run(env, Agent(by_pattern({"go": say("hi")})))
+    ao = episode.results["always_on"]
+    assert (ao["end_reason"], ao["error_type"]) == ("error", "max_turns")
+    assert episode.error_type == "max_turns"
+    assert episode.error is not None and "max_turns" in episode.error
+    assert episode.reward is None and episode.rewards == []
+
+
 async def test_a_timed_out_turn_ends_the_run(tmp_path: Path) -> None:
     env = make_env(tmp_path, {"end": "P1D", "tasks": [{"prompt": "go"}],
                               "seats": {"assistant": {"timeout_s": 0.5}}})

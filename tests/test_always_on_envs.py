@@ -11,7 +11,7 @@ import always_on_support as support
 import pytest
 from always_on_support import Agent, by_pattern, make_env, quiet, run, say
 
-from interplay.builtin_envs import always_on_month
+from interplay.builtin_envs.always_on import month as always_on_month
 from interplay.builtin_verifiers.rubric import render_transcript
 from interplay.errors import InterplayError
 from interplay.loader import env_class

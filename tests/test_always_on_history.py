@@ -18,7 +18,7 @@ import pytest
 from always_on_support import Agent, by_pattern, make_env, quiet, run, say, wakes
 
 from interplay import Harness, Segment, hookimpl
-from interplay.builtin_envs.always_on_history import HistoryConfig, embedded_budget, resolve
+from interplay.builtin_envs.always_on.history import HistoryConfig, embedded_budget, resolve
 from interplay.endpoint import Endpoint
 from interplay.env import SeatSpec
 from interplay.errors import InterplayError

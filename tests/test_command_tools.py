@@ -93,12 +93,16 @@ def test_the_docs_agent_works_the_shop_from_the_interplay_command(docs_agent: Pa
     seat = json.dumps(["{python}", str(docs_agent)])  # as the docs write it
     with ScriptedModel(shop) as model:
         out = run_interplay(
+            "--log-level", "info",
             "eval", "user-sim-tools", "-n", "1", "--base-url", model.base_url,
             "-o", str(tmp_path / "run"), "--no-report",
             "--set", 'seats.assistant.harness="command"',
             "--set", f'seats.assistant.harness_config={{argv = {seat}, '
                      f'prompt_format = "messages"}}')
     assert out.returncode == 0, out.stderr
+    # As the docs say: at --log-level info each server's start names its port on 127.0.0.1.
+    for server in ("interception", "gateway"):
+        assert re.search(rf"{server}\.started\b.*\bport=\d+", out.stderr), out.stderr
     assert shop.queues == {"user": [], "assistant": []}
     (line,) = (tmp_path / "run" / "episodes.jsonl").read_text().splitlines()
     episode = json.loads(line)

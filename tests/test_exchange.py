@@ -605,6 +605,42 @@ async def test_only_a_binding_failure_is_bad_arguments(model_and_resources: Any)
     assert outputs[3].startswith("error: TypeError")
 
 
+async def test_arguments_are_checked_against_the_tools_schema_before_it_runs(
+        model_and_resources: Any) -> None:
+    """A value of the wrong type never reaches the tool: the model is told which field and
+    what the schema wants (``bad_arguments``), as for a name no tool has."""
+    ran: list[Any] = []
+
+    async def message_user(text: str) -> str:
+        ran.append(text)
+        return f"sent {text.strip()}"
+
+    schema = {"type": "object", "properties": {"text": {"type": "string"},
+                                                "when": {"type": "object", "properties": {
+                                                    "hour": {"type": "integer"}}}},
+              "required": ["text"]}
+    _, resources = model_and_resources([
+        ScriptedReply.tool_call("message_user", {"text": 42}),
+        ScriptedReply.tool_call("message_user", {"text": "hi", "when": {"hour": "nine"}}),
+        ScriptedReply.tool_call("message_user", {"text": "hi"}),
+        ScriptedReply.text("done"),
+    ])
+
+    async def program(ctx: EpisodeContext) -> None:
+        async with ctx.agent("assistant").chat(ctx.task) as chat:
+            await chat.turn()
+
+    ep = await run_steps(resources, program, Task(0, prompt="go"), tools=lambda ctx: [
+        Tool("message_user", "Message the user.", schema, message_user)])
+    trace = ep.trace("assistant")
+    assert [r.error_type for r in trace.tool_runs] == ["bad_arguments", "bad_arguments", None]
+    outputs = [m.text for m in trace.messages if m.role == "tool"]
+    assert outputs[0] == ("error: argument 'text': 42 is not of type 'string'; call it again "
+                          "with the tool's parameters")
+    assert outputs[1].startswith("error: argument 'when.hour': 'nine' is not of type")
+    assert outputs[2] == "sent hi" and ran == ["hi"]
+
+
 async def test_reserved_sampling_keys_are_refused_at_load() -> None:
     env = StepsEnv([FnStep(lambda ctx: asyncio.sleep(0))])
     for key in ("stream", "tools", "messages", "model"):
@@ -614,6 +650,19 @@ async def test_reserved_sampling_keys_are_refused_at_load() -> None:
             check_seats(env, resources)
     check_seats(env, RunResources(endpoint=Endpoint(),
                                   seats={"assistant": {"sampling": {"temperature": 0.2}}}))
+
+
+def test_a_seats_sampling_is_checked_like_the_endpoints() -> None:
+    env = StepsEnv([FnStep(lambda ctx: asyncio.sleep(0))])
+    resources = RunResources(endpoint=Endpoint(),
+                             seats={"assistant": {"sampling": {"top_q": 0.5}}})
+    with pytest.raises(InterplayError, match=r"^seats\.assistant\.sampling\.top_q: not a "):
+        check_seats(env, resources)
+    resources = RunResources(endpoint=Endpoint(),
+                             seats={"assistant": {"sampling": {"top_p": "high"}}})
+    with pytest.raises(InterplayError, match=r"^seats\.assistant\.sampling\.top_p: expected"):
+        check_seats(env, resources)
+
 
 
 # -- the user-sim relay ------------------------------------------------------------------------

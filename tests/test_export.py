@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import re
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -40,6 +41,8 @@ S = math.sqrt(2 / 9)  # the std of {1, 0, 1}
 ADVANTAGES = {(0, 0): (1 - 2 / 3) / S, (0, 1): (0 - 2 / 3) / S, (0, 2): (1 - 2 / 3) / S,
               (1, 0): (0 - 2 / 3) / S, (1, 1): (1 - 2 / 3) / S, (1, 2): (1 - 2 / 3) / S,
               (2, 1): 1.0, (2, 2): -1.0}  # task 2: {1, 0}, mean 0.5, std 0.5
+
+TRAINING = Path(__file__).resolve().parents[1] / "docs" / "training.md"
 
 
 def planned() -> Callable[[ScriptedRequest], ScriptedReply]:
@@ -161,6 +164,16 @@ def test_hf_datasets_open_with_load_from_disk(echo_run: Path, tmp_path: Path) ->
         "messages", "tools", "episode_id", "task_idx", "rollout", "seat", "agent", "reward"]
     first = ds[0]
     assert first["messages"][0]["role"] == "user" and json.loads(first["tools"]) == []
+    # The null keys every message has in the dataset, dropped as docs/training.md does, give
+    # the messages of sft.jsonl.
+    assert first["messages"][0]["tool_calls"] is None
+    (block,) = [b for b in re.findall(r"```python\n(.*?)```", TRAINING.read_text(), re.S)
+                if "def messages_of" in b]
+    scope: dict[str, Any] = {}
+    exec(compile(block, "docs/training.md", "exec"), scope)
+    lines = read_lines(export(echo_run, tmp_path / "sft.jsonl",
+                              ExportOptions(format="sft")).output)
+    assert [scope["messages_of"](row) for row in ds] == [line["messages"] for line in lines]
     rl = export(echo_run, tmp_path / "rl", ExportOptions(format="hf", rows="rl"))
     ds = datasets.load_from_disk(str(rl.output))
     lines = read_lines(export(echo_run, tmp_path / "rl.jsonl",

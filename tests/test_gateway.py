@@ -21,7 +21,7 @@ from mcp.client.streamable_http import streamable_http_client
 from interplay import Agent, Env, EpisodeInfo, SeatSpec, Task, Tool, tool
 from interplay.builtin_harnesses.chat import NullHarness
 from interplay.endpoint import Endpoint
-from interplay.gateway import ToolRoute
+from interplay.gateway import ToolGateway, ToolRoute
 from interplay.model.client import Models
 from interplay.run.episode import EpisodeContext, RunResources
 from interplay.testing import captured_log
@@ -165,7 +165,8 @@ async def test_bad_calls_are_error_results_with_the_chat_harness_texts(seats: Se
     shop, _ = await routes(seats)
     calls: list[tuple[str, Any]] = [
         ("find_order", {}), ("find_order", {"order_id": "1", "extra": True}),
-        ("fails", {"reason": "because"}), ("slow", {}), ("nope", {"x": 1})]
+        ("fails", {"reason": "because"}), ("slow", {}), ("nope", {"x": 1}),
+        ("find_order", {"order_id": 1042})]
     async with mcp_session(shop.url, shop.token) as s:
         results = [await s.call_tool(name, args) for name, args in calls]
         # The session goes on after every one of them.
@@ -175,14 +176,18 @@ async def test_bad_calls_are_error_results_with_the_chat_harness_texts(seats: Se
     in_process = [await seats.shop.ctx.call_tool(name, json.dumps(args), call_id=f"c{i}")
                   for i, (name, args) in enumerate(calls)]
     assert [text(r) for r in results] == [o.output for o in in_process]
-    assert text(results[0]) == ("error: missing a required argument: 'order_id'; call it "
+    assert text(results[0]) == ("error: 'order_id' is a required property; call it "
                                 "again with the tool's parameters")
     assert text(results[2]) == "error: ValueError: no: because"
     assert text(results[3]) == "error: the tool did not finish within 0.2 s"
+    # Checked against the tool's schema before the tool runs, naming the field.
+    assert text(results[5]) == ("error: argument 'order_id': 1042 is not of type 'string'; "
+                                "call it again with the tool's parameters")
     kinds = [r.error_type for r in seats.shop.trace.tool_runs]
-    assert kinds[:6] == ["bad_arguments", "bad_arguments", "tool_error", "timeout",
-                         "unknown_tool", None]
-    assert kinds[6:] == kinds[:5]
+    assert kinds[:7] == ["bad_arguments", "bad_arguments", "tool_error", "timeout",
+                         "unknown_tool", "bad_arguments", None]
+    assert kinds[7:] == kinds[:6]
+    assert seats.calls == ["7"]  # only the call that fit reached the tool
 
 
 async def test_no_token_an_unknown_one_and_a_closed_trace_are_refused(seats: Seats) -> None:
@@ -198,7 +203,7 @@ async def test_no_token_an_unknown_one_and_a_closed_trace_are_refused(seats: Sea
             answer = await http.post(shop.url, json=init, headers={**headers, **extra})
             assert answer.status_code == 401, auth
             assert answer.headers["www-authenticate"].startswith("Bearer")
-            assert answer.json()["error"]["code"] == "invalid_token"
+            assert "bearer token" in answer.json()["error"]["message"]
         # The token works until its trace closes (its episode ended), then never again.
         ok = await http.post(shop.url, json=init,
                              headers={**headers, "Authorization": f"Bearer {shop.token}"})
@@ -307,3 +312,167 @@ def test_without_the_mcp_package_the_gateway_says_what_to_install() -> None:
     assert "needs the mcp package" in done.stdout
     assert "pip install 'mcp>=2.3,<3'" in done.stdout
 
+
+
+# -- the gateway as documented: what it answers over the wire ------------------------------------
+
+
+async def exchange(port: int, *parts: bytes) -> bytes:
+    """What the gateway answers to ``parts`` sent one after another on a fresh connection
+    (until it closes it, or for 5 s)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    got = b""
+    try:
+        for part in parts:
+            writer.write(part)
+            await writer.drain()
+            await asyncio.sleep(0.05)
+        async with asyncio.timeout(5):
+            while chunk := await reader.read(65536):
+                got += chunk
+    except TimeoutError:
+        pass
+    finally:
+        writer.close()
+    return got
+
+
+def head_and_body(answer: bytes) -> tuple[int, dict[str, str], bytes]:
+    head, _, body = answer.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    assert lines[0].startswith("HTTP/1.1 "), answer[:200]
+    headers = {name.lower(): value for name, value in
+               (line.split(": ", 1) for line in lines[1:])}
+    return int(lines[0].split()[1]), headers, body
+
+
+def request(port: int, token: str | None, *, method: str = "POST", body: bytes = b"",
+            extra: str = "", host: str | None = None) -> bytes:
+    auth = "" if token is None else f"authorization: Bearer {token}\r\n"
+    length = f"content-length: {len(body)}\r\n" if method == "POST" else ""
+    return (f"{method} /mcp HTTP/1.1\r\nhost: {host or f'127.0.0.1:{port}'}\r\n{auth}"
+            f"accept: application/json, text/event-stream\r\ncontent-type: application/json\r\n"
+            f"mcp-protocol-version: 2025-06-18\r\n{length}{extra}connection: close\r\n\r\n"
+            ).encode() + body
+
+
+LIST = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/list", "params": {}}).encode()
+H2C = "upgrade: h2c\r\nhttp2-settings: AAMAAABkAAQAAP__\r\n"
+
+
+def port_of(route: ToolRoute) -> int:
+    return int(route.url.split(":")[2].split("/")[0])
+
+
+async def test_an_h2c_upgrade_request_is_answered_as_http_1_1_with_its_body(
+        seats: Seats) -> None:
+    shop, _ = await routes(seats)
+    port = port_of(shop)
+    # "connection: close" is replaced: an Upgrade is named in Connection.
+    whole = request(port, shop.token, body=LIST, extra=H2C).replace(
+        b"connection: close", b"connection: Upgrade, HTTP2-Settings")
+    head, _, body = whole.partition(b"\r\n\r\n")
+    chunked = head.replace(f"content-length: {len(LIST)}".encode(),
+                           b"transfer-encoding: chunked") + b"\r\n\r\n"
+    for parts in ([whole], [head + b"\r\n\r\n", body[:10], body[10:]],
+                  [chunked, b"%x\r\n%s\r\n" % (20, body[:20]),
+                   b"%x\r\n%s\r\n0\r\n\r\n" % (len(body) - 20, body[20:])]):
+        status, headers, answer = head_and_body(await exchange(port, *parts))
+        assert status == 200, answer
+        listed = json.loads(answer)["result"]["tools"]
+        assert [t["name"] for t in listed] == ["find_order", "fails", "slow"]
+        assert headers["connection"] == "close"
+
+
+async def test_get_and_delete_are_refused_a_stateless_server_has_no_stream(
+        seats: Seats) -> None:
+    shop, _ = await routes(seats)
+    for method in ("GET", "DELETE"):
+        status, headers, body = head_and_body(
+            await exchange(port_of(shop), request(port_of(shop), shop.token, method=method)))
+        assert (status, headers["allow"]) == (405, "POST")
+        assert "POST only" in json.loads(body)["error"]["message"]
+
+
+async def test_every_refusal_is_a_json_rpc_error(seats: Seats) -> None:
+    shop, _ = await routes(seats)
+    port, token = port_of(shop), shop.token
+    ws = (b"GET /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\nupgrade: websocket\r\nconnection: Upgrade"
+          b"\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\nsec-websocket-version: 13\r\n\r\n")
+    cases = {
+        401: request(port, None, body=LIST),
+        404: request(port, token, body=LIST).replace(b"/mcp", b"/v1/responses", 1),
+        405: request(port, token, method="GET"),
+        421: request(port, token, body=LIST, host="evil.example"),
+        403: request(port, token, body=LIST, extra="origin: http://evil.example\r\n"),
+        400: request(port, token, body=LIST).replace(b"application/json\r\nmcp",
+                                                      b"text/plain\r\nmcp"),
+        413: request(port, token, body=LIST).replace(f"content-length: {len(LIST)}".encode(),
+                                                     b"content-length: 99999999"),
+        406: request(port, token, body=LIST).replace(b"application/json, text/event-stream",
+                                                     b"text/html"),
+        # The listener's own: a WebSocket handshake, and what is not HTTP at all.
+        4030: ws,
+        4000: b"NOT HTTP AT ALL\r\n\r\n",
+    }
+    for expected, data in cases.items():
+        status, headers, body = head_and_body(await exchange(port, data))
+        assert status == int(str(expected)[:3]), (expected, body)
+        assert headers["content-type"] == "application/json", (expected, headers)
+        answer = json.loads(body)
+        assert answer["jsonrpc"] == "2.0" and answer["id"] is None, (expected, answer)
+        assert set(answer["error"]) == {"code", "message"}
+        assert isinstance(answer["error"]["code"], int) and answer["error"]["message"]
+
+
+async def test_the_listeners_own_timeout_is_a_json_rpc_error() -> None:
+    gateway = ToolGateway(header_timeout_s=0.3, body_timeout_s=0.3)
+    await gateway.start()
+    try:
+        route = gateway.open_trace(Desk())
+        data = request(port_of(route), route.token, body=LIST)[:-10]  # the body falls short
+        status, _, body = head_and_body(await exchange(port_of(route), data))
+        assert status == 408
+        answer = json.loads(body)
+        assert (answer["jsonrpc"], answer["id"]) == ("2.0", None)
+        assert answer["error"]["message"].startswith("the request body did not")
+    finally:
+        await gateway.stop()
+
+
+class Desk:
+    """A binding with desk_tools and no trace (what the gateway needs of one)."""
+
+    tools = desk_tools()
+
+    async def call_tool(self, name: str, arguments: Any, *, call_id: str) -> Any:
+        raise AssertionError("not called")
+
+
+async def test_the_sdks_lines_keep_their_text_and_per_request_ones_are_debug(
+        seats: Seats) -> None:
+    shop, _ = await routes(seats)
+    port = port_of(shop)
+    hostile = [request(port, shop.token, body=LIST, host="evil.example"),
+               request(port, shop.token, body=LIST, extra="origin: http://evil.example\r\n")]
+    for level in ("info", "debug"):
+        with captured_log(level) as buffer:
+            for _ in range(5):
+                for data in hostile:
+                    await exchange(port, data)
+            async with mcp_session(shop.url, shop.token) as s:
+                await s.call_tool("find_order", {"order_id": "1"})
+        lines = [json.loads(x) for x in buffer.getvalue().splitlines()]
+        # The server's side (the test's own mcp client logs what it sends: redacted).
+        sdk = [x for x in lines if str(x.get("logger", "")).startswith(("mcp.server.",
+                                                                          "mcp.shared."))]
+        # Their text kept (an argument that is not a number is still redacted).
+        assert not [x for x in sdk if x["event"].startswith("<redacted")], sdk
+        if level == "info":
+            assert sdk == [], sdk  # nothing per request above debug
+        else:
+            events = {x["event"] for x in sdk}
+            assert "Terminating session: None" in events
+            assert "Invalid Host header: evil.example" in events
+            assert "Invalid Origin header: http://evil.example" in events
+            assert {x["level"] for x in sdk} == {"debug"}

@@ -1,6 +1,7 @@
-"""The layout a newcomer reads stays true: every package folder is in the README's layout table
-(and every folder the table names exists), and plugins, in plugins/ and in docs/plugins.md,
-reach the kernel only through its public API: ``interplay`` and ``interplay.testing``."""
+"""The layout a newcomer reads stays true: every package folder is in the layout table of
+docs/layout.md (and every folder the table names exists), the layers there are the contracts,
+and plugins, in plugins/ and in the docs' examples, reach the kernel only through its public
+API: ``interplay`` and ``interplay.testing``."""
 
 from __future__ import annotations
 
@@ -17,14 +18,18 @@ import interplay
 ROOT = Path(__file__).resolve().parents[1]
 SKIP = {".venv", ".git", "build", "dist", "node_modules", "__pycache__"}
 PUBLIC = {"interplay", "interplay.testing"}
+LAYOUT = ROOT / "docs" / "layout.md"
+#: The pages a reader meets: the front page and every page of the docs.
+PAGES = ["README.md",
+         *sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").rglob("*.md"))]
 
 
 def layout_table() -> dict[str, str]:
-    """The README's layout table: folder -> import name."""
-    text = (ROOT / "README.md").read_text()
+    """The layout table of docs/layout.md: folder -> import name."""
+    text = LAYOUT.read_text()
     section = text.split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
     rows = re.findall(r"^\| `([^`]+)` \| `?([^|`]*)`? \|", section, re.M)
-    assert rows, "README.md has no layout table"
+    assert rows, "docs/layout.md has no layout table"
     return {folder.rstrip("/"): name for folder, name in rows}
 
 
@@ -115,7 +120,7 @@ def _parse(block: str) -> ast.AST:
         return ast.parse(block.rstrip() + ": ...")
 
 
-@pytest.mark.parametrize("doc", ["docs/plugins.md", "README.md"])
+@pytest.mark.parametrize("doc", PAGES)
 def test_the_docs_examples_import_only_the_public_api(doc: str) -> None:
     text = (ROOT / doc).read_text()
     blocks = re.findall(r"```python\n(.*?)```", text, re.S)
@@ -162,8 +167,8 @@ def contract(contract_id: str) -> dict[str, Any]:
     return found  # type: ignore[no-any-return]
 
 
-def test_the_readmes_layers_are_the_contracts() -> None:
-    text = (ROOT / "README.md").read_text()
+def test_the_layers_page_is_the_contracts() -> None:
+    text = LAYOUT.read_text()
     section = text.split("\n## Layers\n", 1)[1].split("\n## ", 1)[0]
     rows = [cell.replace("\\|", "|") for cell in re.findall(r"^\| `(.+?)` \| ", section, re.M)]
     assert rows == contract("layers")["layers"]

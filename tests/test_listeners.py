@@ -102,6 +102,30 @@ async def test_an_upgrade_it_does_not_know_is_served_as_plain_http(
     assert not [x for x in lines if x.get("level") == "warning"], lines
 
 
+async def test_an_upgrade_request_with_a_body_is_served_with_its_body(
+        listeners: dict[str, int]) -> None:
+    """h2c on a POST: the body follows the head (llhttp stops reading at the Upgrade), and the
+    request is answered with it, not as an empty one."""
+    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]}).encode()
+    with captured_log("debug") as buffer:
+        answer = await answer_to(listeners["scripted"], (
+            b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nupgrade: h2c\r\n"
+            b"connection: Upgrade, HTTP2-Settings\r\nhttp2-settings: AAMAAABkAAQAAP__\r\n"
+            b"content-type: application/json\r\ncontent-length: %d\r\n\r\n%s"
+            % (len(body), body)))
+    assert status_of(answer) == 200, answer[:300]
+    assert b'"choices"' in answer
+    assert errors_in(log_lines(buffer)) == []
+
+
+async def test_what_is_not_http_is_refused_in_the_servers_shape(
+        listeners: dict[str, int]) -> None:
+    answer = await answer_to(listeners["interception"], b"NOT HTTP AT ALL\r\n\r\n")
+    assert status_of(answer) == 400
+    body = json.loads(answer.partition(b"\r\n\r\n")[2])
+    assert body["error"]["message"] and body["error"]["type"] == "invalid_request_error"
+
+
 @pytest.mark.slow
 @pytest.mark.local_model
 @pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None,

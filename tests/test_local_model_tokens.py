@@ -11,9 +11,10 @@ import attrs
 import openai
 import pytest
 
+from interplay import LocalTokenizer, local_tokenizer
 from interplay.interception import InterceptionServer
 from interplay.model.client import ModelClient
-from interplay.model.local import LocalModel, model_path
+from interplay.model.local import LocalModel
 from interplay.model.wire import assistant_message
 from interplay.records import ModelCall
 from interplay.testing import needs_local_model
@@ -31,14 +32,13 @@ def local() -> Iterator[LocalModel]:
 
 
 @pytest.fixture(scope="module")
-def vocab() -> object:
-    """The model's tokenizer alone (no weights), as a trainer would hold it."""
-    from llama_cpp import Llama
+def vocab() -> LocalTokenizer:
+    """The model's tokenizer alone (no weights), as a trainer holds it: the documented
+    helper."""
+    return local_tokenizer()
 
-    return Llama(model_path=str(model_path()), vocab_only=True, verbose=False)
 
-
-def check_call(call: ModelCall, text: str, vocab: object, eos: int) -> None:
+def check_call(call: ModelCall, text: str, vocab: LocalTokenizer, eos: int) -> None:
     t = call.tokens
     assert call.error is None, call.error
     assert t is not None and t.missing == [] and t.warnings == [], t
@@ -47,21 +47,21 @@ def check_call(call: ModelCall, text: str, vocab: object, eos: int) -> None:
     assert all(lp <= 0 for lp in t.logprobs)
     # The ids are what was sampled: they decode to the text the call recorded, and a reply
     # that ended by itself ends with the end-of-turn token.
-    assert vocab.detokenize(t.completion_ids).decode() == text
+    assert vocab.decode(t.completion_ids) == text
     if call.finish_reason == "stop":
         assert t.completion_ids[-1] == eos
-    prompt = vocab.detokenize(t.prompt_ids, special=True).decode()
+    prompt = vocab.decode(t.prompt_ids, special=True)
     assert "Name a colour." in prompt and prompt.endswith("<|im_start|>assistant\n")
 
 
 @pytest.mark.parametrize("stream", [False, True])
 async def test_the_client_captures_what_the_embedded_model_sampled(
-        local: LocalModel, vocab: object, stream: bool) -> None:
+        local: LocalModel, vocab: LocalTokenizer, stream: bool) -> None:
     client = ModelClient(local.endpoint)
     call = await client.chat(ASK, stream=stream, capture=True, max_tokens=12, seed=7)
     again = await client.chat(ASK, stream=not stream, capture=True, max_tokens=12, seed=7)
     await client.aclose()
-    check_call(call, assistant_message(call).text, vocab, vocab.token_eos())
+    check_call(call, assistant_message(call).text, vocab, vocab.llama.token_eos())
     # The same seed samples the same ids, streamed or not.
     assert again.tokens.completion_ids == call.tokens.completion_ids
     assert again.tokens.logprobs == pytest.approx(call.tokens.logprobs, abs=1e-4)
@@ -69,7 +69,7 @@ async def test_the_client_captures_what_the_embedded_model_sampled(
 
 @pytest.mark.parametrize("api", ["chat", "responses"])
 @pytest.mark.parametrize("stream", [False, True])
-async def test_capture_through_interception(local: LocalModel, vocab: object, api: str,
+async def test_capture_through_interception(local: LocalModel, vocab: LocalTokenizer, api: str,
                                             stream: bool) -> None:
     client = ModelClient(local.endpoint)
     calls: list[ModelCall] = []
@@ -97,7 +97,7 @@ async def test_capture_through_interception(local: LocalModel, vocab: object, ap
         await sdk.close()
     await client.aclose()
     (call,) = calls
-    check_call(call, text, vocab, vocab.token_eos())
+    check_call(call, text, vocab, vocab.llama.token_eos())
 
 
 async def test_top_logprobs_rank_the_alternatives(local: LocalModel) -> None:
@@ -123,23 +123,31 @@ async def test_a_tool_answer_comes_without_tokens_and_is_recorded_so(local: Loca
     assert call.tokens.missing == ["prompt_ids", "completion_ids", "logprobs"]
 
 
+def test_the_local_tokenizer_encodes_and_decodes_offline() -> None:
+    vocab = local_tokenizer()
+    ids = vocab.encode("Name a colour.")
+    assert ids and vocab.decode(ids) == "Name a colour."
+    assert vocab.decode(vocab.encode("<|im_start|>", special=True), special=True) == \
+        "<|im_start|>"
+
+
 async def test_a_call_continues_from_the_ids_its_trace_sampled(local: LocalModel,
-                                                               vocab: object) -> None:
+                                                               vocab: LocalTokenizer) -> None:
     """The server reads the previous call's ids as they are: a reply given split otherwise
     than its text tokenizes (a character at a time) stays so in the next prompt."""
     client = ModelClient(local.endpoint)
     first = await client.chat(ASK, capture=True, max_tokens=8, seed=5)
     reply = assistant_message(first).text
     assert reply
-    split = [i for ch in reply for i in vocab.tokenize(ch.encode(), add_bos=False)]
-    assert split != vocab.tokenize(reply.encode(), add_bos=False)  # a split of its own
-    prefix = [*first.tokens.prompt_ids, *split, vocab.token_eos()]
+    split = [i for ch in reply for i in vocab.encode(ch)]
+    assert split != vocab.encode(reply)  # a split of its own
+    prefix = [*first.tokens.prompt_ids, *split, vocab.llama.token_eos()]
     turn = [*ASK, {"role": "assistant", "content": reply},
             {"role": "user", "content": "Another."}]
     call = await client.chat(turn, capture=True, prefix=prefix, max_tokens=8, seed=5)
     assert call.error is None and call.tokens.diverged_at is None
     assert list(call.tokens.prompt_ids[:len(prefix)]) == prefix
-    assert vocab.detokenize(call.tokens.prompt_ids, special=True).decode().endswith(
+    assert vocab.decode(call.tokens.prompt_ids, special=True).endswith(
         "Another.<|im_end|>\n<|im_start|>assistant\n")
     # A prefix whose text the conversation does not hold (the reply was changed) is not
     # continued: the prompt is the conversation tokenized, and the call says where it left it.

@@ -41,14 +41,16 @@ def test_runtime_modules_import_without_test_only_packages() -> None:
 
 
 @pytest.mark.slow
-def test_the_wheel_carries_the_report_template(tmp_path: Path) -> None:
-    """The page is package data: a wheel without it installs a report command that fails."""
+def test_the_wheel_carries_the_builtins_and_the_report_template(tmp_path: Path) -> None:
+    """The builtins live in top-level folders outside core/ and the page is package data: a
+    wheel without either installs a command that fails."""
     root = Path(__file__).resolve().parents[1]
     # A copy of the sources alone: a checkout's own build metadata (an editable install's
     # SOURCES.txt) would add the files whatever pyproject.toml says.
     src = tmp_path / "src"
     src.mkdir()
-    for name in ("pyproject.toml", "README.md", "core"):
+    for name in ("pyproject.toml", "README.md", "core", "builtin_harnesses", "builtin_envs",
+                 "builtin_verifiers"):
         copy = shutil.copytree if (root / name).is_dir() else shutil.copy
         copy(root / name, src / name)
     done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps",
@@ -59,3 +61,6 @@ def test_the_wheel_carries_the_report_template(tmp_path: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     assert {f"interplay/report/templates/{name}"
             for name in ("report.html.j2", "report.css", "report.js")} <= names
+    assert {"interplay/builtin_harnesses/plugin.py", "interplay/builtin_envs/plugin.py",
+            "interplay/builtin_verifiers/plugin.py", "interplay/builtin_envs/data/echo.jsonl",
+            "interplay/builtin_envs/data/always_on_month.json"} <= names

@@ -327,3 +327,78 @@ def test_a_results_file_that_cannot_be_read_or_written_is_one_line(
         (out / "report.html").unlink()
         (out / "report.html").mkdir()
         assert f"{target}: cannot " in refused(capsys, "report", str(out))
+
+
+# -- a run that never started --------------------------------------------------------------------
+
+
+def _tasks_file(tmp_path: Path) -> Path:
+    path = tmp_path / "tasks.jsonl"
+    path.write_text('{"q": "Say hi", "a": "hi"}\n')
+    return path
+
+
+def test_a_start_refused_for_its_taskset_leaves_no_folder_and_the_next_run_takes_the_o(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tasks, out = _tasks_file(tmp_path), tmp_path / "run"
+    args = ["eval", "echo", "-o", str(out), "-q", "--no-report",
+            "--set", f"env.taskset.dataset={tasks}", "--set", "env.taskset.answer=a"]
+    line = refused(capsys, *args, "--base-url", "http://127.0.0.1:9/v1",
+                   "--set", "env.taskset.prompt=question")
+    assert "no column 'question'" in line
+    assert not out.exists()
+    with ScriptedModel(lambda r: "hi") as model:
+        assert cli.main([*args, "--base-url", model.base_url,
+                         "--set", "env.taskset.prompt=q"]) == 0
+    assert pairs_of(out) == [(0, 0)]
+
+
+def test_a_folder_that_holds_no_episode_is_taken_by_the_next_run(tmp_path: Path) -> None:
+    """What a start killed before its first episode leaves: config.json (and an empty
+    episodes file); a new run with the same -o uses the folder."""
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "config.json").write_text(json.dumps({"config": {"env": {"name": "nothing"}}}))
+    (out / "episodes.jsonl").write_text("")
+    with ScriptedModel(lambda r: "hi") as model:
+        assert cli.main(["eval", "echo", "-n", "1", "-o", str(out), "-q", "--no-report",
+                         "--base-url", model.base_url]) == 0
+    assert pairs_of(out) == [(0, 0)]
+    assert json.loads((out / "config.json").read_text())["config"]["env"]["name"] == "echo"
+
+
+def test_a_resume_whose_config_no_longer_loads_says_so_in_one_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tasks, out = _tasks_file(tmp_path), tmp_path / "run"
+    with ScriptedModel(lambda r: "hi") as model:
+        assert cli.main(["eval", "echo", "-o", str(out), "-q", "--no-report", "--base-url",
+                         model.base_url, "--set", f"env.taskset.dataset={tasks}",
+                         "--set", "env.taskset.prompt=q"]) == 0
+    tasks.write_text('{"question": "Say hi", "a": "hi"}\n')  # the file changed since
+    line = refused(capsys, "eval", "--resume", str(out), "-q")
+    assert line.startswith(f"interplay: error: --resume {out}: the config it holds no longer "
+                           f"loads (taskset ")
+    assert "no column 'q'" in line and line.endswith("another -o")
+    assert pairs_of(out) == [(0, 0)]  # what was done is kept
+
+
+def test_a_resume_refused_for_a_setting_given_over_it_is_not_blamed_on_the_folder(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "run"
+    with ScriptedModel(lambda r: "hi") as model:
+        assert cli.main(["eval", "echo", "-n", "1", "-o", str(out), "-q", "--no-report",
+                         "--base-url", model.base_url]) == 0
+    line = refused(capsys, "eval", "--resume", str(out), "--set", "n=0")
+    assert "n: must be at least 1" in line and "no longer loads" not in line
+
+
+@pytest.mark.slow
+def test_a_run_that_fails_after_its_folder_is_made_takes_the_folder_back(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("ray")
+    out = tmp_path / "run"
+    line = refused(capsys, "eval", "echo", "-o", str(out), "-q", "--no-report",
+                   "--base-url", "http://127.0.0.1:9/v1", "--executor", "ray",
+                   "--ray-address", "127.0.0.1:9", "--set", "ray_connect_timeout_s=1")
+    assert "ray_connect_timeout_s" in line
+    assert not out.exists()

@@ -15,7 +15,13 @@ A request without a known token gets a 401 and reaches nothing; so does a reques
 token of a trace that has closed (its episode ended), and a call still running when its trace
 closes is cancelled and recorded nowhere. Nothing that controls the world (its clock,
 triggers, the user's queue) is served here: the listener has the MCP endpoint (``/mcp``) and
-nothing else.
+nothing else, and that answers POST only: a stateless server has no event stream to open on a
+GET and no session to end on a DELETE (405, ``Allow: POST``).
+
+Every refusal, whoever makes it (this module, the SDK, the listener), is a JSON-RPC error
+response without an id (``{"jsonrpc": "2.0", "id": null, "error": {"code", "message"}}``) with
+the HTTP status: what an MCP client reads. The SDK's few plain-text refusals (a body too large,
+a Host or Origin it refuses, a content type) are turned into it on their way out.
 
 The protocol is the ``mcp`` SDK's (its low-level ``Server``, stateless, answering JSON): this
 module binds tools to tokens and writes no protocol of its own. It logs tool names, ids,
@@ -26,6 +32,7 @@ only through its binding).
 from __future__ import annotations
 
 import asyncio
+import logging
 import secrets
 import time
 from collections.abc import Mapping, Sequence
@@ -51,6 +58,62 @@ MCP_PATH = "/mcp"
 #: Where a request's route travels in its ASGI scope, from the token check to the handlers.
 _SCOPE_KEY = "interplay.tool_route"
 _INSTALL_HINT = "pip install 'mcp>=2.3,<3'"
+#: JSON-RPC's "Invalid Request": the code of every refusal of a request (the SDK's own too).
+INVALID_REQUEST = -32600
+#: Internal error: a request the gateway failed to answer.
+INTERNAL_ERROR = -32603
+_JSON = b"application/json"
+
+
+def rpc_refusal(message: str, code: str | None = None, *,
+                rpc_code: int = INVALID_REQUEST) -> dict[str, Any]:
+    """The gateway's one refusal shape: a JSON-RPC error response without an id. ``code``
+    (the listener's short name, ``request_timeout``) is left out: the message says it."""
+    return {"jsonrpc": "2.0", "id": None, "error": {"code": rpc_code, "message": message}}
+
+
+async def _refuse(send: asgi.Send, status: int, message: str,
+                  extra: list[tuple[bytes, bytes]] | None = None, *,
+                  rpc_code: int = INVALID_REQUEST) -> None:
+    await asgi.send_json(send, status, rpc_refusal(message, rpc_code=rpc_code), extra)
+
+
+class _Answer:
+    """The ``send`` the SDK's app is handed: passes its answers on, turning a refusal it
+    sends as plain text into the gateway's shape, and says whether an answer began."""
+
+    __slots__ = ("held", "parts", "send", "started")
+
+    def __init__(self, send: asgi.Send) -> None:
+        self.send = send
+        self.started = False
+        self.held: dict[str, Any] | None = None
+        self.parts: list[bytes] = []
+
+    async def __call__(self, message: dict[str, Any]) -> None:
+        if self.held is None:
+            if message["type"] == "http.response.start":
+                self.started = True
+                if message["status"] >= 400 and not _is_json(message.get("headers") or ()):
+                    self.held = message
+                    return
+            await self.send(message)
+            return
+        self.parts.append(message.get("body", b""))
+        if message.get("more_body"):
+            return
+        text = b"".join(self.parts).decode("utf-8", "replace").strip()
+        headers = [(k, v) for k, v in self.held.get("headers") or ()
+                   if k.lower() not in (b"content-type", b"content-length")]
+        await _refuse(self.send, self.held["status"], " ".join(text.split())[:300] or
+                      "refused", headers)
+
+
+def _is_json(headers: Any) -> bool:
+    for key, value in headers:
+        if key.lower() == b"content-type":
+            return value.split(b";", 1)[0].strip().lower() == _JSON
+    return False
 
 
 class ToolBinding(Protocol):
@@ -92,6 +155,36 @@ def _sdk() -> Any:
     return types, Server
 
 
+#: The SDK's loggers that write a line about each request (a stateless transport ended, a Host
+#: or Origin refused, a client gone before its body came, a message with malformed params).
+_PER_REQUEST_LOGGERS = ("mcp.server.streamable_http", "mcp.server.transport_security",
+                        "mcp.server.runner")
+
+
+class _PerRequest(logging.Filter):
+    """Moves the SDK's lines about one request to debug: a run makes thousands of requests,
+    and a hostile client as many refusals as it likes (each is answered, with its reason, to
+    the client). An error stays an error, unless it is the client going away."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.ERROR and not _client_gone(record):
+            return True
+        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+
+
+def _client_gone(record: logging.LogRecord) -> bool:
+    exc = record.exc_info[1] if record.exc_info else None
+    return exc is not None and type(exc).__name__ == "ClientDisconnect"
+
+
+def _quiet_per_request_lines() -> None:
+    for name in _PER_REQUEST_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _PerRequest) for f in logger.filters):
+            logger.addFilter(_PerRequest())
+
+
 class ToolGateway:
     """Serves every trace's tools for one run process (see the module docstring)."""
 
@@ -102,7 +195,7 @@ class ToolGateway:
         self._routes: dict[str, ToolRoute] = {}
         self._server = AsgiServer(self.app, host=host, port=port, graceful_s=2.0,
                                   header_timeout_s=header_timeout_s,
-                                  body_timeout_s=body_timeout_s)
+                                  body_timeout_s=body_timeout_s, refusal=rpc_refusal)
         self._mcp_app: Any = None
         self._types: Any = None
         self._keeper: asyncio.Task[None] | None = None
@@ -118,6 +211,7 @@ class ToolGateway:
     async def start(self) -> None:
         types, Server = _sdk()
         self._types = types
+        _quiet_per_request_lines()
         server = Server(SERVER_NAME, on_list_tools=self._list_tools,
                         on_call_tool=self._call_tool)
         # Stateless, answering JSON: every request stands alone (no session to expire or to
@@ -199,8 +293,8 @@ class ToolGateway:
         if scope["type"] != "http":
             return
         if scope["path"] != MCP_PATH:
-            await asgi.send_error(send, 404, f"no route {scope['path']}; the tool gateway "
-                                  f"serves MCP at {MCP_PATH}", code="not_found")
+            await _refuse(send, 404, f"no route {scope['path']}; the tool gateway serves MCP "
+                                     f"at {MCP_PATH}")
             return
         token: str | None = None
         value = asgi.header(scope, b"authorization")
@@ -210,17 +304,27 @@ class ToolGateway:
         if route is None:
             log.info("gateway.refused", status=401, method=scope["method"],
                      reason_code="missing_token" if token is None else "unknown_token")
-            await asgi.send_error(send, 401, "missing or unknown bearer token for the tool "
-                                  "gateway (the trace's own token, in Authorization: Bearer)",
-                                  code="invalid_token",
-                                  extra=[(b"www-authenticate", b'Bearer error="invalid_token"')])
+            await _refuse(send, 401, "missing or unknown bearer token for the tool gateway "
+                                     "(the trace's own token, in Authorization: Bearer)",
+                          [(b"www-authenticate", b'Bearer error="invalid_token"')])
+            return
+        if scope["method"] != "POST":
+            # Stateless: no event stream to open (the SDK would hold a GET open, pinging, until
+            # the run ends) and no session to delete.
+            await _refuse(send, 405, f"the tool gateway answers POST only (stateless: no "
+                                     f"event stream, no session); got {scope['method']}",
+                          [(b"allow", b"POST")])
             return
         scope[_SCOPE_KEY] = route
+        answer = _Answer(send)
         try:
-            await self._mcp_app(scope, receive, send)
+            await self._mcp_app(scope, receive, answer)
         except Exception:
             # Never let a request take the listener down; the traceback goes to the log only.
             log.exception("gateway.internal_error", method=scope["method"])
+            if not answer.started:
+                await _refuse(send, 500, "internal error in the tool gateway",
+                              rpc_code=INTERNAL_ERROR)
 
     def _route_of(self, ctx: Any) -> ToolRoute | None:
         request = getattr(ctx, "request", None)

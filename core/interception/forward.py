@@ -67,6 +67,7 @@ def upstream_body(api: str, body: dict[str, Any], endpoint: Endpoint, *, model: 
     is: the Responses API has no seed, stop or penalties)."""
     if api == "responses" and endpoint.api == "responses":
         under, dropped = rs.sampling_for_responses(endpoint.sampling)
+        under = {**under, **endpoint.extra_body}
         over, dropped_seat = rs.sampling_for_responses(sampling)
         upstream = sampled(body, under, over, limits=("max_output_tokens",))
         upstream["model"] = model or endpoint.model
@@ -78,7 +79,7 @@ def upstream_body(api: str, body: dict[str, Any], endpoint: Endpoint, *, model: 
         if upstream.get("stream"):
             upstream["stream_options"] = dict(upstream.get("stream_options") or {},
                                               include_usage=True)
-    upstream = sampled(upstream, endpoint.sampling, sampling)
+    upstream = sampled(upstream, endpoint.body_fields, sampling)
     upstream["model"] = model or endpoint.model
     return upstream, []
 

@@ -112,7 +112,7 @@ class ModelClient:
         messages_out = [(m._wire or m.wire()) if isinstance(m, Message)
                         else m if isinstance(m, dict) else dict(m) for m in messages]
         body: dict[str, Any] = {"model": self.endpoint.model, "messages": messages_out}
-        body.update(self.endpoint.sampling)
+        body.update(self.endpoint.body_fields)
         body.update(params)
         if tools:
             body["tools"] = tools

@@ -21,7 +21,9 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from interplay import processes
 from interplay.endpoint import Endpoint
@@ -58,6 +60,34 @@ def model_path() -> Path:
             return path
     raise InterplayError(INSTALL_HINT)
 
+
+
+class LocalTokenizer:
+    """The embedded model's tokenizer alone (its vocabulary, no weights), for reading the
+    token ids a run captured offline: ``local_tokenizer().decode(call.tokens.completion_ids)``
+    is the text the model answered. ``llama`` is the llama-cpp-python ``Llama`` holding it."""
+
+    def __init__(self, llama: Any) -> None:
+        self.llama = llama
+
+    def decode(self, ids: Iterable[int], *, special: bool = False) -> str:
+        """The text of ``ids``; ``special`` also writes the chat template's own tokens (a
+        prompt's ``<|im_start|>``), which plain decoding leaves out."""
+        return bytes(self.llama.detokenize(list(ids), special=special)).decode(
+            "utf-8", errors="replace")
+
+    def encode(self, text: str, *, special: bool = False) -> list[int]:
+        """The ids of ``text`` (no start token added); ``special`` reads the chat template's
+        tokens in it as those tokens."""
+        return list(self.llama.tokenize(text.encode("utf-8"), add_bos=False, special=special))
+
+
+def local_tokenizer() -> LocalTokenizer:
+    """The embedded model's tokenizer (:class:`LocalTokenizer`), loaded from its GGUF file
+    without the weights (a fraction of a second, no server); needs the ``local`` extra."""
+    from llama_cpp import Llama
+
+    return LocalTokenizer(Llama(model_path=str(model_path()), vocab_only=True, verbose=False))
 
 def usable_cores() -> int:
     """The cores this process may run on: its CPU affinity where the system has one (a

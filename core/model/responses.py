@@ -6,7 +6,7 @@ chat.completion (or its stream of chunks) into a Responses object and the SSE ev
 client needs: every output item gets ``response.output_item.done``, ``response.completed``
 carries ``response.id``, function_call ``arguments`` are a JSON string. Function tools are
 translated, and so are the function tools of a ``namespace`` (codex's MCP servers): the model
-sees each as ``<namespace>__<name>`` (:func:`~interplay.model.wire.qualified_name`), and its
+sees each as ``<namespace>__<name>`` (:func:`qualified_name`), and its
 call of one goes back as a ``function_call`` with ``namespace`` and ``name`` apart, as a
 Responses client expects. Other tool types are dropped. Pure functions and a small stateful
 streamer; no I/O.
@@ -21,7 +21,6 @@ from typing import Any
 from interplay import _codec
 from interplay import _ids as ids
 from interplay.model.request import BadRequest
-from interplay.model.wire import qualified_name
 
 _CHAT_ROLES = {"system": "system", "developer": "system", "user": "user",
                "assistant": "assistant"}
@@ -126,6 +125,14 @@ def responses_to_chat(body: Any) -> dict[str, Any]:
         out["stream"] = True
         out["stream_options"] = {"include_usage": True}
     return out
+
+
+def qualified_name(namespace: Any, name: str) -> str:
+    """A tool's name as a Chat Completions model sees it: a tool of a Responses ``namespace``
+    (codex puts each MCP server's tools in one, ``mcp__<server>``) gets the namespace in front,
+    joined by ``__`` as codex named MCP tools before namespaces
+    (``mcp__interplay__message_user``); a tool of no namespace keeps its name."""
+    return f"{namespace}__{name}" if isinstance(namespace, str) and namespace else name
 
 
 def _chat_tool(tool: Mapping[str, Any], where: str,

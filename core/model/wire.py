@@ -16,6 +16,7 @@ from typing import Any
 from interplay import _codec
 from interplay._ids import new_id
 from interplay.errors import InterplayError
+from interplay.model import responses as rs
 from interplay.model.retries import Failure
 from interplay.records import Message, ModelCall, ToolCall, Usage
 
@@ -210,8 +211,6 @@ def request_messages(call: ModelCall) -> list[Message]:
     Responses ``input``); what cannot be read as a message is left out."""
     body: Any = call.request or {}
     if "messages" not in body and "input" in body:
-        from interplay.model import responses as rs
-
         try:
             body = rs.responses_to_chat(body)
         except rs.BadRequest:
@@ -221,14 +220,6 @@ def request_messages(call: ModelCall) -> list[Message]:
         with contextlib.suppress(InterplayError, TypeError, ValueError):
             out.append(Message.from_openai(raw))
     return out
-
-
-def qualified_name(namespace: Any, name: str) -> str:
-    """A tool's name as a Chat Completions model sees it: a tool of a Responses ``namespace``
-    (codex puts each MCP server's tools in one, ``mcp__<server>``) gets the namespace in front,
-    joined by ``__`` as codex named MCP tools before namespaces
-    (``mcp__interplay__message_user``); a tool of no namespace keeps its name."""
-    return f"{namespace}__{name}" if isinstance(namespace, str) and namespace else name
 
 
 def _arguments(value: Any) -> str:
@@ -247,8 +238,8 @@ def _responses_message(resp: Mapping[str, Any]) -> Message:
                       if isinstance(p, Mapping) and p.get("type") == "output_text"]
         elif item.get("type") == "function_call":
             tool_calls.append(ToolCall(id=str(item.get("call_id") or ""),
-                                       name=qualified_name(item.get("namespace"),
-                                                           str(item.get("name") or "")),
+                                       name=rs.qualified_name(item.get("namespace"),
+                                                              str(item.get("name") or "")),
                                        arguments=_arguments(item.get("arguments"))))
     return Message("assistant", "".join(texts) if texts or not tool_calls else None,
                    tool_calls=tuple(tool_calls))

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
@@ -34,12 +34,40 @@ if TYPE_CHECKING:
     from interplay.clock import Clock
     from interplay.endpoint import Endpoint
     from interplay.gateway import ToolGateway, ToolRoute
-    from interplay.interception import TraceRoute
+    from interplay.interception import InterceptionServer, TraceRoute
     from interplay.model.client import ModelClient
-    from interplay.run.episode import EpisodeContext
     from interplay.tools import Tool
 
 log = get_logger("interplay.run.agent")
+
+
+class RunServers(Protocol):
+    """The servers a run's agents share, each started on first use (the run's
+    :class:`~interplay.run.episode.RunResources`)."""
+
+    async def interception(self) -> InterceptionServer: ...
+
+    async def gateway(self) -> ToolGateway: ...
+
+
+class EpisodeHost(Protocol):
+    """What an agent needs of the episode whose seat it fills: the episode's ids, its clock,
+    the run's servers, and where the traces it writes are kept. The episode's context
+    (:class:`~interplay.run.episode.EpisodeContext`) is one; it makes the agents, so it imports
+    this module and never the other way round."""
+
+    @property
+    def info(self) -> EpisodeInfo: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def resources(self) -> RunServers: ...
+
+    def add_trace(self, trace: Trace) -> None: ...
+
+    def drop_trace(self, trace: Trace) -> None: ...
 
 
 class SegmentClient:
@@ -397,7 +425,7 @@ class Agent:
 
     def __init__(self, *, name: str, harness: Harness, client: ModelClient,
                  spec: SeatSpec | None = None, seat: str | None = None,
-                 episode: EpisodeContext | None = None, tools: Sequence[Tool] = ()) -> None:
+                 episode: EpisodeHost | None = None, tools: Sequence[Tool] = ()) -> None:
         self.name = name
         self.seat = seat or name
         self.harness = harness

@@ -15,7 +15,7 @@ import cattrs
 
 from interplay import config as config_mod
 from interplay import plugins
-from interplay.endpoint import Endpoint, redact_url
+from interplay.endpoint import Endpoint, redact_url, sampling_problem
 from interplay.env import Env
 from interplay.errors import InterplayError
 from interplay.interception.limits import Limits
@@ -141,6 +141,8 @@ def check_seats(env: Env, resources: Any) -> None:
                 if key in sampling:
                     raise InterplayError(f"{where}.{key}: the harness sets {key!r} itself; "
                                          "remove it from the sampling settings")
+            if problem := sampling_problem(sampling, where):
+                raise InterplayError(problem)
         harness_cls = plugins.get("harnesses", spec.harness)
         config_mod.structure(spec.harness_config, harness_cls.Config,
                              path=f"seats.{seat}.harness_config")

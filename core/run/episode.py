@@ -132,6 +132,8 @@ class EpisodeContext:
         self.metrics: dict[str, float] = {}
         self.traces: list[Trace] = []
         self._agents: dict[str, Agent] = {}
+        #: The error a step ended the episode in without raising (``fail``): type and text.
+        self.failure: tuple[str, str] | None = None
 
     @property
     def rng(self) -> random.Random:
@@ -141,6 +143,10 @@ class EpisodeContext:
             seed = self.info.seed if self.info.seed is not None else 0
             self._rng = random.Random(f"{seed}:{self.info.task_idx}:{self.info.rollout}")
         return self._rng
+
+    def fail(self, error_type: str, error: str) -> None:
+        if self.failure is None:
+            self.failure = (error_type, error)
 
     def release(self) -> None:
         """Drop this episode's agents (the episode is over; they point back here)."""
@@ -211,6 +217,12 @@ async def _run(ctx: EpisodeContext, env: Env, task: Task) -> Episode:
             "config_error" if isinstance(exc, InterplayError) else "env_error"
         log.warning("episode.step_failed", episode_id=info.episode_id, env=env.name,
                     error_type=episode.error_type, exception_type=type(exc).__name__)
+    if episode.error is None and ctx.failure is not None:
+        # The step's own end: an error it recorded rather than raised (a turn that stopped
+        # short leaves no error type on its trace, so the traces alone would miss it).
+        episode.error_type, episode.error = ctx.failure
+        log.info("episode.step_ended_in_error", episode_id=info.episode_id, env=env.name,
+                 error_type=episode.error_type)
     _mark_open_traces(ctx, "error" if episode.error else "episode_ended")
     episode.traces = list(ctx.traces)
     episode.results = ctx.results

@@ -14,6 +14,7 @@ written whole) and names the rest from its parts: an episode's line and a long o
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import os
@@ -25,7 +26,7 @@ from typing import Any
 from interplay import config as config_mod
 from interplay.env import Env
 from interplay.errors import InterplayError
-from interplay.records import Episode, converter
+from interplay.records import Episode, Task, converter
 from interplay.run.config import (
     RunConfig,
     config_differences,
@@ -217,9 +218,11 @@ def finite(data: Any) -> Any:
 
 
 def prepare(data: dict[str, Any],
-            resume: str | None) -> tuple[RunConfig, Env, dict[str, Any], Path]:
-    """Resolve the config, load the env, and make (or check, when resuming) the results
-    folder with its config.json."""
+            resume: str | None) -> tuple[RunConfig, Env, dict[str, Any], Path, list[Task]]:
+    """Resolve the config, load the env and its tasks, and make (or check, when resuming) the
+    results folder with its config.json: a config that cannot run is refused before anything
+    is written. A folder that holds no episode (a run that never finished one) may be used
+    again by a new run; a resumed one whose config no longer loads is refused, saying so."""
     if resume:
         output = Path(resume)
         stored_path = output / CONFIG_FILE
@@ -250,7 +253,11 @@ def prepare(data: dict[str, Any],
             raise InterplayError(f"--resume {resume}: {key} had credentials, which "
                                  f"{CONFIG_FILE} does not keep; give them again ({hint}--set "
                                  f"{key}=...)")
-        cfg, env, resolved = resolve(merged)
+        try:
+            cfg, env, resolved = resolve(merged)
+            tasks = list(env.tasks())
+        except InterplayError as exc:
+            raise _unloadable(resume, output, stored, exc) from None
         executor_for(cfg)  # its settings checked before anything is written
         changed = config_differences(without_credentials(stored),
                                      without_credentials(resolved))
@@ -259,14 +266,15 @@ def prepare(data: dict[str, Any],
                 f"--resume {resume}: the config changed ({', '.join(changed[:8])}"
                 f"{', ...' if len(changed) > 8 else ''}); resume with the same settings "
                 f"or start a new run with -o")
-        return cfg, env, resolved, output
+        return cfg, env, resolved, output, tasks
     if "output" not in data:
         name = str((data.get("env") or {}).get("name") or "")
         data["output"] = default_output(name)
     cfg, env, resolved = resolve(data)
+    tasks = list(env.tasks())  # a taskset that cannot be read is refused before the folder
     executor_for(cfg)  # its settings checked before the folder is made
     output = Path(str(cfg.output))
-    if (output / EPISODES_FILE).exists() or (output / CONFIG_FILE).exists():
+    if holds_episodes(output) or _is_regrade(output):
         raise InterplayError(f"{output} already holds a run; continue it with --resume {output} "
                              f"or choose another -o")
     if output.exists() and not output.is_dir():
@@ -279,7 +287,53 @@ def prepare(data: dict[str, Any],
     except OSError as exc:
         raise InterplayError(f"-o {output}: cannot write a results folder there "
                              f"({exc.strerror or type(exc).__name__}); choose another -o") from None
-    return cfg, env, resolved, output
+    return cfg, env, resolved, output, tasks
+
+
+def holds_episodes(output: Path) -> bool:
+    """Whether the results folder ``output`` has recorded an episode: a run that never
+    finished one leaves a folder the next run may use."""
+    try:
+        return (output / EPISODES_FILE).stat().st_size > 0
+    except OSError:
+        return False
+
+
+def _is_regrade(output: Path) -> bool:
+    try:
+        return isinstance(_map(json.loads((output / CONFIG_FILE).read_text())).get("regrade"),
+                          Mapping)
+    except (OSError, ValueError):
+        return False
+
+
+def discard_unstarted(output: Path) -> None:
+    """Take back what a run that failed before recording any episode wrote in ``output``
+    (its config.json, summary and empty episodes file), and the folder itself once empty:
+    the next run with the same ``-o`` starts clean."""
+    if holds_episodes(output):
+        return
+    for name in (CONFIG_FILE, SUMMARY_FILE, EPISODES_FILE, SIDE_DIR):
+        path = output / name
+        with contextlib.suppress(OSError):
+            path.rmdir() if path.is_dir() else path.unlink()
+    with contextlib.suppress(OSError):
+        output.rmdir()  # only if empty
+
+
+def _unloadable(resume: str, output: Path, stored: Mapping[str, Any],
+                exc: InterplayError) -> InterplayError:
+    """The one line for a resumed run that cannot load: the config the folder holds no
+    longer loads (a taskset changed, a plugin gone), or the settings given over it."""
+    try:
+        list(resolve({**stored, "output": str(output)})[1].tasks())
+    except InterplayError:
+        again = (f"start it again with -o {output} and the setting mended (it holds no "
+                 f"episode)" if not holds_episodes(output) else
+                 "start a new run with the setting mended and another -o")
+        return InterplayError(f"--resume {resume}: the config it holds no longer loads "
+                              f"({exc.message}); {again}")
+    return exc
 
 
 def stored_verifiers(env: Env) -> list[dict[str, Any]]:

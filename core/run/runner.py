@@ -21,7 +21,7 @@ import attrs
 from interplay.env import Env
 from interplay.errors import InterplayError
 from interplay.log import get_logger
-from interplay.records import Episode
+from interplay.records import Episode, Task
 from interplay.run.config import RunConfig
 from interplay.run.executor import Finished, Work, executor_for
 from interplay.run.progress import Progress
@@ -53,14 +53,15 @@ class RunOutcome:
 async def run(cfg: RunConfig, env: Env, resolved: Mapping[str, Any], output: Path, *,
               show_progress: bool = False,
               announce: Callable[[int, int], None] | None = None,
-              resources: Any = None) -> RunOutcome:
+              resources: Any = None, tasks: list[Task] | None = None) -> RunOutcome:
     """Run what ``output`` is missing of ``cfg``'s (task, rollout) pairs and write the
     results folder. The caller has written ``config.json`` and checked it. ``announce`` is
-    told the number of tasks and of episodes to run once they are known."""
+    told the number of tasks and of episodes to run once they are known. ``tasks``: the
+    env's tasks, when the caller has read them already (None: read here)."""
     from interplay.run.episode import RunResources
 
     chosen = executor_for(cfg)
-    tasks = list(env.tasks())
+    tasks = list(env.tasks()) if tasks is None else tasks
     if cfg.n is not None:
         tasks = tasks[: cfg.n]
     if not tasks:

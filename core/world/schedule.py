@@ -32,9 +32,13 @@ class BusyBlock:
     every day; an empty list is refused, not read as every day). An end before the start runs
     past midnight; an end equal to the start is refused (``00:00``-``24:00`` is a whole day)."""
 
+    #: When the block starts, HH:MM local.
     start: str
+    #: When it ends, HH:MM local (before the start: past midnight).
     end: str
+    #: The days it comes back on (Monday..Sunday, weekdays, weekend, daily); left out: every day.
     days: list[str] | None = None
+    #: A name for the block, shown in the records (e.g. meetings).
     label: str = ""
 
 

@@ -37,6 +37,7 @@ WAKE_KINDS = ("opening", "line", "user_reply", "alert", "contact_reply", "check"
 class LatencyConfig:
     """Reply latency in her awake hours."""
 
+    #: The criterion's weight among the judge's criteria.
     weight: float = 1.0
     #: Minutes of her awake time at or under which a latency scores 1.
     good_minutes: float = 30.0
@@ -48,6 +49,7 @@ class LatencyConfig:
 class SilenceConfig:
     """Writing when nothing warranted it, staying quiet on a direct question."""
 
+    #: The criterion's weight among the judge's criteria.
     weight: float = 1.0
     #: What woke the agent that warrants a message to her (a wake's source kinds).
     news: list[str] = attrs.Factory(lambda: ["opening", "line", "user_reply", "alert",

@@ -52,6 +52,8 @@ def default_criteria() -> list[Criterion]:
 
 @attrs.define
 class AlwaysOnVerifierConfig(RubricConfig):
+    #: What the judge scores; by default the always_on criteria (each from 0 to 1: name,
+    #: description, weight).
     criteria: list[Criterion] = attrs.Factory(default_criteria)
     #: Parts of the run's context the judge reads: scenario, user, triggers, phone, apps.
     context: list[str] = attrs.Factory(lambda: list(summary.DEFAULT_CONTEXT))
@@ -65,7 +67,9 @@ class AlwaysOnVerifierConfig(RubricConfig):
     #: Refused when set: what graders of one-transcript runs take, which an always_on run
     #: cannot give. Kept as fields so the refusal says why rather than "unknown key".
     use_trajectory: bool = False
+    #: Refused when set (a one-transcript grader's setting, kept so the refusal says why).
     grade_up_to_turn: int | None = None
+    #: Refused unless "scores" (a one-transcript grader's setting, kept so the refusal says why).
     output_format: str = "scores"
 
 

@@ -109,6 +109,9 @@ class Week:
         return calls(request, ("stay_quiet", {"reason": "nothing new"}))
 
 
+#: Wall-time limit of one codex segment in these tests: a scripted segment takes seconds.
+SEGMENT_S = 150
+
 #: codex's optional tools turned off, as the README shows for a model with a small window.
 LEAN = ["--disable", "multi_agent", "--disable", "goals", "-c", 'web_search="disabled"']
 
@@ -124,14 +127,19 @@ def eval_codex(env: str, handler: Any, out_dir: Path, *, extra_args: list[str] |
                             "-o", str(out_dir), "--no-report",
                             "--set", 'seats.assistant.harness="codex"',
                             "--set", "seats.assistant.harness_config.state_dir="
-                                     f"{json.dumps(str(out_dir.parent))}", *more, timeout=600)
+                                     f"{json.dumps(str(out_dir.parent))}",
+                            # A segment that hangs ends as a recorded timeout, with codex's
+                            # stderr, well before the test's own limit.
+                            "--set", f"seats.assistant.harness_config.timeout_s={SEGMENT_S}",
+                            *more, timeout=600)
         if seen is not None:
             seen += model.requests
     assert out.returncode == 0, out.stderr
     (line,) = (out_dir / "episodes.jsonl").read_text().splitlines()
     # A long episode keeps its transcripts and timeline in a side file.
     episode: dict[str, Any] = whole_record(json.loads(line), out_dir)
-    assert episode["error"] is None, episode["error"]
+    assert episode["error"] is None, (episode["error"], [
+        t["info"].get("codex") for t in episode["traces"] if t["agent"] == "assistant"])
     return episode
 
 

@@ -84,6 +84,7 @@ class OpenEnvConfig:
     observation_field: str = ""
     #: The assistant's system prompt ("" for none).
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    #: Seconds to wait for the server to accept a connection (its schema, each episode's session).
     connect_timeout_s: float = 10.0
     #: How long one reset or step may take on the server.
     message_timeout_s: float = 60.0

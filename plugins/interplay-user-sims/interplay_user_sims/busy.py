@@ -44,11 +44,14 @@ DONE = " When your goal is met, end your message with {done_marker}."
 
 @attrs.define
 class BusyPersonConfig:
+    #: The seat whose model plays her (an untrainable seat of the env).
     seat: str = "user"
     #: Her system prompt: ``{description}``, ``{scenario}``, ``{name}``, ``{done}`` (how to
     #: say done; in always_on each read says it instead, where done ends the run).
     template: str = TEMPLATE
+    #: What her model is asked for her first message (when the task gives no opening line).
     opening: str = "Write your first message to the assistant."
+    #: Her whole reply when she reads and has nothing to say (always_on).
     nothing_marker: str = "###NOTHING###"
     #: The most words she writes when pressed.
     terse_words: int = 15

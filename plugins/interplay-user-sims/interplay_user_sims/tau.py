@@ -60,9 +60,13 @@ BLANK = "Your reply was empty. Write only your next message to the assistant."
 
 @attrs.define
 class Instructions:
+    #: Why she is calling (tau's reason_for_call).
     reason_for_call: str = ""
+    #: What she knows and may tell (tau's known_info).
     known_info: str = ""
+    #: What she does not know (tau's unknown_info).
     unknown_info: str = ""
+    #: How she goes about it (tau's task_instructions).
     task_instructions: str = ""
 
     def render(self) -> str:
@@ -72,14 +76,19 @@ class Instructions:
 
 @attrs.define
 class TauConfig:
+    #: The seat whose model plays her (an untrainable seat of the env).
     seat: str = "user"
     #: Used when the task has none.
     instructions: Instructions = attrs.Factory(Instructions)
     #: The task ``info`` key holding her instruction set.
     info_key: str = "instructions"
+    #: What she writes when her goal is met: the exchange ends.
     stop_token: str = "###STOP###"
+    #: What she writes when she was transferred to someone else: the exchange ends.
     transfer_token: str = "###TRANSFER###"
+    #: What she writes when her instructions do not cover what comes next: the exchange ends.
     out_of_scope_token: str = "###OUT-OF-SCOPE###"
+    #: What her model is asked for her first message (when the task gives no opening line).
     opening: str = "Write your first message to the assistant."
     #: always_on: her whole reply when she has nothing to say.
     nothing_marker: str = "###NOTHING###"

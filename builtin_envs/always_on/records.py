@@ -1,0 +1,211 @@
+"""What an always_on run leaves in ``ctx.results["always_on"]``: plain JSON a verifier, the report
+and a later reader take from the episode's line without interplay's Python objects.
+
+- ``response``: every ``message_user`` text of the agent's seat, in order, with its task time
+  and wake (never the private notes); what text verifiers grade.
+- ``conversation``: the user's chat for graders: her lines and the agent's messages with times
+  and wakes, then what never reached the agent, then an end marker with the reason.
+- ``replies``: one record per read of hers (when she read, wrote, and when her reply reached
+  the agent, if a wake delivered it; what it answers; the outcome).
+- ``timeline``: the run's entries in order (docs/always_on.md lists the kinds).
+- ``summary``: counts, the end reason and note, the settings and what was pending at the end.
+
+docs/always_on.md describes every key.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from interplay.world import times
+
+if TYPE_CHECKING:
+    from interplay.builtin_envs.always_on.loop import Loop
+
+def build(loop: Loop) -> dict[str, Any]:
+    world = loop.world
+    reason = _reason(loop)
+    end = {"reason": reason, "note": end_note(loop, reason)}
+    pending_now = loop.pending()
+    return {
+        "seat": loop.cfg.seat,
+        "scenario": loop.scenario.name or loop.scenario.source,
+        "timezone": world.timezone,
+        "start": times.iso(world.start, world.timezone),
+        "end": None if world.end is None else times.iso(world.end, world.timezone),
+        "ended_at": world.timeline.stamp(loop.ended_us)["at"],
+        "end_reason": reason,
+        "end_note": end["note"],
+        "error_type": loop.error_type,
+        "error": loop.error,
+        "response": response(loop),
+        "conversation": conversation(loop, end),
+        "replies": loop.user.records,
+        "timeline": world.timeline.entries,
+        "real": {"wake_s": loop.wake_real_s, "settled_calls": world.settled},
+        "summary": {"counts": counts(loop), "end_reason": reason, "end_note": end["note"],
+                    "settings": settings(loop), "pending": pending_now},
+        "apps": {name: {k: v for k, v in app.state.items() if k != "_ids"}
+                 for name, app in world.apps.items()},
+        "triggers": world.triggers.state(),
+    }
+
+
+def _reason(loop: Loop) -> str:
+    return loop.end_reason or ("error" if loop.error_type else "cancelled")
+
+
+def response(loop: Loop) -> list[dict[str, Any]]:
+    world = loop.world
+    return [{"n": m.number, "text": m.text, **world.timeline.stamp(m.at_us), "wake": m.wake,
+             "phase": m.phase, "read": m.read_at_us is not None,
+             "read_at": None if m.read_at_us is None else world.timeline.stamp(m.read_at_us)["at"],
+             "wrap_up": m.wrap_up, "leftover": m.leftover}
+            for m in world.chat.sent_by(loop.cfg.seat)]
+
+
+def conversation(loop: Loop, end: dict[str, Any]) -> list[dict[str, Any]]:
+    world = loop.world
+    chat: list[tuple[float, int, dict[str, Any]]] = []
+    for wake in loop.wakes:
+        for source in wake["sources"]:
+            if source.get("from") != "user":
+                continue
+            entry = {"from": "user", "kind": source["kind"] if source["kind"] != "user_reply"
+                     else "reply", "text": source.get("text", ""), "at": source["due"],
+                     "t": source["due_t"], "wake": wake["wake"]}
+            if source["kind"] == "user_reply":
+                entry.update(reply_to=source.get("reply_to"), done=source.get("done", False))
+            chat.append((entry["t"], 0, entry))
+    for m in world.chat.sent_by(loop.cfg.seat):
+        stamp = world.timeline.stamp(m.at_us)
+        entry = {"from": "agent", "kind": "message", "n": m.number, "text": m.text, **stamp,
+                 "wake": m.wake, "read": m.read_at_us is not None,
+                 "read_at": None if m.read_at_us is None
+                 else world.timeline.stamp(m.read_at_us)["at"]}
+        if m.wrap_up:
+            entry["wrap_up"] = True
+        if m.leftover:
+            entry["leftover"] = True
+        chat.append((stamp["t"], 1, entry))
+    out = [entry for _, _, entry in sorted(chat, key=lambda item: (item[0], item[1]))]
+    for event in [*loop.arrived, *world.queue]:
+        if event.kind == "user_reply":
+            record = event.data["record"]
+            out.append({"from": "user", "kind": "undelivered", "why": "held",
+                        "text": event.data["text"], "at": record["wrote_at"],
+                        "t": record["wrote_t"]})
+        elif event.kind == "user_line" and event.data.get("text"):
+            stamp = world.timeline.stamp(event.due_us)
+            out.append({"from": "user", "kind": "undelivered",
+                        "why": "held" if event in loop.arrived else "not due",
+                        "text": event.data["text"], **stamp})
+    for record in loop.user.records:
+        if record["last_read"] and record["text"]:
+            out.append({"from": "user", "kind": "wrap_up", "text": record["text"],
+                        "at": record["read_at"], "t": record["read_t"]})
+    out.append({"from": "step", "kind": "end", **end, **world.timeline.stamp(loop.ended_us)})
+    return out
+
+
+def counts(loop: Loop) -> dict[str, int]:
+    world = loop.world
+    sources = [s for wake in loop.wakes for s in wake["sources"]]
+    mine = world.chat.sent_by(loop.cfg.seat)
+    records = loop.user.records
+    calls = [c for wake in loop.wakes for c in wake.get("tool_calls", ())]
+    contact_calls = world.contacts.calls
+    return {
+        "wakes": len(loop.wakes),
+        "nudges": loop.nudges,
+        "messages_sent": len(mine),
+        "messages_read": sum(m.read_at_us is not None for m in mine),
+        "leftover_messages": sum(m.leftover for m in mine),
+        "user_lines": sum(s["kind"] in ("opening", "line") for s in sources),
+        "user_reads": len(records),
+        "user_replies": sum(s["kind"] == "user_reply" for s in sources),
+        "user_nothing": sum(r["outcome"] == "nothing" for r in records),
+        "user_malformed": loop.user.malformed,
+        "alerts": sum(s["kind"] == "alert" for s in sources),
+        "contact_calls": len(contact_calls),
+        "contact_replies": sum(s["kind"] == "contact_reply" for s in sources),
+        "contact_timeouts": sum(c.status == "timed_out" for c in contact_calls),
+        "checks_scheduled": len(world.chat.checks),
+        "checks_due": sum(s["kind"] == "check" for s in sources),
+        "tool_calls": len(calls),
+        "tool_errors": sum("error" in c for c in calls),
+        "app_changes": world.timeline.changes,
+        "clock_jumps": world.timeline.jumps,
+        "late_events": loop.late,
+        "early_events": loop.early,
+        "real_waits": world.clock.real_waits,
+        "folded_wakes": loop.folder.folded if loop.folder else 0,
+        "folded_turns": loop.folder.folded_turns if loop.folder else 0,
+    }
+
+
+def settings(loop: Loop) -> dict[str, Any]:
+    cfg = loop.cfg
+    return {"rate": loop.rate, "max_wakes": cfg.max_wakes, "budget_s": cfg.budget_s,
+            "nudge": cfg.nudge, "nudge_tool_choice": cfg.nudge_tool_choice,
+            "stay_quiet": cfg.stay_quiet, "checks": loop.checks,
+            "min_check_interval": cfg.min_check_interval, "deny_tools": list(cfg.deny_tools),
+            "idle_jumps": cfg.idle_jumps, "multi_day": loop.multi_day,
+            "done_ends_run": loop.user.done_ends_run, "reply_lands": loop.user.reply_lands,
+            "reminder": cfg.reminder,
+            "history": loop.folder.policy.record() if loop.folder else None}
+
+
+def end_note(loop: Loop, reason: str) -> str:
+    name = loop.person.name
+    world = loop.world
+    if reason == "end_time":
+        assert world.end is not None
+        return (f"The task's time ran out at {times.readable(world.end, world.timezone)}; "
+                f"the agent had a final check-in.")
+    if reason == "user_done":
+        if loop.done_at_once:
+            return f"{name} said she was done without a word; the run ended at once."
+        return f"{name} said she was done; the run ended after the agent's turn on it."
+    if reason == "max_wakes":
+        return (f"The run reached its cap of {loop.cfg.max_wakes} wakes; the last one carried "
+                f"the last-turn notice.")
+    if reason == "budget":
+        budget = f"The real-time budget of {loop.cfg.budget_s:g} s"
+        if loop.budget_cut == "turn":
+            return (f"{budget} ran out during wake {len(loop.wakes)}: its turn was cut short "
+                    f"there (what it sent is kept, marked leftover); no wrap-up was read.")
+        if loop.budget_cut is not None:
+            where = "during her wrap-up read" if loop.budget_cut == "wrap-up" else \
+                "between wakes"
+            return f"{budget} ran out after wake {len(loop.wakes)}, {where}; the run ended there."
+        return f"{budget} was nearly spent; the closing wake carried the last-turn notice."
+    if reason == "finished_nothing_pending":
+        return "Nothing could wake the agent any more, and nothing was pending."
+    if reason == "stuck":
+        left = ", ".join(f"{v['count']} {k.replace('_', ' ')}"
+                         for k, v in loop.pending().items() if v["count"])
+        return f"Nothing could wake the agent any more, yet things were pending: {left}."
+    if reason == "error":
+        wake = len(loop.wakes)
+        if loop.turn_failed:
+            return (f"The agent's turn in wake {wake} failed ({loop.error_type}); the run "
+                    f"ended there.")
+        where = f"after wake {wake}" if loop.wakes else "before any wake"
+        return f"The run stopped on an error ({loop.error_type}) {where}: {loop.error}."
+    if reason == "user_error":
+        sim = loop.user.sim_name
+        read = next((r["read"] for r in reversed(loop.user.records)
+                     if r["outcome"] == "error"), None)
+        at = f"read {read}" if read is not None else "setting up"
+        return (f"The user simulator {sim!r} could not answer ({at}): {loop.error}; the run "
+                f"ended there, not scored.")
+    return "The run was cancelled."
+
+
+def metrics(result: dict[str, Any]) -> dict[str, float]:
+    """Per-episode numbers the run's summary averages."""
+    c = result["summary"]["counts"]
+    return {key: float(c[key]) for key in ("wakes", "nudges", "messages_sent", "user_replies",
+                                           "late_events", "early_events", "folded_wakes",
+                                           "folded_turns")}

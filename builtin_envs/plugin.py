@@ -1,0 +1,53 @@
+"""Registers the builtin envs, steps and user sims (listed in
+interplay.plugins.DEFAULT_PLUGINS)."""
+
+from __future__ import annotations
+
+from interplay.hookspecs import Register, hookimpl
+
+
+@hookimpl
+def register_envs(register: Register) -> None:
+    from interplay.builtin_envs.envs import EchoEnv, UserSimEnv, data_file
+    from interplay.builtin_envs.puzzles import AlphabetSortEnv, ColorCodewordEnv
+    from interplay.builtin_envs.shop import UserSimToolsEnv
+    from interplay.builtin_envs.wordle import WordleEnv
+
+    register(EchoEnv)
+    register(UserSimEnv)
+    register(AlphabetSortEnv)
+    register(ColorCodewordEnv)
+    register(WordleEnv)
+    register(UserSimToolsEnv)
+    # An env written as a TOML file of steps, registered by its path.
+    register(data_file("echo_toml.toml"))
+    # always_on scenarios, registered by their paths like any scenario file.
+    register(data_file("always_on_week.toml"))
+    register(data_file("always_on_sitting.toml"))
+    register(data_file("always_on_month.json"))
+
+
+@hookimpl
+def register_steps(register: Register) -> None:
+    from interplay.builtin_envs.always_on.step import AlwaysOn
+    from interplay.builtin_envs.puzzles import AlphabetSort, ColorCodeword
+    from interplay.builtin_envs.shop import InitState
+    from interplay.builtin_envs.steps import OneShot, Relay
+    from interplay.builtin_envs.user_sim import UserSimStep
+    from interplay.builtin_envs.wordle import Wordle
+
+    register(OneShot)
+    register(Relay)
+    register(AlphabetSort)
+    register(ColorCodeword)
+    register(Wordle)
+    register(InitState)
+    register(UserSimStep)
+    register(AlwaysOn)
+
+
+@hookimpl
+def register_user_sims(register: Register) -> None:
+    from interplay.builtin_envs.usersims import LlmUserSim
+
+    register(LlmUserSim)
