@@ -139,6 +139,13 @@ class Endpoint:
     unknown key is refused, naming the known ones); ``extra_body`` holds fields of the
     provider's own (vLLM's ``guided_json``, a gateway's routing hints), unchecked and sent in
     every request's body as they are, over ``sampling``.
+
+    ``continue_tokens`` (with ``capture_tokens``) sends each call of a trace after its first
+    the ids the previous call read and sampled, as ``required_prefix_token_ids``: an endpoint
+    that takes the field (the embedded model's server; a vLLM server with NeMo RL's chat
+    preprocessing) continues from them instead of re-tokenizing the conversation, so the
+    trace stays one token sequence. Other endpoints ignore it; a call whose prompt then leaves
+    the previous ids records where (``tokens.diverged_at``).
     """
 
     #: The endpoint's OpenAI-compatible base URL (https://host/v1); None: the embedded local model,
@@ -184,6 +191,10 @@ class Endpoint:
     #: Fields of the provider's own (vLLM's guided_json, say), sent unchecked in every
     #: request's body after ``sampling``.
     extra_body: dict[str, Any] = attrs.Factory(dict)
+    #: With capture_tokens, send each call of a trace the ids its previous call read and
+    #: sampled (required_prefix_token_ids), for the endpoint to continue from them rather than
+    #: re-tokenize the conversation.
+    continue_tokens: bool = True
 
     def __attrs_post_init__(self) -> None:
         problem = _problem(self)

@@ -255,7 +255,10 @@ class Tokens:
     completion id, as the endpoint computed it. A list the endpoint did not return is None and
     named in ``missing``: nothing here is re-tokenized or made up after the fact. ``warnings``
     say what does not fit (ids without logprobs, counts that differ from each other or from
-    the call's usage).
+    the call's usage). ``diverged_at`` is set on a call whose prompt does not begin with the
+    previous call's prompt and completion ids: the index of its first id that differs (the
+    endpoint re-tokenized the conversation instead of continuing from the ids it sampled, or
+    an earlier turn's text changed); such a trace is no one training sequence.
 
     The numbers are kept as arrays (``array('i')`` of ids, ``array('d')`` of logprobs; given
     as lists, they are converted): a run holds every call of every live episode, and a list of
@@ -270,6 +273,7 @@ class Tokens:
     missing: list[str] = attrs.Factory(list)
     #: What does not fit (ids without logprobs, counts that differ).
     warnings: list[str] = attrs.Factory(list)
+    diverged_at: int | None = None
 
     @property
     def complete(self) -> bool:

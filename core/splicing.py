@@ -98,7 +98,8 @@ def _splice_call(c: ModelCall) -> dict[str, Any]:
 
 def _splice_tokens(t: Tokens) -> dict[str, Any]:
     return {"prompt_ids": listed(t.prompt_ids), "completion_ids": listed(t.completion_ids),
-            "logprobs": listed(t.logprobs), "missing": t.missing, "warnings": t.warnings}
+            "logprobs": listed(t.logprobs), "missing": t.missing, "warnings": t.warnings,
+            "diverged_at": t.diverged_at}
 
 
 def _splice_calls(calls: list[ModelCall]) -> list[dict[str, Any]]:

@@ -337,8 +337,28 @@ def test_a_trace_whose_calls_do_not_extend_each_other_is_left_to_per_call_rows(
     result = export(path, options=ExportOptions(format="rl", unit="trace"))
     assert result.rows == 0
     assert list(result.skipped) == [
-        "traces whose calls do not extend each other (export them --unit call)"]
+        "traces whose calls do not extend each other (an earlier turn changed; export them "
+        "--unit call)"]
     assert export(path, options=ExportOptions(format="rl")).rows == 2
+
+
+def test_a_trace_whose_reply_was_re_tokenized_is_counted_as_such(tmp_path: Path) -> None:
+    episode = tool_episode(0)
+    _, second = episode.traces[0].model_calls
+    # The second prompt holds the first call's prompt, then the reply split otherwise
+    # (3, 4 sampled; 3, 9 read back), then the new turn.
+    second.tokens = Tokens([1, 2, 3, 9, 5], [6], [-0.1])
+    path = tmp_path / "episodes.jsonl"
+    write_episodes(path, [episode])
+    result = export(path, options=ExportOptions(format="rl", unit="trace"))
+    assert result.rows == 0
+    [reason] = result.skipped
+    assert reason.startswith("traces the endpoint re-tokenized") and \
+        result.skipped[reason] == 1
+    second.tokens = Tokens([1, 2, 3, 4, 5], [6], [-0.1])
+    write_episodes(path, [episode])
+    [row] = read_lines(export(path, options=ExportOptions(format="rl", unit="trace")).output)
+    assert row["completion_ids"] == [3, 4, 5, 6] and row["loss_mask"] == [1, 1, 0, 1]
 
 
 def test_iter_episodes_reads_heads_first_and_refuses_a_broken_line_when_reached(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import attrs
 import openai
 import pytest
 
@@ -128,3 +129,37 @@ def test_the_local_tokenizer_encodes_and_decodes_offline() -> None:
     assert ids and vocab.decode(ids) == "Name a colour."
     assert vocab.decode(vocab.encode("<|im_start|>", special=True), special=True) == \
         "<|im_start|>"
+
+
+async def test_a_call_continues_from_the_ids_its_trace_sampled(local: LocalModel,
+                                                               vocab: LocalTokenizer) -> None:
+    """The server reads the previous call's ids as they are: a reply given split otherwise
+    than its text tokenizes (a character at a time) stays so in the next prompt."""
+    client = ModelClient(local.endpoint)
+    first = await client.chat(ASK, capture=True, max_tokens=8, seed=5)
+    reply = assistant_message(first).text
+    assert reply
+    split = [i for ch in reply for i in vocab.encode(ch)]
+    assert split != vocab.encode(reply)  # a split of its own
+    prefix = [*first.tokens.prompt_ids, *split, vocab.llama.token_eos()]
+    turn = [*ASK, {"role": "assistant", "content": reply},
+            {"role": "user", "content": "Another."}]
+    call = await client.chat(turn, capture=True, prefix=prefix, max_tokens=8, seed=5)
+    assert call.error is None and call.tokens.diverged_at is None
+    assert list(call.tokens.prompt_ids[:len(prefix)]) == prefix
+    assert vocab.decode(call.tokens.prompt_ids, special=True).endswith(
+        "Another.<|im_end|>\n<|im_start|>assistant\n")
+    # A prefix whose text the conversation does not hold (the reply was changed) is not
+    # continued: the prompt is the conversation tokenized, and the call says where it left it.
+    changed = [*turn[:2], {"role": "assistant", "content": reply + " Changed."}, turn[3]]
+    other = await client.chat(changed, capture=True, prefix=prefix, max_tokens=8, seed=5)
+    at = other.tokens.diverged_at
+    assert at is not None and len(first.tokens.prompt_ids) <= at < len(prefix)
+    # With continue_tokens off nothing is sent, and the re-tokenized prompt says where.
+    off = ModelClient(attrs.evolve(local.endpoint, continue_tokens=False))
+    plain = await off.chat(turn, capture=True, prefix=prefix, max_tokens=8, seed=5)
+    assert "required_prefix_token_ids" not in plain.request
+    at = plain.tokens.diverged_at
+    assert at is not None and len(first.tokens.prompt_ids) <= at < len(prefix)
+    await client.aclose()
+    await off.aclose()

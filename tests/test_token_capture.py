@@ -6,7 +6,8 @@ does not fit as a warning."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -14,14 +15,15 @@ import httpx
 import openai
 import pytest
 
-from interplay import records, splicing
+from interplay import Rollouts, records, splicing
 from interplay.builtin_envs.envs import UserSimEnv
+from interplay.export import ExportOptions, export
 from interplay.interception import InterceptionServer
 from interplay.model import tokens
 from interplay.model.client import ModelClient
 from interplay.records import Episode, ModelCall, Task
 from interplay.run.episode import RunResources, run_episode
-from interplay.testing import ScriptedModel, ScriptedReply
+from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
 
 ASK = [{"role": "user", "content": "Name a colour."}]
 
@@ -262,3 +264,72 @@ def test_the_embedded_models_generation_holds_back_what_may_begin_a_stop_string(
     for bad in ({"top_logprobs": 21}, {"logprobs": 3}, {"return_token_ids": "yes"}):
         with pytest.raises(ValueError):
             lg.Asked.of(bad)
+
+
+def sorter(ids: tuple[int, ...] | None) -> Callable[[ScriptedRequest], ScriptedReply]:
+    """alphabet-sort's answers: the names asked for, sorted; sampled as ``ids`` when given
+    (a split the scripted tokenizer would not make of the text)."""
+
+    def answer(request: ScriptedRequest) -> ScriptedReply:
+        names = request.last_user_text().split(":")[-1]
+        text = ", ".join(sorted(n.strip(" .") for n in names.split(",")))
+        if ids is None:
+            return ScriptedReply.text(text)
+        return ScriptedReply(content=text, completion_ids=ids,
+                             logprobs=tuple(-0.5 for _ in ids), tokens_given=True)
+
+    return answer
+
+
+@pytest.mark.parametrize("ignored", [False, True])
+async def test_each_call_of_a_trace_sends_the_ids_it_continues_from(
+        tmp_path: Path, ignored: bool) -> None:
+    """alphabet-sort, three turns: each call after the first sends the previous call's prompt
+    and completion ids. The scripted endpoint ignores them and re-tokenizes; where the
+    sampled ids are not what re-tokenizing gives, each call says where it left them, and the
+    trace is counted as re-tokenized by export rather than exported."""
+    sampled = (900001, 900002) if ignored else None
+    async with ScriptedModel(sorter(sampled)) as model:
+        endpoint = attrs.evolve(model.endpoint, capture_tokens=True)
+        async with Rollouts("alphabet-sort", model=endpoint, output=tmp_path) as runner:
+            [group] = [g async for g in runner.groups(n=1)]
+    calls = group.episodes[0].trace("assistant").model_calls
+    assert len(calls) == 3 and all(c.error is None for c in calls)
+    sent = [r.body.get(tokens.PREFIX_FIELD) for r in model.requests]
+    assert sent[0] is None
+    for before, now in zip(calls[:-1], sent[1:], strict=True):
+        assert now == [*before.tokens.prompt_ids, *before.tokens.completion_ids]
+    diverged = [c.tokens.diverged_at for c in calls]
+    if ignored:
+        assert diverged == [None, *(len(c.tokens.prompt_ids) for c in calls[:-1])]
+    else:
+        assert diverged == [None, None, None]
+    result = export(tmp_path / "step-00000", tmp_path / "rows.jsonl",
+                    ExportOptions(format="rl", unit="trace"))
+    if ignored:
+        assert result.rows == 0 and [n for r, n in result.skipped.items()
+                                     if r.startswith("traces the endpoint re-tokenized")] == [1]
+    else:
+        assert result.rows == 1 and result.skipped == {}
+
+
+async def test_an_intercepted_trace_sends_the_ids_it_continues_from() -> None:
+    async with ScriptedModel(lambda r: ScriptedReply.text("teal")) as m:
+        client = ModelClient(m.endpoint)
+        calls: list[ModelCall] = []
+        async with InterceptionServer() as srv:
+            route = srv.open_trace(client=client, on_call=calls.append, capture=True,
+                                   prefix=lambda: tokens.continuation(calls))
+            sdk = openai.AsyncOpenAI(base_url=route.base_url, api_key=route.secret,
+                                     max_retries=0)
+            await sdk.chat.completions.create(model="any", messages=ASK)
+            await sdk.responses.create(model="any", input=[
+                *ASK, {"role": "assistant", "content": "teal"},
+                {"role": "user", "content": "Another."}])
+            await sdk.close()
+        await client.aclose()
+    first, second = calls
+    assert tokens.PREFIX_FIELD not in m.requests[0].body
+    assert m.requests[1].body[tokens.PREFIX_FIELD] == [*first.tokens.prompt_ids,
+                                                        *first.tokens.completion_ids]
+    assert second.tokens.diverged_at is None

@@ -255,9 +255,13 @@ def _collect(episodes: Path, spill: Path, opts: ExportOptions, groups: Groups,
                     fh.write(head + _SEP + _codec.dumps(row) + b"\n")
     if skipped.calls_without_ids:
         counts["calls without token ids"] = skipped.calls_without_ids
+    if skipped.retokenized:
+        counts["traces the endpoint re-tokenized (a reply's ids differ from those sampled; "
+               "serve the model where model.continue_tokens is taken, or export them "
+               "--unit call)"] = skipped.retokenized
     if skipped.not_extending:
-        counts["traces whose calls do not extend each other (export them --unit call)"] = \
-            skipped.not_extending
+        counts["traces whose calls do not extend each other (an earlier turn changed; export "
+               "them --unit call)"] = skipped.not_extending
     result.notes += [f"--seat {seat}: no trainable trace of it in an episode without an "
                      f"error" for seat in opts.seats if seat not in seats_seen]
     return trainable, found

@@ -105,8 +105,12 @@ class Skipped:
 
     #: Calls without prompt or completion ids (the endpoint did not return them).
     calls_without_ids: int = 0
-    #: Traces whose calls do not extend each other (exported per call only).
+    #: Traces whose calls do not extend each other (exported per call only): an earlier
+    #: turn's text changed (a template that re-renders it, a context policy that drops it).
     not_extending: int = 0
+    #: Traces whose calls do not extend each other because the endpoint re-tokenized a reply
+    #: the model sampled (it did not continue from the sampled ids).
+    retokenized: int = 0
 
 
 def _ids(tokens: Mapping[str, Any], key: str) -> list[int] | None:
@@ -144,8 +148,10 @@ def trace_row(trace: Mapping[str, Any], skipped: Skipped) -> dict[str, Any] | No
     on the added ones, ``logprobs`` 0.0 on the added ones (None when a call has none).
 
     Needs each call's prompt to begin with the previous call's prompt and completion, as a
-    chat template renders an unchanged conversation; a trace whose calls do not (a template
-    that re-renders earlier turns, a context policy that drops them) is None and counted."""
+    chat template renders an unchanged conversation and an endpoint that continues from the
+    sampled ids keeps them; a trace whose calls do not is None and counted, as re-tokenized
+    when its ids first differ inside a completion, else as not extending (a template that
+    re-renders earlier turns, a context policy that drops them)."""
     before = skipped.calls_without_ids
     rows = list(call_rows(trace, skipped))
     if not rows or skipped.calls_without_ids > before:
@@ -156,10 +162,16 @@ def trace_row(trace: Mapping[str, Any], skipped: Skipped) -> dict[str, Any] | No
     completion: list[int] = []
     mask: list[int] = []
     logprobs: list[float] | None = []
+    completion_of_last: list[int] = []
     for row in rows:
         ids = row["prompt_ids"]
         if ids[:len(sequence)] != sequence:
-            skipped.not_extending += 1
+            at = next((i for i, (a, b) in enumerate(zip(ids, sequence, strict=False))
+                       if a != b), min(len(ids), len(sequence)))
+            if len(sequence) - len(completion_of_last) <= at < len(ids):
+                skipped.retokenized += 1
+            else:
+                skipped.not_extending += 1
             return None
         added = ids[len(sequence):]
         completion += added
@@ -173,6 +185,7 @@ def trace_row(trace: Mapping[str, Any], skipped: Skipped) -> dict[str, Any] | No
         else:
             logprobs = None
         sequence = ids + row["completion_ids"]
+        completion_of_last = row["completion_ids"]
     return {"calls": len(rows), "prompt_ids": prompt, "completion_ids": completion,
             "logprobs": logprobs, "loss_mask": mask,
             "finish_reason": rows[-1]["finish_reason"]}

@@ -85,15 +85,16 @@ def upstream_body(api: str, body: dict[str, Any], endpoint: Endpoint, *, model: 
 
 
 async def forward(client: ModelClient, api: str, body: dict[str, Any],
-                  upstream: dict[str, Any], flight: Flight, *, capture: bool) -> ModelCall:
+                  upstream: dict[str, Any], flight: Flight, *, capture: bool,
+                  prefix: list[int] | None = None) -> ModelCall:
     """Send ``upstream`` (made by :func:`upstream_body` from the program's ``body``) through
     ``client`` in the form ``api`` and the endpoint call for, answering into ``flight``."""
     stream = bool(upstream.get("stream"))
     if api == "chat.completions":
-        return await _chat(client, body, upstream, flight, stream, capture)
+        return await _chat(client, body, upstream, flight, stream, capture, prefix)
     if client.endpoint.api == "responses":
         return await _responses(client, upstream, flight, stream, capture)
-    return await _translated(client, body, upstream, flight, stream, capture)
+    return await _translated(client, body, upstream, flight, stream, capture, prefix)
 
 
 def _chat_stream_error(message: str, code: str) -> bytes:
@@ -131,7 +132,8 @@ def _error_json(call: ModelCall) -> tuple[int, bytes]:
 
 
 async def _chat(client: ModelClient, body: dict[str, Any], upstream: dict[str, Any],
-                flight: Flight, stream: bool, capture: bool) -> ModelCall:
+                flight: Flight, stream: bool, capture: bool,
+                prefix: list[int] | None) -> ModelCall:
     opts = body.get("stream_options")
     want_usage = bool(opts.get("include_usage")) if isinstance(opts, dict) else False
 
@@ -145,7 +147,7 @@ async def _chat(client: ModelClient, body: dict[str, Any], upstream: dict[str, A
         flight.push(b"data: " + data + b"\n\n")
 
     call = await client.chat_raw(upstream, on_chunk=on_chunk if stream else None,
-                                 on_start=on_start, capture=capture)
+                                 on_start=on_start, capture=capture, prefix=prefix)
     if call.error_type is None and call.response is not None:
         if not stream:
             flight.answer(200, call.response)  # the upstream's bytes, as they came
@@ -177,7 +179,8 @@ async def _responses(client: ModelClient, upstream: dict[str, Any], flight: Flig
 
 
 async def _translated(client: ModelClient, body: dict[str, Any], upstream: dict[str, Any],
-                      flight: Flight, stream: bool, capture: bool) -> ModelCall:
+                      flight: Flight, stream: bool, capture: bool,
+                      prefix: list[int] | None) -> ModelCall:
     """A Responses request sent upstream as Chat Completions, answered as Responses (and
     recorded as the Responses object the program got)."""
     streamer = rs.ChatToResponsesStream(body, upstream["model"])
@@ -193,7 +196,7 @@ async def _translated(client: ModelClient, body: dict[str, Any], upstream: dict[
             flight.push(ev)
 
     call = await client.chat_raw(upstream, on_chunk=on_chunk if stream else None,
-                                 on_start=on_start, capture=capture)
+                                 on_start=on_start, capture=capture, prefix=prefix)
     if call.error_type is None and call.response is not None:
         completion = call.parsed_response()
         if stream:

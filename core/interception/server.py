@@ -63,6 +63,8 @@ class TraceRoute:
     sampling: dict[str, Any] = attrs.Factory(dict)
     #: Ask the upstream for each call's token ids and logprobs (see ``open_trace``).
     capture: bool = False
+    #: The ids the trace's next call continues from (see ``open_trace``).
+    prefix: Callable[[], list[int] | None] | None = None
     calls: int = 0
     #: Set by ``close_trace``; from then on nothing is recorded through ``on_call``.
     closed: bool = False
@@ -167,7 +169,8 @@ class InterceptionServer:
 
     def open_trace(self, *, client: ModelClient, on_call: Callable[[ModelCall], None],
                    model: str | None = None, sampling: Mapping[str, Any] | None = None,
-                   capture: bool = False) -> TraceRoute:
+                   capture: bool = False,
+                   prefix: Callable[[], list[int] | None] | None = None) -> TraceRoute:
         """A new trace's route: its requests go upstream through ``client`` (as ``model``, or
         the endpoint's model) and each is recorded through ``on_call``.
 
@@ -180,7 +183,10 @@ class InterceptionServer:
         ``capture`` asks the upstream for each call's token ids and logprobs and records them
         on the call's ``tokens`` (:mod:`interplay.model.tokens`); the program gets its answer
         without what it did not ask for, except from a Responses upstream, whose bytes reach
-        the program as they came.
+        the program as they came. ``prefix`` gives, at each call, the ids the trace's previous
+        call read and sampled, which a capturing call sent as Chat Completions continues from
+        (:meth:`ModelClient.chat_raw <interplay.model.client.ModelClient.chat_raw>`); a
+        Responses upstream gets its requests as they are.
         """
         if client.endpoint.api == "responses" and client.endpoint.is_local:
             raise InterplayError("model.api = 'responses' needs a model.base_url: the embedded "
@@ -189,7 +195,7 @@ class InterceptionServer:
         route = TraceRoute(secret=secret, base_url=self.base_url,
                            path_base_url=f"{self._server.url}/t/{secret}/v1", client=client,
                            on_call=on_call, model=model, sampling=dict(sampling or {}),
-                           capture=capture)
+                           capture=capture, prefix=prefix)
         self._routes[secret] = route
         self._clients.add(client)
         return route
@@ -352,8 +358,9 @@ class InterceptionServer:
         stream = bool(upstream.get("stream"))
         failure: Exception | None = None
         try:
+            prefix = route.prefix() if route.capture and route.prefix is not None else None
             call = await fw.forward(route.client, api, body, upstream, flight,
-                                    capture=route.capture)
+                                    capture=route.capture, prefix=prefix)
         except asyncio.CancelledError:
             # Nobody waits for the answer any more, or the trace was closed: the program never
             # got an answer, so there is no turn to record.

@@ -125,18 +125,23 @@ class ModelClient:
 
     async def chat(self, messages: Sequence[Message | Mapping[str, Any]], *,
                    tools: list[dict[str, Any]] | None = None, stream: bool = False,
-                   capture: bool = False, **params: Any) -> ModelCall:
+                   capture: bool = False, prefix: Sequence[int] | None = None,
+                   **params: Any) -> ModelCall:
         """One Chat Completions call with retries; failures are recorded, never raised.
-        ``capture`` asks for the call's token ids and logprobs (see :meth:`chat_raw`)."""
+        ``capture`` asks for the call's token ids and logprobs, ``prefix`` gives the ids it
+        continues from (see :meth:`chat_raw`)."""
         body = self.build_body(messages, tools=tools, stream=stream, **params)
         strip: frozenset[str] | None = None
         if capture:
-            body, strip = tokens.ask_chat(body)
-        return await self._send(body, encode_body(body, messages), strip, None, None)
+            body, strip = tokens.ask_chat(body, self._sent_prefix(prefix))
+        call = await self._send(body, encode_body(body, messages), strip, None, None)
+        _diverged(call, prefix if capture else None)
+        return call
 
     async def chat_raw(self, body: dict[str, Any], *, on_chunk: ChunkSink | None = None,
                        on_start: Callable[[], None] | None = None,
-                       payload: bytes | None = None, capture: bool = False) -> ModelCall:
+                       payload: bytes | None = None, capture: bool = False,
+                       prefix: Sequence[int] | None = None) -> ModelCall:
         """Send ``body`` as it is (a Chat Completions request) with retries; return the call.
 
         With ``"stream": true`` each SSE chunk is handed to ``on_chunk`` (raw data line, parsed
@@ -149,12 +154,22 @@ class ModelClient:
         (:func:`interplay.model.tokens.ask_chat`) and records what it returns on the call's
         ``tokens``; what ``body`` did not ask for itself is taken out of the recorded response
         and of the chunks ``on_chunk`` gets.
+
+        ``prefix`` (with ``capture``) is what the trace's previous call read and sampled
+        (:func:`interplay.model.tokens.continuation`): sent for the endpoint to continue from
+        when ``continue_tokens`` is on, and in any case checked against the prompt ids the
+        endpoint returns (a call that left it records where, ``tokens.diverged_at``).
         """
         strip: frozenset[str] | None = None
         if capture:
-            body, strip = tokens.ask_chat(body)
+            body, strip = tokens.ask_chat(body, self._sent_prefix(prefix))
             payload = None
-        return await self._send(body, payload, strip, on_chunk, on_start)
+        call = await self._send(body, payload, strip, on_chunk, on_start)
+        _diverged(call, prefix if capture else None)
+        return call
+
+    def _sent_prefix(self, prefix: Sequence[int] | None) -> Sequence[int] | None:
+        return prefix if self.endpoint.continue_tokens else None
 
     async def _send(self, body: dict[str, Any], payload: bytes | None,
                     strip: frozenset[str] | None, on_chunk: ChunkSink | None,
@@ -220,6 +235,16 @@ class ModelClient:
                         status=f.status, attempts=call.attempts)
         call.latency_s = time.monotonic() - t0
         return call
+
+
+def _diverged(call: ModelCall, prefix: Sequence[int] | None) -> None:
+    """Note on ``call`` where its prompt ids leave ``prefix``, if they do."""
+    if not prefix or call.tokens is None or call.tokens.prompt_ids is None:
+        return
+    at = tokens.diverged_at(prefix, call.tokens.prompt_ids)
+    if at is not None:
+        call.tokens.diverged_at = at
+        log.info("model.tokens_diverged", call_id=call.id, at=at, prefix=len(prefix))
 
 
 def _local_gone(failure: Failure) -> None:

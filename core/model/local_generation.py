@@ -12,6 +12,12 @@ the text ends before it, as vLLM does. Sampling settings mean what they mean to
 ``create_chat_completion`` (the same defaults and seed handling), so a capturing request is
 sampled as any other.
 
+A request that gives ``required_prefix_token_ids`` (the prompt and completion ids of the
+trace's previous call) continues from them: when the prompt the template renders begins with
+their text, only the text after it is tokenized, and the prompt's ids are those ids and then
+the new ones, so a token split the model sampled stays as it was sampled. When it does not (an
+earlier turn's text changed), the prompt is tokenized whole, as without them.
+
 Runs in the server's worker thread, one generation at a time; no I/O, no logging.
 """
 
@@ -26,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from interplay._ids import new_id
+from interplay.model.tokens import PREFIX_FIELD
 
 if TYPE_CHECKING:
     import numpy as np
@@ -40,13 +47,14 @@ _SAMPLER_NAMES = {"temperature": "temp", "top_p": "top_p", "top_k": "top_k", "mi
 
 @attrs.define
 class Asked:
-    """What a request asks of the tokens: ids, logprobs (with how many alternatives), and
-    logprob tokens written as ``token_id:N``."""
+    """What a request asks of the tokens: ids, logprobs (with how many alternatives),
+    logprob tokens written as ``token_id:N``, and the ids its prompt continues from."""
 
     ids: bool = False
     logprobs: bool = False
     top_logprobs: int = 0
     as_ids: bool = False
+    prefix: list[int] | None = None
 
     @property
     def any(self) -> bool:
@@ -63,8 +71,13 @@ class Asked:
         for key in ("logprobs", "return_token_ids", "return_tokens_as_token_ids"):
             if body.get(key) is not None and not isinstance(body[key], bool):
                 raise ValueError(f"{key!r} must be a boolean")
+        prefix = body.get(PREFIX_FIELD)
+        if prefix is not None and not (isinstance(prefix, list) and all(
+                type(i) is int and i >= 0 for i in prefix)):
+            raise ValueError(f"{PREFIX_FIELD!r} must be a list of token ids (integers from 0)")
         return cls(ids=bool(body.get("return_token_ids")), logprobs=bool(body.get("logprobs")),
-                   top_logprobs=top, as_ids=bool(body.get("return_tokens_as_token_ids")))
+                   top_logprobs=top, as_ids=bool(body.get("return_tokens_as_token_ids")),
+                   prefix=prefix or None)
 
 
 @attrs.define
@@ -89,9 +102,13 @@ class Generation:
         rendered = formatter(messages=messages)
         self.llm = llm
         self.asked = asked
-        self.prompt_ids: list[int] = llm.tokenize(rendered.prompt.encode("utf-8"),
-                                                  add_bos=not rendered.added_special,
-                                                  special=True)
+        text = rendered.prompt.encode("utf-8")
+        add_bos = not rendered.added_special
+        continued = _continued(llm, text, add_bos, asked.prefix) if asked.prefix else None
+        #: Whether the prompt continues from the request's prefix ids.
+        self.continued = continued is not None
+        self.prompt_ids: list[int] = continued if continued is not None else llm.tokenize(
+            text, add_bos=add_bos, special=True)
         if len(self.prompt_ids) >= llm.n_ctx():
             raise ValueError(f"Requested tokens ({len(self.prompt_ids)}) exceed context "
                              f"window of {llm.n_ctx()}")
@@ -240,6 +257,20 @@ class Generation:
             yield dict(base, choices=[choice])
         yield dict(base, choices=[{"index": 0, "delta": {}, "logprobs": None,
                                    "finish_reason": self.finish_reason}])
+
+
+def _continued(llm: Any, text: bytes, add_bos: bool, prefix: list[int]) -> list[int] | None:
+    """The prompt ``text`` as ``prefix`` and then the tokens of what follows the prefix's text
+    in it; None when it does not begin with that text (or the prefix names no token)."""
+    if max(prefix) >= llm.n_vocab():
+        return None
+    lead = llm.tokenize(b"", add_bos=add_bos, special=True)  # a BOS the model adds, if any
+    if prefix[:len(lead)] != lead:
+        return None
+    head = bytes(llm.detokenize(prefix[len(lead):], special=True))
+    if not text.startswith(head):
+        return None
+    return list(prefix) + llm.tokenize(text[len(head):], add_bos=False, special=True)
 
 
 def _log_softmax(logits: np.ndarray) -> np.ndarray:

@@ -23,18 +23,23 @@ from typing import Any
 
 from interplay.records import Tokens, Usage
 
+#: The request field holding the ids a call continues from (see the module docstring).
+PREFIX_FIELD = "required_prefix_token_ids"
 #: Every request field capture may add, for telling a refusal of one of them apart.
-REQUEST_FIELDS = ("return_token_ids", "return_tokens_as_token_ids", "logprobs",
+REQUEST_FIELDS = (PREFIX_FIELD, "return_token_ids", "return_tokens_as_token_ids", "logprobs",
                   "enable_response_messages", "message.output_text.logprobs")
 _LOGPROBS_INCLUDE = "message.output_text.logprobs"
 _ID_PREFIX = "token_id:"
 
 
-def ask_chat(body: Mapping[str, Any]) -> tuple[dict[str, Any], frozenset[str]]:
-    """``body`` (a Chat Completions request) with the capture fields added, and what of the
-    answer to take out again: the parts its sender did not ask for (``"ids"``,
-    ``"logprobs"``)."""
+def ask_chat(body: Mapping[str, Any], prefix: Sequence[int] | None = None,
+             ) -> tuple[dict[str, Any], frozenset[str]]:
+    """``body`` (a Chat Completions request) with the capture fields added (and ``prefix``, the
+    ids it continues from, as :data:`PREFIX_FIELD`), and what of the answer to take out again:
+    the parts its sender did not ask for (``"ids"``, ``"logprobs"``)."""
     out = dict(body)
+    if prefix:
+        out[PREFIX_FIELD] = list(prefix)
     strip = set()
     if not out.get("return_token_ids"):
         out["return_token_ids"] = True
@@ -62,6 +67,30 @@ def ask_responses(body: Mapping[str, Any]) -> tuple[dict[str, Any], frozenset[st
     return out, frozenset(strip)
 
 
+def continuation(calls: Sequence[Any]) -> list[int] | None:
+    """The ids a trace's next call continues from: the prompt and completion ids of its last
+    call that has both (``calls`` are :class:`~interplay.records.ModelCall`), or None."""
+    for call in reversed(calls):
+        if call.error_type is not None:
+            continue
+        tokens = call.tokens
+        if tokens is None or tokens.prompt_ids is None or tokens.completion_ids is None:
+            return None
+        return [*tokens.prompt_ids, *tokens.completion_ids]
+    return None
+
+
+def diverged_at(prefix: Sequence[int], prompt: Sequence[int]) -> int | None:
+    """Where ``prompt`` stops holding ``prefix`` (the previous call's ids) at its start: the
+    index of the first id that differs (``len(prompt)`` when it is shorter), or None when it
+    holds all of it."""
+    n = min(len(prefix), len(prompt))
+    for i in range(n):
+        if prefix[i] != prompt[i]:
+            return i
+    return None if len(prompt) >= len(prefix) else n
+
+
 def refusal_hint(body: bytes | None) -> str | None:
     """What to do when an endpoint refuses a call whose error ``body`` names a field capture
     added (an endpoint other than vLLM that checks its parameters), else None."""
@@ -71,6 +100,9 @@ def refusal_hint(body: bytes | None) -> str | None:
     named = [f for f in REQUEST_FIELDS if f in text]
     if not named:
         return None
+    if named[0] == PREFIX_FIELD:
+        return (f"the endpoint refused {PREFIX_FIELD}, which model.continue_tokens sends; set "
+                f"continue_tokens = false")
     return (f"the endpoint refused {named[0]}, which model.capture_tokens asks for (vLLM "
             f"serves it); point the seat at an endpoint that returns token ids, or set "
             f"capture_tokens = false")

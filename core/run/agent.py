@@ -26,6 +26,7 @@ from interplay.contexts import Reply, SeatSpec
 from interplay.errors import InterplayError, describe_exception
 from interplay.harness import Harness, Segment
 from interplay.log import get_logger
+from interplay.model import tokens
 from interplay.records import EpisodeInfo, Message, ModelCall, Task, ToolRun, Trace
 from interplay.tools import CallOutcome, run_call
 
@@ -99,6 +100,8 @@ class SegmentClient:
         """:meth:`ModelClient.chat <interplay.model.client.ModelClient.chat>`, recorded
         (with the call's tokens when this trace captures them)."""
         params.setdefault("capture", self.capture)
+        if params["capture"]:
+            params.setdefault("prefix", self.prefix())
         call = await self.plain.chat(messages, **params)
         self._trace.model_calls.append(call)
         return call
@@ -107,9 +110,16 @@ class SegmentClient:
         """:meth:`ModelClient.chat_raw <interplay.model.client.ModelClient.chat_raw>`,
         recorded (with the call's tokens when this trace captures them)."""
         kwargs.setdefault("capture", self.capture)
+        if kwargs["capture"]:
+            kwargs.setdefault("prefix", self.prefix())
         call = await self.plain.chat_raw(*args, **kwargs)
         self._trace.model_calls.append(call)
         return call
+
+    def prefix(self) -> list[int] | None:
+        """The ids this trace's next call continues from (its last call's prompt and
+        completion: :func:`interplay.model.tokens.continuation`), when it captures them."""
+        return tokens.continuation(self._trace.model_calls) if self.capture else None
 
     def __getattr__(self, name: str) -> Any:
         if name == "plain":  # not set yet (a copy being made): no recursion through here
@@ -191,7 +201,8 @@ class SegmentContext:
                                                 on_call=self.record_call,
                                                 model=self.client.endpoint.model,
                                                 sampling=self.sampling,
-                                                capture=self.client.capture)
+                                                capture=self.client.capture,
+                                                prefix=self.client.prefix)
         return self._route
 
     async def tool_route(self) -> ToolRoute | None:
