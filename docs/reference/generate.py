@@ -34,9 +34,12 @@ COMMAND = ".venv/bin/python docs/reference/generate.py"
 
 
 def repo_plugins() -> list[str]:
-    """The distribution names of the plugins in plugins/."""
-    return sorted(tomllib.loads(p.read_text())["project"]["name"]
-                  for p in ROOT.glob("plugins/*/pyproject.toml"))
+    """The distribution names of the plugins in plugins/ that register names with interplay
+    (an ``interplay`` entry point; a bridge such as interplay-trl registers none)."""
+    projects = (tomllib.loads(p.read_text())["project"]
+                for p in ROOT.glob("plugins/*/pyproject.toml"))
+    return sorted(project["name"] for project in projects
+                  if hookspecs.PROJECT in project.get("entry-points", {}))
 
 
 def register() -> list[str]:
