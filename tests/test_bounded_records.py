@@ -121,7 +121,10 @@ def test_the_side_file_is_written_before_the_line(tmp_path: Path, scripted_model
                      "--quiet", "--no-report"])
     assert code != 0
     assert "cannot write the next episode's side file" in capsys.readouterr().err
-    assert lines(out) == []  # no line points at a side file that is not there
+    # No line points at a side file that is not there: with no episode recorded, the run
+    # leaves no episodes file at all (a run that recorded nothing leaves nothing of its own).
+    assert not (out / "episodes.jsonl").exists()
+    assert (out / "episodes").read_text() == "a file where the side files' folder goes\n"
 
 
 def test_a_short_episode_keeps_its_line_whole(tmp_path: Path, scripted_model: Any) -> None:

@@ -313,10 +313,11 @@ def discard_unstarted(output: Path) -> None:
     the next run with the same ``-o`` starts clean."""
     if holds_episodes(output):
         return
-    for name in (CONFIG_FILE, SUMMARY_FILE, EPISODES_FILE, SIDE_DIR):
-        path = output / name
+    for name in (CONFIG_FILE, SUMMARY_FILE, EPISODES_FILE):
         with contextlib.suppress(OSError):
-            path.rmdir() if path.is_dir() else path.unlink()
+            (output / name).unlink()
+    with contextlib.suppress(OSError):
+        (output / SIDE_DIR).rmdir()  # only the run's own, empty folder: never a user's file
     with contextlib.suppress(OSError):
         output.rmdir()  # only if empty
 
