@@ -271,8 +271,12 @@ async def test_no_command_outlives_its_segment(codex_bin: str, tmp_path: Path,
     marker = f"interplay-codex-test-{uuid.uuid4().hex}"
     # Background commands that outlive the command codex ran: one in a session of its own (which
     # codex leaves running without a sandbox), and a double fork.
-    cmd = (f"MARK={marker} setsid sleep 600 >/dev/null 2>&1 & "
-           f"(MARK={marker} nohup sleep 600 >/dev/null 2>&1 &); echo started")
+    # The command waits until the first is in its session (it touches a file from there):
+    # otherwise, on a busy machine, codex may end while it is still in codex's process group.
+    ready = tmp_path / "in-own-session"
+    cmd = (f"MARK={marker} setsid sh -c 'touch {ready}; exec sleep 600' >/dev/null 2>&1 & "
+           f"(MARK={marker} nohup sleep 600 >/dev/null 2>&1 &); "
+           f"while [ ! -e {ready} ]; do sleep 0.01; done; echo started")
 
     def handler(request: ScriptedRequest) -> ScriptedReply:
         if request.messages[-1].get("role") == "tool":
