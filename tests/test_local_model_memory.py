@@ -52,8 +52,26 @@ def test_the_least_recently_used_states_go_once_their_bytes_pass_the_capacity() 
     cache[[4]] = state([4], 1000)
     assert sorted(cache.states) == [(1,), (3,), (4,)]
     assert cache.cache_size == 3 * 1004
-    cache[[5]] = state([5], 5000)  # larger than the capacity alone: nothing else stays
-    assert list(cache.states) == [] and cache.cache_size == 0
+    cache[[5]] = state([5], 5000)  # larger than the capacity alone: the latest but one stays
+    assert list(cache.states) == [(4,), (5,)] and cache.cache_size == 1004 + 5004
+
+
+def test_the_two_seats_states_stay_when_each_is_near_the_capacity() -> None:
+    """An episode's two seats take turns: a long prompt's state (an agent's policy and tools)
+    and the other seat's both stay, however large, so neither seat reads its prompt again."""
+    from interplay.model.local_states import StateCache
+
+    cache = StateCache(capacity_bytes=10_000)
+    agent, user = [1] * 50, [2] * 10
+    for _ in range(3):
+        cache[agent] = state(agent, 9_000)
+        cache[user] = state(user, 2_000)
+        assert cache[[*agent, 3]].n_tokens == len(agent)  # the agent's next call finds its own
+        agent, user = [*agent, 3, 4], [*user, 5]
+    assert len(cache.states) == 2 and cache.cache_size > cache.capacity_bytes
+    cache[[7]] = state([7], 100)  # a third conversation: the least recently used one goes
+    assert sorted(len(k) for k in cache.states) == [1, len(agent) - 2]
+    assert cache.cache_size == 9_000 + 4 * (len(agent) - 2) + 104
 
 
 # -- on the real model ---------------------------------------------------------------------------

@@ -33,6 +33,12 @@ from llama_cpp.llama_cache import BaseLlamaCache
 #: 23 kB a token, more than a run of the embedded model (one episode at a time) takes up again.
 STATE_CACHE_BYTES = 128 << 20
 
+#: The conversations whose latest state is kept whatever its size: the two seats of an episode
+#: take turns, and a prompt of 5,000 tokens or more (a benchmark's policy and tools) makes a
+#: state of over 100 MB, which the capacity alone would drop at the other seat's next call. At
+#: most two windows' worth of states (8,192 tokens each, about 190 MB) stay above the capacity.
+KEPT_LATEST = 2
+
 _NO_SCORES = np.zeros((0, 0), dtype=np.single)
 
 
@@ -91,9 +97,10 @@ def state_bytes(state: LlamaState) -> int:
 
 class StateCache(BaseLlamaCache):
     """Conversation states by their tokens, least recently used dropped first once they hold
-    more than ``capacity_bytes`` (every byte of a state counted). A state whose tokens begin
-    with a kept state's tokens replaces it: the conversation went on, and its longer state
-    serves every request the shorter one would."""
+    more than ``capacity_bytes`` (every byte of a state counted), except the ``KEPT_LATEST``
+    most recently used, which stay whatever their size. A state whose tokens begin with a kept
+    state's tokens replaces it: the conversation went on, and its longer state serves every
+    request the shorter one would."""
 
     def __init__(self, capacity_bytes: int = STATE_CACHE_BYTES) -> None:
         super().__init__(capacity_bytes)
@@ -128,7 +135,7 @@ class StateCache(BaseLlamaCache):
             self._drop(kept)
         self.states[key] = value
         self.bytes += state_bytes(value)
-        while self.bytes > self.capacity_bytes and self.states:
+        while self.bytes > self.capacity_bytes and len(self.states) > KEPT_LATEST:
             self._drop(next(iter(self.states)))
 
     def _drop(self, key: tuple[int, ...]) -> None:
