@@ -20,14 +20,14 @@ from pathlib import Path
 from typing import Any
 
 import interplay.model.local_states as states
-from interplay.model.local import model_path
+from interplay.model.local import N_CTX, model_path
 
 TEXT = (Path(__file__).resolve().parent.parent / "docs" / "always_on.md").read_text()
 
 
 def run(kept_latest: int, chars: int, turns: int) -> list[tuple[int, str, int, float, int]]:
     states.KEPT_LATEST = kept_latest
-    llm = states.StateLlama(model_path=str(model_path()), n_ctx=8192, n_threads=1,
+    llm = states.StateLlama(model_path=str(model_path()), n_ctx=N_CTX, n_threads=1,
                             n_threads_batch=1, verbose=False)
     llm.set_cache(states.StateCache())
     conversations: dict[str, list[dict[str, Any]]] = {
