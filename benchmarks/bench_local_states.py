@@ -26,10 +26,9 @@ TEXT = (Path(__file__).resolve().parent.parent / "docs" / "always_on.md").read_t
 
 
 def run(kept_latest: int, chars: int, turns: int) -> list[tuple[int, str, int, float, int]]:
-    states.KEPT_LATEST = kept_latest
     llm = states.StateLlama(model_path=str(model_path()), n_ctx=N_CTX, n_threads=1,
                             n_threads_batch=1, verbose=False)
-    llm.set_cache(states.StateCache())
+    llm.set_cache(states.StateCache(kept_latest=kept_latest))
     conversations: dict[str, list[dict[str, Any]]] = {
         seat: [{"role": "system", "content": f"You are the {seat}. " + TEXT[:chars]},
                {"role": "user", "content": "Hello, who are you?"}]
@@ -54,10 +53,9 @@ def main() -> None:
     p.add_argument("--turns", type=int, default=2)
     args = p.parse_args()
     states.release_large_blocks()
-    server_setting = states.KEPT_LATEST
     print("| kept latest | turn | seat | prompt tokens | s | states kept |")
     print("|---|---|---|---|---|---|")
-    for kept in (0, server_setting):
+    for kept in (0, states.KEPT_LATEST):
         for turn, seat, tokens, took, size in run(kept, args.chars, args.turns):
             print(f"| {kept} | {turn} | {seat} | {tokens} | {took:.1f} | {size / 2**20:.0f} MiB |",
                   flush=True)

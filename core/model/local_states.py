@@ -97,13 +97,15 @@ def state_bytes(state: LlamaState) -> int:
 
 class StateCache(BaseLlamaCache):
     """Conversation states by their tokens, least recently used dropped first once they hold
-    more than ``capacity_bytes`` (every byte of a state counted), except the ``KEPT_LATEST``
+    more than ``capacity_bytes`` (every byte of a state counted), except the ``kept_latest``
     most recently used, which stay whatever their size. A state whose tokens begin with a kept
     state's tokens replaces it: the conversation went on, and its longer state serves every
     request the shorter one would."""
 
-    def __init__(self, capacity_bytes: int = STATE_CACHE_BYTES) -> None:
+    def __init__(self, capacity_bytes: int = STATE_CACHE_BYTES,
+                 kept_latest: int = KEPT_LATEST) -> None:
         super().__init__(capacity_bytes)
+        self.kept_latest = kept_latest
         self.states: OrderedDict[tuple[int, ...], LlamaState] = OrderedDict()
         self.bytes = 0
 
@@ -135,7 +137,7 @@ class StateCache(BaseLlamaCache):
             self._drop(kept)
         self.states[key] = value
         self.bytes += state_bytes(value)
-        while self.bytes > self.capacity_bytes and len(self.states) > KEPT_LATEST:
+        while self.bytes > self.capacity_bytes and len(self.states) > self.kept_latest:
             self._drop(next(iter(self.states)))
 
     def _drop(self, key: tuple[int, ...]) -> None:
