@@ -283,6 +283,33 @@ async def test_a_scripted_contact_answers_after_its_delay_inside_working_hours()
     assert (change["action"], change["by"]) == ("email_received", "others")
 
 
+@pytest.mark.parametrize("side_by_side", [True, False])
+async def test_a_contact_asked_twice_has_its_whole_limit_for_each_answer(
+        side_by_side: bool) -> None:
+    # Each answer takes 0.3 s of a 0.4 s limit; the contact answers one question at a time,
+    # so the second waits 0.3 s for the first: its limit runs from when it starts, not from
+    # when it was asked (0.6 s after it, past the limit and the grace, it would be cut off).
+    running: list[str] = []
+
+    async def ask(contact: Any, message: str) -> str:
+        assert not running, "a contact computed two answers at once"
+        running.append(message)
+        await asyncio.sleep(0.3)
+        running.remove(message)
+        return f"about {message}"
+
+    world = world_from({
+        "contacts": [{"name": "alex", "persona": "a friend", "delay": "PT10M", "limit_s": 0.4}],
+        "triggers": [{"name": "go", "after": "PT1M", "actions": [
+            {"kind": "reply", "contact": "alex", "message": m} for m in ("cake", "music")]}]},
+        ask=ask, contacts_side_by_side=side_by_side)
+    await drain(world, MONDAY_8 + 60)
+    await world.settle()
+    assert [(c.number, c.status, c.text) for c in world.contacts.calls] == [
+        (1, "scheduled", "about cake"), (2, "scheduled", "about music")]
+    assert "contact_timed_out" not in [e["kind"] for e in world.timeline.entries]
+
+
 async def test_seat_contacts_are_settled_up_to_their_limit() -> None:
     asked: list[str] = []
 

@@ -6,8 +6,9 @@ one repeated). Asked something at task time t, a contact answers after a delay d
 world's seeded generator, moved into its working hours, and is given ``limit_s`` real seconds
 to compute the answer. :meth:`Contacts.settle` waits for the answers in progress, each up to its
 limit; an answer that lands just past its limit is kept, a later one is dropped and recorded.
-Answers are computed side by side, or (``side_by_side=False``) one at a time in the order they
-were asked, each one's limit starting when its computing does.
+Contacts compute their answers side by side, or (``side_by_side=False``) one at a time in the
+order they were asked; a contact answers its own questions one at a time. Each answer's limit
+starts when its computing does.
 
 The world hands a seat-played answer to an ``ask`` function the step supplies (so this module
 opens no sessions itself).
@@ -21,6 +22,7 @@ which hands an answer to an app as a change made by ``others``
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import time
 from collections.abc import Awaitable, Callable
@@ -165,6 +167,8 @@ class Contacts:
         #: Compute seat-played answers side by side; False: one at a time, in asking order.
         self.side_by_side = side_by_side
         self._one_at_a_time = asyncio.Lock()
+        #: Per contact: held while it computes an answer (it answers one question at a time).
+        self._answering: dict[str, asyncio.Lock] = {}
         self.specs: dict[str, Contact] = {}
         self.calls: list[Call] = []
         self._counts: dict[str, int] = {}
@@ -201,11 +205,17 @@ class Contacts:
         return call
 
     async def _compute(self, call: Call, spec: Contact, message: str) -> str:
+        """Compute one answer. A contact answers one question at a time (one chat session
+        per contact), so a call waits for the contact's earlier calls; one at a time
+        (``side_by_side`` off), for every earlier call. Its limit runs from when the contact
+        starts on it, never from when it was asked: a contact asked twice in a row is not
+        cut off on its second answer for the time the first took."""
         assert self.ask is not None
-        if self.side_by_side:
-            call.began.set()
-            return await self.ask(spec, message)
-        async with self._one_at_a_time:
+        answering = self._answering.setdefault(call.contact, asyncio.Lock())
+        async with contextlib.AsyncExitStack() as held:
+            if not self.side_by_side:
+                await held.enter_async_context(self._one_at_a_time)
+            await held.enter_async_context(answering)
             call.started_real = time.monotonic()
             call.began.set()
             return await self.ask(spec, message)
@@ -251,12 +261,13 @@ class Contacts:
 
     async def settle_call(self, call: Call) -> None:
         """Wait for one answer being computed, up to its limit and a short grace; an answer
-        that does not come by then is dropped (``contact_timed_out``). One at a time, the
-        answers asked before it are settled first (its computing starts after theirs)."""
-        if not self.side_by_side:
-            for earlier in self.in_progress():
-                if earlier is call:
-                    break
+        that does not come by then is dropped (``contact_timed_out``). The answers its
+        computing waits for are settled first: the same contact's earlier calls, and one at a
+        time every earlier call."""
+        for earlier in self.in_progress():
+            if earlier is call:
+                break
+            if not self.side_by_side or earlier.contact == call.contact:
                 await self._settle_one(earlier)
         await self._settle_one(call)
 
