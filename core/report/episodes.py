@@ -54,11 +54,15 @@ def _stops(ep: Mapping[str, Any]) -> list[str]:
 _ROLES = ("system", "developer", "user", "assistant", "tool")
 
 
-def _message(m: Mapping[str, Any]) -> dict[str, Any]:
+def _message(m: Mapping[str, Any], *, private: bool = False) -> dict[str, Any]:
     role = as_text(m.get("role")) or "?"
+    text = _content_text(m.get("content"))
     return {"role": role, "role_class": role if role in _ROLES else "other",
+            # An always_on agent's plain reply is a private note: the user never reads it
+            # (its wake table marks it so; every transcript that shows it says so too).
+            "private": private and role == "assistant" and bool(text.strip()),
             "name": as_text(m.get("name")), "tool_call_id": as_text(m.get("tool_call_id")),
-            "text": _content_text(m.get("content")),
+            "text": text,
             "tool_calls": [{"name": as_text(as_map(as_map(c).get("function")).get("name")),
                             "id": as_text(as_map(c).get("id")),
                             "arguments": _pretty_args(as_map(as_map(c).get("function"))
@@ -66,11 +70,21 @@ def _message(m: Mapping[str, Any]) -> dict[str, Any]:
                            for c in as_seq(m.get("tool_calls"))]}
 
 
-def _messages(messages: Any) -> list[dict[str, Any]]:
+def _messages(messages: Any, *, private: bool = False) -> list[dict[str, Any]]:
+    """A transcript's messages as the page shows them; ``private``: the seat's assistant
+    text is private notes (an always_on agent's plain replies, which the user never reads)."""
     if messages is not None and not isinstance(messages, list | tuple):
         # Not a list of messages: shown as what it is rather than dropped.
         return [_message({"role": "?", "content": messages})]
-    return [_message(as_map(m)) for m in as_seq(messages)]
+    return [_message(as_map(m), private=private) for m in as_seq(messages)]
+
+
+def private_seat(ep: Mapping[str, Any]) -> str | None:
+    """The seat whose plain replies are private notes: an always_on run's agent, which
+    reaches the user only through its ``message_user`` tool (None for other episodes)."""
+    record = as_map(as_map(ep.get("results")).get("always_on"))
+    seat = record.get("seat")
+    return seat if isinstance(seat, str) and seat else None
 
 
 def _rewards(rewards: Any, judged: Collection[str]) -> list[dict[str, Any]]:
@@ -90,7 +104,8 @@ def _rewards(rewards: Any, judged: Collection[str]) -> list[dict[str, Any]]:
     return out
 
 
-def _trace(t: Mapping[str, Any], errored: bool, judged: Collection[str]) -> dict[str, Any]:
+def _trace(t: Mapping[str, Any], errored: bool, judged: Collection[str],
+           private: str | None = None) -> dict[str, Any]:
     calls = [as_map(c) for c in as_seq(t.get("model_calls"))]
     tokens = 0
     for c in calls:
@@ -104,7 +119,8 @@ def _trace(t: Mapping[str, Any], errored: bool, judged: Collection[str]) -> dict
             "failed_calls": sum(1 for c in calls if c.get("error_type")), "tokens": tokens,
             "tool_runs": len(as_seq(t.get("tool_runs"))),
             "error_type": as_text(t.get("error_type")), "error": as_text(t.get("error")),
-            "messages": _messages(t.get("messages")),
+            "messages": _messages(t.get("messages"),
+                                  private=private is not None and seat_name(t) == private),
             "rewards": _rewards(t.get("rewards"), judged)}
 
 
@@ -156,7 +172,7 @@ def episode_view(i: int, ep: Mapping[str, Any], judged: Collection[str]) -> dict
         "system_prompt": as_text(task.get("system_prompt")),
         "prompt": _prompt_text(task.get("prompt")), "answer": as_json(task.get("answer")),
         "results": as_json(ep["results"], indent=2) if ep.get("results") else "",
-        "traces": [_trace(t, is_error(ep), judged) for t in traces],
+        "traces": [_trace(t, is_error(ep), judged, private_seat(ep)) for t in traces],
         "always_on": view,
     }
 
