@@ -214,6 +214,22 @@ def test_summarize_leaves_every_kind_of_error_episode_out_of_every_score() -> No
     assert s["stop_conditions"] == {"assistant: done": 6}
 
 
+def test_summarize_marks_episodes_a_limit_cut_short() -> None:
+    """An always_on run its real-time budget ended is scored as far as it went: the summary
+    counts it apart, with the mean of the others beside the mean of all, never silently."""
+    records = [{"info": {"task_idx": i, "rollout": 0}, "reward": reward, "error_type": None,
+                "metrics": {"truncated": cut}, "traces": []}
+               for i, (reward, cut) in enumerate([(1.0, 0.0), (0.5, 0.0), (0.0, 1.0)])]
+    s = summary.summarize(records)
+    assert s["reward_mean"] == 0.5 and s["truncated"] == 1
+    assert s["reward_mean_untruncated"] == 0.75
+    assert "truncated (cut short by a limit, scored as far as they went)  1; reward without " \
+           "them 0.75" in summary.format_summary(s)
+    s = summary.summarize(records[:2])
+    assert s["truncated"] == 0 and s["reward_mean_untruncated"] is None
+    assert "cut short" not in summary.format_summary(s)
+
+
 def test_summarize_keeps_non_finite_numbers_out_of_its_figures() -> None:
     """summary.json is strict JSON and its means are of finite numbers only: a metric a step
     set to NaN is left out, and a run of huge rewards does not overflow to infinity."""

@@ -9,6 +9,9 @@ and a later reader take from the episode's line without interplay's Python objec
   the agent, if a wake delivered it; what it answers; the outcome).
 - ``timeline``: the run's entries in order (docs/always_on.md lists the kinds).
 - ``summary``: counts, the end reason and note, the settings and what was pending at the end.
+- ``queued_by_others``: what other seats queued for her before the run (never in her reads).
+- ``real``: what real time did (each wake's seconds, the settles, the budget), kept beside the
+  timeline, which a seed replays to the byte.
 
 docs/always_on.md describes every key.
 """
@@ -45,9 +48,13 @@ def build(loop: Loop) -> dict[str, Any]:
         "conversation": conversation(loop, end),
         "replies": loop.user.records,
         "timeline": world.timeline.entries,
+        "queued_by_others": queued_by_others(loop),
         "real": {"wake_s": loop.wake_real_s, "settled_calls": world.settled,
-                 "settles": world.settles},
+                 "settles": world.settles,
+                 "budget": {"budget_s": loop.cfg.budget_s, "closing": loop.budget_closing,
+                            "ran_out": loop.budget_spent, "cut": loop.budget_cut}},
         "summary": {"counts": counts(loop), "app_changes_by": dict(world.changes_by),
+                    "nudges_led_to": nudges_led_to(loop),
                     "end_reason": reason, "end_note": end["note"],
                     "settings": settings(loop), "pending": pending_now},
         "apps": {name: {k: v for k, v in app.state.items() if k != "_ids"}
@@ -67,6 +74,25 @@ def response(loop: Loop) -> list[dict[str, Any]]:
              "read_at": None if m.read_at_us is None else world.timeline.stamp(m.read_at_us)["at"],
              "wrap_up": m.wrap_up, "leftover": m.leftover}
             for m in world.chat.sent_by(loop.cfg.seat)]
+
+
+def queued_by_others(loop: Loop) -> list[dict[str, Any]]:
+    """Messages other seats queued for her before the run: in her chat's numbering, never in
+    her reads in this run (which hold the agent's messages alone), never graded."""
+    world = loop.world
+    return [{"n": m.number, "seat": m.seat, "text": m.text, **world.timeline.stamp(m.at_us)}
+            for m in world.chat.sent if m.seat != loop.cfg.seat]
+
+
+def nudges_led_to(loop: Loop) -> dict[str, int]:
+    """How many nudges led to each outcome (``message``, ``stay_quiet``, ``tools``,
+    ``reply``, ``nothing``, ``stopped``, ``cut``)."""
+    out: dict[str, int] = {}
+    for wake in loop.wakes:
+        if "nudge" in wake:
+            led_to = str(wake["nudge"]["led_to"])
+            out[led_to] = out.get(led_to, 0) + 1
+    return out
 
 
 def conversation(loop: Loop, end: dict[str, Any]) -> list[dict[str, Any]]:
@@ -130,6 +156,9 @@ def counts(loop: Loop) -> dict[str, int]:
         "user_reads": len(records),
         "user_replies": sum(s["kind"] == "user_reply" for s in sources),
         "user_nothing": sum(r["outcome"] == "nothing" for r in records),
+        # Every done of hers (in a multi-day run it is recorded and the run goes on).
+        "user_dones": sum(bool(r["done"]) for r in records if not r["last_read"]
+                          and r["outcome"] != "error"),
         "user_malformed": loop.user.malformed,
         "alerts": sum(s["kind"] == "alert" for s in sources),
         "contact_calls": len(contact_calls),
@@ -146,6 +175,7 @@ def counts(loop: Loop) -> dict[str, int]:
         "real_waits": world.clock.real_waits,
         "folded_wakes": loop.folder.folded if loop.folder else 0,
         "folded_turns": loop.folder.folded_turns if loop.folder else 0,
+        "queued_by_others": sum(m.seat != loop.cfg.seat for m in world.chat.sent),
     }
 
 
@@ -215,6 +245,10 @@ def end_note(loop: Loop, reason: str) -> str:
 def metrics(result: dict[str, Any]) -> dict[str, float]:
     """Per-episode numbers the run's summary averages."""
     c = result["summary"]["counts"]
-    return {key: float(c[key]) for key in ("wakes", "nudges", "messages_sent", "user_replies",
-                                           "late_events", "early_events", "folded_wakes",
-                                           "folded_turns")}
+    out = {key: float(c[key]) for key in ("wakes", "nudges", "messages_sent", "user_replies",
+                                          "late_events", "early_events", "folded_wakes",
+                                          "folded_turns")}
+    # A run the real-time budget ended is scored as far as it went: the run's summary counts
+    # it apart (``truncated``) rather than averaging it in unmarked.
+    out["truncated"] = 1.0 if result["end_reason"] == "budget" else 0.0
+    return out

@@ -55,6 +55,13 @@ def is_error(record: Mapping[str, Any]) -> bool:
     return bool(record.get("error_type"))
 
 
+def is_truncated(record: Mapping[str, Any]) -> bool:
+    """Whether a limit cut the episode short (its ``truncated`` metric is 1; the always_on
+    step sets it on a run its real-time budget ended): scored, as far as it went."""
+    value = (record.get("metrics") or {}).get("truncated")
+    return finite_number(value) and float(value) >= 1.0
+
+
 def scored_reward(record: Mapping[str, Any]) -> float | None:
     """The reward an episode counts with: None for an error episode whatever its line holds
     (a line written before this rule may carry one) and for an episode nothing scored."""
@@ -72,6 +79,9 @@ def summarize(records: Sequence[Mapping[str, Any]], *, pass_threshold: float = 1
     records = [r if "usage" in r else slim_record(r) for r in records]
     completed = [r for r in records if not is_error(r)]
     rewards = [x for x in map(scored_reward, completed) if x is not None]
+    truncated = [r for r in completed if is_truncated(r)]
+    whole = [x for r in completed if not is_truncated(r)
+             if (x := scored_reward(r)) is not None]
 
     by_task: dict[int, list[bool]] = {}
     for r in completed:
@@ -124,6 +134,11 @@ def summarize(records: Sequence[Mapping[str, Any]], *, pass_threshold: float = 1
         "scored": len(rewards),
         "reward_mean": _mean(rewards) if rewards else None,
         "reward_stderr": _stderr(rewards),
+        # Episodes a limit cut short (metrics.truncated = 1: an always_on run its real-time
+        # budget ended) are scored as far as they went and averaged in above; counted here,
+        # with the mean of the rest beside it, so they are never averaged in unmarked.
+        "truncated": len(truncated),
+        "reward_mean_untruncated": (_mean(whole) if whole else None) if truncated else None,
         "pass_threshold": pass_threshold,
         "pass_at_k": pass_k,
         "pass_hat_k": pass_hat,
@@ -312,6 +327,10 @@ def format_summary(summary: Mapping[str, Any], *, title: str = "") -> str:
     if not per_seat:
         rows.append((f"reward (mean ± se, {summary.get('scored', 0)} scored)",
                      reward_text(summary)))
+    if summary.get("truncated"):
+        rows.append(("truncated (cut short by a limit, scored as far as they went)",
+                     f"{summary['truncated']}; reward without them "
+                     f"{_fmt(summary.get('reward_mean_untruncated'))}"))
     for k, v in summary.get("pass_at_k", {}).items():
         rows.append((f"pass@{k}", _fmt(v)))
     for k, v in summary.get("pass_hat_k", {}).items():
