@@ -215,8 +215,10 @@ class UserSide:
 
     def __init__(self, world: World, sim: UserSim, person: Person, schedule: Schedule, *,
                  done_ends_run: bool, sim_name: str = "", step: str = "always_on",
-                 reply_lands: str = "anyway") -> None:
+                 reply_lands: str = "anyway", seat: str = "assistant") -> None:
         self.world = world
+        #: The agent's seat: her reads hold its messages, never what another seat queued.
+        self.seat = seat
         self.sim = sim
         #: The sim's registered name and the step that runs her (for what a failure says).
         self.sim_name = sim_name or sim.name
@@ -236,7 +238,10 @@ class UserSide:
     # -- planning a read -------------------------------------------------------------------
 
     def on_message(self, message: Sent) -> None:
-        """A message was queued for her: plan her read unless one is planned already."""
+        """A message was queued for her: plan her read unless one is planned already (a
+        message of another seat's is not this run's to read)."""
+        if message.seat != self.seat:
+            return
         if self.planned is None or self.planned.cancelled:
             self._plan(message.at_us / 1e6, reason="message")
 
@@ -296,7 +301,7 @@ class UserSide:
         now_us = world.clock.now_us()
         now = now_us / 1e6
         tz = world.timezone
-        messages = world.chat.unread()
+        messages = world.chat.unread(self.seat)
         phone = [p for p in world.chat.phone if not p.seen]
         read = Read(
             text="\n\n".join(m.text for m in messages) or None, turn=len(self.records) + 1,

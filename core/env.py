@@ -68,6 +68,15 @@ class Env:
             raise InterplayError(f"env {self.name!r} does not fit together: {problems[0]}")
 
 
+    def check_seats(self, seats: Mapping[str, SeatSpec]) -> None:
+        """Refuse seats, as a run resolved them (the env's settings under the run's
+        overrides), that one of the env's steps cannot run with, naming the step and why."""
+        problems = [f"step {step.name!r}: {p}" for step in self.steps()
+                    for p in step.check_seats(seats)]
+        if problems:
+            raise InterplayError(f"env {self.name!r} does not fit its seats: {problems[0]}")
+
+
 @attrs.frozen
 class EnvFile:
     """An env written as a file and registered by its path (``register(Path(...))`` in

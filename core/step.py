@@ -3,17 +3,18 @@
 An env's program is an ordered list of steps; each ``run(ctx)`` drives agents through the
 episode context (:class:`~interplay.contexts.EpisodeContext`: opening chat sessions, writing
 results). ``check(steps)`` runs when the env
-loads (``Env.check``, before any model call), so a step that does not fit the others is
-refused before any model is called.
+loads (``Env.check``), and ``check_seats(seats)`` when a run has resolved the seats
+(``Env.check_seats``), so a step that does not fit the others or its seats is refused before
+any model is called.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from interplay.config import settle
-from interplay.contexts import EpisodeContext
+from interplay.contexts import EpisodeContext, SeatSpec
 from interplay.harness import NoConfig
 
 
@@ -34,6 +35,12 @@ class Step:
 
     def check(self, steps: Sequence[Step]) -> list[str]:
         """Problems with this step among ``steps`` (empty when it fits)."""
+        return []
+
+    def check_seats(self, seats: Mapping[str, SeatSpec]) -> list[str]:
+        """Problems with this step on the env's seats as a run resolved them (the env's
+        settings under the run's overrides: harness, sampling, timeout); runs when the run
+        starts, before any model call. Empty when it fits."""
         return []
 
     async def run(self, ctx: EpisodeContext) -> None:

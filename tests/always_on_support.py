@@ -19,6 +19,7 @@ from interplay.loader import env_from_toml
 from interplay.records import Episode
 from interplay.testing import ScriptedReply, ScriptedRequest, run_scripted
 from interplay.usersim import Answer, Read, UserSim
+from interplay.world import App, app_tool
 
 #: Every read the scripted user was given, in order (cleared by each run).
 READS: list[Read] = []
@@ -52,6 +53,17 @@ class ScriptUser(UserSim):
         data = answers[min(self.i, len(answers) - 1)]
         self.i += 1
         return Answer(**{"text": "", **data})
+
+
+class ChattyApp(App):
+    """An app whose tool takes the name of the agent's channel to the user."""
+
+    kind = "chatty"
+
+    @app_tool(name="message_user")
+    def shout(self, text: str) -> str:
+        """Say something loudly."""
+        return text
 
 
 @hookimpl

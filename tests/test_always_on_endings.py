@@ -88,6 +88,9 @@ async def test_a_done_in_a_multi_day_run_is_recorded_and_the_run_goes_on(tmp_pat
     assert not support.READS[0].done_ends_run
     assert (ao["replies"][0]["outcome"], ao["replies"][0]["done"]) == ("replied", True)
     assert ao["end_reason"] == "end_time" and len(wakes(episode)) == 4
+    # Each of her dones is counted (her wrap-up's, after the run, is not a read that counts).
+    assert ao["summary"]["counts"]["user_dones"] == sum(
+        r["done"] for r in ao["replies"] if not r["last_read"]) >= 1
 
 
 async def test_max_wakes_gives_the_last_wake_the_notice(tmp_path: Path) -> None:
@@ -121,6 +124,14 @@ async def test_the_budget_makes_the_closing_wake_fit(tmp_path: Path) -> None:
     assert "closing wake carried the last-turn notice" in ao["end_note"]
     assert 2 <= len(wakes(episode)) < 11
     assert wall < 2.5 + 1.0  # the budget (+ set-up): the closing wake fit in it
+    # When and why the budget chose that wake: the reserve did not fit in what was left.
+    budget = ao["real"]["budget"]
+    closing = budget["closing"]
+    assert closing["wake"] == len(wakes(episode)) and closing["at"] == wakes(episode)[-1]["at"]
+    assert closing["reserve_s"] > closing["left_s"]
+    assert closing["reserve_s"] == pytest.approx(2 * closing["longest_wake_s"], abs=1e-3)
+    assert closing["spent_s"] + closing["left_s"] == pytest.approx(2.5, abs=0.01)
+    assert budget["ran_out"] is None and budget["cut"] is None
 
 
 async def test_nothing_left_to_wake_the_agent_finishes_or_is_stuck(tmp_path: Path) -> None:

@@ -252,6 +252,20 @@ async def test_a_wake_that_wrote_to_nobody_gets_one_nudge(tmp_path: Path) -> Non
     assert not wakes(episode)[0]["nudged"]
 
 
+@pytest.mark.parametrize(("after", "led_to", "sent"), [
+    (say("Hi!"), "message", [1]), (quiet(), "stay_quiet", []),
+    (ScriptedReply.tool_call("get_time", {}), "tools", []),
+    ("still just thinking", "reply", []), ("  ", "nothing", [])])
+async def test_the_wake_records_what_its_nudge_led_to(tmp_path: Path, after: Any, led_to: str,
+                                                      sent: list[int]) -> None:
+    env = make_env(tmp_path, {"end": "P1D", "tasks": [{"prompt": "hello"}]})
+    agent = Agent(by_pattern({"hello": "Hi Dana, how can I help?", "private note": after}))
+    episode = await run(env, agent)
+    nudge = wakes(episode)[0]["nudge"]
+    assert (nudge["led_to"], nudge["sent"]) == (led_to, sent)
+    assert episode.results["always_on"]["summary"]["nudges_led_to"] == {led_to: 1}
+
+
 async def test_the_rules_go_in_the_system_prompt_or_open_the_first_wake(tmp_path: Path) -> None:
     env = make_env(tmp_path, {"end": "P1D", "tasks": [
         {"prompt": "one"}, {"prompt": "two", "system_prompt": "You help Dana."}]},
@@ -302,15 +316,26 @@ async def test_a_read_never_holds_what_is_meant_for_the_agent(tmp_path: Path) ->
         assert secrets[where] not in conversation
 
 
-async def test_a_message_another_seat_queued_is_read_but_not_this_agents(tmp_path: Path) -> None:
+async def test_a_message_another_seat_queued_is_kept_out_of_her_reads(tmp_path: Path) -> None:
     env = make_env(tmp_path, {"end": "P1D", "queued": [{"text": "from before", "seat": "old"}],
                               "tasks": [{"prompt": "greet me"}]},
-                   user={"answers": [{"nothing": True}]})
+                   user={"answers": [{"text": "hi! what is new?"}]})
     episode = await run(env, Agent(by_pattern({"greet me": say("hello")}, default=quiet())))
+    # She reads the agent's message alone: another seat's is not this run's to answer, so
+    # her reply can only be to the agent (the only message she read).
     first = support.READS[0]
-    assert [(m.number, m.seat) for m in first.messages] == [(1, "old"), (2, "assistant")]
-    response = episode.results["always_on"]["response"]
-    assert [r["text"] for r in response] == ["hello"]
+    assert [(m.number, m.seat) for m in first.messages] == [(2, "assistant")]
+    ao = episode.results["always_on"]
+    assert ao["replies"][0]["reply_to"] == 2
+    assert [r["text"] for r in ao["response"]] == ["hello"]
+    assert ao["queued_by_others"] == [{"n": 1, "seat": "old", "text": "from before",
+                                       "at": "2025-06-02T08:00:00+02:00", "t": 0.0}]
+    counts = ao["summary"]["counts"]
+    assert counts["queued_by_others"] == 1
+    # Neither pending nor in the graded chat: the run did not leave it unread.
+    assert ao["summary"]["pending"]["unread_by_user"]["count"] == 0
+    assert ao["end_reason"] != "stuck"
+    assert "from before" not in json.dumps(ao["conversation"])
 
 
 async def test_jumps_and_app_changes_fold(tmp_path: Path) -> None:

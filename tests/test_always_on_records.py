@@ -286,16 +286,18 @@ async def test_the_trigger_state_carries_its_settings_and_checks_say_where_they_
 
 
 async def test_the_budget_keeps_the_longest_contact_limit_in_reserve(tmp_path: Path) -> None:
-    # Alex (played by a seat) may take 30 s to answer, more than the whole budget: after the
-    # first wake the reserve no longer fits, so the second wake is the closing one.
+    # Alex (played by a seat) may take 30 s to answer, nearly the whole budget (a budget
+    # that cannot hold it is refused at load): after the first wake (0.1 s or more) the
+    # reserve, twice that wake and Alex's limit, no longer fits, so the second wake closes.
     env = make_env(tmp_path, {
         "end": "P1D",
         "contacts": [{"name": "Alex", "persona": "a friend", "limit_s": 30.0},
                      {"name": "venue", "replies": ["yes"], "limit_s": 99.0}],
         "triggers": [{"name": f"alert{h}", "at": f"2025-06-02T{h:02d}:00", "actions": [
             {"kind": "notify", "text": f"a{h}"}]} for h in range(9, 20)]},
-        always_on={"budget_s": 20.0})
-    episode = await run(env, Agent(lambda text: quiet()))
+        always_on={"budget_s": 30.1})
+    episode = await run(env, Agent(lambda text: ScriptedReply.tool_call(
+        "stay_quiet", {}, latency_s=0.1)))
     assert episode.error is None, episode.error
     ao = episode.results["always_on"]
     # A scripted contact computes nothing, so only Alex's limit is kept back.

@@ -14,7 +14,9 @@ import pytest
 from always_on_support import Agent, by_pattern, make_env, quiet, run, say, wakes
 
 from interplay.errors import InterplayError
-from interplay.testing import ScriptedReply
+from interplay.run.config import resolve
+from interplay.testing import ScriptedReply, captured_log
+from interplay.tools import Tool
 
 
 @pytest.fixture(autouse=True)
@@ -110,3 +112,61 @@ async def test_a_hanging_model_call_cannot_hold_the_run_past_its_budget(tmp_path
     assert wakes(episode)[-1]["cut"] is True
     assert ao["summary"]["counts"]["wakes"] == 2
     assert ao["response"][0]["text"] == "on it" and not ao["response"][0]["leftover"]
+    ran_out = ao["real"]["budget"]["ran_out"]
+    assert ao["real"]["budget"]["cut"] == "turn" and ran_out["wake"] == 2
+    assert ran_out["at"] == wakes(episode)[-1]["at"] and ran_out["spent_s"] >= 2.0
+    assert episode.metrics["truncated"] == 1.0
+
+
+def test_a_budget_that_cannot_hold_a_contacts_limit_is_refused_at_load(tmp_path: Path) -> None:
+    contacts = [{"name": "Alex", "persona": "a friend", "limit_s": 180.0},
+                {"name": "venue", "replies": ["yes"], "limit_s": 900.0}]  # scripted: no limit
+    with pytest.raises(InterplayError, match=r"budget_s 120 cannot hold contact 'Alex''s "
+                                             r"limit_s 180: .*raise budget_s above 180"):
+        make_env(tmp_path, {"end": "P1D", "contacts": contacts}, always_on={"budget_s": 120})
+    make_env(tmp_path, {"end": "P1D", "contacts": contacts}, always_on={"budget_s": 181})
+
+
+def _warnings(buffer: Any) -> list[dict[str, Any]]:
+    return [line for line in map(json.loads, buffer.getvalue().splitlines())
+            if line.get("event") == "always_on.budget_below_turn_timeout"]
+
+
+def test_a_budget_below_the_turn_timeout_is_warned_of_when_the_run_starts(
+        tmp_path: Path) -> None:
+    env = make_env(tmp_path, {"end": "P1D"}, always_on={"budget_s": 300})
+    data = {"env": {"name": env.source}, "model": {"base_url": "http://127.0.0.1:9/v1"}}
+    with captured_log("warning") as buffer:
+        resolve(data)  # the seat's default timeout, 600 s
+    [warned] = _warnings(buffer)
+    assert (warned["level"], warned["budget_s"], warned["turn_timeout_s"]) == (
+        "warning", 300.0, 600.0)
+    # The run's own seat settings count: a timeout the budget holds warns of nothing.
+    with captured_log("warning") as buffer:
+        resolve({**data, "seats": {"assistant": {"timeout_s": 120}}})
+    assert _warnings(buffer) == []
+
+
+def test_an_app_tool_cannot_take_a_channel_tools_name(tmp_path: Path) -> None:
+    with pytest.raises(InterplayError, match=r"app 'chatty' has a tool 'message_user', a name "
+                                             r"always_on keeps for the agent's channel"):
+        make_env(tmp_path, {"end": "P1D", "apps": [
+            {"kind": "always_on_support:ChattyApp", "name": "chatty"}]})
+
+
+async def test_a_seat_tool_cannot_take_a_channel_tools_name(tmp_path: Path) -> None:
+    scenario_env = type(make_env(tmp_path, {"end": "P1D", "tasks": [{"prompt": "hi"}]}))
+
+    async def impostor(text: str) -> str:
+        return "swallowed"
+
+    class Impostor(scenario_env):  # type: ignore[misc, valid-type]
+        def tools(self, seat: str, ctx: Any) -> list[Tool]:
+            return [Tool("message_user", "not her chat", {"type": "object", "properties": {
+                "text": {"type": "string"}}}, impostor)] if seat == "assistant" else []
+
+    agent = Agent(by_pattern({"hi": say("hello")}))
+    episode = await run(Impostor(), agent)
+    assert episode.error_type == "config_error"
+    assert "seat 'assistant' has a tool 'message_user' of the env's" in (episode.error or "")
+    assert agent.requests == []  # refused before the first turn

@@ -403,11 +403,14 @@ async def test_changes_say_who_in_which_wake_and_phase() -> None:
 def test_the_timeline_folds_jumps_and_changes() -> None:
     timeline = Timeline(0.0, "UTC")
     for i in range(JUMPS_KEPT + 5):
-        timeline.jump(i * 1_000_000, (i + 1) * 1_000_000, "trigger")
+        timeline.jump(i * 1_000_000, (i + 1) * 1_000_000, "read" if i % 2 else "trigger",
+                      ["digest"] if i == JUMPS_KEPT + 1 else None)
     kinds = [e["kind"] for e in timeline.entries]
     assert kinds.count("jump") == JUMPS_KEPT and kinds.count("jumps_folded") == 1
     fold = timeline.entries[-1]
     assert fold["count"] == 5 and fold["seconds"] == 5.0
+    # A folded jump keeps its reason: what it went to, and the triggers at work across it.
+    assert fold["next"] == {"trigger": 3, "read": 2} and fold["at_work"] == ["digest"]
     assert fold["until"] == times.iso(JUMPS_KEPT + 5, "UTC")
     timeline.gap()
     timeline.jump(100_000_000, 101_000_000, "alert")

@@ -23,9 +23,10 @@ from interplay.contexts import ChatSession, EpisodeContext, Reply
 from interplay.errors import InterplayError
 from interplay.log import get_logger
 from interplay.records import Task
+from interplay.tools import Tool
 from interplay.usersim import UserSimError, set_up
 from interplay.world import times
-from interplay.world.chat import CHECK_TOOLS, ChatSettings, Sent
+from interplay.world.chat import CHANNEL_TOOLS, CHECK_TOOLS, ChatSettings, Sent
 from interplay.world.contacts import Contact
 from interplay.world.events import Event
 from interplay.world.scenario import Scenario, build_world
@@ -110,7 +111,8 @@ class Loop:
         self.user = UserSide(self.world, make_sim(self.user_record), self.person, self.schedule,
                              done_ends_run=done_ends_run,
                              sim_name=self.user_record["user_sim"], step=step,
-                             reply_lands=self.user_record.get("reply_lands", "anyway"))
+                             reply_lands=self.user_record.get("reply_lands", "anyway"),
+                             seat=self.cfg.seat)
         self.world.chat.on_message = self.user.on_message
         # A change the agent or she makes names the seat that made it.
         self.world.seats = {"agent": self.cfg.seat,
@@ -140,6 +142,10 @@ class Loop:
             (c.limit_s for c in self.scenario.contacts if not c.replies), default=0.0)
         #: The budget ran out while something still ran (a turn, her read): what it cut.
         self.budget_cut: str | None = None
+        #: Why the budget chose the closing wake, when it did (:meth:`_budget_figures`).
+        self.budget_closing: dict[str, Any] | None = None
+        #: When the budget ran out, if it did: the wake it came in or after, and the time.
+        self.budget_spent: dict[str, Any] | None = None
         #: The wake whose turn is running (cut short when the budget runs out).
         self.open_wake: OpenWake | None = None
         #: Events that fell due and took effect, waiting for the next wake to tell the agent.
@@ -167,15 +173,12 @@ class Loop:
                          step=self.step)
             self._queue_opening()
             agent = ctx.agent(self.cfg.seat)
+            # A budget below it was warned of when the run started (AlwaysOn.check_seats).
             self.turn_timeout_s = agent.spec.timeout_s
-            if self.cfg.budget_s < self.turn_timeout_s:
-                # Allowed (the budget then cuts a hung turn before the seat's timeout would),
-                # but a turn can no longer end as a timeout: said once, and recorded.
-                log.info("always_on.budget_below_turn_timeout", episode_id=ctx.info.episode_id,
-                         budget_s=self.cfg.budget_s, turn_timeout_s=self.turn_timeout_s)
             deny = self._deny_list()
-            agent.tools = [*(t for t in agent.tools if not denied(t.name, deny)),
-                           *world.tools_for(self.cfg.seat, deny)]
+            own = world.tools_for(self.cfg.seat, deny)
+            _refuse_clashes(self.cfg.seat, agent.tools, own)
+            agent.tools = [*(t for t in agent.tools if not denied(t.name, deny)), *own]
             policy = resolve(self.cfg.history, agent)
             task = self._agent_task()
             self.folder = Folder(policy, tools=agent.tools, timezone=world.timezone,
@@ -220,6 +223,9 @@ class Loop:
         self.world.tool_time = None
         self.world.queue.on_push = None
         opened = self.open_wake
+        self.budget_spent = {"wake": opened.n if opened is not None else len(self.wakes),
+                             "at": self.world.timeline.stamp(self.world.clock.now_us())["at"],
+                             "spent_s": round(time.monotonic() - self.started, 3)}
         if opened is not None:
             self.budget_cut = "turn"
             self._close_wake(opened, cut=True)
@@ -252,6 +258,9 @@ class Loop:
                 record = await self.user.wrap_up(mode)
         except TimeoutError:
             self.budget_cut = "wrap-up"
+            self.budget_spent = {"wake": len(self.wakes),
+                                 "at": world.timeline.stamp(world.clock.now_us())["at"],
+                                 "spent_s": round(time.monotonic() - self.started, 3)}
             return
         if record["outcome"] == "error":
             self.end_reason = self.error_type = "user_error"
@@ -285,6 +294,7 @@ class Loop:
                 # Another wake like the longest so far, after a settle as long as the longest
                 # contact's limit, might not end within the budget.
                 final_reason = "budget"
+                self.budget_closing = self._budget_figures(n)
             outcome = await self._wake(session, n, items, final_reason)
             if outcome is not None:
                 self._end(outcome)
@@ -292,6 +302,18 @@ class Loop:
             if final_reason is not None:
                 self._end(final_reason)
                 return
+
+    def _budget_figures(self, wake: int) -> dict[str, Any]:
+        """Why the budget made wake ``wake`` the closing one: the real seconds spent and left
+        when it began, and the reserve that did not fit in them (twice the longest wake so
+        far, and the longest contact limit)."""
+        now = time.monotonic()
+        return {"wake": wake, "at": self.world.timeline.stamp(self.world.clock.now_us())["at"],
+                "spent_s": round(now - self.started, 3),
+                "left_s": round(max(0.0, self.deadline - now), 3),
+                "reserve_s": round(self.budget_reserve_s(), 3),
+                "longest_wake_s": max(self.wake_real_s, default=0.0),
+                "longest_contact_limit_s": self.longest_contact_limit_s}
 
     def budget_reserve_s(self) -> float:
         """The real time kept back for one more wake: twice the longest wake so far, and the
@@ -443,9 +465,10 @@ class Loop:
                 check = event.data["check"]
                 kinds["alerts_never_delivered" if check.status == "due" else "checks_not_due"] \
                     .append({"check": check.number, "at": at, "note": check.note})
-        kinds["unread_by_user"] = [{"n": m.number, "seat": m.seat, "text": m.text,
-                                    "leftover": m.leftover}
-                                   for m in world.chat.sent if m.read_at_us is None]
+        kinds["unread_by_user"] = [{"n": m.number, **world.timeline.stamp(m.at_us),
+                                    "wake": m.wake, "text": m.text, "leftover": m.leftover}
+                                   for m in world.chat.sent_by(self.cfg.seat)
+                                   if m.read_at_us is None]
         kinds["contact_replies_in_progress"] = [{k: v for k, v in c.items() if k != "key"}
                                                 for c in world.contacts.state()]
         return {kind: {"count": len(items), "first": items[:PENDING_LISTED]}
@@ -496,7 +519,9 @@ class Loop:
             self.nudges += 1
             reply = await self._turn(session, prompts.step_line(self._nudge_text()), "nudge",
                                      tool_choice=self.cfg.nudge_tool_choice or None)
-            opened.calls += world.take_tool_calls()
+            calls = world.take_tool_calls()
+            opened.calls += calls
+            opened.nudge_led_to = self._nudge_outcome(n, calls, reply)
             if reply.text.strip():
                 opened.notes.append(reply.text)
         mine = self._close_wake(opened)
@@ -517,6 +542,20 @@ class Loop:
         if done_reply and self.user.done_ends_run:
             return "user_done"
         return None
+
+    def _nudge_outcome(self, n: int, calls: list[dict[str, Any]], reply: Reply) -> str:
+        """What the nudge turn of wake ``n`` led to: ``message`` (it wrote to her),
+        ``stay_quiet``, ``tools`` (other tools only), ``reply`` (another private note),
+        ``stopped`` (its turn failed) or ``nothing``."""
+        if any(m.wake == n and m.phase == "nudge" for m in self.world.chat.sent_by(self.cfg.seat)):
+            return "message"
+        if any(c["name"] == "stay_quiet" and "error" not in c for c in calls):
+            return "stay_quiet"
+        if reply.stopped:
+            return "stopped"
+        if calls:
+            return "tools"
+        return "reply" if reply.text.strip() else "nothing"
 
     def _close_wake(self, opened: OpenWake, *, cut: bool = False) -> list[Sent]:
         """Record the wake's end (its turns done, or ``cut`` by the budget) and move the world
@@ -539,7 +578,9 @@ class Loop:
         # Real time is kept beside the timeline, which a seed replays to the byte.
         self.wake_real_s.append(round(time.monotonic() - opened.t0, 3))
         if opened.nudged:
-            entry["nudge"] = {"from": "step", "text": self._nudge_text()}
+            entry["nudge"] = {"from": "step", "text": self._nudge_text(),
+                              "led_to": opened.nudge_led_to or ("cut" if cut else "nothing"),
+                              "sent": [m.number for m in mine if m.phase == "nudge"]}
         if self.folder is not None and not cut:
             self.folder.end(entry, [(m.number, m.at_us, m.text) for m in mine])
         self.wakes.append(entry)
@@ -679,6 +720,24 @@ class OpenWake:
     calls: list[dict[str, Any]] = attrs.Factory(list)
     notes: list[str] = attrs.Factory(list)
     nudged: bool = False
+    #: What its nudge turn led to, once that turn has ended (see Loop._nudge_outcome).
+    nudge_led_to: str | None = None
+
+
+def _refuse_clashes(seat: str, seat_tools: Sequence[Tool], world_tools: Sequence[Tool]) -> None:
+    """A tool the seat already has (the env's, made per episode) may not take the name of one
+    of the world's: the model's call would reach one of the two, and for a channel tool
+    (``message_user``, ...) something other than her chat. Refused before the first turn."""
+    mine = {t.name for t in world_tools}
+    for tool in seat_tools:
+        if tool.name in CHANNEL_TOOLS:
+            raise InterplayError(f"seat {seat!r} has a tool {tool.name!r} of the env's, a name "
+                                 f"always_on keeps for the agent's channel to the user "
+                                 f"({', '.join(sorted(CHANNEL_TOOLS))}); rename the env's tool")
+        if tool.name in mine:
+            raise InterplayError(f"seat {seat!r} has a tool {tool.name!r} of the env's and an "
+                                 f"app of the scenario has one of that name; rename one of "
+                                 f"them")
 
 
 def _due(world: World, due_us: int) -> dict[str, Any]:

@@ -46,12 +46,14 @@ from interplay.contexts import EpisodeContext
 from interplay.env import SeatSpec
 from interplay.errors import InterplayError
 from interplay.loader import tasks_of
+from interplay.log import get_logger
 from interplay.step import Step
 from interplay.usersim import UserSimError
 from interplay.world import times
 from interplay.world.chat import ChatSettings
 from interplay.world.scenario import Scenario, build_world, load_scenario
 
+log = get_logger("interplay.envs.always_on")
 
 class AlwaysOn(Step):
     """An assistant that lives through days of simulated time, woken by events."""
@@ -112,6 +114,8 @@ class AlwaysOn(Step):
         if not (cfg.budget_s > 0 and math.isfinite(cfg.budget_s)):
             problems.append(f"budget_s must be a number of seconds more than 0, got "
                             f"{cfg.budget_s:g}")
+        else:
+            problems += budget_problems(cfg.budget_s, scenario)
         problems += times.check_delay(cfg.min_check_interval, "min_check_interval")
         checks = cfg.checks if cfg.checks is not None else spans_days(scenario)
         problems += deny_problems(cfg.deny_tools, "deny_tools", stay_quiet=cfg.stay_quiet,
@@ -162,6 +166,20 @@ class AlwaysOn(Step):
                     f"{floor}, or set history.mode = \"all\""]
         return []
 
+    def check_seats(self, seats: Mapping[str, SeatSpec]) -> list[str]:
+        """The budget against the agent seat's turn timeout, as the run resolved it: a budget
+        below it is allowed (a short budget is how one takes a quick look at a long
+        scenario), with a warning when the run starts: the budget, not the seat's timeout,
+        then cuts a turn that hangs, and the run ends ``budget`` (scored as far as it went,
+        counted apart as truncated) rather than as a timeout error."""
+        spec = seats.get(self.config.seat)
+        if spec is not None and self.config.budget_s < spec.timeout_s:
+            log.warning("always_on.budget_below_turn_timeout", seat=self.config.seat,
+                        budget_s=self.config.budget_s, turn_timeout_s=spec.timeout_s,
+                        effect="the budget cuts a hung turn before its timeout; the run "
+                               "then ends on its budget, truncated")
+        return []
+
     def history_problem(self, seats: Mapping[str, SeatSpec]) -> str | None:
         """Folding asked for on a seat whose harness keeps its own session."""
         spec = seats.get(self.config.seat)
@@ -192,6 +210,20 @@ class AlwaysOn(Step):
             # Recorded, not raised: the episode ends in the turn's error, never scored (the
             # trace of a turn the harness cut at its turn cap carries no error type itself).
             ctx.fail(loop.error_type, loop.error or f"the run ended on {loop.error_type}")
+
+
+def budget_problems(budget_s: float, scenario: Scenario) -> list[str]:
+    """A budget no longer than a seat-played contact's ``limit_s`` is refused: a settle before
+    a wake may wait that long for the contact's answer, so the budget could be spent before
+    the agent's turn, and the closing wake (which keeps the longest limit in reserve) would
+    come at once."""
+    played = [c for c in scenario.contacts if not c.replies]
+    longest = max(played, key=lambda c: c.limit_s, default=None)
+    if longest is None or budget_s > longest.limit_s:
+        return []
+    return [f"budget_s {budget_s:g} cannot hold contact {longest.name!r}'s limit_s "
+            f"{longest.limit_s:g}: a wait for its answer could spend the whole budget before "
+            f"a turn; raise budget_s above {longest.limit_s:g} or lower the contact's limit_s"]
 
 
 def _opening_problems(at: str, scenario: Scenario) -> list[str]:

@@ -131,7 +131,7 @@ RESERVED_SAMPLING = ("messages", "model", "stream", "tools")
 
 def check_seats(env: Env, resources: Any) -> None:
     """Resolve every seat now (harness names, harness settings, sampling) so a typo fails
-    before any model is called."""
+    before any model is called; then the env's steps check the seats as resolved."""
     for seat in env.seats:
         spec = resources.seat(env, seat)
         endpoint = spec.model or resources.endpoint
@@ -146,6 +146,7 @@ def check_seats(env: Env, resources: Any) -> None:
         harness_cls = plugins.get("harnesses", spec.harness)
         config_mod.structure(spec.harness_config, harness_cls.Config,
                              path=f"seats.{seat}.harness_config")
+    env.check_seats({seat: resources.seat(env, seat) for seat in env.seats})
 
 
 def flatten(data: Any, prefix: str = "") -> dict[str, Any]:

@@ -30,7 +30,9 @@ from interplay.world.protocols import ChatHost
 #: The agent's scheduled checks.
 CHECK_TOOLS = frozenset({"schedule_check", "list_checks", "cancel_check"})
 #: The agent's channel to the user: a deny-list never takes them (the settings leave out
-#: ``stay_quiet`` and the checks; ``message_user`` and ``get_time`` are always there).
+#: ``stay_quiet`` and the checks; ``message_user`` and ``get_time`` are always there), and no
+#: app or seat tool may take their names, whatever the settings offer: a call by one of these
+#: names always reaches her chat.
 CHANNEL_TOOLS = frozenset({"message_user", "stay_quiet", "get_time"}) | CHECK_TOOLS
 
 
@@ -104,8 +106,10 @@ class UserChat:
             self.on_message(message)
         return message
 
-    def unread(self) -> list[Sent]:
-        return [m for m in self.sent if m.read_at_us is None and not m.wrap_up]
+    def unread(self, seat: str | None = None) -> list[Sent]:
+        """The messages she has not read (``seat``: that seat's only)."""
+        return [m for m in self.sent if m.read_at_us is None and not m.wrap_up
+                and (seat is None or m.seat == seat)]
 
     def add_phone_item(self, channel: str, sender: str, text: str) -> PhoneItem:
         item = PhoneItem(self.world.clock.now_us(), channel, sender, text)

@@ -24,7 +24,7 @@ from interplay.clock import Clock
 from interplay.errors import InterplayError
 from interplay.world import times
 from interplay.world.apps import App, app_class
-from interplay.world.chat import ChatSettings, Sent
+from interplay.world.chat import CHANNEL_TOOLS, ChatSettings, Sent
 from interplay.world.contacts import Ask, Contact
 from interplay.world.events import Event
 from interplay.world.schedule import Schedule
@@ -138,6 +138,12 @@ class Scenario:
         seen: dict[str, str] = {}
         for app in apps.values():
             for tool in app.tools():
+                if tool.name in CHANNEL_TOOLS:
+                    out.append(f"app {app.name!r} has a tool {tool.name!r}, a name always_on "
+                               f"keeps for the agent's channel to the user "
+                               f"({', '.join(sorted(CHANNEL_TOOLS))}); rename the app's tool "
+                               f"(@app_tool(name=...))")
+                    continue
                 if tool.name in seen:
                     out.append(f"apps {seen[tool.name]!r} and {app.name!r} both have a tool "
                                f"{tool.name!r}")

@@ -3,7 +3,8 @@
 Each entry is a dict with ``kind``, ``at`` (the task time, ISO-8601 in the user's zone) and
 ``t`` (seconds since the run's start), then its own fields. Two kinds of entry can come in
 floods and are folded: clock jumps (the first ``JUMPS_KEPT`` between two wakes are kept, the
-rest become one ``jumps_folded`` entry with their count and span) and app changes (the first
+rest become one ``jumps_folded`` entry with their count, span, what they jumped to and the
+triggers at work across them) and app changes (the first
 ``CHANGES_KEPT`` of each wake are kept, the rest are counted in one ``changes_folded`` entry).
 The entry kinds are listed in docs/always_on.md.
 
@@ -54,11 +55,15 @@ class Timeline:
                 entry["at_work"] = list(at_work)
             return
         if self._jump_fold is None:
-            self._jump_fold = self.add("jumps_folded", from_us, count=0)
+            self._jump_fold = self.add("jumps_folded", from_us, count=0, next={})
         fold = self._jump_fold
         fold["count"] += 1
         fold["until"] = times.iso(to_us / 1e6, self.timezone)
         fold["seconds"] = round((to_us - from_us) / 1e6 + fold.get("seconds", 0.0), 6)
+        # What each folded jump went to, counted, and the triggers at work across any of them.
+        fold["next"][to_kind] = fold["next"].get(to_kind, 0) + 1
+        if at_work:
+            fold["at_work"] = sorted({*fold.get("at_work", ()), *at_work})
 
     def gap(self) -> None:
         """A wake starts: the next jumps are counted afresh."""
