@@ -464,3 +464,19 @@ def test_a_bad_scenario_is_one_line_naming_what_to_change(change: dict[str, Any]
     with pytest.raises(InterplayError, match=message) as info:
         scenario_from(data)
     assert "\n" not in str(info.value)
+
+
+async def test_an_app_never_hands_out_an_id_the_scenario_gave() -> None:
+    world = world_from({"apps": [
+        {"kind": "calendar", "state": {"events": [
+            {"id": f"e{i}", "title": t, "start": "2025-06-03T09:00", "end": "2025-06-03T10:00"}
+            for i, t in ((1, "gym"), (3, "dentist"))]}},
+        {"kind": "inbox", "state": {"messages": [{"id": "m1", "from": "a@b.example"}]}}]})
+    tools = tools_of(world)
+    await tools["cancel_event"].call({"event_id": "e3"})
+    added = json.loads(await tools["add_event"].call(
+        {"title": "plumber", "start": "2025-06-04T09:00", "end": "2025-06-04T10:00"}))
+    # Not e2 (a number between the scenario's), not e3 (gone, but the scenario's).
+    assert added["id"] == "e4"
+    assert "sent m2" in await tools["send_email"].call(
+        {"to": "x@y.example", "subject": "hi", "body": "hello"})

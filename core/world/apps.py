@@ -19,7 +19,8 @@ import copy
 import importlib
 import inspect
 import json
-from collections.abc import Callable, Mapping
+import re
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ClassVar
 
 from interplay.errors import InterplayError
@@ -48,6 +49,7 @@ class App:
     def __init__(self, name: str, state: Mapping[str, Any] | None = None) -> None:
         self.name = name
         self.state: dict[str, Any] = {**self.initial(), **copy.deepcopy(dict(state or {}))}
+        self._seed_ids()
         #: The world it is in (set when the world adds it).
         self.world: AppHost | None = None
 
@@ -89,15 +91,34 @@ class App:
         """Record a change this app made (call it after changing ``state``)."""
         self.bound.record_change(self.name, action, data)
 
-    def next_id(self, prefix: str) -> str:
+    def _seed_ids(self) -> None:
+        """Count on from the ids the initial state already uses (``e1``, ``m3``, ...), so an
+        id handed out never repeats one the scenario gave, even once that item is gone."""
         counters = self.state.setdefault("_ids", {})
-        counters[prefix] = counters.get(prefix, 0) + 1
-        return f"{prefix}{counters[prefix]}"
+        for value in self.state.values():
+            for item in value if isinstance(value, list) else ():
+                found = _ID.match(str(item.get("id", ""))) if isinstance(item, dict) else None
+                if found:
+                    prefix, number = found[1], int(found[2])
+                    counters[prefix] = max(counters.get(prefix, 0), number)
+
+    def next_id(self, prefix: str, items: Iterable[Mapping[str, Any]] = ()) -> str:
+        """A new id, ``prefix`` and a number, never handed out before and that none of
+        ``items`` (the collection it is for) has."""
+        taken = {item.get("id") for item in items}
+        counters = self.state.setdefault("_ids", {})
+        while True:
+            counters[prefix] = counters.get(prefix, 0) + 1
+            if f"{prefix}{counters[prefix]}" not in taken:
+                return f"{prefix}{counters[prefix]}"
 
     def deliver(self, sender: str, text: str, **meta: Any) -> None:
         """Take a contact's reply into this app (an inbox files it); apps that cannot refuse."""
         raise InterplayError(f"app {self.name!r} ({self.kind}) does not take contacts' replies; "
                              f"point the contact at an inbox app")
+
+
+_ID = re.compile(r"^([a-z]+)(\d+)$")
 
 
 def _json(value: Any) -> str:
@@ -137,8 +158,8 @@ class Calendar(App):
         tz = self.bound.timezone
         if times.parse_instant(end, tz) <= times.parse_instant(start, tz):
             raise ValueError("the event must end after it starts")
-        event = {"id": self.next_id("e"), "title": title, "start": start, "end": end,
-                 "where": where}
+        event = {"id": self.next_id("e", self.state["events"]), "title": title, "start": start,
+                 "end": end, "where": where}
         self.state["events"].append(event)
         self.change("event_added", id=event["id"], title=title, start=start, end=end)
         return _json(event)
@@ -191,7 +212,8 @@ class Inbox(App):
         """Send an e-mail from the user's address."""
         if "@" not in to:
             raise ValueError(f"{to!r} is not an e-mail address")
-        message = {"id": self.next_id("m"), "from": self.state.get("address", ""), "to": to,
+        message = {"id": self.next_id("m", self.state["messages"]),
+                   "from": self.state.get("address", ""), "to": to,
                    "subject": subject, "body": body, "at": self.stamp(), "read": True,
                    "sent": True}
         self.state["messages"].append(message)
@@ -199,7 +221,8 @@ class Inbox(App):
         return f"sent {message['id']} to {to}"
 
     def deliver(self, sender: str, text: str, **meta: Any) -> None:
-        message = {"id": self.next_id("m"), "from": sender, "to": self.state.get("address", ""),
+        message = {"id": self.next_id("m", self.state["messages"]), "from": sender,
+                   "to": self.state.get("address", ""),
                    "subject": str(meta.get("subject") or ""), "body": text, "at": self.stamp(),
                    "read": False}
         self.state["messages"].append(message)
@@ -253,8 +276,8 @@ class Bookings(App):
         if isinstance(capacity, int) and guests > capacity:
             raise ValueError(f"{name} takes at most {capacity} guests")
         deposit = info.get("deposit", 0)
-        booking = {"id": self.next_id("b"), "place": name, "date": date, "guests": guests,
-                   "deposit": deposit}
+        booking = {"id": self.next_id("b", self.state["bookings"]), "place": name,
+                   "date": date, "guests": guests, "deposit": deposit}
         self.state["bookings"].append(booking)
         self.state["spent"] = self.state.get("spent", 0) + deposit
         self.change("booked", **booking)
@@ -282,7 +305,7 @@ class Notes(App):
     @app_tool
     def add_note(self, text: str) -> str:
         """Write a note."""
-        note = {"id": self.next_id("n"), "text": text, "at": self.stamp()}
+        note = {"id": self.next_id("n", self.state["notes"]), "text": text, "at": self.stamp()}
         self.state["notes"].append(note)
         self.change("note_added", id=note["id"], chars=len(text))
         return f"noted {note['id']}"
@@ -318,7 +341,8 @@ class Shop(App):
             raise ValueError(f"cannot buy {quantity} of {sku!r} ({item.get('stock', 0)} in stock)")
         item["stock"] = int(item.get("stock", 0)) - quantity
         total = float(item.get("price", 0)) * quantity
-        order = {"id": self.next_id("o"), "sku": sku, "quantity": quantity, "total": total}
+        order = {"id": self.next_id("o", self.state["orders"]), "sku": sku,
+                 "quantity": quantity, "total": total}
         self.state["orders"].append(order)
         self.state["spent"] = self.state.get("spent", 0) + total
         self.change("bought", **order)
