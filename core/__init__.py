@@ -49,6 +49,7 @@ from interplay.endpoint import Endpoint
 from interplay.env import Env
 from interplay.errors import InterplayError
 from interplay.exporter import ExportFormat, Written
+from interplay.generator import ScenarioKind, generate_tasks
 from interplay.harness import Harness, NoConfig, Segment
 from interplay.hookspecs import Register, hookimpl
 from interplay.loader import env_from_toml, lookup
@@ -139,6 +140,7 @@ __all__ = [
     "Rubric",
     "RubricConfig",
     "RunResources",
+    "ScenarioKind",
     "Schedule",
     "SeatAgent",
     "SeatSpec",
@@ -168,6 +170,7 @@ __all__ = [
     "env_from_toml",
     "fill_placeholders",
     "from_json",
+    "generate_tasks",
     "get_logger",
     "hookimpl",
     "is_kind",

@@ -31,7 +31,8 @@ if TYPE_CHECKING:
     from interplay.run.config import RunConfig
     from interplay.run.runner import RunOutcome
 
-LIST_KINDS = ("harnesses", "user-sims", "steps", "verifiers", "envs", "export-formats")
+LIST_KINDS = ("harnesses", "user-sims", "steps", "verifiers", "envs", "export-formats",
+              "scenario-kinds")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -61,11 +62,13 @@ def _more_commands() -> list[Any]:
     from interplay.compare import add_compare
     from interplay.describe import add_describe
     from interplay.export import add_export
+    from interplay.generation import add_generate
     from interplay.model.local_server import add_serve_local
     from interplay.regrade import add_regrade
     from interplay.report import add_report
 
-    return [add_serve_local, add_report, add_export, add_regrade, add_compare, add_describe]
+    return [add_serve_local, add_report, add_export, add_regrade, add_compare, add_describe,
+            add_generate]
 
 
 # -- interplay plugins -------------------------------------------------------------------------
@@ -113,7 +116,7 @@ def cmd_plugins(args: argparse.Namespace) -> int:
 
 def add_list(sub: Any) -> None:
     p = sub.add_parser("list", help="list registered harnesses, user-sims, steps, verifiers, "
-                       "envs or export formats")
+                       "envs, export formats or scenario kinds")
     p.add_argument("kind", choices=LIST_KINDS)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_list)

@@ -30,7 +30,7 @@ from interplay.settings import field_docs, settings_of, type_text
 
 #: What ``describe`` takes: every registered kind, and ``model`` (the endpoint a run calls).
 DESCRIBE_KINDS: tuple[str, ...] = ("envs", "steps", "verifiers", "harnesses", "user-sims",
-                                   "model")
+                                   "scenario-kinds", "model")
 #: The one name of the ``model`` kind.
 MODEL = "model"
 _plain = cattrs.Converter()
@@ -239,7 +239,8 @@ def _markdown_settings(settings: list[dict[str, Any]]) -> list[str]:
 
 
 TITLES = {"envs": "Envs", "steps": "Steps", "verifiers": "Verifiers",
-          "harnesses": "Harnesses", "user-sims": "User sims", "model": "Model"}
+          "harnesses": "Harnesses", "user-sims": "User sims",
+          "scenario-kinds": "Scenario kinds", "model": "Model"}
 
 
 def markdown(kind: str, infos: Iterable[dict[str, Any]], command: str) -> str:
@@ -254,6 +255,9 @@ def markdown(kind: str, infos: Iterable[dict[str, Any]], command: str) -> str:
                   f"{info['summary'] or '(no description)'} *({info['package']})*", ""]
         if kind == "envs":
             lines += ["Settings go under `env.` (`--set env.<setting>=...`).", ""]
+        if kind == "scenario-kinds":
+            lines += ["Knobs go under `env.knobs.` of `always-on-generated`, or `interplay "
+                      "generate KIND --set <knob>=...`.", ""]
         lines += _markdown_settings(info["settings"])
         if "sampling_settings" in info:
             lines += ["Sampling, under `model.sampling.` and `seats.<seat>.sampling.` (a "
@@ -320,8 +324,8 @@ def write_reference(folder: str | Path, packages: Iterable[str] | None = None) -
 
 def add_describe(sub: Any) -> None:
     p = sub.add_parser(
-        "describe", help="what an env, step, verifier, harness, user sim or the model "
-        "endpoint is, and every setting it takes",
+        "describe", help="what an env, step, verifier, harness, user sim, scenario kind or the "
+        "model endpoint is, and every setting it takes",
         description="With KIND alone, list its names; with NAME, describe it: every setting "
         "with its type, default, allowed values and meaning; for an env also its seats, task "
         "rows, verifiers as it configures them and the results its steps write.")

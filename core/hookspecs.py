@@ -107,6 +107,21 @@ def register_export_formats(register: Register) -> None:
     """
 
 
+@hookspec
+def register_scenario_kinds(register: Register) -> None:
+    """Register scenario kinds: what makes always_on tasks (a world, a user, goals) from a
+    seed and a few knobs.
+
+    Fires once per process, the first time anything looks up a scenario kind (or lists
+    plugins).
+
+    :param register: ``register(kind_class, name=None)``. ``kind_class`` is a subclass of
+        :class:`interplay.ScenarioKind` with ``generate(seed) -> Task`` (its ``Config`` holds
+        the knobs); ``name`` defaults to its ``name`` attribute (what ``interplay generate``
+        and an env's ``kind`` take).
+    """
+
+
 HOOK_KINDS: dict[str, str] = {
     "register_harnesses": "harnesses",
     "register_user_sims": "user-sims",
@@ -114,6 +129,7 @@ HOOK_KINDS: dict[str, str] = {
     "register_verifiers": "verifiers",
     "register_envs": "envs",
     "register_export_formats": "export-formats",
+    "register_scenario_kinds": "scenario-kinds",
 }
 
 __all__ = ["HOOK_KINDS", "PROJECT", "Register", "hookimpl", "hookspec"]

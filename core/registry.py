@@ -16,6 +16,7 @@ import attrs
 from interplay.env import Env
 from interplay.errors import InterplayError
 from interplay.exporter import ExportFormat
+from interplay.generator import ScenarioKind
 from interplay.harness import Harness
 from interplay.step import Step
 from interplay.usersim import UserSim
@@ -29,12 +30,14 @@ KIND_BASES: dict[str, type] = {
     "verifiers": Verifier,
     "envs": Env,
     "export-formats": ExportFormat,
+    "scenario-kinds": ScenarioKind,
 }
 KINDS: tuple[str, ...] = tuple(KIND_BASES)
 #: One of each kind, for messages ("unknown harness 'x'").
 SINGULAR: dict[str, str] = {"harnesses": "harness", "user-sims": "user sim", "steps": "step",
                             "verifiers": "verifier", "envs": "env",
-                            "export-formats": "export format"}
+                            "export-formats": "export format",
+                            "scenario-kinds": "scenario kind"}
 
 
 @attrs.define

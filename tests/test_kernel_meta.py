@@ -79,11 +79,15 @@ def test_the_docs_examples_register_what_they_say(tmp_path: Path) -> None:
         assert info.registered == {"harnesses": ["shout"], "user-sims": ["impatient"],
                                    "steps": ["repeat"], "verifiers": ["brief"],
                                    "envs": ["greetings", "quiz"],
-                                   "export-formats": ["rewards"]}
+                                   "export-formats": ["rewards"],
+                                   "scenario-kinds": ["plants"]}
         env = env_class("greetings")()
         env.check()
         assert [t.answer for t in env.tasks()] == ["HELLO!"]
         assert [t.answer for t in env_class("quiz")().tasks()] == ["4"]
+        plants = env_class("always-on-generated")({"kind": "plants", "count": 2})
+        plants.check()
+        assert [t.info["goals"][0]["id"] for t in plants.tasks()] == ["fern", "fern"]
     finally:
         host.unregister("docs_examples")
 
