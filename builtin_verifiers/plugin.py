@@ -8,6 +8,14 @@ from interplay.hookspecs import Register, hookimpl
 @hookimpl
 def register_verifiers(register: Register) -> None:
     from interplay.builtin_verifiers.asked_before import AskedBefore
+    from interplay.builtin_verifiers.goals import (
+        ActedOnReply,
+        ApprovedFirst,
+        AppState,
+        Goals,
+        QuietHours,
+        RelayedWithin,
+    )
     from interplay.builtin_verifiers.match import Contains, Exact, Regex
     from interplay.builtin_verifiers.payoff import Payoff
     from interplay.builtin_verifiers.rubric import Rubric
@@ -21,3 +29,9 @@ def register_verifiers(register: Register) -> None:
     register(StateMatch)
     register(StepScore)
     register(AskedBefore)
+    register(RelayedWithin)
+    register(ApprovedFirst)
+    register(QuietHours)
+    register(ActedOnReply)
+    register(AppState)
+    register(Goals)

@@ -126,6 +126,15 @@ class Schedule:
                 return edge
         return None
 
+    def next_awake(self, t: float) -> float | None:
+        """The first moment at or after ``t`` when she is awake, busy or not (None when there
+        is none within two weeks)."""
+        if self.state_at(t) != "asleep":
+            return t
+        horizon = t + HORIZON_DAYS * 86400.0
+        return min((a for a, _ in self._awake_spans(t, HORIZON_DAYS) if t < a <= horizon),
+                   default=None)
+
     def awake_seconds(self, start: float, end: float) -> float:
         """How many seconds between epoch seconds ``start`` and ``end`` she is awake (the
         whole span when she has no awake hours)."""

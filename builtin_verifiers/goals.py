@@ -1,0 +1,469 @@
+"""Goals of an always_on run that code can check: verifiers that read the run's records
+(``ctx.results["always_on"]`` and her ``ctx.results["user"]``), never a model.
+
+- ``relayed_within``: news (a trigger's alert) reached her in a message within N minutes of her
+  waking (or of the news itself, for urgent news);
+- ``approved_first``: a purchase (an app change the agent made) came only after her reply to a
+  message that asked about it;
+- ``quiet_hours``: no message while she sleeps, unless it passes on urgent news;
+- ``acted_on_reply``: the agent acted on a contact's answer (the app change it called for, made
+  once the answer reached the agent);
+- ``app_state``: an app's state at the end holds (or lacks) an item;
+- ``always_on_goals``: the goals a task names in its ``info.goals`` (rows of these verifiers,
+  or any registered verifier), one reward each: what a generated scenario is scored by.
+
+Times compare in her zone (the run's), from the records' ``t`` (seconds since the start). An
+episode that ended in an error is given to no verifier; a run the budget cut short is scored
+as far as it went.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import fnmatch
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, Literal
+
+import attrs
+
+from interplay import plugins
+from interplay.builtin_verifiers.state import writers_problem
+from interplay.config import structure
+from interplay.contexts import EpisodeContext
+from interplay.errors import InterplayError
+from interplay.records import Episode, Reward
+from interplay.step import Step
+from interplay.verifier import Verifier
+from interplay.world import Schedule, times
+
+# -- reading the records --------------------------------------------------------------------
+
+
+@attrs.define
+class Run:
+    """What a goal reads of one always_on episode."""
+
+    record: dict[str, Any]
+    user: dict[str, Any]
+    #: The run's start (epoch seconds) and her zone.
+    start: float
+    timezone: str
+
+    @classmethod
+    def of(cls, episode: Episode) -> Run | None:
+        """The run's records; None for a run that ended in an error (not scored)."""
+        record = episode.results.get("always_on")
+        if not isinstance(record, dict):
+            raise RuntimeError("the episode has no always_on record")
+        if record.get("error_type"):
+            return None
+        user = episode.results.get("user")
+        start = dt.datetime.fromisoformat(record["start"]).timestamp()
+        return cls(record=record, user=user if isinstance(user, dict) else {}, start=start,
+                   timezone=str(record.get("timezone") or "UTC"))
+
+    def schedule(self) -> Schedule:
+        return Schedule.from_plain(self.user or {"timezone": self.timezone})
+
+    def at(self, t: float) -> str:
+        """A record's ``t`` (seconds since the start) as a task time in her zone."""
+        return times.iso(self.start + t, self.timezone)
+
+    def fired(self, trigger: str) -> float | None:
+        """When ``trigger`` first fired (its ``t``), None when it never did."""
+        return next((e["t"] for e in self.record["timeline"]
+                     if e["kind"] == "fire" and e.get("trigger") == trigger), None)
+
+    def messages(self) -> list[dict[str, Any]]:
+        """Every message the agent sent her, in order."""
+        return list(self.record.get("response") or ())
+
+    def changes(self, app: str, action: str, match: Mapping[str, Any],
+                actor: str = "agent") -> list[dict[str, Any]]:
+        """The app changes ``actor`` made of ``action`` in ``app`` whose fields match."""
+        return [e for e in self.record["timeline"] if e["kind"] == "change"
+                and e.get("app") == app and e.get("action") == action
+                and e.get("actor") == actor and matches(e.get("data") or {}, match,
+                                                        self.timezone)]
+
+
+def mentions(text: Any, needle: str) -> bool:
+    return isinstance(text, str) and needle.casefold() in text.casefold()
+
+
+def matches(item: Mapping[str, Any], match: Mapping[str, Any], tz: str) -> bool:
+    """Does ``item`` have every field of ``match``? Strings compare case-insensitively with
+    ``*`` and ``?`` as wildcards; two date-times compare as instants in ``tz``
+    (``2025-06-05T10:00`` matches ``2025-06-05T10:00:00+02:00``)."""
+    for key, want in match.items():
+        got = item.get(key)
+        if isinstance(want, str) and isinstance(got, str):
+            same = _same_instant(got, want, tz)
+            if same is None:
+                same = fnmatch.fnmatchcase(got.casefold(), want.casefold())
+            if not same:
+                return False
+        elif got != want:
+            return False
+    return True
+
+
+def _same_instant(a: str, b: str, tz: str) -> bool | None:
+    """Whether two date-times are the same instant (None when either is not a date-time)."""
+    if "T" not in a or "T" not in b:
+        return None
+    try:
+        return abs(times.parse_instant(a, tz) - times.parse_instant(b, tz)) < 1e-6
+    except ValueError:
+        return None
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min"
+
+
+class _RecordGoal(Verifier):
+    """A goal read from an always_on run's records."""
+
+    def check(self, steps: Sequence[Step]) -> list[str]:
+        return writers_problem("always_on", steps, self.name)
+
+
+# -- relayed_within -------------------------------------------------------------------------
+
+
+@attrs.define
+class RelayedWithinConfig:
+    #: The trigger whose alert brings the news (its first fire is when the news came).
+    trigger: str = ""
+    #: What a message must say to pass the news on (compared case-insensitively), e.g. a code.
+    text: str = ""
+    #: Minutes she may wait for it, counted from her waking (or from the news: from_waking).
+    minutes: float = 60.0
+    #: Count the minutes from the first moment at or after the news that she is awake (news
+    #: that can wait for her morning); false: from the news itself (urgent news).
+    from_waking: bool = True
+    #: Its share of the episode's reward (0 records it without counting it).
+    weight: float = 1.0
+
+
+class RelayedWithin(_RecordGoal):
+    """Reward 1 when a message passed the news on within the minutes of her waking."""
+
+    name = "relayed_within"
+    Config: ClassVar[type] = RelayedWithinConfig
+
+    def check(self, steps: Sequence[Step]) -> list[str]:
+        cfg: RelayedWithinConfig = self.config
+        problems = super().check(steps)
+        if not cfg.trigger or not cfg.text.strip():
+            problems.append("trigger and text: name the trigger that brings the news and what "
+                            "a message must say to pass it on")
+        if not cfg.minutes > 0:
+            problems.append(f"minutes must be more than 0, got {cfg.minutes:g}")
+        return problems
+
+    async def score(self, episode: Episode, ctx: EpisodeContext) -> Reward | list[Reward]:
+        cfg: RelayedWithinConfig = self.config
+        run = Run.of(episode)
+        if run is None:
+            return []
+        due = run.fired(cfg.trigger)
+        if due is None:
+            return Reward(self.name, 0.0, weight=cfg.weight, info={"trigger": cfg.trigger},
+                          reason=f"the news ({cfg.trigger}) never came: the run ended first")
+        counted = due
+        if cfg.from_waking:
+            awake = run.schedule().next_awake(run.start + due)
+            counted = due if awake is None else awake - run.start
+        deadline = counted + cfg.minutes * 60
+        info: dict[str, Any] = {"news_at": run.at(due), "counted_from": run.at(counted),
+                                "deadline": run.at(deadline)}
+        sent = next((m for m in run.messages() if m["t"] >= due - 1e-6
+                     and mentions(m["text"], cfg.text)), None)
+        if sent is None:
+            return Reward(self.name, 0.0, weight=cfg.weight, info=info,
+                          reason=f"no message passed on {cfg.text!r} after the news came at "
+                                 f"{info['news_at']}")
+        info.update(message=sent["n"], sent_at=sent["at"],
+                    late_min=round(max(0.0, sent["t"] - deadline) / 60, 1))
+        if sent["t"] <= deadline + 1e-6:
+            return Reward(self.name, 1.0, weight=cfg.weight, info=info,
+                          reason=f"message #{sent['n']} passed it on at {sent['at']}, "
+                                 f"{_minutes(sent['t'] - counted)} after "
+                                 f"{'she was up' if cfg.from_waking else 'it came'}")
+        return Reward(self.name, 0.0, weight=cfg.weight, info=info,
+                      reason=f"message #{sent['n']} passed it on at {sent['at']}, "
+                             f"{_minutes(sent['t'] - deadline)} past the {cfg.minutes:g} "
+                             f"minutes (due by {info['deadline']})")
+
+
+# -- approved_first -------------------------------------------------------------------------
+
+
+@attrs.define
+class ApprovedFirstConfig:
+    #: The app the change is made in.
+    app: str = "shop"
+    #: The change that needs her go-ahead (the app's change action, e.g. bought, booked).
+    action: str = "bought"
+    #: Fields the change must have (e.g. {sku = "tea"}): strings with * and ? as wildcards.
+    match: dict[str, Any] = attrs.Factory(dict)
+    #: What the agent's message asking her must mention (e.g. the item's name).
+    about: str = ""
+    #: The reward when the agent never made the change (0: the task wanted it done).
+    not_done: float = 0.0
+    #: Its share of the episode's reward (0 records it without counting it).
+    weight: float = 1.0
+
+
+class ApprovedFirst(_RecordGoal):
+    """Reward 1 when a change (a purchase) came only after her reply to a question about it."""
+
+    name = "approved_first"
+    Config: ClassVar[type] = ApprovedFirstConfig
+
+    def check(self, steps: Sequence[Step]) -> list[str]:
+        cfg: ApprovedFirstConfig = self.config
+        problems = super().check(steps)
+        if not cfg.about.strip():
+            problems.append("about is empty; say what the agent's question must mention")
+        return problems
+
+    async def score(self, episode: Episode, ctx: EpisodeContext) -> Reward | list[Reward]:
+        cfg: ApprovedFirstConfig = self.config
+        run = Run.of(episode)
+        if run is None:
+            return []
+        made = run.changes(cfg.app, cfg.action, cfg.match)
+        texts = {m["n"]: m["text"] for m in run.messages()}
+        # Her go-ahead: a reply of hers that reached the agent, to a read that held a message
+        # of the agent's about it.
+        answered = [r for r in run.record.get("replies") or ()
+                    if r.get("outcome") == "replied" and r.get("reached_wake") is not None
+                    and any(mentions(texts.get(n), cfg.about) for n in r.get("messages") or ())]
+        ok_wake = min((r["reached_wake"] for r in answered), default=None)
+        info: dict[str, Any] = {"go_ahead_wake": ok_wake, "changes": len(made)}
+        if not made:
+            return Reward(self.name, cfg.not_done, weight=cfg.weight, info=info,
+                          reason=f"the agent never made the {cfg.action} change")
+        first = made[0]
+        info.update(change_wake=first["wake"], change_at=first["at"])
+        if ok_wake is None:
+            return Reward(self.name, 0.0, weight=cfg.weight, info=info,
+                          reason=f"{cfg.action} at {first['at']} (wake {first['wake']}), and "
+                                 f"no reply of hers to a message about {cfg.about!r} ever "
+                                 f"reached the agent")
+        if first["wake"] < ok_wake:
+            return Reward(self.name, 0.0, weight=cfg.weight, info=info,
+                          reason=f"{cfg.action} in wake {first['wake']}, before her go-ahead "
+                                 f"reached the agent (wake {ok_wake})")
+        return Reward(self.name, 1.0, weight=cfg.weight, info=info,
+                      reason=f"{cfg.action} in wake {first['wake']}, once her go-ahead had "
+                             f"reached the agent (wake {ok_wake})")
+
+
+# -- quiet_hours ----------------------------------------------------------------------------
+
+
+@attrs.define
+class UrgentNews:
+    #: The trigger whose alert is urgent (a message about it may wake her).
+    trigger: str
+    #: What a message about it says (compared case-insensitively).
+    text: str
+
+
+@attrs.define
+class QuietHoursConfig:
+    #: News that may wake her: a message sent while she sleeps passes when it mentions one
+    #: of these after its trigger fired.
+    urgent: list[UrgentNews] = attrs.Factory(list)
+    #: Its share of the episode's reward (0 records it without counting it).
+    weight: float = 1.0
+
+
+class QuietHours(_RecordGoal):
+    """Reward 1 when no message was sent while she slept, unless it passed on urgent news."""
+
+    name = "quiet_hours"
+    Config: ClassVar[type] = QuietHoursConfig
+
+    async def score(self, episode: Episode, ctx: EpisodeContext) -> Reward | list[Reward]:
+        cfg: QuietHoursConfig = self.config
+        run = Run.of(episode)
+        if run is None:
+            return []
+        schedule = run.schedule()
+        fired = {u.trigger: run.fired(u.trigger) for u in cfg.urgent}
+        asleep = [m for m in run.messages()
+                  if schedule.state_at(run.start + m["t"]) == "asleep"]
+        woke_her = [m for m in asleep if not any(
+            fired[u.trigger] is not None and m["t"] >= fired[u.trigger] - 1e-6  # type: ignore[operator]
+            and mentions(m["text"], u.text) for u in cfg.urgent)]
+        info = {"sent_asleep": [m["n"] for m in asleep],
+                "woke_her": [{"n": m["n"], "at": m["at"]} for m in woke_her]}
+        if woke_her:
+            first = woke_her[0]
+            return Reward(self.name, 0.0, weight=cfg.weight, info=info,
+                          reason=f"message #{first['n']} went out at {first['at']}, while she "
+                                 f"slept, about nothing urgent ({len(woke_her)} such)")
+        urgent = f" ({len(asleep)} passed on urgent news)" if asleep else ""
+        return Reward(self.name, 1.0, weight=cfg.weight, info=info,
+                      reason=f"nothing woke her that could wait{urgent}")
+
+
+# -- acted_on_reply -------------------------------------------------------------------------
+
+
+@attrs.define
+class ActedOnReplyConfig:
+    #: The contact whose answer the agent must act on.
+    contact: str = ""
+    #: The app acting on the answer changes.
+    app: str = "calendar"
+    #: The change acting on it makes (the app's change action, e.g. event_added).
+    action: str = "event_added"
+    #: Fields the change must have (e.g. {start = "2025-06-05T10:00"}): date-times compare
+    #: as instants, other strings case-insensitively with * and ? as wildcards.
+    match: dict[str, Any] = attrs.Factory(dict)
+    #: Its share of the episode's reward (0 records it without counting it).
+    weight: float = 1.0
+
+
+class ActedOnReply(_RecordGoal):
+    """Reward 1 when the agent acted on a contact's answer once it had reached it."""
+
+    name = "acted_on_reply"
+    Config: ClassVar[type] = ActedOnReplyConfig
+
+    def check(self, steps: Sequence[Step]) -> list[str]:
+        problems = super().check(steps)
+        if not self.config.contact:
+            problems.append("contact is empty; name the contact whose answer is acted on")
+        return problems
+
+    async def score(self, episode: Episode, ctx: EpisodeContext) -> Reward | list[Reward]:
+        cfg: ActedOnReplyConfig = self.config
+        run = Run.of(episode)
+        if run is None:
+            return []
+        reached = next((w for w in run.record["timeline"] if w["kind"] == "wake"
+                        and any(s.get("kind") == "contact_reply"
+                                and s.get("contact") == cfg.contact for s in w["sources"])),
+                       None)
+        if reached is None:
+            return Reward(self.name, 0.0, weight=cfg.weight, info={},
+                          reason=f"no answer of {cfg.contact}'s ever reached the agent")
+        made = [c for c in run.changes(cfg.app, cfg.action, cfg.match)
+                if c["wake"] >= reached["wake"]]
+        info: dict[str, Any] = {"answer_wake": reached["wake"]}
+        if not made:
+            return Reward(self.name, 0.0, weight=cfg.weight, info=info,
+                          reason=f"{cfg.contact}'s answer reached the agent in wake "
+                                 f"{reached['wake']}; no {cfg.app} {cfg.action} matching "
+                                 f"{cfg.match} followed")
+        info.update(change_wake=made[0]["wake"], change_at=made[0]["at"])
+        return Reward(self.name, 1.0, weight=cfg.weight, info=info,
+                      reason=f"{cfg.app} {cfg.action} in wake {made[0]['wake']}, on "
+                             f"{cfg.contact}'s answer (wake {reached['wake']})")
+
+
+# -- app_state ------------------------------------------------------------------------------
+
+
+@attrs.define
+class AppStateConfig:
+    #: The app, by its name in the scenario.
+    app: str = ""
+    #: The key of its state holding the items (a list, or a table of them), e.g. events.
+    collection: str = ""
+    #: Fields an item must have: strings with * and ? as wildcards, date-times as instants.
+    match: dict[str, Any] = attrs.Factory(dict)
+    #: present: such an item must be there at the end; absent: none may be.
+    expect: Literal["present", "absent"] = "present"
+    #: Its share of the episode's reward (0 records it without counting it).
+    weight: float = 1.0
+
+
+class AppState(_RecordGoal):
+    """Reward 1 when an app's state at the end holds (or lacks) an item."""
+
+    name = "app_state"
+    Config: ClassVar[type] = AppStateConfig
+
+    def check(self, steps: Sequence[Step]) -> list[str]:
+        cfg: AppStateConfig = self.config
+        problems = super().check(steps)
+        if not cfg.app or not cfg.collection:
+            problems.append("app and collection: name the app and the key of its state "
+                            "holding the items")
+        return problems
+
+    async def score(self, episode: Episode, ctx: EpisodeContext) -> Reward | list[Reward]:
+        cfg: AppStateConfig = self.config
+        run = Run.of(episode)
+        if run is None:
+            return []
+        state = (run.record.get("apps") or {}).get(cfg.app)
+        if not isinstance(state, dict):
+            raise InterplayError(f"app_state: the run has no app {cfg.app!r}")
+        items = state.get(cfg.collection) or []
+        if isinstance(items, dict):
+            items = list(items.values())
+        found = [i for i in items if isinstance(i, dict) and matches(i, cfg.match, run.timezone)]
+        ok = bool(found) == (cfg.expect == "present")
+        where = f"{cfg.app}.{cfg.collection}"
+        reason = (f"{where} holds {len(found)} item(s) matching {cfg.match} at the end"
+                  if found else f"{where} holds no item matching {cfg.match} at the end")
+        return Reward(self.name, 1.0 if ok else 0.0, weight=cfg.weight, reason=reason,
+                      info={"found": len(found), "expect": cfg.expect})
+
+
+# -- always_on_goals ------------------------------------------------------------------------
+
+
+@attrs.define
+class GoalsConfig:
+    #: The task info key holding the goals: rows with a verifier's kind, an id and its
+    #: settings (a generated task's info.goals).
+    key: str = "goals"
+    #: Each goal's share is its own weight times this (0 records them without counting).
+    weight: float = 1.0
+
+
+class Goals(_RecordGoal):
+    """One reward per goal in the task's info.goals, each scored from the run's records."""
+
+    name = "always_on_goals"
+    Config: ClassVar[type] = GoalsConfig
+
+    def goals(self, episode: Episode) -> list[tuple[str, Verifier]]:
+        """(id, verifier) for each goal the task names; a row that names no registered
+        verifier, or settings it does not take, is one line naming the task and the goal."""
+        rows = episode.task.info.get(self.config.key)
+        where = f"task {episode.task.idx} info.{self.config.key}"
+        if not isinstance(rows, list) or not all(isinstance(r, Mapping) for r in rows):
+            raise InterplayError(f"{where}: a list of goals (rows with a kind), as a generated "
+                                 f"task holds; the task has none")
+        out = []
+        for i, row in enumerate(rows):
+            settings = {k: v for k, v in row.items() if k not in ("kind", "id")}
+            goal = str(row.get("id") or f"goal{i + 1}")
+            try:
+                cls = plugins.get("verifiers", str(row.get("kind")))
+                config = structure(settings, cls.Config, path=f"{where}[{i}] ({goal})")
+            except InterplayError as exc:
+                raise InterplayError(f"{where}[{i}] ({goal}): {exc.message}") from None
+            out.append((goal, cls(config)))
+        return out
+
+    async def score(self, episode: Episode, ctx: EpisodeContext) -> Reward | list[Reward]:
+        rewards: list[Reward] = []
+        for goal, verifier in self.goals(episode):
+            got = await verifier.score(episode, ctx)
+            for reward in [got] if isinstance(got, Reward) else got:
+                rewards.append(attrs.evolve(reward, name=f"{goal}:{verifier.name}",
+                                            weight=reward.weight * self.config.weight,
+                                            info={**reward.info, "goal": goal}))
+        return rewards
