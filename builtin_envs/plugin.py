@@ -1,4 +1,4 @@
-"""Registers the builtin envs, steps and user sims (listed in
+"""Registers the builtin envs, steps, user sims and scenario kinds (listed in
 interplay.plugins.DEFAULT_PLUGINS)."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from interplay.hookspecs import Register, hookimpl
 
 @hookimpl
 def register_envs(register: Register) -> None:
+    from interplay.builtin_envs.always_on.generated import GeneratedEnv
     from interplay.builtin_envs.envs import EchoEnv, UserSimEnv, data_file
     from interplay.builtin_envs.puzzles import AlphabetSortEnv, ColorCodewordEnv
     from interplay.builtin_envs.shop import UserSimToolsEnv
@@ -25,6 +26,7 @@ def register_envs(register: Register) -> None:
     register(data_file("always_on_week.toml"))
     register(data_file("always_on_sitting.toml"))
     register(data_file("always_on_month.json"))
+    register(GeneratedEnv)
 
 
 @hookimpl
@@ -51,3 +53,10 @@ def register_user_sims(register: Register) -> None:
     from interplay.builtin_envs.usersims import LlmUserSim
 
     register(LlmUserSim)
+
+
+@hookimpl
+def register_scenario_kinds(register: Register) -> None:
+    from interplay.builtin_envs.always_on.errands import Errands
+
+    register(Errands)

@@ -17,13 +17,14 @@ her sim is an ``Answer.error`` naming it (:func:`interplay.usersim.answer_or_err
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import attrs
 
 from interplay import plugins
 from interplay.builtin_envs.steps import make_user_sim
+from interplay.config import structure
 from interplay.contexts import EpisodeContext
 from interplay.errors import InterplayError
 from interplay.log import get_logger
@@ -50,6 +51,8 @@ log = get_logger("interplay.envs.user_sim")
 
 #: What happens to a reply whose delay ends while she sleeps or is busy (the first: default).
 REPLY_LANDS = ("anyway", "when_free")
+#: Settings a task's info.user may not lay over the step's: who plays her is the env's.
+ENV_KEEPS = frozenset({"user_sim", "user_sim_settings", "seat", "tools"})
 
 
 @attrs.define
@@ -107,9 +110,7 @@ class UserSimStep(Step):
                 "seat": cfg.seat}
 
     def schedule(self) -> Schedule:
-        cfg: UserSimStepConfig = self.config
-        return Schedule.from_plain({"timezone": cfg.timezone, "awake": cfg.awake,
-                                    "busy": cfg.busy, "reply_delays": cfg.reply_delays})
+        return _schedule(self.config)
 
     def check(self, steps: Sequence[Step]) -> list[str]:
         cfg: UserSimStepConfig = self.config
@@ -135,17 +136,45 @@ class UserSimStep(Step):
     async def run(self, ctx: EpisodeContext) -> None:
         ctx.results["user"] = self.record(ctx.task)
 
+    def for_task(self, task: Task) -> UserSimStepConfig:
+        """The settings for ``task``: a task that says who she is (``info.user``, a table of
+        these settings, as a generated task holds) lays it over the step's; who plays her
+        (``user_sim``, its settings, the seat, her tools) stays the env's. Checked as the
+        step's own are, in one line naming the task."""
+        own = task.info.get("user")
+        if own is None:
+            return self.config
+        where = f"task {task.idx} info.user"
+        if not isinstance(own, Mapping):
+            raise InterplayError(f"{where}: a table of the user_sim step's settings (name, "
+                                 f"timezone, awake, busy, ...), got {type(own).__name__}")
+        kept = sorted(ENV_KEEPS & set(own))
+        if kept:
+            raise InterplayError(f"{where}.{kept[0]}: who plays her is the env's to set "
+                                 f"(env.user.{kept[0]}); a task says who she is")
+        merged = {**attrs.asdict(self.config, recurse=False), **own}
+        cfg = structure(merged, UserSimStepConfig, path=where)
+        problems = UserSimStep(cfg).check([])
+        if problems:
+            raise InterplayError(f"{where}: {'; '.join(problems)}")
+        return cfg
+
     def record(self, task: Task) -> dict[str, Any]:
         """The user as plain data: what always_on plays and what graders read."""
-        cfg: UserSimStepConfig = self.config
+        cfg: UserSimStepConfig = self.for_task(task)
         scenario = task.info.get("scenario") or (task.prompt if isinstance(task.prompt, str)
                                                  else "")
         return {"name": cfg.name, "email": cfg.email, "description": cfg.description,
-                "scenario": str(scenario), **self.schedule().describe(),
+                "scenario": str(scenario), **_schedule(cfg).describe(),
                 "user_sim": cfg.user_sim, "user_sim_settings": dict(cfg.user_sim_settings),
                 "seat": cfg.seat, "done_marker": cfg.done_marker, "tools": list(cfg.tools),
                 "reply_lands": cfg.reply_lands,
                 "opening": None if cfg.opening is None else attrs.asdict(cfg.opening)}
+
+
+def _schedule(cfg: UserSimStepConfig) -> Schedule:
+    return Schedule.from_plain({"timezone": cfg.timezone, "awake": cfg.awake,
+                                "busy": cfg.busy, "reply_delays": cfg.reply_delays})
 
 
 def person_from(record: dict[str, Any]) -> tuple[Person, Schedule]:

@@ -47,11 +47,12 @@ from interplay.env import SeatSpec
 from interplay.errors import InterplayError
 from interplay.loader import tasks_of
 from interplay.log import get_logger
+from interplay.records import Task
 from interplay.step import Step
 from interplay.usersim import UserSimError
 from interplay.world import times
 from interplay.world.chat import ChatSettings
-from interplay.world.scenario import Scenario, build_world, load_scenario
+from interplay.world.scenario import Scenario, build_world, load_scenario, scenario_from
 
 log = get_logger("interplay.envs.always_on")
 
@@ -69,11 +70,29 @@ class AlwaysOn(Step):
     def scenario(self) -> Scenario:
         if self._scenario is None:
             if not self.config.scenario:
-                raise InterplayError("always_on needs a scenario file: scenario = \"path\"")
+                raise InterplayError("always_on needs a scenario file (scenario = \"path\"), "
+                                     "or tasks that bring their worlds (info.world)")
             self._scenario = load_scenario(Path(self.config.scenario))
         return self._scenario
 
+    def scenario_of(self, task: Task) -> Scenario:
+        """The world ``task`` runs in: its own (``info.world``, a scenario table as a
+        generated task holds, with her ``info.user`` as its ``[user]``), else the step's
+        scenario file. A task's world is checked as a file's is, in one line naming it."""
+        world = task.info.get("world")
+        if world is None:
+            return self.scenario()
+        if not isinstance(world, Mapping):
+            raise InterplayError(f"task {task.idx} info.world: a scenario table (start, "
+                                 f"timezone, apps, ...), got {type(world).__name__}")
+        data = dict(world)
+        if "user" not in data and isinstance(task.info.get("user"), Mapping):
+            data["user"] = dict(task.info["user"])
+        return scenario_from(data, source=f"task {task.idx} info.world")
+
     def seats(self) -> set[str]:
+        if not self.config.scenario:
+            return {self.config.seat}
         try:
             contacts = {c.seat for c in self.scenario().contacts if c.persona}
         except InterplayError:
@@ -82,13 +101,17 @@ class AlwaysOn(Step):
 
     def check(self, steps: Sequence[Step]) -> list[str]:
         cfg: AlwaysOnConfig = self.config
+        users = [s for s in steps[:list(steps).index(self)] if isinstance(s, UserSimStep)] \
+            if self in steps else [s for s in steps if isinstance(s, UserSimStep)]
+        if not cfg.scenario:
+            # Every task brings its world (info.world): it is checked when its episode starts.
+            problems = [] if users else ["needs a user_sim step before it (who the user is)"]
+            return problems + self._settings_problems(checks=cfg.checks is not False)
         try:
             scenario = self.scenario()
         except InterplayError as exc:
             return [str(exc)]
         problems: list[str] = []
-        users = [s for s in steps[:list(steps).index(self)] if isinstance(s, UserSimStep)] \
-            if self in steps else [s for s in steps if isinstance(s, UserSimStep)]
         if not users:
             problems.append("needs a user_sim step before it (who the user is)")
         elif users[-1].config.timezone != scenario.timezone:
@@ -105,6 +128,24 @@ class AlwaysOn(Step):
             if not make_sim(users[-1].record_settings()).seats():
                 problems.append(f"user_sim.tools: the user sim {users[-1].config.user_sim!r} "
                                 f"plays her with no seat, so nothing could call her tools")
+        checks = cfg.checks if cfg.checks is not None else spans_days(scenario)
+        problems += self._settings_problems(checks=checks)
+        if cfg.budget_s > 0 and math.isfinite(cfg.budget_s):
+            problems += budget_problems(cfg.budget_s, scenario)
+        for task in tasks_of(scenario):
+            problems += deny_problems(task.info.get("deny_tools") or (),
+                                      f"tasks[{task.idx}].info.deny_tools",
+                                      stay_quiet=cfg.stay_quiet, checks=checks)
+        if users and users[-1].config.opening is not None and users[-1].config.opening.at:
+            problems += _opening_problems(users[-1].config.opening.at, scenario)
+        if users and cfg.history.max_context_tokens is not None and not problems:
+            problems += self._budget_floor(scenario, users[-1].config.name)
+        return problems
+
+    def _settings_problems(self, *, checks: bool) -> list[str]:
+        """What is wrong with the step's own settings, whatever the world."""
+        cfg: AlwaysOnConfig = self.config
+        problems: list[str] = []
         if cfg.max_wakes < 1:
             problems.append("max_wakes must be at least 1")
         if cfg.idle_jumps < 1:
@@ -114,21 +155,21 @@ class AlwaysOn(Step):
         if not (cfg.budget_s > 0 and math.isfinite(cfg.budget_s)):
             problems.append(f"budget_s must be a number of seconds more than 0, got "
                             f"{cfg.budget_s:g}")
-        else:
-            problems += budget_problems(cfg.budget_s, scenario)
         problems += times.check_delay(cfg.min_check_interval, "min_check_interval")
-        checks = cfg.checks if cfg.checks is not None else spans_days(scenario)
         problems += deny_problems(cfg.deny_tools, "deny_tools", stay_quiet=cfg.stay_quiet,
                                   checks=checks)
-        for task in tasks_of(scenario):
-            problems += deny_problems(task.info.get("deny_tools") or (),
-                                      f"tasks[{task.idx}].info.deny_tools",
-                                      stay_quiet=cfg.stay_quiet, checks=checks)
         problems += cfg.history.problems()
-        if users and users[-1].config.opening is not None and users[-1].config.opening.at:
-            problems += _opening_problems(users[-1].config.opening.at, scenario)
-        if users and cfg.history.max_context_tokens is not None and not problems:
-            problems += self._budget_floor(scenario, users[-1].config.name)
+        return problems
+
+    def _world_problems(self, scenario: Scenario, ctx: EpisodeContext) -> list[str]:
+        """A task's own world, checked when its episode starts as a file's is at load: her
+        zone against the world's, the budget against its contacts' limits."""
+        problems = []
+        zone = ctx.results["user"].get("timezone")
+        if zone != scenario.timezone:
+            problems.append(f"the user's time zone {zone!r} disagrees with the world's "
+                            f"{scenario.timezone!r}")
+        problems += budget_problems(self.config.budget_s, scenario)
         return problems
 
     def _budget_floor(self, scenario: Scenario, name: str) -> list[str]:
@@ -194,7 +235,12 @@ class AlwaysOn(Step):
     async def run(self, ctx: EpisodeContext) -> None:
         if "user" not in ctx.results:
             raise InterplayError("always_on needs a user_sim step before it")
-        loop = Loop(self.config, self.scenario(), ctx, step=self.name)
+        scenario = self.scenario_of(ctx.task)
+        if "world" in ctx.task.info:
+            problems = self._world_problems(scenario, ctx)
+            if problems:
+                raise InterplayError(f"task {ctx.task.idx} info.world: {'; '.join(problems)}")
+        loop = Loop(self.config, scenario, ctx, step=self.name)
         try:
             await loop.run()
         finally:

@@ -1,0 +1,116 @@
+"""The ``always-on-generated`` env: always_on tasks a scenario kind makes from seeds, scored by
+code.
+
+Task ``i`` is the kind's scenario of seed ``seed + i`` (``interplay.generator``): its own world,
+her person and its goals, so ``-n 1000`` runs a thousand different weeks. Its program is the
+``user_sim`` step (each task says who she is; the env says who plays her) and the ``always_on``
+step (each task brings its world); its verifier, ``always_on_goals``, scores each goal of the
+task from the run's records. ``env.taskset`` runs a taskset file instead (one ``interplay
+generate`` wrote, perhaps edited).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import attrs
+
+from interplay import config, plugins, taskset
+from interplay.contexts import SeatSpec
+from interplay.env import Env
+from interplay.errors import InterplayError
+from interplay.generator import ScenarioKind, checked, generate_tasks
+from interplay.loader import build
+from interplay.records import Task
+from interplay.step import Step
+from interplay.taskset import TasksetSource
+from interplay.verifier import Verifier
+
+#: The always_on settings the env starts from (under env.always_on): checks as close as half
+#: an hour (news that came in her night is passed on when she wakes), and room for a month of
+#: wakes.
+ALWAYS_ON = {"min_check_interval": "PT30M", "max_wakes": 400}
+#: The env's own verifiers: each task's goals, from the records.
+VERIFIERS = ({"kind": "always_on_goals"},)
+
+
+@attrs.define
+class GeneratedConfig:
+    #: The scenario kind that makes the tasks (`interplay list scenario-kinds`).
+    kind: str = "errands"
+    #: The kind's knobs (`interplay describe scenario-kinds KIND`), e.g. {days = 14}.
+    knobs: dict[str, Any] = attrs.Factory(dict)
+    #: Task i is made from seed + i: the same seed and knobs give the same tasks.
+    seed: int = 0
+    #: How many tasks the taskset holds (-n runs the first n).
+    count: int = 1000
+    #: A taskset to run instead of generating one (a JSONL file `interplay generate` wrote,
+    #: or a dataset).
+    taskset: TasksetSource = ""
+    #: Settings of the always_on step, over the env's own (min_check_interval PT30M,
+    #: max_wakes 400).
+    always_on: dict[str, Any] = attrs.Factory(dict)
+    #: Settings of the user_sim step: who plays her (user_sim, its settings, the seat); each
+    #: task says who she is.
+    user: dict[str, Any] = attrs.Factory(dict)
+    #: Verifier rows (each with its kind) used instead of the env's own
+    #: ([{kind = "always_on_goals"}]); add {kind = "always_on_agent_verifier"} for the judge.
+    verifiers: list[dict[str, Any]] | None = None
+
+
+class GeneratedEnv(Env):
+    """always_on tasks a scenario kind makes from seeds (errands by default), scored by code."""
+
+    name = "always-on-generated"
+    Config = GeneratedConfig
+    seats = {
+        "assistant": SeatSpec(harness="chat", sampling={"max_tokens": 160}),
+        "user": SeatSpec(harness="null", trainable=False, sampling={"max_tokens": 80}),
+        "contact": SeatSpec(harness="null", trainable=False, sampling={"max_tokens": 80}),
+    }
+
+    def kind(self) -> ScenarioKind:
+        cfg: GeneratedConfig = self.config
+        cls = plugins.get("scenario-kinds", cfg.kind)
+        return checked(cls(config.structure(dict(cfg.knobs), cls.Config, path="env.knobs")))
+
+    def tasks(self) -> Iterable[Task]:
+        cfg: GeneratedConfig = self.config
+        if cfg.taskset:
+            return taskset.load(cfg.taskset)
+        return self._generated()
+
+    def _generated(self) -> Iterator[Task]:
+        cfg: GeneratedConfig = self.config
+        yield from generate_tasks(self.kind(), seed=cfg.seed, count=cfg.count)
+
+    def steps(self) -> list[Step]:
+        cfg: GeneratedConfig = self.config
+        for key in ("scenario",):
+            if key in cfg.always_on:
+                raise InterplayError(f"env.always_on.{key}: each task brings its world "
+                                     f"(info.world); run a scenario file to run one world")
+        return [build("steps", "user_sim", cfg.user, "env.user"),
+                build("steps", "always_on", config.merge(ALWAYS_ON, cfg.always_on),
+                      "env.always_on")]
+
+    def verifiers(self) -> list[Verifier]:
+        cfg: GeneratedConfig = self.config
+        rows = list(VERIFIERS) if cfg.verifiers is None else cfg.verifiers
+        out = []
+        for i, row in enumerate(rows):
+            if not isinstance(row.get("kind"), str):
+                raise InterplayError(f"env.verifiers[{i}] needs a kind (a registered verifier, "
+                                     f"`interplay list verifiers`)")
+            settings = {k: v for k, v in row.items() if k != "kind"}
+            out.append(build("verifiers", row["kind"], settings, f"env.verifiers[{i}]"))
+        return out
+
+    def check(self) -> None:
+        cfg: GeneratedConfig = self.config
+        if cfg.count < 1:
+            raise InterplayError(f"env.count: at least 1 task, got {cfg.count}")
+        if not cfg.taskset:
+            self.kind()  # its knobs, refused here in one line
+        super().check()
