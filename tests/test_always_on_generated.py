@@ -260,3 +260,21 @@ def test_hook_register_scenario_kinds(register_plugin: Any, tmp_path: Path,
     env = load_env("always-on-generated", {"kind": "picnic", "count": 2, "seed": 5})
     env.check()
     assert [t.prompt for t in env.tasks()] == [r["prompt"] for r in rows]
+
+
+def test_the_goal_verifiers_as_the_page_writes_them_are_what_the_code_takes() -> None:
+    import re
+    import tomllib
+
+    from interplay.loader import build
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "always_on.md").read_text()
+    [block] = [b for b in re.findall(r"```toml\n(.*?)```", page, re.S)
+               if b.startswith("[[verifiers]]\nkind = \"relayed_within\"")]
+    rows = tomllib.loads(block)["verifiers"]
+    assert [r["kind"] for r in rows] == ["relayed_within", "approved_first", "quiet_hours",
+                                         "acted_on_reply", "app_state"]
+    for i, row in enumerate(rows):
+        verifier = build("verifiers", row["kind"], {k: v for k, v in row.items()
+                                                    if k != "kind"}, f"verifiers[{i}]")
+        assert verifier.check([type("S", (), {"writes": {"always_on"}, "name": "a"})()]) == []
