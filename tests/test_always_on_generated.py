@@ -211,6 +211,11 @@ async def test_a_task_whose_world_does_not_load_ends_as_a_config_error() -> None
     result = await run_scripted(env, bad, ReferenceAgent(task), seed=0)
     assert result.episode.error_type == "config_error"
     assert "task 0 info.world: end: must come after the start" in (result.episode.error or "")
+    # What sets up the env around a world is the env's, never a task's.
+    bad = attrs.evolve(task, info={**task.info, "world": {**task.info["world"],
+                                                          "always_on": {"max_wakes": 1}}})
+    result = await run_scripted(env, bad, ReferenceAgent(task), seed=0)
+    assert "task 0 info.world.always_on: the env sets it" in (result.episode.error or "")
 
 
 # -- the command and the env ----------------------------------------------------------------

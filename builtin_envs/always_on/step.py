@@ -55,6 +55,10 @@ from interplay.world.chat import ChatSettings
 from interplay.world.scenario import Scenario, build_world, load_scenario, scenario_from
 
 log = get_logger("interplay.envs.always_on")
+#: Keys of a scenario file that set up the env around a world, not the world: a task's world
+#: (info.world) may not set them; the env does.
+ENV_KEYS = ("tasks", "seats", "verifiers", "always_on")
+
 
 class AlwaysOn(Step):
     """An assistant that lives through days of simulated time, woken by events."""
@@ -86,6 +90,10 @@ class AlwaysOn(Step):
             raise InterplayError(f"task {task.idx} info.world: a scenario table (start, "
                                  f"timezone, apps, ...), got {type(world).__name__}")
         data = dict(world)
+        for key in ENV_KEYS:
+            if key in data:
+                raise InterplayError(f"task {task.idx} info.world.{key}: the env sets it "
+                                     f"(env.{key}); a task's world is the world alone")
         if "user" not in data and isinstance(task.info.get("user"), Mapping):
             data["user"] = dict(task.info["user"])
         return scenario_from(data, source=f"task {task.idx} info.world")
