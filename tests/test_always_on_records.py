@@ -75,6 +75,37 @@ async def test_contacts_answer_side_by_side_or_one_at_a_time(
     assert (second - first >= 2.0) is not side_by_side
 
 
+async def test_a_contact_asked_twice_in_a_row_answers_both_within_its_limit(
+        tmp_path: Path) -> None:
+    # Each answer takes 0.6 s of Alex's 0.9 s limit; Alex answers one at a time, so the
+    # second is computed after the first: its limit runs from then (from the ask, 1.2 s in,
+    # it would be cut off).
+    env = make_env(tmp_path, {
+        "end": "P1D",
+        "apps": [{"kind": "inbox"}],
+        "contacts": [{"name": "Alex", "persona": "Alex, a friend", "delay": "PT30M",
+                      "limit_s": 0.9}],
+        "triggers": [{"name": "mail", "on_tool": "send_email", "actions": [
+            {"kind": "reply", "contact": "Alex"}]}],
+        "tasks": [{"prompt": "ask twice"}]})
+    asked: list[str] = []
+
+    def contact(request: Any) -> ScriptedReply:
+        asked.append(str(request.messages[-1]["content"]))
+        return ScriptedReply.text(f"answer {len(asked)}", latency_s=0.6)
+
+    mail = [("send_email", {"to": "alex@example.com", "subject": s, "body": s})
+            for s in ("cake?", "music?")]
+    agent = Agent(by_pattern({"ask twice": ScriptedReply.calls(mail)}, default=quiet()),
+                  contact=contact)
+    episode = await run(env, agent)
+    assert episode.error is None, episode.error
+    assert "contact_timed_out" not in [e["kind"] for e in timeline(episode)]
+    replies = [s["text"] for w in wakes(episode) for s in w["sources"]
+               if s["kind"] == "contact_reply"]
+    assert sorted(replies) == ["answer 1", "answer 2"] and len(asked) == 2
+
+
 @pytest.mark.parametrize(("end", "setting", "expected"), [
     ("PT8H", None, True), ("P3D", None, False), ("P3D", True, True), ("PT8H", False, False)])
 async def test_her_user_sim_knows_at_setup_whether_her_done_ends_the_run(
