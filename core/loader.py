@@ -85,6 +85,20 @@ def build(kind: str, name: str, settings: Mapping[str, Any], path: str) -> Any:
     return cls(cfg)
 
 
+def build_verifiers(rows: Sequence[Mapping[str, Any]], where: str) -> list[Verifier]:
+    """Verifiers from rows as a config writes them (``{"kind": NAME, ...settings}``); a row
+    without a kind, an unknown kind or settings it does not take is one line naming
+    ``where[i]``."""
+    out = []
+    for i, row in enumerate(rows):
+        if not isinstance(row.get("kind"), str):
+            raise InterplayError(f"{where}[{i}] needs a kind (a registered verifier, "
+                                 f"`interplay list verifiers`)")
+        settings = {k: v for k, v in row.items() if k != "kind"}
+        out.append(build("verifiers", row["kind"], settings, f"{where}[{i}]"))
+    return out
+
+
 # -- a TOML file of steps ------------------------------------------------------------------
 
 
@@ -254,17 +268,9 @@ def scenario_env(path: str | Path) -> type[Env]:
                           "env.always_on")]
 
         def verifiers(self) -> list[Any]:
-            rows, where = scenario.verifiers, f"{p}: verifiers"
             if self.config.verifiers is not None:
-                rows, where = self.config.verifiers, "env.verifiers"
-            out = []
-            for i, row in enumerate(rows):
-                if not isinstance(row.get("kind"), str):
-                    raise InterplayError(f"{where}[{i}] needs a kind (a registered verifier, "
-                                         f"`interplay list verifiers`)")
-                settings = {k: v for k, v in row.items() if k != "kind"}
-                out.append(build("verifiers", row["kind"], settings, f"{where}[{i}]"))
-            return out
+                return build_verifiers(self.config.verifiers, "env.verifiers")
+            return build_verifiers(scenario.verifiers, f"{p}: verifiers")
 
         def check(self) -> None:
             super().check()

@@ -21,7 +21,7 @@ from interplay.contexts import SeatSpec
 from interplay.env import Env
 from interplay.errors import InterplayError
 from interplay.generator import ScenarioKind, checked, generate_tasks
-from interplay.loader import build
+from interplay.loader import build, build_verifiers
 from interplay.records import Task
 from interplay.step import Step
 from interplay.taskset import TasksetSource
@@ -97,15 +97,8 @@ class GeneratedEnv(Env):
 
     def verifiers(self) -> list[Verifier]:
         cfg: GeneratedConfig = self.config
-        rows = list(VERIFIERS) if cfg.verifiers is None else cfg.verifiers
-        out = []
-        for i, row in enumerate(rows):
-            if not isinstance(row.get("kind"), str):
-                raise InterplayError(f"env.verifiers[{i}] needs a kind (a registered verifier, "
-                                     f"`interplay list verifiers`)")
-            settings = {k: v for k, v in row.items() if k != "kind"}
-            out.append(build("verifiers", row["kind"], settings, f"env.verifiers[{i}]"))
-        return out
+        return build_verifiers(list(VERIFIERS) if cfg.verifiers is None else cfg.verifiers,
+                               "env.verifiers")
 
     def check(self) -> None:
         cfg: GeneratedConfig = self.config
