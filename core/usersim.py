@@ -177,8 +177,8 @@ class Read:
     n-th: n; a read asked again after an empty answer keeps it), and in always_on the read's
     number in the episode (1 for the first). ``at`` is the
     task time in epoch seconds. The rest is filled by always_on (the relay fills ``messages``
-    with the one reply): ``messages`` every message since her last read, oldest first;
-    ``phone`` new phone items; ``you_sent`` her own lines so far; ``done_ends_run`` whether
+    with the one reply): ``messages`` every message of the agent's since her last read, oldest
+    first; ``phone`` new phone items; ``you_sent`` her own lines so far; ``done_ends_run`` whether
     saying done ends the run (a one-sitting run) or is only recorded (a multi-day run);
     ``last_read`` the wrap-up after the last wake; ``mode`` why she reads now (``free``, or
     ``busy`` at the end of a busy block, or ``woken`` on waking); ``local_time`` the time on
