@@ -118,6 +118,40 @@ async def test_tool_calls_through_the_grammar_constrained_handler(local: LocalMo
     assert (unknown.status, unknown.error_type) == (400, "bad_request")
 
 
+def test_the_tool_handlers_own_completions_keep_to_the_requests_max_tokens(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Left to choose (auto), llama-cpp-python's tool handler asks the completions that write a
+    call's arguments for no limit (up to the window), whatever the request's max_tokens: a
+    135M model's message_user text ran for minutes in an always_on month, until the next
+    completion was refused for a full context. The server holds each one to max_tokens."""
+    from llama_cpp import llama_chat_format
+
+    from interplay.model.local import model_path
+    from interplay.model.local_server import LocalServer
+
+    server = LocalServer(model_path(), threads=1)
+    counts: list[int] = []
+
+    def handler(*, llama: Any, messages: Any, tools: Any, tool_choice: Any, **kw: Any) -> Any:
+        # As the handler's auto path writes arguments: max_tokens=None.
+        out = llama.create_completion(prompt="Count from one to a hundred: one, two,",
+                                      max_tokens=None, temperature=0.0)
+        counts.append(out["usage"]["completion_tokens"])
+        return {"choices": [{"message": {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c", "type": "function", "function": {"name": "t", "arguments": "{}"}}]}}]}
+
+    monkeypatch.setattr(llama_chat_format, "get_chat_completion_handler", lambda name: handler)
+    body = {"model": "m", "max_tokens": 7, "tools": [{"type": "function", "function": {
+        "name": "t", "parameters": {"type": "object", "properties": {}}}}],
+        "messages": [{"role": "user", "content": "hi"}]}
+    result = server._with_tools(body, server._kwargs(body), "auto")
+    assert 0 < counts[0] <= 7 and result["choices"][0]["finish_reason"] == "tool_calls"
+    assert server.llm.completion_cap is None  # only while the request runs
+    free = server.llm.create_completion(prompt="Count from one to a hundred: one, two,",
+                                        max_tokens=20, temperature=0.0)
+    assert free["usage"]["completion_tokens"] == 20
+
+
 def test_template_messages_keep_tool_calls_for_the_tool_handler() -> None:
     call = {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}
     msgs = to_template_messages([{"role": "assistant", "content": None, "tool_calls": [call]}],

@@ -271,8 +271,13 @@ class LocalServer:
         if choice == "required":
             # It cannot weigh tools against each other: required forces the first one.
             choice = {"type": "function", "function": {"name": tools[0]["function"]["name"]}}
-        result = handler(llama=self.llm, messages=messages, tools=tools, tool_choice=choice,
-                         **args)
+        # The handler asks its own completions for no limit: the request's max_tokens holds.
+        self.llm.completion_cap = int(kw["max_tokens"])
+        try:
+            result = handler(llama=self.llm, messages=messages, tools=tools,
+                             tool_choice=choice, **args)
+        finally:
+            self.llm.completion_cap = None
         if not _calls(result):
             # The handler's message branch answers empty: a plain answer instead.
             return self.llm.create_chat_completion(**kw)

@@ -20,6 +20,7 @@ Runs in the server's worker thread; no I/O, no logging.
 from __future__ import annotations
 
 import ctypes
+import inspect
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
@@ -42,9 +43,28 @@ KEPT_LATEST = 2
 _NO_SCORES = np.zeros((0, 0), dtype=np.single)
 
 
+#: ``Llama.create_completion``'s own default for ``max_tokens``.
+_DEFAULT_MAX_TOKENS = inspect.signature(Llama.create_completion).parameters["max_tokens"].default
+
+
 class StateLlama(Llama):
     """``Llama`` whose saved states hold the tokens and llama.cpp's own state, not the
-    score buffer (see the module docstring)."""
+    score buffer (see the module docstring); ``completion_cap``, when set, bounds every
+    completion it makes (see :meth:`create_completion`)."""
+
+    #: The most tokens any one completion may take while set (None: as each call asks).
+    completion_cap: int | None = None
+
+    def create_completion(self, *args: Any, **kwargs: Any) -> Any:
+        """As ``Llama.create_completion``, each completion held to ``completion_cap``: the
+        tool handler (``chatml-function-calling``) asks its completions for no limit (up to
+        the whole window), whatever the request's ``max_tokens`` said, so a small model's
+        answer could run for minutes and fill the context until the next one was refused."""
+        cap = self.completion_cap
+        if cap is not None and len(args) < 3:  # (prompt, suffix, max_tokens, ...)
+            asked = kwargs.get("max_tokens", _DEFAULT_MAX_TOKENS)
+            kwargs["max_tokens"] = cap if asked is None or asked <= 0 else min(asked, cap)
+        return super().create_completion(*args, **kwargs)
 
     def save_state(self) -> LlamaState:
         ctx = self._ctx.ctx
