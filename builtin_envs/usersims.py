@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 import attrs
 
 from interplay.contexts import ChatSession, EpisodeContext
-from interplay.records import Task
+from interplay.records import Message, Task
 from interplay.usersim import Answer, Person, Read, UserSim
 
 DEFAULT_TEMPLATE = (
@@ -45,6 +45,9 @@ RETRY = ("Your reply was empty. Write only your message to the assistant, in one
          "sentences{nothing}.")
 _REPLYING_TO = re.compile(r"^\s*(?:re:?\s*)?#(\d+)\s*[:.)-]?\s*", re.I)
 _QUOTE = re.compile(r"^\s*>\s*(.+?)\s*(?:\n|$)")
+#: Characters a token, for ``max_context_tokens``: what the embedded model's tokenizer read
+#: of an always_on month's reads (dates, times and numbers), rounded down.
+CHARS_PER_TOKEN = 2.5
 
 
 def fill_placeholders(template: str, values: Mapping[str, str]) -> str:
@@ -68,6 +71,12 @@ class LlmUserConfig:
     opening: str = DEFAULT_OPENING
     #: Her whole reply when she reads and has nothing to say (always_on).
     nothing_marker: str = DEFAULT_NOTHING
+    #: The tokens her model is sent at most, estimated at 2.5 characters a token (her reads
+    #: are full of dates): her system prompt, what she reads now, and as many of her latest
+    #: exchanges as fit; older ones are left out of what is sent (her trace keeps them all).
+    #: The default fits the embedded model's 8k window with room for her reply, and holds a
+    #: month of always_on reads. None: everything, always.
+    max_context_tokens: int | None = 6000
 
 
 class LlmUserSim(UserSim):
@@ -198,7 +207,7 @@ class LlmUserSim(UserSim):
         # A retried answer keeps her first reply as written, for the read's record.
         first: str | None = None
         for attempt in range(1, self.attempts + 1):
-            reply = await self._session.turn(prompt)
+            reply = await self._session.turn(prompt, context=self.context(prompt))
             used = {"model_calls": float(attempt), "malformed": float(malformed)}
             if reply.stopped:
                 why = self._session.trace.error_type or reply.stop_condition or "stopped"
@@ -214,6 +223,26 @@ class LlmUserSim(UserSim):
             prompt = parsed
         return Answer(text="", used={"model_calls": float(self.attempts),
                                      "malformed": float(malformed)}, first_reply=first)
+
+    def context(self, prompt: str | None) -> list[Message] | None:
+        """What her model is sent for ``prompt`` when her whole conversation would pass
+        ``max_context_tokens``: her system prompt, her latest exchanges (whole: a message of
+        hers and what followed it), as many as fit, and ``prompt``; None to send it all."""
+        # A subclass whose settings have no max_context_tokens sends everything, as before.
+        budget = getattr(self.config, "max_context_tokens", None)
+        if budget is None or prompt is None or self._session is None:
+            return None
+        conversation = list(self._session.trace.messages)
+        head = conversation[:1] if conversation and conversation[0].role == "system" else []
+        body = conversation[len(head):]
+        new = Message("user", prompt)
+        fixed = sum(len(m.wire_json()) for m in (*head, new))
+        limit = budget * CHARS_PER_TOKEN
+        starts = [i for i, m in enumerate(body) if m.role == "user"]
+        for start in starts:
+            if fixed + sum(len(m.wire_json()) for m in body[start:]) <= limit:
+                return None if start == 0 else [*head, *body[start:], new]
+        return [*head, new] if body else None
 
     async def close(self) -> None:
         if self._session is not None:

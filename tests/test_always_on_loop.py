@@ -453,3 +453,30 @@ async def test_her_own_tools_change_the_world_as_the_user(tmp_path: Path,
     assert any(s.get("text") == "she wrote a note" for w in wakes(episode) for s in w["sources"])
     assert [e["name"] for e in record["timeline"] if e["kind"] == "user_tool"][:1] == [
         "add_note"]
+
+
+async def test_her_model_is_sent_her_latest_exchanges_within_its_budget(tmp_path: Path) -> None:
+    # A month of reads outgrew the embedded model's window in the llm sim's own chat: she is
+    # sent her system prompt, as many of her latest exchanges as fit, and the read at hand.
+    env = make_env(tmp_path, {"end": "P1D", "triggers": [
+        {"name": f"a{h}", "at": f"2025-06-02T{h:02d}:00", "actions": [
+            {"kind": "notify", "text": f"news {h}"}]} for h in range(9, 15)]},
+        user={"user_sim": "llm", "user_sim_settings": {"max_context_tokens": 400}})
+    sent: list[list[dict[str, Any]]] = []
+
+    def user(request: Any) -> str:
+        sent.append(request.messages)
+        return f"ok, thanks ({len(sent)})"
+
+    agent = Agent(by_pattern({"news": say("there is news")}), user=user)
+    episode = await run(env, agent)
+    assert episode.error is None, episode.error
+    whole = episode.trace("user").messages
+    assert len(sent) == 7 and len(whole) == 1 + 2 * 7  # six reads and her wrap-up
+    last = sent[-1]
+    assert last[0]["role"] == "system" and last[-1]["role"] == "user"
+    assert 3 <= len(last) < len(whole)  # fewer than all, more than the read alone
+    assert last[1]["content"] == whole[len(whole) - len(last)].content  # the latest kept
+    assert sum(len(json.dumps(m)) for m in last) <= 400 * 2.5
+    # Her whole conversation stays in her trace, each call records what it was sent.
+    assert [m.content for m in whole[-2:]] == [last[-1]["content"], "ok, thanks (7)"]
