@@ -49,7 +49,7 @@ from interplay.endpoint import Endpoint
 from interplay.env import Env
 from interplay.errors import InterplayError
 from interplay.exporter import ExportFormat, Written
-from interplay.harness import Harness, NoConfig, Segment
+from interplay.harness import Harness, NoConfig, Segment, text_prompt
 from interplay.hookspecs import Register, hookimpl
 from interplay.loader import env_from_toml, lookup
 from interplay.log import get_logger
@@ -58,7 +58,15 @@ from interplay.model.retries import Failure as AttemptFailure
 from interplay.model.retries import Policy as RetryPolicy
 from interplay.model.wire import assistant_message, request_messages
 from interplay.plugins import describe_kinds, is_kind
-from interplay.processes import not_runnable, owner_tag, popen, refusal_reason, start_process
+from interplay.processes import (
+    ProgramRun,
+    not_runnable,
+    owner_tag,
+    popen,
+    refusal_reason,
+    run_program,
+    start_process,
+)
 from interplay.records import (
     Episode,
     EpisodeInfo,
@@ -126,6 +134,7 @@ __all__ = [
     "Opening",
     "Person",
     "PhoneNote",
+    "ProgramRun",
     "Read",
     "ReadMessage",
     "Register",
@@ -184,8 +193,10 @@ __all__ = [
     "reply_target_of",
     "request_messages",
     "run_episode",
+    "run_program",
     "start_process",
     "structure_config",
+    "text_prompt",
     "to_json",
     "tool",
     "tool_call_id",

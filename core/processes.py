@@ -264,13 +264,15 @@ def refusal_reason(exc: OSError) -> str:
 @attrs.define
 class ProgramRun:
     """What one run of a program did: its exit code (negative: the signal that ended it, as
-    SIGKILL at its timeout), everything it wrote to stdout, and the last ``keep_stderr`` bytes
-    of its stderr."""
+    SIGKILL at its timeout), everything it wrote to stdout, the last ``keep_stderr`` bytes
+    of its stderr, and how many processes it left behind that carried its tag and were ended
+    after it exited (``strays``)."""
 
     exit_code: int | None
     stdout: bytes
     stderr: bytes
     timed_out: bool = False
+    strays: int = 0
 
 
 class _Sink:
@@ -424,4 +426,4 @@ async def run_program(argv: Sequence[str], *, stdin: bytes = b"", timeout_s: flo
             if strays:
                 log.debug("processes.strays_ended", pid=proc.pid, count=strays)
     return ProgramRun(exit_code=proc.returncode, stdout=stdout, stderr=stderr,
-                      timed_out=timed_out)
+                      timed_out=timed_out, strays=strays)

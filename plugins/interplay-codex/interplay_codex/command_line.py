@@ -4,8 +4,7 @@ codex runs as ``codex exec`` (or ``codex exec resume <thread_id>``) with a model
 ``interplay`` pointed at the trace's route through the interception server (Responses API, the
 trace's secret in :data:`KEY_VAR`), the tool gateway as its MCP server :data:`MCP_SERVER` when
 the seat has tools (its token in :data:`TOKEN_VAR`), every setting a ``-c`` override (no file
-is written), and the prompt on stdin. Also: finding the codex executable, and a task as codex's
-developer instructions and prompt.
+is written), and the prompt on stdin. Also: finding the codex executable.
 
 This module owns what codex is started with; it must not start codex, read what it did, or
 keep anything between segments.
@@ -24,7 +23,7 @@ from typing import Literal
 
 import attrs
 
-from interplay import InterplayError, Task, owner_tag
+from interplay import InterplayError, owner_tag
 
 #: The codex CLI version this harness is tested against.
 CODEX_VERSION = "0.169.0"
@@ -158,31 +157,6 @@ def find_codex(binary: str | None = None) -> str:
     if found is None:
         raise InterplayError(f"harness 'codex': the codex CLI is not installed; {INSTALL_HINT}")
     return found
-
-
-def render_task(task: Task) -> tuple[str | None, str]:
-    """``(developer instructions, prompt text)`` for a fresh codex session on ``task``.
-
-    System messages become codex's developer instructions; the rest is the prompt: one user
-    message as it is, a longer conversation as a labelled transcript.
-    """
-    messages = task.messages()
-    system = [m.text for m in messages if m.role in ("system", "developer") and m.text]
-    rest = [m for m in messages if m.role not in ("system", "developer")]
-    if len(rest) == 1 and rest[0].role == "user":
-        prompt = rest[0].text
-    elif all(m.role == "user" for m in rest):
-        prompt = "\n\n".join(m.text for m in rest if m.text)
-    else:
-        parts = []
-        for m in rest:
-            body = m.text
-            if m.tool_calls:
-                body = "\n".join([body, *(f"(called {c.name} {c.arguments})"
-                                          for c in m.tool_calls)]).strip()
-            parts.append(f"[{m.role}]\n{body}")
-        prompt = "\n\n".join(parts)
-    return ("\n\n".join(system) or None), prompt
 
 
 def toml_string(value: str) -> str:

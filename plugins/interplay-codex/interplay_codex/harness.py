@@ -52,6 +52,7 @@ from interplay import (
     not_runnable,
     refusal_reason,
     start_process,
+    text_prompt,
 )
 from interplay_codex import command_line as cl
 from interplay_codex.command_line import CodexConfig
@@ -82,7 +83,7 @@ class CodexHarness(Harness):
     async def launch(self, task: Task, ctx: SegmentContext) -> Segment:
         """A fresh ``codex exec`` session on ``task``."""
         state = trace_state(ctx.state, self.config)
-        instructions, prompt = cl.render_task(task)
+        instructions, prompt = text_prompt(task)
         if not prompt.strip():
             raise InterplayError("harness 'codex' needs a task with a non-empty prompt "
                                  "(or a chat opened by a user message)")
