@@ -29,11 +29,12 @@ from interplay import _codec
 from interplay.endpoint import Endpoint
 from interplay.interception import passthrough
 from interplay.interception.flight import Flight
+from interplay.model import messages as ms
 from interplay.model import responses as rs
 from interplay.model.client import ModelClient
 from interplay.records import ModelCall
 
-_ERROR_STATUS = {"timeout": 504, "connection_error": 502, "bad_response": 502}
+ERROR_STATUS = {"timeout": 504, "connection_error": 502, "bad_response": 502}
 
 # Keys that shape a request rather than how the model samples: never taken from sampling.
 _NOT_SAMPLING = frozenset({"model", "messages", "input", "instructions", "tools", "stream",
@@ -63,8 +64,10 @@ def upstream_body(api: str, body: dict[str, Any], endpoint: Endpoint, *, model: 
                   sampling: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """The body sent upstream for a program's ``body`` (of ``api``), with the endpoint's
     sampling under it and the seat's ``sampling`` over it, as ``model`` (or the endpoint's);
-    and the sampling keys that could not be forwarded (a Responses request passed on as it
-    is: the Responses API has no seed, stop or penalties)."""
+    and what could not be forwarded: the sampling keys of a Responses request passed on as it
+    is (the Responses API has no seed, stop or penalties), or the fields and tools of a
+    Messages request that Chat Completions has no form for (:mod:`interplay.model.messages`
+    lists the rules)."""
     if api == "responses" and endpoint.api == "responses":
         under, dropped = rs.sampling_for_responses(endpoint.sampling)
         under = {**under, **endpoint.extra_body}
@@ -72,8 +75,11 @@ def upstream_body(api: str, body: dict[str, Any], endpoint: Endpoint, *, model: 
         upstream = sampled(body, under, over, limits=("max_output_tokens",))
         upstream["model"] = model or endpoint.model
         return upstream, dropped + dropped_seat
+    dropped: list[str] = []
     if api == "responses":
         upstream = rs.responses_to_chat(body)
+    elif api == "messages":
+        upstream, dropped = ms.messages_to_chat(body)
     else:
         upstream = dict(body)
         if upstream.get("stream"):
@@ -81,7 +87,7 @@ def upstream_body(api: str, body: dict[str, Any], endpoint: Endpoint, *, model: 
                                               include_usage=True)
     upstream = sampled(upstream, endpoint.body_fields, sampling)
     upstream["model"] = model or endpoint.model
-    return upstream, []
+    return upstream, dropped
 
 
 async def forward(client: ModelClient, api: str, body: dict[str, Any],
@@ -92,6 +98,8 @@ async def forward(client: ModelClient, api: str, body: dict[str, Any],
     stream = bool(upstream.get("stream"))
     if api == "chat.completions":
         return await _chat(client, body, upstream, flight, stream, capture, prefix)
+    if api == "messages":
+        return await _messages(client, body, upstream, flight, stream, capture, prefix)
     if client.endpoint.api == "responses":
         return await _responses(client, upstream, flight, stream, capture)
     return await _translated(client, body, upstream, flight, stream, capture, prefix)
@@ -122,12 +130,14 @@ def _as_chunks(response: Mapping[str, Any], with_usage: bool) -> list[dict[str, 
     return chunks
 
 
-def _error_json(call: ModelCall) -> tuple[int, bytes]:
+def _error_json(call: ModelCall, *, anthropic: bool = False) -> tuple[int, bytes]:
     status = call.status if call.status and call.status >= 400 else \
-        _ERROR_STATUS.get(call.error_type or "", 502)
+        ERROR_STATUS.get(call.error_type or "", 502)
+    message = call.error or "upstream model call failed"
+    if anthropic:
+        return status, _codec.dumps(ms.error_body(status, message))
     kind = "invalid_request_error" if status < 500 else "server_error"
-    body = _codec.dumps(asgi.error_body(call.error or "upstream model call failed", type_=kind,
-                                        code=call.error_type))
+    body = _codec.dumps(asgi.error_body(message, type_=kind, code=call.error_type))
     return status, body
 
 
@@ -214,4 +224,43 @@ async def _translated(client: ModelClient, body: dict[str, Any], upstream: dict[
                                            call.error_type or "server_error"))
     else:
         flight.answer(*_error_json(call))
+    return call
+
+
+async def _messages(client: ModelClient, body: dict[str, Any], upstream: dict[str, Any],
+                    flight: Flight, stream: bool, capture: bool,
+                    prefix: list[int] | None) -> ModelCall:
+    """A Messages request sent upstream as Chat Completions, answered as Messages (and
+    recorded as the ``message`` the program got)."""
+    streamer = ms.ChatToMessagesStream(body, upstream["model"])
+
+    def on_start() -> None:
+        flight.start(200, asgi.SSE_HEADERS)
+        flight.abort = streamer.failed
+        for ev in streamer.start():
+            flight.push(ev)
+
+    def on_chunk(data: bytes, chunk: dict[str, Any]) -> None:
+        for ev in streamer.chunk(chunk):
+            flight.push(ev)
+
+    call = await client.chat_raw(upstream, on_chunk=on_chunk if stream else None,
+                                 on_start=on_start, capture=capture, prefix=prefix)
+    if call.error_type is None and call.response is not None:
+        completion = call.parsed_response()
+        if stream:
+            if not flight.status:
+                on_start()
+            events, message = streamer.finish(completion)
+            for ev in events:
+                flight.push(ev)
+            call.response = _codec.dumps_kept(message)
+        else:
+            call.response = _codec.dumps_kept(ms.chat_to_message(completion, body))
+            flight.answer(200, call.response)
+    elif flight.status:
+        flight.push(streamer.failed(call.error or "upstream failed",
+                                    call.error_type or "server_error"))
+    else:
+        flight.answer(*_error_json(call, anthropic=True))
     return call

@@ -1,7 +1,8 @@
 """A scripted OpenAI-compatible model server: a test double for the MODEL, over real HTTP.
 
-It answers Chat Completions and Responses requests (streamed and not) and ``GET /v1/models``
-from a script: a list of :class:`ScriptedReply` consumed in order, or a handler called with each
+It answers Chat Completions and Responses requests (streamed and not), ``GET /v1/models`` and
+vLLM's ``POST /tokenize`` (a conversation's prompt counted as its usage would count it) from a
+script: a list of :class:`ScriptedReply` consumed in order, or a handler called with each
 :class:`ScriptedRequest`. Replies can carry text, tool calls, Responses output items, latency and
 injected faults (an HTTP status with Retry-After, a hang, a dropped stream, malformed output).
 Every request received is kept in ``requests``; ``abandoned`` counts hung requests whose client
@@ -111,6 +112,9 @@ class ScriptedModel:
         self.requests: list[ScriptedRequest] = []
         #: Requests held by a ``hang()`` reply until their client closed the connection.
         self.abandoned = 0
+        #: ``/tokenize`` requests answered (vLLM's route: what a Messages ``count_tokens``
+        #: asks the upstream).
+        self.tokenized = 0
         self._server = AsgiServer(self.app, port=port, graceful_s=0.5)
         self._counter = 0
         #: Turns text into the ids it answers when token ids are asked for, and back.
@@ -178,6 +182,9 @@ class ScriptedModel:
             await asgi.send_json(send, 200, {"object": "list", "data": [
                 {"id": self.model, "object": "model", "created": 0, "owned_by": "interplay"}]})
             return
+        if method == "POST" and path == "/tokenize":
+            await self._tokenize(receive, send)
+            return
         if method != "POST" or not path.endswith(("/chat/completions", "/responses")):
             await asgi.send_error(send, 404, f"no route {method} {path}", code="not_found")
             return
@@ -227,6 +234,23 @@ class ScriptedModel:
             await self._chat(send, receive, body, reply, stream, prompt_tokens)
         else:
             await self._responses(send, receive, body, reply, stream, prompt_tokens)
+
+    async def _tokenize(self, receive: asgi.Receive, send: asgi.Send) -> None:
+        """vLLM's ``POST /tokenize`` of a conversation: its prompt counted as a completion's
+        usage counts it (``count``), beside the model's window."""
+        try:
+            body = _codec.loads(await asgi.read_body(receive, 64 << 20))
+        except asgi.ClientGone:
+            return
+        except ValueError:
+            body = None
+        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+            await asgi.send_error(send, 400, "tokenize takes an object with messages")
+            return
+        with self._lock:
+            self.tokenized += 1
+        await asgi.send_json(send, 200, {"count": answers.prompt_words(body, "chat.completions"),
+                                         "max_model_len": 32768, "tokens": []})
 
     async def _chat(self, send: asgi.Send, receive: asgi.Receive, body: Mapping[str, Any],
                     reply: ScriptedReply, stream: bool, prompt_tokens: int) -> None:
