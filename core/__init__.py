@@ -59,6 +59,7 @@ from interplay.model.retries import Policy as RetryPolicy
 from interplay.model.wire import assistant_message, request_messages
 from interplay.plugins import describe_kinds, is_kind
 from interplay.processes import (
+    ProgramDirs,
     ProgramRun,
     not_runnable,
     owner_tag,
@@ -134,6 +135,7 @@ __all__ = [
     "Opening",
     "Person",
     "PhoneNote",
+    "ProgramDirs",
     "ProgramRun",
     "Read",
     "ReadMessage",

@@ -55,9 +55,11 @@ import contextlib
 import errno
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -67,6 +69,7 @@ from typing import Any
 import attrs
 
 from interplay._reaper import scan, sweep
+from interplay.errors import InterplayError
 from interplay.log import get_logger
 
 log = get_logger("interplay.processes")
@@ -427,3 +430,63 @@ async def run_program(argv: Sequence[str], *, stdin: bytes = b"", timeout_s: flo
                 log.debug("processes.strays_ended", pid=proc.pid, count=strays)
     return ProgramRun(exit_code=proc.returncode, stdout=stdout, stderr=stderr,
                       timed_out=timed_out, strays=strays)
+
+
+@attrs.define
+class ProgramDirs:
+    """The directories a harness program works in for one trace: ``root``, a temp dir of the
+    trace's own (under ``state_dir``, or the system's temp dir); ``home`` in it, for the
+    program's config and session files; and ``workdir``, the root's ``work`` folder or, when
+    configured, the user's directory (made if missing, never removed). :meth:`remove` takes
+    the root away and everything in it."""
+
+    root: Path
+    home: Path
+    workdir: Path
+
+    @classmethod
+    def make(cls, harness: str, *, state_dir: str | None = None,
+             workdir: str | None = None) -> ProgramDirs:
+        """A new trace's directories for ``harness`` (its name, in errors and the root's
+        name); InterplayError naming ``harness_config.state_dir`` or ``workdir`` when one
+        cannot be made (a file in the way, no permission)."""
+        parent = None
+        if state_dir is not None:
+            parent = _make_dir(Path(state_dir).expanduser(), harness, "state_dir", state_dir)
+        try:
+            root = Path(tempfile.mkdtemp(prefix=f"interplay-{harness}-", dir=parent))
+        except OSError as e:
+            raise _dir_error(harness, "state_dir", state_dir or tempfile.gettempdir(),
+                             e) from None
+        # Nothing holds the root yet, so nothing else could remove it: a failure here does.
+        try:
+            home = _make_dir(root / "home", harness, "state_dir", str(root))
+            work = _make_dir(root / "work", harness, "state_dir", str(root)) \
+                if workdir is None else \
+                _make_dir(Path(workdir).expanduser().resolve(), harness, "workdir", workdir)
+        except BaseException:
+            shutil.rmtree(root, ignore_errors=True)
+            raise
+        return cls(root=root, home=home, workdir=work)
+
+    async def remove(self) -> None:
+        """Remove the root (the home, and the trace's own workdir; a configured workdir is
+        the user's and stays); a root the system would not let go of is logged with its
+        path."""
+        await asyncio.to_thread(shutil.rmtree, self.root, True)
+        if self.root.exists():  # no descriptor to spare, say: where it is
+            log.warning("processes.dirs_left", path=str(self.root))
+
+
+def _dir_error(harness: str, setting: str, value: str, error: OSError) -> InterplayError:
+    return InterplayError(f"harness {harness!r}: cannot use {setting} {value!r} "
+                          f"({error.strerror or error}); set harness_config.{setting} to a "
+                          f"writable directory")
+
+
+def _make_dir(path: Path, harness: str, setting: str, value: str) -> Path:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise _dir_error(harness, setting, value, e) from None
+    return path

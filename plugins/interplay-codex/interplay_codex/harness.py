@@ -134,14 +134,14 @@ class CodexHarness(Harness):
                            tools_url=None if tools is None else tools.url,
                            tool_timeout_s=max((t.timeout_s for t in ctx.tools), default=30.0))
 
-        env = cl.environment(home=state.home, secret=route.secret, run_tag=tag,
+        env = cl.environment(home=state.dirs.home, secret=route.secret, run_tag=tag,
                              tools_token=None if tools is None else tools.token)
         first_call = len(ctx.trace.model_calls)
         state.segments += 1
         t0 = time.monotonic()
         run = CodexRun()
         try:
-            await self._run(argv, env, state.workdir, prompt.encode(), run, ctx)
+            await self._run(argv, env, state.dirs.workdir, prompt.encode(), run, ctx)
         except asyncio.CancelledError:
             # The session's own timeout (or the run's end): codex is dead; keep what it did.
             run.cancelled = True
