@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -64,7 +63,13 @@ from interplay_claude_code.events import (
     read_events,
     segment_messages,
 )
-from interplay_claude_code.session import TraceState, close_state, session_of, trace_state
+from interplay_claude_code.session import (
+    TraceState,
+    close_state,
+    new_session_id,
+    session_of,
+    trace_state,
+)
 
 log = get_logger("interplay.claude_code")
 
@@ -94,7 +99,7 @@ class ClaudeCodeHarness(Harness):
             raise InterplayError("harness 'claude-code' needs a task with a non-empty prompt "
                                  "(or a chat opened by a user message)")
         if state.started:  # a relaunch on the whole conversation: a session of its own
-            state.session_id, state.started = str(uuid.uuid4()), False
+            state.session_id, state.started = new_session_id(), False
         state.system_prompt = system
         return await self._segment(ctx, state, prompt)
 
@@ -129,10 +134,10 @@ class ClaudeCodeHarness(Harness):
             version = cl.installed_version(self._binary)
             if version != cl.CLAUDE_CODE_VERSION and self._binary not in _warned:
                 _warned.add(self._binary)
+                # The version it is tested with, as the package to install.
                 log.warning("claude_code.version_differs", version=version,
-                            pinned=cl.CLAUDE_CODE_VERSION, binary=self._binary,
-                            hint=f"this harness is tested with Claude Code "
-                                 f"{cl.CLAUDE_CODE_VERSION}; {cl.INSTALL_HINT}")
+                            package=f"{cl.NPM_PACKAGE}@{cl.CLAUDE_CODE_VERSION}",
+                            binary_path=self._binary)
         return self._binary
 
     async def _segment(self, ctx: SegmentContext, state: TraceState, prompt: str) -> Segment:
@@ -142,16 +147,17 @@ class ClaudeCodeHarness(Harness):
         resume = state.started
         system_file = None
         if state.system_prompt:
-            system_file = cl.write_private(state.root / "system-prompt.md", state.system_prompt)
+            system_file = cl.write_private(state.dirs.root / "system-prompt.md",
+                                           state.system_prompt)
         mcp_file = None
         tool_timeout_s = max((t.timeout_s for t in ctx.tools), default=30.0)
         if tools is not None:
-            mcp_file = cl.write_private(state.root / "mcp.json", cl.dump_json(
+            mcp_file = cl.write_private(state.dirs.root / "mcp.json", cl.dump_json(
                 cl.mcp_config(tools.url, tool_timeout_s)))
         argv = cl.argv(binary, self.config, model=ctx.client.endpoint.model,
                        session_id=state.session_id, resume=resume,
                        system_prompt_file=system_file, mcp_config_file=mcp_file)
-        env = cl.environment(home=state.home, base_url=route.base_url, secret=route.secret,
+        env = cl.environment(home=state.dirs.home, base_url=route.base_url, secret=route.secret,
                              model=ctx.client.endpoint.model,
                              wait_s=max(ctx.timeout_s, self.config.timeout_s),
                              tools_token=None if tools is None else tools.token,
@@ -164,7 +170,7 @@ class ClaudeCodeHarness(Harness):
         t0 = time.monotonic()
         run = ClaudeRun(session_id=state.session_id)
         try:
-            program = await self._run(argv, env, state.workdir, prompt, ctx)
+            program = await self._run(argv, env, state.dirs.workdir, prompt, ctx)
         except asyncio.CancelledError:
             # The seat's own timeout (or the run's end): Claude Code is dead; keep what it did.
             run.cancelled = True
