@@ -94,6 +94,12 @@ class ClaudeCodeConfig:
     #: Claude Code's own retries of a failed request to the interception server (which
     #: already retries the real endpoint with the seat's policy).
     max_retries: int = attrs.field(default=0, validator=attrs.validators.ge(0))
+    #: The output tokens Claude Code asks for per model call (``CLAUDE_CODE_MAX_OUTPUT_TOKENS``)
+    #: unless the seat's sampling sets ``max_tokens``. Of a model it does not know it otherwise
+    #: asks 32,000, which a server with a 32K window (vLLM's ``max_model_len``) refuses for
+    #: any prompt. None: Claude Code's own choice.
+    max_output_tokens: int | None = attrs.field(
+        default=8192, validator=attrs.validators.optional(attrs.validators.ge(1)))
 
 
 def argv(binary: str, cfg: ClaudeCodeConfig, *, model: str, session_id: str, resume: bool,
@@ -203,7 +209,7 @@ def installed_version(binary: str) -> str | None:
 
 
 def seat_max_tokens(sampling: Mapping[str, object]) -> int | None:
-    """The seat's token limit, if its sampling sets one (under either Chat Completions name)."""
+    """The token limit ``sampling`` sets (under either Chat Completions name), if any."""
     for key in ("max_tokens", "max_completion_tokens"):
         value = sampling.get(key)
         if isinstance(value, int) and not isinstance(value, bool):

@@ -163,7 +163,12 @@ class ClaudeCodeHarness(Harness):
                              tools_token=None if tools is None else tools.token,
                              tool_timeout_s=tool_timeout_s,
                              max_retries=self.config.max_retries,
-                             max_output_tokens=cl.seat_max_tokens(ctx.sampling))
+                             # Claude Code always sends a limit, which the endpoint's
+                             # sampling would sit under: the seat's or the endpoint's, told
+                             # to it, else the harness's.
+                             max_output_tokens=cl.seat_max_tokens(ctx.sampling)
+                             or cl.seat_max_tokens(ctx.client.endpoint.sampling)
+                             or self.config.max_output_tokens)
         first_call = len(ctx.trace.model_calls)
         state.segments += 1
         state.started = True  # from here on the session may exist: the next turn resumes it

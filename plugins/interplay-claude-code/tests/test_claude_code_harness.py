@@ -90,6 +90,7 @@ def test_a_three_turn_chat_resumes_one_claude_code_session(claude_bin: str,
         out = interplay_cli("eval", "user-sim", "-n", "1", "--base-url", model.base_url,
                             "-o", str(out_dir), "--no-report", "--set", "env.relay.max_turns=3",
                             "--set", 'seats.assistant.harness="claude-code"',
+                            "--set", "seats.assistant.sampling.max_tokens=50",
                             "--set", "seats.assistant.harness_config.state_dir="
                                      f"{json.dumps(str(tmp_path))}", timeout=600)
         requests = list(model.requests)
@@ -108,6 +109,7 @@ def test_a_three_turn_chat_resumes_one_claude_code_session(claude_bin: str,
     # session (not a relaunch on the accreted conversation, which would be a new session).
     desks = [r for r in requests if "help desk" in str(r.messages[0].get("content"))]
     assert len(desks) == 3
+    assert {r.body["max_tokens"] for r in desks} == {50}  # the seat's, told to Claude Code
     said = [[(m["role"], m["content"]) for m in r.messages if m["role"] != "system"]
             for r in desks]
     assert [len(s) for s in said] == [1, 3, 5]
@@ -180,6 +182,9 @@ async def test_the_envs_tools_through_the_gateway_and_nothing_of_the_users_setup
     # The model was offered the env's tool alone, as Claude Code names an MCP server's.
     assert [[t["function"]["name"] for t in r.body["tools"]] for r in model.requests] == [
         [PREFIX + "look_up"]] * 2
+    # Claude Code asked for the harness's output limit, not its 32,000 for a model it does
+    # not know.
+    assert {r.body["max_tokens"] for r in model.requests} == {8192}
     call = trace.messages[2].tool_calls[0]
     assert (call.name, call.parsed_arguments()) == (PREFIX + "look_up", {"word": "zebra"})
     assert trace.messages[3].tool_call_id == call.id
