@@ -208,7 +208,7 @@ async def test_a_streamed_request_answered_with_json_still_streams(rig: Rig) -> 
     assert events[2]["delta"]["text"] == "Hi."
 
 
-# -- the rules -------------------------------------------------------------------------------------
+# -- the rules ------------------------------------------------------------------------------------
 
 CLAUDE_CODE = {
     "model": "smol", "max_tokens": 32000, "stream": False,
@@ -334,7 +334,7 @@ async def test_dropped_fields_are_said_once_per_trace_by_name(rig: Rig) -> None:
     assert "You are terse" not in out.getvalue() and rig.secret not in out.getvalue()
 
 
-# -- refusals ---------------------------------------------------------------------------------------
+# -- refusals -------------------------------------------------------------------------------------
 
 
 def anthropic_error(r: httpx.Response, status: int, kind: str) -> str:
@@ -428,7 +428,7 @@ async def test_identical_requests_in_flight_are_one_call(rig: Rig) -> None:
     assert a.text == b.text and len(rig.model.requests) == 1 and len(rig.calls) == 1
 
 
-# -- counting tokens --------------------------------------------------------------------------------
+# -- counting tokens ------------------------------------------------------------------------------
 
 
 async def test_count_tokens_asks_the_endpoints_tokenizer_and_records_nothing(rig: Rig) -> None:
@@ -468,3 +468,43 @@ async def test_count_tokens_of_an_endpoint_that_cannot_count() -> None:
         await client.aclose()
         await upstream.stop()
     assert "/tokenize" in anthropic_error(r, 404, "not_found_error")
+
+
+# -- programs that go away ----------------------------------------------------------------------
+
+
+async def wait_until(check: Any, what: str, timeout_s: float = 10.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while not check():
+        assert asyncio.get_running_loop().time() < deadline, f"timed out: {what}"
+        await asyncio.sleep(0.01)
+
+
+@pytest.mark.parametrize("rig", [lambda _: ScriptedReply.hang()], indirect=True)
+async def test_a_half_open_stream_cancels_its_call_and_records_nothing(rig: Rig) -> None:
+    body = json.dumps({"model": "m", "max_tokens": 5, "messages": USER,
+                       "stream": True}).encode()
+    port = int(rig.server.root_url.rsplit(":", 1)[1])
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"POST /v1/messages?beta=true HTTP/1.1\r\nhost: x\r\n"
+                 b"x-api-key: " + rig.secret.encode() + b"\r\ncontent-type: application/json\r\n"
+                 b"content-length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+    await writer.drain()
+    await wait_until(lambda: len(rig.model.requests) == 1, "the request reached the model")
+    writer.close()  # the program goes away mid-answer
+    await wait_until(lambda: rig.model.abandoned == 1, "the upstream connection closed")
+    await wait_until(lambda: rig.server.inflight == 0, "the call ended")
+    assert rig.calls == []
+
+
+@pytest.mark.parametrize("rig", [lambda _: ScriptedReply.hang()], indirect=True)
+async def test_closing_a_trace_answers_its_waiting_requests_in_anthropics_shape(
+        rig: Rig) -> None:
+    body = {"model": "m", "max_tokens": 5, "messages": USER}
+    waiting = [asyncio.create_task(rig.post("/v1/messages", body)) for _ in range(2)]
+    await wait_until(lambda: rig.server.waiting == 2 and len(rig.model.requests) == 1,
+                     "both requests wait on one call")
+    rig.server.close_trace(rig.secret)
+    for answer in await asyncio.gather(*waiting):
+        assert "closed" in anthropic_error(answer, 410, "invalid_request_error")
+    assert rig.calls == [] and len(rig.model.requests) == 1

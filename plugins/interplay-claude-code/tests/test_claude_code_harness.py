@@ -290,6 +290,29 @@ def test_another_version_is_said_when_it_first_starts(claude_bin: str, tmp_path:
     assert len(said) == 1 and "9.9.9" in said[0] and CLAUDE_CODE_VERSION in said[0]
 
 
+async def test_a_crash_ends_the_exchange_with_its_last_words(tmp_path: Path) -> None:
+    crash = tmp_path / "claude"
+    crash.write_text(f'#!/bin/sh\nif [ "$1" = --version ]; then echo "{CLAUDE_CODE_VERSION} '
+                     f'(Claude Code)"; exit 0; fi\necho "starting" >&2\n'
+                     f'echo "Error: out of cheese" >&2\nexit 3\n')
+    crash.chmod(crash.stat().st_mode | stat.S_IEXEC)
+    with ScriptedModel(["never asked"]) as model:
+        resources = RunResources(endpoint=model.endpoint)
+        harness = ClaudeCodeHarness(ClaudeCodeConfig(binary=str(crash),
+                                                     state_dir=str(tmp_path / "state")))
+        agent = Agent(name="assistant", harness=harness, client=resources.client())
+        try:
+            trace = await agent.run(Task(idx=0, prompt="hello"))
+        finally:
+            await agent.aclose()
+            await resources.aclose()
+    assert (trace.stop_condition, trace.error_type) == ("error", "claude_code_failed")
+    assert trace.error == "Claude Code exited with code 3: Error: out of cheese"
+    segment = trace.info["claude_code"]["segments"][0]
+    assert segment["exit_code"] == 3 and "out of cheese" in segment["stderr"]
+    assert model.requests == [] and leftovers(tmp_path / "state") == []
+
+
 async def test_tools_it_cannot_reach_end_the_segment_saying_so(claude_bin: str,
                                                                tmp_path: Path) -> None:
     # A config of the user's that points the gateway's name at a port nothing listens on.
