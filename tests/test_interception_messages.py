@@ -485,7 +485,7 @@ async def test_a_half_open_stream_cancels_its_call_and_records_nothing(rig: Rig)
     body = json.dumps({"model": "m", "max_tokens": 5, "messages": USER,
                        "stream": True}).encode()
     port = int(rig.server.root_url.rsplit(":", 1)[1])
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    _reader, writer = await asyncio.open_connection("127.0.0.1", port)
     writer.write(b"POST /v1/messages?beta=true HTTP/1.1\r\nhost: x\r\n"
                  b"x-api-key: " + rig.secret.encode() + b"\r\ncontent-type: application/json\r\n"
                  b"content-length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
