@@ -1,12 +1,15 @@
 """The interception server: the model boundary for harness programs that run as processes.
 
-An OpenAI-compatible HTTP server on 127.0.0.1 (a hand-written ASGI app on uvicorn) that serves
-``POST /v1/chat/completions`` and ``POST /v1/responses`` (streamed and not) and
-``GET /v1/models``. Each trace gets a secret (``Authorization: Bearer <secret>`` or a
-``/t/<secret>/v1`` path); a request without a known secret is refused and never recorded.
-Each request is forwarded through the trace's :class:`~interplay.model.ModelClient` (Responses
-translated to Chat Completions and back) and recorded as one ModelCall through the trace's
-``on_call``. When the endpoint serves the Responses API itself (``Endpoint.api =
+An HTTP server on 127.0.0.1 (a hand-written ASGI app on uvicorn) that serves the OpenAI
+APIs, ``POST /v1/chat/completions`` and ``POST /v1/responses``, and Anthropic's Messages API,
+``POST /v1/messages`` (streamed and not, each) and ``POST /v1/messages/count_tokens``, and
+``GET /v1/models``. Each trace gets a secret (``Authorization: Bearer <secret>``,
+``x-api-key: <secret>`` as a Messages client sends it, or a ``/t/<secret>/v1`` path); a
+request without a known secret is refused and never recorded, in the error shape of the API it
+spoke. Each request is forwarded through the trace's :class:`~interplay.model.ModelClient`
+(Responses and Messages translated to Chat Completions and back) and recorded as one ModelCall
+through the trace's ``on_call``; a ``count_tokens`` request asks the endpoint's tokenizer and
+is no turn. When the endpoint serves the Responses API itself (``Endpoint.api =
 "responses"``), ``/v1/responses`` requests are forwarded as they are instead
 (:mod:`~interplay.interception.passthrough`). An identical request (same secret, same body
 bytes) arriving while the first is still in flight is coalesced onto it: same answer, one

@@ -55,8 +55,6 @@ from interplay.model.request import BadRequest
 #: cc_version=...``): Anthropic's API reads it as a header, so it is not prompt text.
 BILLING_HEADER = "x-anthropic-billing-header:"
 
-_DROPPED_FIELDS = frozenset({"thinking", "context_management", "metadata", "service_tier",
-                             "cache_control", "anthropic_version", "inference_geo"})
 _REFUSED_FIELDS = {
     "mcp_servers": "MCP servers in the request are run by Anthropic's API; give the seat's "
                    "tools through the program's own MCP config (the tool gateway)",

@@ -1,6 +1,6 @@
-"""A program's request as an OpenAI-compatible server interplay runs takes it (the interception
-server, the embedded model's server): its body parsed strictly and its shape checked, in one
-place, before anything is forwarded or recorded.
+"""A program's request as a server interplay runs takes it (the interception server, in Chat
+Completions, Responses or Anthropic Messages; the embedded model's server): its body parsed
+strictly and its shape checked, in one place, before anything is forwarded or recorded.
 
 A body that does not pass is a :class:`BadRequest` (an HTTP 400 with a one-line reason, and no
 recorded turn): bytes that are not strict JSON (invalid UTF-8, a lone UTF-16 surrogate, NaN),
