@@ -61,6 +61,7 @@ from interplay.plugins import describe_kinds, is_kind
 from interplay.processes import (
     ProgramDirs,
     ProgramRun,
+    find_program,
     not_runnable,
     owner_tag,
     popen,
@@ -178,6 +179,7 @@ __all__ = [
     "describe_kinds",
     "env_from_toml",
     "fill_placeholders",
+    "find_program",
     "from_json",
     "get_logger",
     "hookimpl",

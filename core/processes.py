@@ -490,3 +490,23 @@ def _make_dir(path: Path, harness: str, setting: str, value: str) -> Path:
     except OSError as e:
         raise _dir_error(harness, setting, value, e) from None
     return path
+
+
+def find_program(name: str, configured: str | None, *, harness: str, hint: str) -> str:
+    """A harness program's executable: ``configured`` (a path or a name on PATH) if given,
+    else ``name`` next to the running Python (a venv's bin, where a checkout's setup links
+    it), else ``name`` on PATH. InterplayError naming ``harness`` with ``hint`` (how to
+    install it, or set ``harness_config.binary``) when there is none."""
+    if configured:
+        found = shutil.which(os.path.expanduser(configured))
+        if found is None:
+            raise InterplayError(f"harness {harness!r}: binary {configured!r} not found or "
+                                 f"not executable; {hint}")
+        return found
+    beside = Path(sys.executable).parent / name
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    found = shutil.which(name)
+    if found is None:
+        raise InterplayError(f"harness {harness!r}: {name!r} is not installed; {hint}")
+    return found

@@ -21,8 +21,8 @@ coalesce, cancel or record (the server does), and it holds no user logic.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 from interplay import _asgi as asgi
 from interplay import _codec
@@ -193,38 +193,9 @@ async def _translated(client: ModelClient, body: dict[str, Any], upstream: dict[
                       prefix: list[int] | None) -> ModelCall:
     """A Responses request sent upstream as Chat Completions, answered as Responses (and
     recorded as the Responses object the program got)."""
-    streamer = rs.ChatToResponsesStream(body, upstream["model"])
-
-    def on_start() -> None:
-        flight.start(200, asgi.SSE_HEADERS)
-        flight.abort = streamer.events.failed
-        for ev in streamer.start():
-            flight.push(ev)
-
-    def on_chunk(data: bytes, chunk: dict[str, Any]) -> None:
-        for ev in streamer.chunk(chunk):
-            flight.push(ev)
-
-    call = await client.chat_raw(upstream, on_chunk=on_chunk if stream else None,
-                                 on_start=on_start, capture=capture, prefix=prefix)
-    if call.error_type is None and call.response is not None:
-        completion = call.parsed_response()
-        if stream:
-            if not flight.status:
-                on_start()
-            events, response = streamer.finish(completion)
-            for ev in events:
-                flight.push(ev)
-            call.response = _codec.dumps_kept(response)
-        else:
-            call.response = _codec.dumps_kept(rs.chat_to_response(completion, body))
-            flight.answer(200, call.response)
-    elif flight.status:
-        flight.push(streamer.events.failed(call.error or "upstream failed",
-                                           call.error_type or "server_error"))
-    else:
-        flight.answer(*_error_json(call))
-    return call
+    return await _answered_as(client, upstream, flight, stream, capture, prefix,
+                              rs.ChatToResponsesStream(body, upstream["model"]),
+                              lambda completion: rs.chat_to_response(completion, body))
 
 
 async def _messages(client: ModelClient, body: dict[str, Any], upstream: dict[str, Any],
@@ -232,7 +203,33 @@ async def _messages(client: ModelClient, body: dict[str, Any], upstream: dict[st
                     prefix: list[int] | None) -> ModelCall:
     """A Messages request sent upstream as Chat Completions, answered as Messages (and
     recorded as the ``message`` the program got)."""
-    streamer = ms.ChatToMessagesStream(body, upstream["model"])
+    return await _answered_as(client, upstream, flight, stream, capture, prefix,
+                              ms.ChatToMessagesStream(body, upstream["model"]),
+                              lambda completion: ms.chat_to_message(completion, body),
+                              anthropic=True)
+
+
+class _Streamer(Protocol):
+    """A chat.completion's chunks as another API's SSE events (``rs.ChatToResponsesStream``,
+    ``ms.ChatToMessagesStream``)."""
+
+    def start(self) -> list[bytes]: ...
+
+    def chunk(self, chunk: Mapping[str, Any]) -> list[bytes]: ...
+
+    def finish(self, completion: Mapping[str, Any]) -> tuple[list[bytes], dict[str, Any]]: ...
+
+    def failed(self, message: str, code: str = "server_error") -> bytes: ...
+
+
+async def _answered_as(client: ModelClient, upstream: dict[str, Any], flight: Flight,
+                       stream: bool, capture: bool, prefix: list[int] | None,
+                       streamer: _Streamer, whole: Callable[[dict[str, Any]], dict[str, Any]],
+                       *, anthropic: bool = False) -> ModelCall:
+    """``upstream`` sent as Chat Completions and answered in the program's API: streamed
+    through ``streamer`` (its ``start``, ``chunk``, ``finish`` and ``failed`` events), or as
+    the object ``whole`` makes of the completion; the call's response is what the program
+    got."""
 
     def on_start() -> None:
         flight.start(200, asgi.SSE_HEADERS)
@@ -251,16 +248,16 @@ async def _messages(client: ModelClient, body: dict[str, Any], upstream: dict[st
         if stream:
             if not flight.status:
                 on_start()
-            events, message = streamer.finish(completion)
+            events, answer = streamer.finish(completion)
             for ev in events:
                 flight.push(ev)
-            call.response = _codec.dumps_kept(message)
+            call.response = _codec.dumps_kept(answer)
         else:
-            call.response = _codec.dumps_kept(ms.chat_to_message(completion, body))
+            call.response = _codec.dumps_kept(whole(completion))
             flight.answer(200, call.response)
     elif flight.status:
         flight.push(streamer.failed(call.error or "upstream failed",
                                     call.error_type or "server_error"))
     else:
-        flight.answer(*_error_json(call, anthropic=True))
+        flight.answer(*_error_json(call, anthropic=anthropic))
     return call

@@ -23,15 +23,13 @@ import json
 import math
 import os
 import re
-import shutil
 import subprocess
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 
 import attrs
 
-from interplay import InterplayError
+from interplay import find_program
 
 #: The Claude Code CLI version this harness is tested against.
 CLAUDE_CODE_VERSION = "2.1.328"
@@ -179,20 +177,7 @@ def environment(*, home: Path, base_url: str, secret: str, model: str, wait_s: f
 def find_claude(binary: str | None = None) -> str:
     """The ``claude`` executable: ``binary`` if given, else next to the running Python (the
     venv's bin), else on PATH. InterplayError with the install command when there is none."""
-    if binary:
-        found = shutil.which(os.path.expanduser(binary))
-        if found is None:
-            raise InterplayError(f"harness 'claude-code': binary {binary!r} not found or not "
-                                 f"executable; {INSTALL_HINT}")
-        return found
-    beside = Path(sys.executable).parent / "claude"
-    if beside.is_file() and os.access(beside, os.X_OK):
-        return str(beside)
-    found = shutil.which("claude")
-    if found is None:
-        raise InterplayError(f"harness 'claude-code': the Claude Code CLI is not installed; "
-                             f"{INSTALL_HINT}")
-    return found
+    return find_program("claude", binary, harness="claude-code", hint=INSTALL_HINT)
 
 
 @functools.cache

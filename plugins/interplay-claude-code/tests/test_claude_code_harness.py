@@ -5,7 +5,6 @@ requests Claude Code's Messages requests became."""
 from __future__ import annotations
 
 import json
-import os
 import stat
 import uuid
 from pathlib import Path
@@ -28,7 +27,13 @@ from interplay import (
     run_episode,
     tool,
 )
-from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest, captured_log
+from interplay.testing import (
+    ScriptedModel,
+    ScriptedReply,
+    ScriptedRequest,
+    captured_log,
+    mentioning,
+)
 from interplay.testing import run_interplay as interplay_cli
 from interplay_claude_code.command_line import CLAUDE_CODE_VERSION, ClaudeCodeConfig
 from interplay_claude_code.harness import ClaudeCodeHarness
@@ -41,29 +46,6 @@ PREFIX = "mcp__interplay__"
 
 def leftovers(path: Path) -> list[Path]:
     return sorted(path.iterdir())
-
-
-def live_processes(marker: str) -> list[int]:
-    """Live (non-zombie) processes whose command line or environment mentions ``marker``."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                if f.read().rsplit(b")", 1)[1].split()[0] == b"Z":
-                    continue
-        except (OSError, IndexError):
-            continue
-        for name in ("cmdline", "environ"):
-            try:
-                with open(f"/proc/{entry}/{name}", "rb") as f:
-                    if marker.encode() in f.read():
-                        found.append(int(entry))
-                        break
-            except OSError:
-                continue
-    return found
 
 
 class Desk:
@@ -211,7 +193,7 @@ async def test_a_timeout_kills_claude_code_and_removes_its_home(claude_bin: str,
         try:
             trace = await agent.run(Task(idx=0, prompt=f"wait {marker}"))
             assert leftovers(tmp_path) == []
-            assert live_processes(marker) == [] and live_processes(str(tmp_path)) == []
+            assert mentioning(marker) == [] and mentioning(str(tmp_path)) == []
         finally:
             await agent.aclose()
             await resources.aclose()
@@ -247,7 +229,7 @@ async def test_its_own_tools_when_asked_for_and_no_command_outlives_the_segment(
         try:
             async with agent.chat(Task(idx=0, prompt="start it")) as session:
                 reply = await session.turn()
-                survivors = live_processes(marker)  # gone when the segment ends
+                survivors = mentioning(marker)  # gone when the segment ends
             trace = session.trace
         finally:
             await agent.aclose()
@@ -255,7 +237,7 @@ async def test_its_own_tools_when_asked_for_and_no_command_outlives_the_segment(
     assert [t["function"]["name"] for t in model.requests[0].body["tools"]] == ["Bash"]
     assert reply.text == "left them running"
     assert any(m.role == "tool" and "started" in m.text for m in trace.messages)
-    assert survivors == [] and live_processes(marker) == []
+    assert survivors == [] and mentioning(marker) == []
     call = trace.messages[1].tool_calls[0]
     assert [(r.call_id, r.name, r.error_type) for r in trace.tool_runs] == [
         (call.id, "Bash", None)]

@@ -15,15 +15,13 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
 import attrs
 
-from interplay import InterplayError, owner_tag
+from interplay import find_program, owner_tag
 
 #: The codex CLI version this harness is tested against.
 CODEX_VERSION = "0.169.0"
@@ -144,19 +142,7 @@ def environment(*, home: Path, secret: str, run_tag: str,
 def find_codex(binary: str | None = None) -> str:
     """The codex executable: ``binary`` if given, else next to the running Python (the venv's
     bin), else on PATH. InterplayError with the install command when there is none."""
-    if binary:
-        found = shutil.which(os.path.expanduser(binary))
-        if found is None:
-            raise InterplayError(f"harness 'codex': binary {binary!r} not found or not "
-                                 f"executable; {INSTALL_HINT}")
-        return found
-    beside = Path(sys.executable).parent / "codex"
-    if beside.is_file() and os.access(beside, os.X_OK):
-        return str(beside)
-    found = shutil.which("codex")
-    if found is None:
-        raise InterplayError(f"harness 'codex': the codex CLI is not installed; {INSTALL_HINT}")
-    return found
+    return find_program("codex", binary, harness="codex", hint=INSTALL_HINT)
 
 
 def toml_string(value: str) -> str:
