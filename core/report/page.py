@@ -98,30 +98,59 @@ def _about(config: Mapping[str, Any], stored: Mapping[str, Any]) -> dict[str, An
             "regraded_from": as_text(regrade.get("from")) if regrade else ""}
 
 
+def figures_context(config: Mapping[str, Any], summary: Mapping[str, Any], figures: Figures,
+                    *, running: bool = False) -> dict[str, Any]:
+    """What ``run_figures.html.j2`` (the summary, its tables and the charts) is rendered
+    with: the static page's and the live page's, and the fragment ``interplay view`` sends
+    again as a run's episodes land. ``running``: the run is writing (not "incomplete")."""
+    return {"summary": summary_view(summary), "charts": figures.draw(summary),
+            "charts_missing": charts.missing(), "running": running,
+            "data": Markup(safe_json({"summary": summary, "config": config}))}
+
+
+def render_figures(config: Mapping[str, Any], summary: Mapping[str, Any], figures: Figures,
+                   *, running: bool = False) -> str:
+    """The run's figures alone (``run_figures.html.j2``): the part of the page a live run
+    changes."""
+    return template("run_figures.html.j2").render(
+        **figures_context(config, summary, figures, running=running))
+
+
 def render_to(out: IO[str], config: Mapping[str, Any], summary: Mapping[str, Any],
               rows: Sequence[Sequence[Any]], details: Iterable[str], *, stops: Sequence[str],
               seats: Sequence[str], figures: Figures, kept: int, budget_mb: float,
-              folder: str = "DIR", stored: Mapping[str, Any] | None = None) -> None:
+              folder: str = "DIR", stored: Mapping[str, Any] | None = None,
+              live: Mapping[str, Any] | None = None, errors: Sequence[str] | None = None,
+              episodes_total: int | None = None) -> None:
     """Write the page to ``out``: the summary, charts, the episode table (``rows``, drawn by
     the page's script) and the episodes' details (``details``: each one's rendered section,
-    streamed through)."""
+    streamed through).
+
+    ``live`` makes it the page ``interplay view`` serves for a run: the table's rows and the
+    episodes' sections are fetched from it (``live["table"]``: where), the scripts are its
+    files, and ``rows`` and ``details`` are empty (``errors`` and ``episodes_total`` say what
+    the rows would)."""
     env_name = as_text(as_map(config.get("env")).get("name")) or "run"
     model = as_map(config.get("model"))
-    errors = sorted({r[6] for r in rows if r[6]})
-    table = {"columns": ROW_COLUMNS, "seats": list(seats), "stops": list(stops),
-             "rows": rows, "kept": kept, "budget_mb": budget_mb, "folder": folder}
+    if errors is None:
+        errors = sorted({r[6] for r in rows if r[6]})
+    table: dict[str, Any] = {"columns": ROW_COLUMNS, "seats": list(seats), "stops": list(stops),
+                             "rows": rows, "kept": kept, "budget_mb": budget_mb,
+                             "folder": folder}
+    if live is not None:
+        table["live"] = live["table"]
     stream = template("report.html.j2").generate(
         title=f"interplay · {env_name}", env_name=env_name,
         model=as_text(model.get("model")),
         where=as_text(model.get("base_url")) or "embedded local model",
         rollouts=as_text(config.get("rollouts")), seed=as_text(config.get("seed")),
-        summary=summary_view(summary), charts=figures.draw(summary),
-        charts_missing=charts.missing(), about=_about(config, stored or {}),
+        about=_about(config, stored or {}),
         per_seat=bool(seats), error_options=errors, stop_options=sorted(stops),
-        episodes_total=len(rows), kept=kept, budget_mb=budget_mb,
-        details=(Markup(d) for d in details),
-        data=Markup(safe_json({"summary": summary, "config": config})),
-        table=Markup(_rows_json(table)))
+        episodes_total=len(rows) if episodes_total is None else episodes_total, kept=kept,
+        budget_mb=budget_mb, details=(Markup(d) for d in details),
+        table=Markup(_rows_json(table)), live=live,
+        **figures_context(config, summary, figures,
+                          running=bool(live and live.get("state") == "running")))
     for chunk in stream:
         out.write(chunk)
 
@@ -162,6 +191,19 @@ def _read_json(path: Path) -> Any:
         return None
     except ValueError:
         raise InterplayError(f"{path}: not valid JSON; rerun or resume the eval") from None
+
+
+def summary_is_current(summary: Any, episodes: int) -> bool:
+    """Whether a folder's summary.json holds the figures of its ``episodes`` episodes (not
+    those of a run that stopped before its summary, or of an older interplay)."""
+    return isinstance(summary, Mapping) and summary.get("episodes") == episodes \
+        and "completed" in summary
+
+
+def pass_threshold(config: Mapping[str, Any]) -> float:
+    """The reward a run's episode passes at, as its config says (1.0 unless set)."""
+    threshold = config.get("pass_threshold", 1.0)
+    return float(threshold) if isinstance(threshold, int | float) else 1.0
 
 
 def write_report(folder: str | Path, *, transcripts_mb: float = TRANSCRIPTS_MB) -> Path:
@@ -210,13 +252,10 @@ def write_report(folder: str | Path, *, transcripts_mb: float = TRANSCRIPTS_MB) 
                 held.write(section)
                 used += len(section.encode("utf-8", "replace"))
                 kept += 1
-        if not isinstance(summary, Mapping) or summary.get("episodes") != len(rows) \
-                or "completed" not in summary:
+        if not summary_is_current(summary, len(rows)):
             # No summary yet (a killed run) or an older one: the episodes are the truth.
-            threshold = config.get("pass_threshold", 1.0)
             summary = summarize(list(iter_episodes(episodes_path, slim=True)),
-                                pass_threshold=float(threshold)
-                                if isinstance(threshold, int | float) else 1.0, judged=judged)
+                                pass_threshold=pass_threshold(config), judged=judged)
             if table_seats(summary) != seats:
                 # The columns follow the summary's seats: the rows are made again with them.
                 seats, stop_index, rows = table_seats(summary), {}, []
