@@ -76,20 +76,26 @@ def template(name: str) -> jinja2.Template:
     return _environment().get_template(name)
 
 
-def _about(config: Mapping[str, Any], stored: Mapping[str, Any]) -> dict[str, Any]:
-    """What a newcomer is looking at: the env as its author describes it, what scores it,
-    and on the embedded model, what that model can show."""
-    env_name = as_text(as_map(config.get("env")).get("name"))
-    description = ""
+@functools.lru_cache(maxsize=64)
+def _describe_env(env_name: str, settings: str) -> str:
+    """The first paragraph of the env's docstring (kept per env and settings: loading an env
+    can read its taskset, and a served page asks again and again)."""
     try:
         from interplay.loader import load_env
 
-        env_cls = type(load_env(env_name, {k: v for k, v in as_map(config.get("env")).items()
-                                           if k != "name"}))
+        env_cls = type(load_env(env_name, json.loads(settings)))
         doc = (env_cls.__doc__ or "").strip()
-        description = " ".join(doc.split("\n\n")[0].split())
+        return " ".join(doc.split("\n\n")[0].split())
     except Exception:  # a plugin not installed here, an env file moved: the page goes on
-        description = ""
+        return ""
+
+
+def _about(config: Mapping[str, Any], stored: Mapping[str, Any]) -> dict[str, Any]:
+    """What a newcomer is looking at: the env as its author describes it, what scores it,
+    and on the embedded model, what that model can show."""
+    env = as_map(config.get("env"))
+    description = _describe_env(as_text(env.get("name")), json.dumps(
+        {k: v for k, v in env.items() if k != "name"}, sort_keys=True, default=repr))
     verifiers = [as_text(as_map(v).get("name") or as_map(v).get("kind"))
                  for v in as_seq(stored.get("verifiers"))]
     regrade = as_map(stored.get("regrade"))
