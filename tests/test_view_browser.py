@@ -145,7 +145,7 @@ async def drive(url: str, root: Path, base_url: str) -> dict[str, Any]:
                     await asyncio.sleep(0.1)
                 seen["reloads"] = 0 if await b.eval("window.__loaded === 1") else 1
                 # Its page, opened from the list with a click.
-                await b.click_until(f'tr.run-row[data-run="live"] td.run a',
+                await b.click_until('tr.run-row[data-run="live"] td.run a',
                                     "location.pathname === '/run'")
                 await b.wait_for("document.readyState === 'complete' && "
                                  "!!document.getElementById('episodes-body')")

@@ -53,7 +53,7 @@ async def shoot(b: Browser, path: Path, height: int) -> None:
                  deviceScaleFactor=1, mobile=False)
     await asyncio.sleep(0.5)
     shot = await b.send("Page.captureScreenshot", format="png")
-    path.write_bytes(base64.b64decode(shot["data"]))
+    await asyncio.to_thread(path.write_bytes, base64.b64decode(shot["data"]))
     print(f"wrote {path}")
 
 
