@@ -105,21 +105,24 @@ def _about(config: Mapping[str, Any], stored: Mapping[str, Any]) -> dict[str, An
 
 
 def figures_context(config: Mapping[str, Any], summary: Mapping[str, Any], figures: Figures,
-                    *, running: bool = False) -> dict[str, Any]:
+                    *, running: bool = False,
+                    drawn: Sequence[Markup] | None = None) -> dict[str, Any]:
     """What ``run_figures.html.j2`` (the summary, its tables and the charts) is rendered
     with: the static page's and the live page's, and the fragment ``interplay view`` sends
-    again as a run's episodes land. ``running``: the run is writing (not "incomplete")."""
-    return {"summary": summary_view(summary), "charts": figures.draw(summary),
+    again as a run's episodes land. ``running``: the run is writing (not "incomplete");
+    ``drawn``: the charts of ``figures``, drawn before (a live page asks again and again)."""
+    charts_drawn = list(drawn) if drawn is not None else figures.draw(summary)
+    return {"summary": summary_view(summary), "charts": charts_drawn,
             "charts_missing": charts.missing(), "running": running,
             "data": Markup(safe_json({"summary": summary, "config": config}))}
 
 
 def render_figures(config: Mapping[str, Any], summary: Mapping[str, Any], figures: Figures,
-                   *, running: bool = False) -> str:
+                   *, running: bool = False, drawn: Sequence[Markup] | None = None) -> str:
     """The run's figures alone (``run_figures.html.j2``): the part of the page a live run
     changes."""
     return template("run_figures.html.j2").render(
-        **figures_context(config, summary, figures, running=running))
+        **figures_context(config, summary, figures, running=running, drawn=drawn))
 
 
 def render_to(out: IO[str], config: Mapping[str, Any], summary: Mapping[str, Any],
@@ -127,7 +130,8 @@ def render_to(out: IO[str], config: Mapping[str, Any], summary: Mapping[str, Any
               seats: Sequence[str], figures: Figures, kept: int, budget_mb: float,
               folder: str = "DIR", stored: Mapping[str, Any] | None = None,
               live: Mapping[str, Any] | None = None, errors: Sequence[str] | None = None,
-              episodes_total: int | None = None) -> None:
+              episodes_total: int | None = None,
+              drawn: Sequence[Markup] | None = None) -> None:
     """Write the page to ``out``: the summary, charts, the episode table (``rows``, drawn by
     the page's script) and the episodes' details (``details``: each one's rendered section,
     streamed through).
@@ -155,7 +159,7 @@ def render_to(out: IO[str], config: Mapping[str, Any], summary: Mapping[str, Any
         episodes_total=len(rows) if episodes_total is None else episodes_total, kept=kept,
         budget_mb=budget_mb, details=(Markup(d) for d in details),
         table=Markup(_rows_json(table)), live=live,
-        **figures_context(config, summary, figures,
+        **figures_context(config, summary, figures, drawn=drawn,
                           running=bool(live and live.get("state") == "running")))
     for chunk in stream:
         out.write(chunk)

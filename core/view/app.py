@@ -314,35 +314,34 @@ async def _not_allowed(request: Request, exc: Exception) -> Response:
                     headers={**HEADERS, "allow": "GET, HEAD"}, media_type="application/json")
 
 
-_reading: set[str] = set()
-
-
 def _read_soon(folder: Folder, hub: Hub, key: str) -> None:
     """Read a run's index in the background (its line in the list says it is being read
     meanwhile), and tell the pages as it fills."""
-    if key in _reading:
+    if key in folder.reading:
         return
-    _reading.add(key)
+    folder.reading.add(key)
 
     async def read() -> None:
         try:
-            run = folder.get(key)
             await asyncio.to_thread(folder.index, key)
-            del run
             await refresh(folder, hub, key)
         except LookupError:
             pass
         finally:
-            _reading.discard(key)
+            folder.reading.discard(key)
 
-    asyncio.get_running_loop().create_task(read())
+    task = asyncio.get_running_loop().create_task(read())
+    folder.tasks.add(task)
+    task.add_done_callback(folder.tasks.discard)
 
 
 def _figures(index: RunIndex) -> str:
     from interplay.view.runs import run_state
 
-    return render_figures(masked(index.config), index.summary(), index.current_figures(),
-                          running=run_state(index.folder, None).name == "running")
+    summary = index.summary()
+    return render_figures(masked(index.config), summary, index.current_figures(),
+                          running=run_state(index.folder, None).name == "running",
+                          drawn=index.charts(summary))
 
 
 def _run_page(index: RunIndex, key: str) -> str:
@@ -360,7 +359,9 @@ def _run_page(index: RunIndex, key: str) -> str:
     render_to(out, masked(index.config), summary, [], (), stops=index.stop_names(),
               seats=index.seats(), figures=index.current_figures(), kept=0, budget_mb=0.0,
               folder=key, stored=index.stored, live=live, errors=index.errors(),
-              episodes_total=len(index.rows))
+              episodes_total=len(index.rows),
+              # Charts take seconds on a large run: the page asks for them once shown.
+              drawn=index.charts(summary, draw=False) or [])
     return out.getvalue()
 
 

@@ -9,6 +9,7 @@ import contextlib
 import errno
 import ipaddress
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +67,8 @@ class Viewer:
     async def __aenter__(self) -> Viewer:
         await asyncio.to_thread(self.folder.scan)
         self.hub.loop = asyncio.get_running_loop()
+        self.folder.on_read = lambda key: self.hub.publish(
+            {"kind": "run", "run": key, "reading": True})
         allowed = None
         if loopback(self.host):
             allowed = ["127.0.0.1", "localhost", "::1", "[::1]"]
@@ -85,6 +88,9 @@ class Viewer:
             await self.server.start()
         self._watcher = asyncio.create_task(watch(self.folder, self.hub, self._stop,
                                                   poll_s=self.poll_s))
+        # What a run's first page needs and takes seconds to import (matplotlib, the
+        # plugins), made ready while the list is shown.
+        threading.Thread(target=_warm, name="interplay-view-warm", daemon=True).start()
         log.info("view.start", output_path=str(self.folder.root), port=self.server.port,
                  runs=len(self.folder.runs))
         return self
@@ -97,6 +103,17 @@ class Viewer:
                 await asyncio.wait_for(self._watcher, 10)
         if self.server is not None:
             await self.server.stop()
+
+
+def _warm() -> None:
+    from interplay import plugins
+    from interplay.report import charts
+
+    try:
+        plugins.registry()  # a run's page reads which of its verifiers are judges
+        charts.reward_distribution({1.0: 1})  # matplotlib imported, its fonts read
+    except Exception:  # a plugin that fails is reported where it is used
+        log.debug("view.warm_failed")
 
 
 def add_view(sub: Any) -> None:

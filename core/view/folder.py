@@ -16,7 +16,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,8 @@ MAX_DEPTH = 8
 #: Folders never looked into: a run's side files, version control, environments, caches.
 SKIPPED = frozenset({SIDE_DIR, ".git", ".hg", ".venv", "venv", "node_modules", "__pycache__",
                      "site-packages", ".mypy_cache", ".ruff_cache", ".pytest_cache"})
+#: Seconds a page waits for a run's first reading before it is shown with what is read.
+FIRST_READ_S = 0.5
 #: The files whose change is a run's change.
 RUN_FILES = frozenset({CONFIG_FILE, EPISODES_FILE, SUMMARY_FILE, RUNNING_FILE})
 
@@ -64,6 +66,11 @@ class Folder:
         self.runs: dict[str, Run] = {}
         self.truncated = False
         self._lock = threading.Lock()
+        #: The runs whose index is being read in the background, and those readings.
+        self.reading: set[str] = set()
+        self.tasks: set[asyncio.Task[None]] = set()
+        #: Called (from any thread) with a run's key as its index reads a block.
+        self.on_read: Callable[[str], None] = lambda key: None
 
     def scan(self) -> bool:
         """Find the runs under the root again; True when the set of runs changed."""
@@ -137,15 +144,30 @@ class Folder:
                     return key
         return None
 
-    def index(self, key: str) -> RunIndex:
-        """The run's index, made (and read to the end of its file) on first use."""
+    def index(self, key: str, wait_s: float = FIRST_READ_S) -> RunIndex:
+        """The run's index, made on first use: its file is read in a thread of its own, and
+        the index handed back once that has read to the end or for ``wait_s`` seconds,
+        whichever comes first (a large run's page shows its first episodes while the rest
+        are read; ``on_read`` tells the pages as each block lands)."""
         run = self.get(key)
         with self._lock:
-            if run.index is None:
+            made = run.index is None
+            if made:
                 run.index = RunIndex(run.folder, key)
             index = run.index
-        if index.read_at == 0.0:
-            index.refresh()
+        assert index is not None
+        if made:
+            done = threading.Event()
+
+            def read() -> None:
+                try:
+                    index.refresh(lambda: self.on_read(key))
+                finally:
+                    done.set()
+                    self.on_read(key)
+
+            threading.Thread(target=read, name="interplay-view-read", daemon=True).start()
+            done.wait(wait_s)
         return index
 
     def let_go(self, idle_s: float) -> int:
@@ -224,7 +246,7 @@ def card(run: Run) -> dict[str, Any]:
                                                  and config else ""),
         "where": as_text(model.get("base_url")) or ("embedded local model" if config else ""),
         "state": state.name, "state_text": state.text, "reading": reading,
-        "episodes": summary.get("episodes", len(index.rows) if index is not None else None),
+        "episodes": len(index.rows) if index is not None else summary.get("episodes"),
         "expected": state.expected or summary.get("expected"),
         "completed": summary.get("completed"), "scored": summary.get("scored"),
         "reward_mean": summary.get("reward_mean"), "reward_stderr": summary.get("reward_stderr"),

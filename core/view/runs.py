@@ -10,6 +10,7 @@ of the static page, an episode's section its section. It writes nothing.
 
 from __future__ import annotations
 
+import gc
 import math
 import os
 import socket
@@ -51,6 +52,10 @@ SEARCHES_KEPT = 8
 SEARCH_CHARS = 200
 #: Rows a page of the table holds at most ("all" for the downloads).
 PAGE_MAX = 1000
+#: While a run writes, its summary and charts are made again at most this often (a 10,000
+#: episode run's summary is a fraction of a second of CPU, its charts more); once it stops,
+#: at its last episode.
+LIVE_FIGURES_S = 2.0
 
 
 def read_json(path: Path) -> Any:
@@ -267,7 +272,8 @@ class RunIndex:
         self.bad_lines = 0
         self.first_bad = ""
         self.version = 0
-        self._summary: tuple[int, dict[str, Any]] | None = None
+        self._summary: tuple[int, dict[str, Any], float] | None = None
+        self._charts: tuple[int, list[Any], float] | None = None
         self._searches: dict[str, tuple[int, set[int]]] = {}
 
     # -- reading -----------------------------------------------------------------------------
@@ -342,6 +348,19 @@ class RunIndex:
         return changed
 
     def _add_lines(self, lines: bytes, base: int) -> None:
+        # The collector is held off while a block is parsed: each line's parse makes hundreds
+        # of containers, freed by their counts, and each collection would walk every row kept.
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            parsed = self._parse(lines, base)
+        finally:
+            if collecting:
+                gc.enable()
+        self._keep(parsed)
+
+    def _parse(self, lines: bytes, base: int) -> list[tuple[int, int, dict[str, Any],
+                                                            dict[str, Any]]]:
         parsed = []
         start = 0
         for raw in lines.splitlines(keepends=True):
@@ -362,6 +381,9 @@ class RunIndex:
                 whole = dict(record)
                 self._bad(at, exc.message[:200])
             parsed.append((at, len(raw), slim, whole))
+        return parsed
+
+    def _keep(self, parsed: list[tuple[int, int, dict[str, Any], dict[str, Any]]]) -> None:
         with self._lock:
             for at, length, slim, whole in parsed:
                 pair = pair_of(slim)
@@ -389,7 +411,6 @@ class RunIndex:
                 if not self._figures_stale:
                     self.figures.add(whole)
             self.version += 1
-            self._summary = None
 
     def _bad(self, offset: int, why: str) -> None:
         self.bad_lines += 1
@@ -429,13 +450,17 @@ class RunIndex:
 
     def summary(self) -> dict[str, Any]:
         """The run's figures: its summary.json when that holds every episode read and the run
-        is not writing, else made from the episodes read so far."""
-        with self._lock:
-            if self._summary is not None and self._summary[0] == self.version:
-                return self._summary[1]
-            version, slims = self.version, list(self.slims)
+        is not writing, else made from the episodes read so far (while it writes, at most
+        every :data:`LIVE_FIGURES_S`)."""
         stored = read_json(self.folder / SUMMARY_FILE)
-        state = run_state(self.folder, stored, len(slims))
+        with self._lock:
+            count = len(self.slims)
+            state = run_state(self.folder, stored, count)
+            kept = self._summary
+            if kept is not None and (kept[0] == self.version or (
+                    state.name == "running" and time.monotonic() - kept[2] < LIVE_FIGURES_S)):
+                return kept[1]
+            version, slims = self.version, list(self.slims)
         if state.name != "running" and summary_is_current(stored, len(slims)):
             summary = dict(stored)
         else:
@@ -443,9 +468,28 @@ class RunIndex:
                                 expected=state.expected or _expected(self.config),
                                 judged=self.judged)
         with self._lock:
-            if self.version == version:
-                self._summary = (version, summary)
+            if self.version == version or state.name == "running":
+                self._summary = (version, summary, time.monotonic())
         return summary
+
+    def charts(self, summary: Mapping[str, Any], *, draw: bool = True) -> list[Any] | None:
+        """The run's charts (SVG), drawn again only when the episodes read changed (and while
+        the run writes, at most every :data:`LIVE_FIGURES_S`); without ``draw``, those drawn
+        before if they still hold, else None."""
+        with self._lock:
+            kept = self._charts
+            if kept is not None and (kept[0] == self.version or (
+                    self.caught_up and time.monotonic() - kept[2] < LIVE_FIGURES_S
+                    and run_state(self.folder, None).name == "running")):
+                return kept[1]
+            if not draw:
+                return None
+            version = self.version
+        figures = self.current_figures()
+        drawn = figures.draw(summary)
+        with self._lock:
+            self._charts = (version, drawn, time.monotonic())
+        return drawn
 
     def current_figures(self) -> Figures:
         """The charts' figures of the episodes read (made again after a line replaced
