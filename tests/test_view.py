@@ -413,3 +413,56 @@ def test_the_pages_and_the_data_they_ask_for(root: Path) -> None:
     assert got["refused"][0] == 400 and b"--common-tasks" in got["refused"][1]
     assert b"run=echo-a&amp;run=nested%2Fecho-b&amp;common=1" in got["refused"][1]
     assert got["missing"][0] == 404 and b"no run &#39;nope&#39;" in got["missing"][1]
+
+
+def test_the_pages_are_told_what_changed_and_their_number_is_bounded(root: Path) -> None:
+    """An episode appended to a run reaches an open page's event stream; past the limit of
+    open pages, another is refused with a 429 (never a 5xx)."""
+
+    async def follow() -> tuple[list[Any], int]:
+        async with Viewer(root, port=0) as viewer:
+            assert viewer.server is not None
+            port = viewer.server.port
+            await request(port, "/api/rows?run=echo-a")  # the run's index is read
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(f"GET /api/events HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n"
+                         .encode())
+            await writer.drain()
+            assert b"200 OK" in await reader.readuntil(b"\r\n\r\n")
+            await asyncio.sleep(0.5)
+            append(root / "echo-a", episode(40))
+            told: list[Any] = []
+            while not any(e.get("run") == "echo-a" and e.get("episodes") == 8 for e in told):
+                line = await asyncio.wait_for(reader.readline(), 30)
+                if line.startswith(b"data: "):
+                    told += json.loads(line[6:])
+            viewer.hub.limit = len(viewer.hub.queues)
+            status, _ = await request(port, "/api/events")
+            writer.close()
+            return told, status
+
+    told, status = asyncio.run(follow())
+    assert {"kind": "runs"} in told and status == 429
+
+
+def test_the_command_says_what_it_serves_and_refuses_what_it_cannot(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["view", str(tmp_path / "nowhere")]) == 2
+    assert "no such folder" in capsys.readouterr().err
+    assert cli.main(["view", str(tmp_path), "--port", "70000"]) == 2
+    assert "--port: expected 0 to 65535" in capsys.readouterr().err
+    # On every address, it says what that exposes, and answers any Host.
+    proc = subprocess.Popen([sys.executable, "-m", "interplay.cli", "view", str(tmp_path),
+                             "--host", "0.0.0.0", "--port", "0"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        address = proc.stdout.readline()
+        port = int(address.rsplit(":", 1)[1].strip("/\n"))
+        status, _ = asyncio.run(request(port, "/api/runs", host="viewer.example"))
+    finally:
+        proc.terminate()
+        proc.wait(20)
+    err = proc.stderr.read()
+    assert address.startswith("view: http://0.0.0.0:") and status == 200
+    assert "anyone who can reach this machine" in err and "no login" in err

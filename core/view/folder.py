@@ -69,6 +69,9 @@ class Folder:
         #: The runs whose index is being read in the background, and those readings.
         self.reading: set[str] = set()
         self.tasks: set[asyncio.Task[None]] = set()
+        #: The folders the last scan looked into (the runs' among them): what is watched,
+        #: each on its own, so that no link out of the root is followed.
+        self.watched: list[Path] = []
         #: Called (from any thread) with a run's key as its index reads a block.
         self.on_read: Callable[[str], None] = lambda key: None
 
@@ -77,6 +80,7 @@ class Folder:
         found: dict[str, Path] = {}
         seen = 0
         truncated = False
+        looked: list[Path] = []
         stack: list[tuple[Path, int]] = [(self.root, 0)]
         while stack:
             folder, depth = stack.pop()
@@ -88,6 +92,7 @@ class Folder:
                 entries = list(os.scandir(folder))
             except OSError:
                 continue
+            looked.append(folder)
             names = {e.name for e in entries}
             if CONFIG_FILE in names or EPISODES_FILE in names:
                 # A run: its own folders (side files, anything beside) are not other runs.
@@ -112,6 +117,7 @@ class Folder:
                 if key not in self.runs:
                     self.runs[key] = Run(key, folder)
             self.truncated = truncated
+            self.watched = sorted(looked)
             return before != set(found)
 
     def _key(self, folder: Path) -> str:
@@ -394,21 +400,35 @@ async def _follow(folder: Folder, hub: Hub, stop: asyncio.Event, poll_s: float |
     import watchfiles
 
     polling = poll_s is not None
+    failures = 0
     while not stop.is_set():
+        # Each folder the scan looked into, on its own (not recursively: a recursive watch
+        # follows links, out of the root); a scan that finds other folders starts again.
+        watched = list(folder.watched) or [folder.root]
         try:
             async for changes in watchfiles.awatch(
-                    folder.root, stop_event=stop, recursive=True, debounce=400, step=50,
+                    *watched, stop_event=stop, recursive=False, debounce=400, step=50,
                     force_polling=polling, poll_delay_ms=int((poll_s or 1.0) * 1000),
                     ignore_permission_denied=True):
-                await _changes(folder, hub, [path for _, path in changes])
-            return
-        except (OSError, RuntimeError) as exc:
-            if polling:
-                raise
-            # Too many folders for the system's watches (inotify's limit), or events that do
-            # not reach here: every second, by looking.
-            log.warning("view.watch_polling", exception_type=type(exc).__name__)
-            polling, poll_s = True, 1.0
+                failures = 0
+                try:
+                    await _changes(folder, hub, [path for _, path in changes])
+                except Exception as exc:  # one batch's failure must not end the following
+                    log.warning("view.changes_failed", exception_type=type(exc).__name__)
+                if folder.watched != watched:
+                    break
+        except Exception as exc:
+            # A folder gone between the scan and the watch, too many folders for the
+            # system's watches (inotify's limit): looked at again; failing again and again,
+            # by looking every second.
+            failures += 1
+            log.warning("view.watch_failed", exception_type=type(exc).__name__,
+                        failures=failures)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 1.0)
+            await asyncio.to_thread(folder.scan)
+            if failures >= 3 and not polling:
+                polling, poll_s = True, poll_s or 1.0
 
 
 async def _changes(folder: Folder, hub: Hub, paths: list[str]) -> None:
@@ -416,6 +436,10 @@ async def _changes(folder: Folder, hub: Hub, paths: list[str]) -> None:
     rescan = False
     for path in paths:
         name = os.path.basename(path)
+        # A link inside the folder (``latest`` -> a run) reports changes by its own path.
+        path = os.path.realpath(path)
+        if not Path(path).is_relative_to(folder.root):
+            continue
         key = folder.key_of(path)
         if key is not None and name in RUN_FILES:
             keys.add(key)
