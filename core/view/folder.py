@@ -436,8 +436,6 @@ async def _changes(folder: Folder, hub: Hub, paths: list[str]) -> None:
     rescan = False
     for path in paths:
         name = os.path.basename(path)
-        # A link inside the folder (``latest`` -> a run) reports changes by its own path.
-        path = os.path.realpath(path)
         if not Path(path).is_relative_to(folder.root):
             continue
         key = folder.key_of(path)
