@@ -122,8 +122,14 @@ async def pages(view: View) -> dict[str, Any]:
         out["list_cold_ms"] = round(a + b)
         out["runs_listed"] = len(json.loads(body)["runs"])
         # Right after the list: this first run page also waits for the plugins' import.
+        t0 = time.monotonic()
         out["run_page_cold_ms"] = round((await timed(s, f"{u}/run?id=big"))[0])
         out["rows_ms"] = round((await timed(s, f"{u}/api/rows?run=big&limit=200"))[0])
+        for _ in range(6000):  # ten minutes at most
+            if not json.loads((await timed(s, f"{u}/api/run?run=big"))[1])["reading"]:
+                break
+            await asyncio.sleep(0.1)
+        out["run_read_s"] = round(time.monotonic() - t0, 2)
         out["episode_ms"] = round((await timed(s, f"{u}/api/episode?run=big&i=5000"))[0])
         out["figures_ms"] = round((await timed(s, f"{u}/api/figures?run=big"))[0])
         out["search_cold_ms"] = round((await timed(
@@ -140,6 +146,8 @@ async def pages(view: View) -> dict[str, Any]:
         # after reading the list: its episodes read for the first time.
         await asyncio.sleep(5)
         out["another_run_page_cold_ms"] = round((await timed(s, f"{u}/run?id=big-again"))[0])
+        out["another_episode_while_read_ms"] = round((await timed(
+            s, f"{u}/api/episode?run=big-again&i=9999"))[0])
         out["another_figures_cold_ms"] = round((await timed(
             s, f"{u}/api/figures?run=big-again"))[0])
         out["rss_after_pages_mb"] = round(view.rss_mb())

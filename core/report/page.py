@@ -13,6 +13,10 @@ text.
 Episodes are read one at a time, in (task, rollout) order: what is held is a row per episode
 and the charts' counts; each episode's details go through a temporary file into the page, up
 to a budget of transcripts. It does not run anything or change the results.
+
+``interplay view`` serves this same page for a run (:func:`render_to` with ``live``: the rows
+and the episodes' sections fetched from it, the figures again as the run writes,
+:func:`render_figures`): one page, one script, whichever way it is read.
 """
 
 from __future__ import annotations

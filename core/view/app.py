@@ -39,8 +39,9 @@ from interplay.errors import InterplayError
 from interplay.log import get_logger
 from interplay.report.episodes import episode_view
 from interplay.report.page import render_figures, render_to, template
+from interplay.run.results import SUMMARY_FILE
 from interplay.view.folder import Folder, Hub, card, differing, masked, refresh
-from interplay.view.runs import RunIndex, rows_query
+from interplay.view.runs import RunIndex, read_json, rows_query, run_state
 
 log = get_logger("interplay.view")
 
@@ -58,6 +59,8 @@ STATIC = {"report.js": ("interplay.report", "text/javascript; charset=utf-8"),
 #: Seconds an SSE stream stays quiet at most: a comment then shows the connection is alive
 #: (and finds a page that went away).
 PING_S = 15.0
+#: Seconds an episode asked for waits for the first reading of its run to reach it.
+READ_WAIT_S = 30.0
 
 
 @functools.cache
@@ -161,11 +164,22 @@ def make_app(folder: Folder, hub: Hub, *, allowed_hosts: list[str] | None = None
         params = request.query_params
         if "i" in params:
             try:
-                pos = index.position(index=int(params["i"]))
+                wanted: dict[str, Any] = {"index": int(params["i"])}
             except ValueError:
                 raise Refused(400, "i: expected an episode's row number") from None
         else:
-            pos = index.position(episode_id=_one(request, "id"))
+            wanted = {"episode_id": _one(request, "id")}
+        # A link to an episode of a run still being read: its line may come further on.
+        for _ in range(int(READ_WAIT_S * 10)):
+            try:
+                pos = index.position(**wanted)
+                break
+            except LookupError:
+                if index.caught_up:
+                    raise
+                await asyncio.sleep(0.1)
+        else:
+            pos = index.position(**wanted)
 
         def section() -> str:
             ep = index.record(pos)
@@ -336,8 +350,6 @@ def _read_soon(folder: Folder, hub: Hub, key: str) -> None:
 
 
 def _figures(index: RunIndex) -> str:
-    from interplay.view.runs import run_state
-
     summary = index.summary()
     return render_figures(masked(index.config), summary, index.current_figures(),
                           running=run_state(index.folder, None).name == "running",
@@ -345,10 +357,8 @@ def _figures(index: RunIndex) -> str:
 
 
 def _run_page(index: RunIndex, key: str) -> str:
-    from interplay.view.runs import read_json, run_state
-
     summary = index.summary()
-    state = run_state(index.folder, read_json(index.folder / "summary.json"), len(index.rows))
+    state = run_state(index.folder, read_json(index.folder / SUMMARY_FILE), len(index.rows))
     q = quote(key, safe="")
     live = {"run": key, "home": "/", "static": "/static/", "state": state.name,
             "state_text": _state_line(state.text, index),
@@ -357,7 +367,7 @@ def _run_page(index: RunIndex, key: str) -> str:
                       "run": key}}
     out = io.StringIO()
     render_to(out, masked(index.config), summary, [], (), stops=index.stop_names(),
-              seats=index.seats(), figures=index.current_figures(), kept=0, budget_mb=0.0,
+              seats=index.seats(), figures=index.figures, kept=0, budget_mb=0.0,
               folder=key, stored=index.stored, live=live, errors=index.errors(),
               episodes_total=len(index.rows),
               # Charts take seconds on a large run: the page asks for them once shown.

@@ -69,7 +69,8 @@ def read_json(path: Path) -> Any:
         return None
 
 
-def _mtime(path: Path) -> float | None:
+def mtime(path: Path) -> float | None:
+    """When a file last changed (None when it is not there)."""
     try:
         return path.stat().st_mtime
     except OSError:
@@ -629,7 +630,3 @@ def _expected(config: Mapping[str, Any]) -> int | None:
         return n * rollouts
     return None
 
-
-def mtime(path: Path) -> float | None:
-    """When a file last changed (None when it is not there)."""
-    return _mtime(path)
