@@ -136,7 +136,7 @@ def make_app(folder: Folder, hub: Hub, *, allowed_hosts: list[str] | None = None
         found = await asyncio.to_thread(cards)
         for c in found:
             if c["reading"]:
-                _read_soon(folder, hub, c["key"])
+                _read_soon(folder, hub, c["key"])  # once: then its index reads on its own
         found.sort(key=lambda c: (-(c["started_at"] or 0.0), c["key"]))
         return _json({"root": str(folder.root), "runs": found, "truncated": folder.truncated})
 
@@ -331,7 +331,10 @@ async def _not_allowed(request: Request, exc: Exception) -> Response:
 def _read_soon(folder: Folder, hub: Hub, key: str) -> None:
     """Read a run's index in the background (its line in the list says it is being read
     meanwhile), and tell the pages as it fills."""
-    if key in folder.reading:
+    try:
+        if key in folder.reading or folder.get(key).index is not None:
+            return
+    except LookupError:
         return
     folder.reading.add(key)
 

@@ -238,12 +238,12 @@ def card(run: Run) -> dict[str, Any]:
     state = run_state(folder, summary, len(index.rows) if index is not None else None)
     current = (state.name != "running" and isinstance(summary, Mapping)
                and summary_at is not None and (episodes_at is None or summary_at >= episodes_at))
-    reading = False
+    # Being read: its index not made yet (its line waits for it), or still reading.
+    reading = (index is None and not current) or (index is not None and not index.caught_up)
     if index is not None and (not current or index.caught_up):
         summary = index.summary()
-        reading = not index.caught_up
     elif not current:
-        summary, reading = {}, True
+        summary = {}
     summary = as_map(summary)
     started = state.started_at or mtime(folder / CONFIG_FILE)
     return {

@@ -61,7 +61,7 @@
     var ticked = {};
 
     var ci = function(c){
-      if (c.reading) return 'reading…';
+      if (c.reading && (c.scored === null || c.scored === undefined)) return 'reading…';
       if (c.reward_mean === null || c.reward_mean === undefined) {
         var seats = Object.keys(c.seat_rewards || {});
         if (seats.length) return seats.map(function(s){ return s + ' ' + fmt(c.seat_rewards[s].mean); }).join(', ');
