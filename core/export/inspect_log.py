@@ -78,7 +78,7 @@ def _plain(value: Any) -> Any:
 
 
 class InspectLog(ExportFormat):
-    """A run as an Inspect eval log (JSON) that ``inspect view`` opens."""
+    """An Inspect eval log (JSON): inspect view lists and opens it; needs interplay[inspect]."""
 
     name = "inspect"
     description = f"an Inspect eval log that `inspect view` opens ({HINT})"

@@ -235,7 +235,11 @@ def card(run: Run) -> dict[str, Any]:
     summary = read_json(folder / SUMMARY_FILE)
     episodes_at, summary_at = mtime(folder / EPISODES_FILE), mtime(folder / SUMMARY_FILE)
     index = run.index
-    state = run_state(folder, summary, len(index.rows) if index is not None else None)
+    try:
+        written = (folder / EPISODES_FILE).stat().st_size
+    except OSError:
+        written = 0
+    state = run_state(folder, summary, len(index.rows) if index is not None else written)
     current = (state.name != "running" and isinstance(summary, Mapping)
                and summary_at is not None and (episodes_at is None or summary_at >= episodes_at))
     # Being read: its index not made yet (its line waits for it), or still reading.
@@ -454,17 +458,26 @@ async def _check(folder: Folder, hub: Hub, stop: asyncio.Event, every_s: float) 
     while not stop.is_set():
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), every_s)
-        for run in folder.all():
-            if run.key not in marked and not (run.folder / RUNNING_FILE).exists():
-                continue
-            state: State = await asyncio.to_thread(
-                run_state, run.folder, read_json(run.folder / SUMMARY_FILE))
-            before = marked.pop(run.key, None)
-            if (run.folder / RUNNING_FILE).exists():
-                marked[run.key] = state.name
-            if before is not None and before != state.name:
-                await refresh(folder, hub, run.key)  # its process is gone: say so
-            elif state.name == "running" and run.index is not None:
-                # Events can be missed (a network folder): a look costs a stat.
-                await refresh(folder, hub, run.key, tell=False)
-        folder.let_go(600.0)
+        try:
+            await _look(folder, hub, marked)
+        except Exception as exc:  # a look that fails is tried again at the next
+            log.warning("view.check_failed", exception_type=type(exc).__name__)
+
+
+async def _look(folder: Folder, hub: Hub, marked: dict[str, str]) -> None:
+    """Look at each run with a running mark: tell the pages when its state changed, read
+    what it wrote; let go of the indices not asked for in ten minutes."""
+    for run in folder.all():
+        if run.key not in marked and not (run.folder / RUNNING_FILE).exists():
+            continue
+        state: State = await asyncio.to_thread(
+            run_state, run.folder, read_json(run.folder / SUMMARY_FILE))
+        before = marked.pop(run.key, None)
+        if (run.folder / RUNNING_FILE).exists():
+            marked[run.key] = state.name
+        if before is not None and before != state.name:
+            await refresh(folder, hub, run.key)  # its process is gone: say so
+        elif state.name == "running" and run.index is not None:
+            # Events can be missed (a network folder): a look costs a stat.
+            await refresh(folder, hub, run.key, tell=False)
+    folder.let_go(600.0)

@@ -103,7 +103,8 @@ class State:
 
 
 def run_state(folder: Path, summary: Any, episodes: int | None = None) -> State:
-    """Where the run in ``folder`` stands, from its running mark and summary.json."""
+    """Where the run in ``folder`` stands, from its running mark and summary.json;
+    ``episodes``: whether it holds any (a count, or the episodes file's size)."""
     running = as_map(read_json(folder / RUNNING_FILE))
     expected = running.get("expected") if isinstance(running.get("expected"), int) else None
     if running:
