@@ -64,8 +64,10 @@ def _more_commands() -> list[Any]:
     from interplay.model.local_server import add_serve_local
     from interplay.regrade import add_regrade
     from interplay.report import add_report
+    from interplay.view import add_view
 
-    return [add_serve_local, add_report, add_export, add_regrade, add_compare, add_describe]
+    return [add_serve_local, add_report, add_export, add_regrade, add_compare, add_describe,
+            add_view]
 
 
 # -- interplay plugins -------------------------------------------------------------------------

@@ -426,5 +426,5 @@ def test_hook_register_export_formats(register_plugin: Any, echo_run: Path,
     assert "--seat goes with --format sft/rl/hf" in capsys.readouterr().err
     assert cli.main(["export", str(echo_run), "--format", "csv"]) == 2
     err = capsys.readouterr().err
-    assert "unknown export format 'csv'; known: test_rewards" in err
+    assert "unknown export format 'csv'; known: inspect, test_rewards" in err
     assert "the kernel's own: sft, rl, hf" in err

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -103,6 +104,16 @@ def test_the_page_says_when_she_read_her_phone_and_what_woke_nobody(results: Pat
 def test_the_page_holds_the_chat_and_the_wakes_escaped(results: Path) -> None:
     page = (results / "report.html").read_text()
     assert "The user's chat" in page and "Wake by wake" in page
+    # Her chat never holds the agent's private notes; the wake table and the transcript show
+    # them, each marked private.
+    chat = page[page.index('<div class="ao-chat">'):page.index("<h3>Her phone</h3>")]
+    assert "private thoughts" not in chat
+    notes = re.findall(r'<div class="private-note"><div class="private-label">(.*?)</div>'
+                       r'<pre>(.*?)</pre>', page)
+    assert notes and set(notes) == {("private: the user never reads it", "private thoughts")}
+    marked = re.findall(r'<div class="msg role-assistant private-note">.*?<pre class="text">'
+                        r'(.*?)</pre>', page, re.S)
+    assert marked and set(marked) == {"private thoughts"}
     assert "<script>window.__xss" not in page
     assert "Your day is free &lt;script&gt;" in page
 

@@ -18,6 +18,7 @@ import contextlib
 import json
 import math
 import os
+import socket
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -26,6 +27,7 @@ from typing import Any
 from interplay import config as config_mod
 from interplay.env import Env
 from interplay.errors import InterplayError
+from interplay.log import get_logger
 from interplay.records import Episode, Task, converter
 from interplay.run.config import (
     RunConfig,
@@ -41,6 +43,7 @@ from interplay.run.side_files import (
     SIDE_DIR,
     episode_line,
     episode_parts,
+    side_path,
     side_ref,
     split_record,
     whole_record,
@@ -59,6 +62,7 @@ __all__ = [
     "CONFIG_FILE",
     "EPISODES_FILE",
     "LINE_BOUND",
+    "RUNNING_FILE",
     "SIDE_DIR",
     "SUMMARY_FILE",
     "EpisodeLog",
@@ -71,25 +75,34 @@ __all__ = [
     "iter_episodes",
     "judged_in",
     "judged_names",
+    "mark_running",
     "pair_of",
     "prepare",
     "read_episodes",
     "record_usage",
     "recorded_verifiers",
+    "side_path",
     "side_ref",
     "slim_episode",
     "slim_record",
     "split_record",
     "stored_episode",
     "stored_verifiers",
+    "unmark_running",
     "whole_record",
     "write_json",
     "write_side",
 ]
 
+log = get_logger("interplay.run")
+
 CONFIG_FILE = "config.json"
 EPISODES_FILE = "episodes.jsonl"
 SUMMARY_FILE = "summary.json"
+#: Present while a run writes the folder: which process, since when, how many episodes the
+#: run expects. Removed when the run ends, however it ends (a killed process leaves it, and
+#: its process id then names no live process).
+RUNNING_FILE = "running.json"
 
 
 class EpisodeLog:
@@ -203,6 +216,24 @@ def write_json(path: Path, data: Any) -> None:
         tmp.write_bytes(json.dumps(data, indent=2, default=repr, allow_nan=False).encode()
                         + b"\n")
     os.replace(tmp, path)
+
+
+def mark_running(output: Path, *, expected: int) -> None:
+    """Say in ``output`` that a run is writing it (:data:`RUNNING_FILE`): this process, the
+    time, and the episodes the run expects in all (those held before it included). What a
+    reader (``interplay view``) tells a run in progress from one that stopped by."""
+    try:
+        write_json(output / RUNNING_FILE, {"pid": os.getpid(), "host": socket.gethostname(),
+                                           "started_at": time.time(), "expected": expected,
+                                           "interplay": _version()})
+    except OSError as exc:  # the episodes are the record; a reader falls back on them
+        log.warning("runner.running_not_marked", exception_type=type(exc).__name__)
+
+
+def unmark_running(output: Path) -> None:
+    """Take :func:`mark_running`'s file away: the run has ended."""
+    with contextlib.suppress(OSError):
+        (output / RUNNING_FILE).unlink()
 
 
 def finite(data: Any) -> Any:
