@@ -27,7 +27,7 @@ from typing import Any, ClassVar, Protocol
 
 import attrs
 
-from interplay.config import settle
+from interplay.config import merge, settle
 from interplay.contexts import EpisodeContext
 from interplay.errors import InterplayError
 from interplay.harness import NoConfig
@@ -271,6 +271,17 @@ class UserSim:
 
     async def close(self) -> None:
         """Release what ``setup`` opened."""
+
+
+def chosen_user_sim(own: str, own_settings: Mapping[str, Any], name: str,
+                    settings: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The user sim a step plays its user with, and its settings, once the run chose
+    (``env.user_sim``, ``env.user_sim_settings``): another sim takes ``settings`` alone; the
+    step's own (``name`` empty, or the same name) takes ``settings`` laid key by key over its
+    own settings (:meth:`interplay.Step.use_user_sim`)."""
+    if name and name != own:
+        return name, dict(settings)
+    return own, merge(own_settings, settings)
 
 
 class UserSimError(Exception):

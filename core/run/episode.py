@@ -22,7 +22,7 @@ from interplay import config as config_mod
 from interplay import plugins
 from interplay._ids import new_id
 from interplay.clock import Clock
-from interplay.endpoint import Endpoint
+from interplay.endpoint import Endpoint, seat_endpoint
 from interplay.env import Env, SeatSpec
 from interplay.errors import InterplayError, describe_exception
 from interplay.log import get_logger
@@ -64,17 +64,14 @@ class RunResources:
         return self.models.client(endpoint or self.endpoint)
 
     def seat(self, env: Env, seat: str) -> SeatSpec:
-        """The seat's settings: the env's defaults under the run's overrides."""
+        """The seat's settings (:func:`seat_settings`): the env's defaults under the run's."""
         key = (env.name, seat)
         if key not in self._seat_cache:
             if seat not in env.seats:
                 raise InterplayError(f"env {env.name!r} has no seat {seat!r}; "
                                      f"seats: {', '.join(env.seats)}")
-            base = cattrs.Converter().unstructure(env.seats[seat])
-            if base.get("model") is None:
-                base.pop("model", None)
-            merged = config_mod.merge(base, self.seat_overrides.get(seat, {}))
-            self._seat_cache[key] = config_mod.structure(merged, SeatSpec, path=f"seats.{seat}")
+            self._seat_cache[key] = seat_settings(env.seats[seat], self.endpoint,
+                                                  self.seat_overrides.get(seat, {}), seat)
         return self._seat_cache[key]
 
     async def interception(self) -> InterceptionServer:
@@ -111,6 +108,42 @@ class RunResources:
             await self._gateway.stop()
             self._gateway = None
         await self.models.aclose()
+
+
+def seat_settings(default: SeatSpec, endpoint: Endpoint, given: Mapping[str, Any],
+                  seat: str) -> SeatSpec:
+    """A seat's settings, from the env's defaults for it (``default``), the run's endpoint
+    (``model.*``) and the run's settings of the seat (``seats.<seat>.*``, ``given``). One rule,
+    each later layer changing only the keys it sets:
+
+    - the seat's harness and its settings: the env's, under the run's; a run that gives the
+      seat another harness starts from that harness's defaults (the env's ``harness_config``
+      was written for its own harness);
+    - the seat's endpoint: the run's ``model``, under the seat's own ``model`` table key by
+      key (:func:`interplay.endpoint.seat_endpoint`); no table: the run's endpoint itself;
+    - the seat's sampling, sent with every request: the env's defaults for the seat, then the
+      endpoint's sampling (``model.sampling``, or ``seats.<seat>.model.sampling`` over it),
+      then ``seats.<seat>.sampling``. What the run sets always wins over the env's defaults;
+      a step's per-episode value (tau2's seed) is sent only where none of these sets it.
+    """
+    base = cattrs.Converter().unstructure(default)
+    if base.get("model") is None:
+        base.pop("model", None)
+    if given.get("harness") not in (None, base.get("harness")):
+        base["harness_config"] = {}
+    merged = config_mod.merge(base, {k: v for k, v in given.items() if k != "sampling"})
+    where = f"seats.{seat}"
+    if isinstance(merged.get("model"), Mapping):
+        merged["model"] = seat_endpoint(endpoint, merged["model"])
+        own = config_mod.structure(merged["model"], Endpoint, path=f"{where}.model")
+        endpoint_sampling = own.sampling
+    else:
+        endpoint_sampling = endpoint.sampling
+    given_sampling = given.get("sampling", {})
+    if not isinstance(given_sampling, Mapping):
+        raise InterplayError(f"{where}.sampling: expected a table, got {given_sampling!r}")
+    merged["sampling"] = {**base.get("sampling", {}), **endpoint_sampling, **given_sampling}
+    return config_mod.structure(merged, SeatSpec, path=where)
 
 
 class EpisodeContext:
@@ -204,7 +237,7 @@ async def _run(ctx: EpisodeContext, env: Env, task: Task) -> Episode:
     log.debug("episode.start", episode_id=info.episode_id, env=env.name, task_idx=task.idx,
               rollout=info.rollout)
     try:
-        for step in env.steps():
+        for step in env.run_steps():
             await step.run(ctx)
     except asyncio.CancelledError:
         _mark_open_traces(ctx, "cancelled")
@@ -280,7 +313,7 @@ async def score(episode: Episode, env: Env, ctx: EpisodeContext) -> None:
         for trace in episode.traces:
             trace.rewards, trace.reward = [], None
         return
-    for verifier in env.verifiers():
+    for verifier in env.run_verifiers():
         try:
             out = await verifier.score(episode, ctx)
             problem = _bad_rewards(out)

@@ -32,6 +32,7 @@ from interplay.run.config import (
     config_differences,
     masked_credentials,
     resolve,
+    resolved_seats,
     without_credentials,
 )
 from interplay.run.executor import executor_for
@@ -283,7 +284,8 @@ def prepare(data: dict[str, Any],
         output.mkdir(parents=True, exist_ok=True)
         write_json(output / CONFIG_FILE, {"config": without_credentials(resolved),
                                           "interplay": _version(),
-                                          "verifiers": stored_verifiers(env)})
+                                          "verifiers": stored_verifiers(env),
+                                          "seats": resolved_seats(env, cfg)})
     except OSError as exc:
         raise InterplayError(f"-o {output}: cannot write a results folder there "
                              f"({exc.strerror or type(exc).__name__}); choose another -o") from None
@@ -343,7 +345,7 @@ def stored_verifiers(env: Env) -> list[dict[str, Any]]:
     tells a judge's rewards apart without the plugin that registered it."""
     from interplay import plugins
 
-    return [plugins.describe_kinds(v, "verifiers") for v in env.verifiers()]
+    return [plugins.describe_kinds(v, "verifiers") for v in env.run_verifiers()]
 
 
 def recorded_verifiers(stored: Mapping[str, Any]) -> list[Any]:
