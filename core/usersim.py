@@ -19,14 +19,12 @@ error names the sim, the step, the read and where in the sim's code it raised.
 
 from __future__ import annotations
 
-import sys
-import traceback
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 import attrs
 
+from interplay import errors
 from interplay.config import merge, settle
 from interplay.contexts import EpisodeContext
 from interplay.errors import InterplayError
@@ -293,33 +291,10 @@ class UserSimError(Exception):
 
 
 def failure_site(exc: BaseException, sim: UserSim) -> str:
-    """Where ``exc`` was raised in the sim's own code: ``file.py:LINE`` of the innermost frame
-    inside the package (or the lone module) that holds the sim's class, the path from that
-    package's parent; the innermost frame of all when none is there."""
-    frames = traceback.extract_tb(exc.__traceback__)
-    if not frames:
-        return "?"
-    module = sys.modules.get(type(sim).__module__)
-    file = getattr(module, "__file__", None)
-    root: Path | None = None
-    if file:
-        path = Path(file).resolve()
-        package = type(sim).__module__.rpartition(".")[0]
-        root = path.parent if package else path
-    mine = [f for f in frames if root is not None and _inside(Path(f.filename), root)]
-    frame = (mine or frames)[-1]
-    shown = Path(frame.filename)
-    if mine and root is not None:
-        return f"{shown.resolve().relative_to(root.parent).as_posix()}:{frame.lineno}"
-    return f"{shown.name}:{frame.lineno}"
-
-
-def _inside(path: Path, root: Path) -> bool:
-    try:
-        resolved = path.resolve()
-    except OSError:
-        return False
-    return resolved == root or root in resolved.parents
+    """Where ``exc`` was raised in the sim's own code: ``pkg/file.py:LINE`` of the innermost
+    frame inside the package (or the lone module) that holds the sim's class
+    (:func:`interplay.errors.failure_site`)."""
+    return errors.failure_site(exc, sim) or "?"
 
 
 async def answer_or_error(sim: UserSim, read: Read, *, name: str, step: str,

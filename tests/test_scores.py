@@ -179,11 +179,13 @@ def test_a_run_that_never_reached_the_model_exits_1_with_one_line(tmp_path: Path
     assert proc.returncode == 1
     last = proc.stderr.strip().splitlines()[-1]
     assert last == (f"interplay: error: no episode completed: all 3 ended in connection_error: "
-                    f"connection error sending the request: Cannot connect to host "
-                    f"127.0.0.1:{port} ssl:default [Connect call failed ('127.0.0.1', {port})]; "
-                    f"nothing answered at model.base_url (--base-url): start the endpoint, fix "
-                    f"the URL, or set model.proxy (HTTPS_PROXY) if it is reached through one; "
-                    f"then run them again with `interplay eval --resume {out} --retry-errors`")
+                    f"seat 'assistant': connection error sending the request: Cannot connect to "
+                    f"host 127.0.0.1:{port} ssl:default [Connect call failed ('127.0.0.1', "
+                    f"{port})]; nothing answered at model.base_url (--base-url): start the "
+                    f"endpoint there, or set model.proxy (HTTPS_PROXY) if it is reached through "
+                    f"one (a wrong URL needs a new run with another -o: --resume keeps the run's "
+                    f"URL); then run them again with `interplay eval --resume {out} "
+                    f"--retry-errors`")
     assert "Traceback" not in proc.stderr
     s = strict_json(out / "summary.json")
     assert (s["completed"], s["completion_ratio"], s["reward_mean"]) == (0, 0.0, None)

@@ -22,7 +22,7 @@ from interplay import config as config_mod
 from interplay import plugins
 from interplay._ids import new_id
 from interplay.clock import Clock
-from interplay.endpoint import Endpoint, seat_endpoint
+from interplay.endpoint import Endpoint, redact_url, seat_endpoint
 from interplay.env import Env, SeatSpec
 from interplay.errors import InterplayError, describe_exception
 from interplay.log import get_logger
@@ -236,6 +236,7 @@ async def _run(ctx: EpisodeContext, env: Env, task: Task) -> Episode:
     t0 = time.monotonic()
     log.debug("episode.start", episode_id=info.episode_id, env=env.name, task_idx=task.idx,
               rollout=info.rollout)
+    step: Any = None
     try:
         for step in env.run_steps():
             await step.run(ctx)
@@ -243,9 +244,10 @@ async def _run(ctx: EpisodeContext, env: Env, task: Task) -> Episode:
         _mark_open_traces(ctx, "cancelled")
         raise
     except Exception as exc:
+        # A step's bug is reported at the line of the step's own code that raised.
         episode.error = str(exc) if isinstance(exc, UserSimError) \
             else f"{type(exc).__name__}: {exc}" if isinstance(exc, InterplayError) \
-            else describe_exception(exc)
+            else f"step {getattr(step, 'name', '?')!r}: {describe_exception(exc, step)}"
         episode.error_type = "user_error" if isinstance(exc, UserSimError) else \
             "config_error" if isinstance(exc, InterplayError) else "env_error"
         log.warning("episode.step_failed", episode_id=info.episode_id, env=env.name,
@@ -259,10 +261,13 @@ async def _run(ctx: EpisodeContext, env: Env, task: Task) -> Episode:
     _mark_open_traces(ctx, "error" if episode.error else "episode_ended")
     episode.traces = list(ctx.traces)
     episode.results = ctx.results
-    if episode.error is None:
+    if episode.error_type in (None, "user_error"):
+        # A seat's own failure (its model call, its turn's time) is the cause, also of a
+        # user sim that could not answer because its seat's model failed.
         for trace in episode.traces:
             if trace.error_type is not None:
-                episode.error, episode.error_type = trace.error, trace.error_type
+                episode.error = seat_error(ctx, env, trace)
+                episode.error_type = trace.error_type
                 break
     await score(episode, env, ctx)
     episode.metrics = {**_numbers(ctx.metrics, episode), **episode.metrics}
@@ -270,6 +275,21 @@ async def _run(ctx: EpisodeContext, env: Env, task: Task) -> Episode:
     log.debug("episode.end", episode_id=info.episode_id, env=env.name, wall_s=episode.wall_s,
               error_type=episode.error_type)
     return episode
+
+
+def seat_error(ctx: EpisodeContext, env: Env, trace: Trace) -> str:
+    """A trace's error, naming its seat, and the seat's own endpoint when it has one (its
+    ``seats.SEAT.model``): which seat and which endpoint failed, not only how."""
+    seat = trace.seat or trace.agent
+    where = f"seat {seat!r}"
+    try:
+        spec = ctx.resources.seat(env, seat)
+    except InterplayError:
+        spec = None
+    if spec is not None and spec.model is not None:
+        url = redact_url(spec.model.base_url) if spec.model.base_url else "the embedded model"
+        where += f" (its own endpoint seats.{seat}.model, {url})"
+    return f"{where}: {trace.error}"
 
 
 def _numbers(metrics: dict[str, Any], episode: Episode) -> dict[str, float]:
@@ -318,8 +338,7 @@ async def score(episode: Episode, env: Env, ctx: EpisodeContext) -> None:
             out = await verifier.score(episode, ctx)
             problem = _bad_rewards(out)
         except Exception as exc:
-            problem = (f"{describe_exception(exc)}; a bug in the verifier: mend it, then "
-                       f"`interplay regrade` scores the run again without calling the agent")
+            problem = describe_exception(exc, verifier)
             why = {"exception_type": type(exc).__name__}
         else:
             if problem is None:
