@@ -46,7 +46,7 @@ from interplay.contexts import (
     SegmentContext,
 )
 from interplay.endpoint import Endpoint
-from interplay.env import Env
+from interplay.env import Env, EnvOptions
 from interplay.errors import InterplayError
 from interplay.exporter import ExportFormat, Written
 from interplay.harness import Harness, NoConfig, Segment
@@ -91,7 +91,11 @@ from interplay.usersim import (
     ReadMessage,
     SentLine,
     UserSim,
+    UserSimError,
+    answer_or_error,
+    chosen_user_sim,
 )
+from interplay.usersim import set_up as set_up_user_sim
 from interplay.verifier import Verifier
 from interplay.world import App, BusyBlock, Schedule, app_tool
 from interplay.world.times import parse_duration
@@ -109,6 +113,7 @@ __all__ = [
     "DatasetTaskset",
     "Endpoint",
     "Env",
+    "EnvOptions",
     "Episode",
     "EpisodeContext",
     "EpisodeInfo",
@@ -158,12 +163,15 @@ __all__ = [
     "Trace",
     "Usage",
     "UserSim",
+    "UserSimError",
     "Verifier",
     "Written",
     "__version__",
     "always_on_seats",
+    "answer_or_error",
     "app_tool",
     "assistant_message",
+    "chosen_user_sim",
     "describe_kinds",
     "env_from_toml",
     "fill_placeholders",
@@ -184,6 +192,7 @@ __all__ = [
     "reply_target_of",
     "request_messages",
     "run_episode",
+    "set_up_user_sim",
     "start_process",
     "structure_config",
     "to_json",

@@ -30,6 +30,7 @@ from interplay.contexts import EpisodeContext
 from interplay.errors import InterplayError
 from interplay.harness import NoConfig
 from interplay.log import get_logger
+from interplay.records import Message
 
 log = get_logger("interplay.usersim")
 
@@ -237,6 +238,11 @@ class Answer:
     #: Her first reply to the read, as written, when it was malformed and she was asked
     #: again (None when the first reply stood): recorded, never sent.
     first_reply: str | None = None
+    #: What her seat's turn added to her conversation when a model played her (her tool
+    #: calls and their results, then her reply, as her seat has them: her own messages are
+    #: ``assistant`` ones); empty for a sim without a model. A step that keeps a transcript of
+    #: the user's side (tau2's) records them; never sent.
+    messages: list[Message] = attrs.Factory(list)
 
 
 class UserSim:
