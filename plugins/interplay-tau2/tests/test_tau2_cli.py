@@ -46,7 +46,8 @@ def test_interplay_plugins_and_list_show_it() -> None:
     assert info["package"] == "interplay-tau2" and info["error"] is None
     assert info["registered"] == {
         "envs": ["tau2-mock", "tau2-airline", "tau2-retail", "tau2-telecom"],
-        "steps": ["tau2"], "verifiers": ["tau2"], "export-formats": ["tau2"]}
+        "user-sims": ["tau2"], "steps": ["tau2"], "verifiers": ["tau2"],
+        "export-formats": ["tau2"]}
     formats = run_interplay("list", "export-formats")
     assert "tau2  tau2-bench's results file" in formats.stdout
 
@@ -106,6 +107,15 @@ def test_eval_then_export_gives_tau2_a_results_file_it_scores_to_the_same_reward
     assert sorted(t.id for t in results.tasks) == sorted(
         ["create_task_1", "update_task_1", "impossible_task_1"])
     assert results.info.max_steps == 100 and results.info.num_trials == 2
+    # The sampling each side's requests carried (the envs' reply caps), who played the user,
+    # and a cost tau2's tools add up (0: interplay knows no price), never null.
+    assert results.info.agent_info.llm_args["max_tokens"] == 512
+    assert results.info.user_info.llm_args["max_tokens"] == 256
+    assert results.info.user_info.implementation == "interplay user sim tau2"
+    assert {(s.agent_cost, s.user_cost) for s in results.simulations} == {(0.0, 0.0)}
+    # Written with the mode of every other export.
+    assert (out_dir / "tau2-results.json").stat().st_mode & 0o777 == \
+        (out_dir / "summary.json").stat().st_mode & 0o777
     tasks = {t.id: t for t in results.tasks}
     for sim in results.simulations:
         again = tau.evaluator.evaluate_simulation(
