@@ -84,12 +84,15 @@ class Env:
         self.config = settle(config, self, "env")
 
     def tasks(self) -> Iterable[Task]:
+        """The env's tasks, in order (each a :class:`Task` with its ``idx``)."""
         raise NotImplementedError(f"env {self.name!r} does not implement tasks()")
 
     def steps(self) -> list[Step]:
+        """The episode's program: its steps, made fresh for each call."""
         raise NotImplementedError(f"env {self.name!r} does not implement steps()")
 
     def verifiers(self) -> list[Verifier]:
+        """The env's own verifiers (none by default), made fresh for each call."""
         return []
 
     def tools(self, seat: str, ctx: EpisodeContext) -> list[Tool]:

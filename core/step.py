@@ -48,4 +48,6 @@ class Step:
         return []
 
     async def run(self, ctx: EpisodeContext) -> None:
+        """Play this step of one episode: open the seats' exchanges through ``ctx``, write
+        what it found to ``ctx.results`` and ``ctx.metrics``."""
         raise NotImplementedError(f"step {self.name!r} does not implement run()")

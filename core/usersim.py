@@ -271,6 +271,7 @@ class UserSim:
         self.person = person
 
     async def answer(self, read: Read) -> Answer:
+        """Her answer to what she read (``read.text`` None: she speaks first)."""
         raise NotImplementedError(f"user sim {self.name!r} does not implement answer()")
 
     async def close(self) -> None:
