@@ -25,8 +25,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 from interplay import ExportFormat, InterplayError, Written
 from interplay_tau2 import domains
-from interplay_tau2.exchange import RESULTS_KEY
 from interplay_tau2.env import Tau2Env
+from interplay_tau2.exchange import RESULTS_KEY
 from interplay_tau2.scoring import simulation
 
 

@@ -128,3 +128,27 @@ def test_eval_then_export_gives_tau2_a_results_file_it_scores_to_the_same_reward
                             capture_output=True, text=True, timeout=300,
                             env={**__import__("os").environ, **domains.OFFLINE})
     assert scored.returncode == 0, scored.stderr[-2000:]
+
+
+def test_a_tau2_env_runs_end_to_end_on_the_scripted_book_served_from_the_command_line(
+        tmp_path: Path) -> None:
+    """The README's no-GPU run: `python -m interplay_tau2.scripted` serves the expected-actions
+    book, and `interplay eval` runs retail task 2 (11 tool calls in one reply) against it with
+    the env's defaults."""
+    server = subprocess.Popen([sys.executable, "-m", "interplay_tau2.scripted", "--domain",
+                               "retail", "--task-ids", "2"], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        base_url = server.stdout.readline().strip()
+        assert base_url.startswith("http://127.0.0.1:") and base_url.endswith("/v1"), (
+            base_url, server.stderr.read() if server.poll() is not None else "")
+        out = run_interplay("eval", "tau2-retail", "--set", 'env.task_ids=["2"]',
+                            "--base-url", base_url, "-o", str(tmp_path / "run"), "-q")
+        assert out.returncode == 0, out.stderr
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    assert server.returncode == 0
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert (summary["completed"], summary["reward_mean"]) == (1, 1.0)
