@@ -51,7 +51,7 @@ from interplay.errors import InterplayError
 from interplay.exporter import ExportFormat, Written
 from interplay.harness import Harness, NoConfig, Segment
 from interplay.hookspecs import Register, hookimpl
-from interplay.loader import env_from_toml, lookup
+from interplay.loader import env_from_toml, load_env, lookup
 from interplay.log import get_logger
 from interplay.model.local import LocalTokenizer, local_tokenizer
 from interplay.model.retries import Failure as AttemptFailure
@@ -179,6 +179,7 @@ __all__ = [
     "get_logger",
     "hookimpl",
     "is_kind",
+    "load_env",
     "load_jsonl",
     "load_taskset",
     "local_tokenizer",

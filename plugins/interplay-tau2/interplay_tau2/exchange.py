@@ -442,7 +442,8 @@ class Tau2Exchange(Step):
             ctx.results[RESULTS_KEY] = {
                 "domain": cfg.domain, "task_id": task.id, "task_set": cfg.task_set,
                 "policy": cfg.policy, "split": ref.get("split", ""), "solo": cfg.solo,
-                "termination_reason": reason or "agent_error", "seed": episode_seed(ctx),
+                "termination_reason": reason or trajectory.reason or "agent_error",
+                "seed": episode_seed(ctx),
                 "trial": ctx.info.rollout, "start_time": started, "end_time": _now(),
                 "duration": round(time.monotonic() - t0, 6), "max_steps": cfg.max_steps,
                 "max_errors": cfg.max_errors, "steps": trajectory.steps,

@@ -63,6 +63,18 @@ def test_a_missing_tau2_is_one_line_saying_how_to_install_it(tmp_path: Path) -> 
     assert "tau2-bench is not installed: pip install interplay-tau2" in line
 
 
+def test_describe_shows_the_domain_each_env_fixes_and_its_seats() -> None:
+    out = run_interplay("describe", "envs", "tau2-retail", "--json")
+    assert out.returncode == 0, out.stderr
+    info = json.loads(out.stdout)
+    settings = {s["name"]: s for s in info["settings"]}
+    assert settings["domain"]["default"] == "retail"
+    # The chat harness's cap on one reply is the conversation's own limit.
+    assert info["seats"]["assistant"]["harness_config"] == {"max_turns": 100}
+    assert {s["name"] for s in info["options"]} == {"user_sim", "user_sim_settings",
+                                                     "verifiers", "own_verifiers"}
+
+
 def test_a_bad_input_on_the_command_line_is_one_line(tmp_path: Path) -> None:
     out = run_interplay("eval", "tau2-airline", "--set", "env.split=dev", "-o",
                         str(tmp_path / "run"), "-q")
