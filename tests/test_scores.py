@@ -356,3 +356,20 @@ def test_a_pass_threshold_that_is_not_a_number_is_refused(
                      f"--pass-threshold={value}"]) == 2
     assert capsys.readouterr().err.strip() == (
         f"interplay: error: pass_threshold: must be a finite number, got {float(value)}")
+
+
+def test_a_metric_recorded_by_fewer_episodes_is_said_over_what_it_averages() -> None:
+    from interplay.run.summary import format_summary, summarize
+
+    # tau2's breakdown is absent where a conversation was cut before scoring: 7 of 10.
+    records = [{"info": {"task_idx": i, "rollout": 0}, "error_type": None, "error": None,
+                "reward": 1.0 if i < 7 else 0.0, "traces": [], "usage": {}, "criteria": {},
+                "metrics": {"tau2": 1.0 if i < 7 else 0.0, **({"tau2_db": 1.0} if i < 7
+                                                              else {})}}
+               for i in range(10)]
+    summary = summarize(records)
+    assert summary["metrics"] == {"tau2": pytest.approx(0.7), "tau2_db": 1.0}
+    assert summary["metric_counts"] == {"tau2": 10, "tau2_db": 7}
+    table = format_summary(summary)
+    assert "metric tau2_db                  1 (7 of 10 completed)" in table
+    assert "metric tau2                     0.7\n" in table

@@ -122,6 +122,10 @@ def test_a_seats_own_endpoint_down_is_named_and_the_advice_is_one_resume_takes(
         assert code == 0, capsys.readouterr().err
     summary = json.loads((out / "summary.json").read_text())
     assert (summary["completed"], summary["errors"]) == (2, {})
+    # config.json says what the resumed run used.
+    stored = json.loads((out / "config.json").read_text())
+    assert stored["config"]["seats"]["user"]["model"]["timeout_s"] == 30
+    assert stored["seats"]["user"]["model"]["timeout_s"] == 30.0
     # What the run computes may not change on resume: the seat's model name is refused.
     code = cli.main(["eval", "--resume", str(out), "-q", "--no-report",
                      "--set", "seats.user.model.model=another"])

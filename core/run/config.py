@@ -255,6 +255,14 @@ def masked_credentials(data: Any, prefix: str = "") -> list[str]:
     return found
 
 
+def reach_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Whether a setting of how an endpoint is reached, or a seat's time limit, differs
+    (what a resumed run may change and its config.json then records)."""
+    a, b = flatten(old), flatten(new)
+    return any(a.get(k) != b.get(k) for k in set(a) | set(b)
+               if k.split(".")[0] in ("model", "seats") and resume_may_change(k))
+
+
 def config_differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     """Dotted keys whose values differ, ignoring where the run writes and how fast it runs."""
     a, b = flatten(old), flatten(new)

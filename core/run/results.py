@@ -31,6 +31,7 @@ from interplay.run.config import (
     RunConfig,
     config_differences,
     masked_credentials,
+    reach_changed,
     resolve,
     resolved_seats,
     without_credentials,
@@ -267,6 +268,12 @@ def prepare(data: dict[str, Any],
                 f"--resume {resume}: the config changed ({', '.join(changed[:8])}"
                 f"{', ...' if len(changed) > 8 else ''}); resume with the same settings "
                 f"or start a new run with -o")
+        if reach_changed(without_credentials(stored), without_credentials(resolved)):
+            # How an endpoint is reached changed (a timeout raised, a CA bundle given):
+            # config.json says what the run now uses.
+            record = json.loads(stored_path.read_text())
+            write_json(stored_path, {**record, "config": without_credentials(resolved),
+                                     "seats": resolved_seats(env, cfg)})
         return cfg, env, resolved, output, tasks
     if "output" not in data:
         name = str((data.get("env") or {}).get("name") or "")
