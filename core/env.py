@@ -31,7 +31,7 @@ from interplay.tools import Tool
 from interplay.verifier import Verifier
 
 
-@attrs.define
+@attrs.frozen
 class EnvOptions:
     """What every env takes from the run beside its own settings (``env.*`` of any env): the
     user sim that plays its user and verifiers beside (or instead of) its own. The loader reads
@@ -152,8 +152,7 @@ class Env:
                     f"name it once, or set env.own_verifiers = false to score with "
                     f"env.verifiers alone")
             scoring[name] = added.where
-            problems += [f"verifier {name!r} ({added.where}): {p}"
-                         for p in added.make().check(steps)]
+            problems += [f"verifier {name!r}: {p}" for p in added.make().check(steps)]
         if problems:
             raise InterplayError(f"env {self.name!r} does not fit together: {problems[0]}")
 

@@ -127,8 +127,7 @@ def test_verifiers_named_by_the_run_score_beside_the_envs_own_as_at_eval(
 
 @pytest.mark.parametrize(("setting", "says"), [
     ('env.verifiers=[{kind = "payoff"}]',
-     "verifier 'payoff' (env.verifiers[0]): reads ctx.results['payoffs'] but no step writes "
-     "it"),
+     "verifier 'payoff': reads ctx.results['payoffs'] but no step writes it"),
     ('env.verifiers=[{kind = "contains"}]',
      "env.verifiers[0]: verifier 'contains' scores already (one of the env's own)"),
     ("env.relay.max_turns=2", "--set env.relay.max_turns: a regrade changes only"),

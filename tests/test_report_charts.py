@@ -166,8 +166,8 @@ def test_a_generated_tasks_row_shows_the_first_message_it_was_sent(
         tmp_path: Path, scripted_model: Callable[..., ScriptedModel]) -> None:
     model = scripted_model(puzzle)
     out = tmp_path / "sort"
-    assert cli.main(["eval", "alphabet-sort", "-n", "2", "--base-url", model.base_url, "-o",
-                     str(out), "-q"]) == 0
+    assert cli.main(["eval", "alphabet-sort", "-n", "2", "-c", "1", "--base-url",
+                     model.base_url, "-o", str(out), "-q"]) == 0
     record = json.loads((out / "episodes.jsonl").read_text().splitlines()[0])
     assert not record["task"].get("prompt")
     rows = rows_of((out / "report.html").read_text())

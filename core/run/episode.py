@@ -244,10 +244,13 @@ async def _run(ctx: EpisodeContext, env: Env, task: Task) -> Episode:
         _mark_open_traces(ctx, "cancelled")
         raise
     except Exception as exc:
-        # A step's bug is reported at the line of the step's own code that raised.
-        episode.error = str(exc) if isinstance(exc, UserSimError) \
-            else f"{type(exc).__name__}: {exc}" if isinstance(exc, InterplayError) \
-            else f"step {getattr(step, 'name', '?')!r}: {describe_exception(exc, step)}"
+        if isinstance(exc, UserSimError):
+            episode.error = str(exc)
+        elif isinstance(exc, InterplayError):
+            episode.error = f"{type(exc).__name__}: {exc}"
+        else:  # a step's bug, at the line of the step's own code that raised
+            named = f"step {step.name!r}: " if step is not None else ""
+            episode.error = named + describe_exception(exc, step)
         episode.error_type = "user_error" if isinstance(exc, UserSimError) else \
             "config_error" if isinstance(exc, InterplayError) else "env_error"
         log.warning("episode.step_failed", episode_id=info.episode_id, env=env.name,

@@ -5,8 +5,10 @@ one line."""
 from __future__ import annotations
 
 import json
+import re
 import types
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -363,3 +365,19 @@ async def test_a_seat_whose_turn_failed_keeps_its_stop_and_the_other_says_whose(
     assert run.episode.reward == 0.0  # scored, as tau2 scores a premature end
     stops = {t.seat: t.stop_condition for t in run.episode.traces}
     assert stops == {"assistant": "max_turns", "user": "agent_error"}
+
+
+def test_the_plugin_guides_example_subclasses_tau2s_verifier_inside_its_hook() -> None:
+    """docs/plugins.md's example of building on another plugin's verifier, run as printed."""
+    docs = Path(__file__).parents[3] / "docs" / "plugins.md"
+    (block,) = [b for b in re.findall(r"```python\n(.*?)```", docs.read_text(), re.S)
+                if "tau2_brief" in b]
+    module = types.ModuleType("docs_tau2_brief")
+    exec(compile(block, str(docs), "exec"), module.__dict__)
+    # The docs' plugin loads before tau2's: its lookup waits for tau2's hook.
+    with isolated_plugins(("docs_tau2_brief", module),
+                          ("tau2", interplay_tau2.plugin, "interplay-tau2")) as host:
+        assert host.infos["docs_tau2_brief"].error is None
+        brief = lookup("verifiers", "tau2_brief")
+        assert issubclass(brief, interplay_tau2.Tau2Reward)
+        assert brief.Config().max_user_turns == 2 and brief.Config().judge is None
