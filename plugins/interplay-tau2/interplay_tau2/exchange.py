@@ -82,7 +82,7 @@ _MCP_NAME = re.compile(r"^mcp__[^_].*?__(?P<tool>.+)$")
 class ExchangeConfig:
     """The ``tau2`` step's settings (``env.*`` of the tau2 envs)."""
 
-    #: tau2's domain: mock, airline, retail or telecom.
+    #: tau2's domain: mock, airline, retail or telecom (each tau2 env fixes its own).
     domain: str = "mock"
     #: The seat that plays tau2's agent.
     seat: str = "assistant"
