@@ -46,12 +46,12 @@ from interplay.contexts import (
     SegmentContext,
 )
 from interplay.endpoint import Endpoint
-from interplay.env import Env
+from interplay.env import Env, EnvOptions
 from interplay.errors import InterplayError
 from interplay.exporter import ExportFormat, Written
 from interplay.harness import Harness, NoConfig, Segment, text_prompt
 from interplay.hookspecs import Register, hookimpl
-from interplay.loader import env_from_toml, lookup
+from interplay.loader import env_from_toml, load_env, lookup
 from interplay.log import get_logger
 from interplay.model.local import LocalTokenizer, local_tokenizer
 from interplay.model.retries import Failure as AttemptFailure
@@ -101,7 +101,11 @@ from interplay.usersim import (
     ReadMessage,
     SentLine,
     UserSim,
+    UserSimError,
+    answer_or_error,
+    chosen_user_sim,
 )
+from interplay.usersim import set_up as set_up_user_sim
 from interplay.verifier import Verifier
 from interplay.world import App, BusyBlock, Schedule, app_tool
 from interplay.world.times import parse_duration
@@ -119,6 +123,7 @@ __all__ = [
     "DatasetTaskset",
     "Endpoint",
     "Env",
+    "EnvOptions",
     "Episode",
     "EpisodeContext",
     "EpisodeInfo",
@@ -170,12 +175,15 @@ __all__ = [
     "Trace",
     "Usage",
     "UserSim",
+    "UserSimError",
     "Verifier",
     "Written",
     "__version__",
     "always_on_seats",
+    "answer_or_error",
     "app_tool",
     "assistant_message",
+    "chosen_user_sim",
     "describe_kinds",
     "env_from_toml",
     "fill_placeholders",
@@ -184,6 +192,7 @@ __all__ = [
     "get_logger",
     "hookimpl",
     "is_kind",
+    "load_env",
     "load_jsonl",
     "load_taskset",
     "local_tokenizer",
@@ -198,6 +207,7 @@ __all__ = [
     "request_messages",
     "run_episode",
     "run_program",
+    "set_up_user_sim",
     "start_process",
     "structure_config",
     "text_prompt",

@@ -288,7 +288,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
         print(f"report: {path}")
     # When every episode, or most, ended the same way: the cause and what to change, last.
     line = error_line(summary, rerun=f"run them again with `interplay eval --resume {output} "
-                                     f"--retry-errors`")
+                                     f"--retry-errors`",
+                      regrade=f"`interplay regrade {output}` scores the stored episodes again "
+                              f"without calling the agent")
     if line is not None:
         print(line, file=sys.stderr)
     if not summary["completed"]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -63,8 +63,10 @@ def export_plugged(name: str, run: str | Path, output: str | Path | None = None,
         for record in iter_episodes(episodes):
             yield whole_record(record, folder)
 
-    fd, tmp = tempfile.mkstemp(prefix=".export-", dir=out.parent)
-    os.close(fd)
+    # Made as every export file is (open's mode, under the umask), not mkstemp's 0600.
+    tmp = str(out.parent / f".export-{uuid.uuid4().hex}{out.suffix}")
+    with open(tmp, "xb"):
+        pass
     try:
         written = fmt.write(records(), Path(tmp), run_config=run_config)
         os.replace(tmp, out)

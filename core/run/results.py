@@ -33,7 +33,9 @@ from interplay.run.config import (
     RunConfig,
     config_differences,
     masked_credentials,
+    reach_changed,
     resolve,
+    resolved_seats,
     without_credentials,
 )
 from interplay.run.executor import executor_for
@@ -297,6 +299,12 @@ def prepare(data: dict[str, Any],
                 f"--resume {resume}: the config changed ({', '.join(changed[:8])}"
                 f"{', ...' if len(changed) > 8 else ''}); resume with the same settings "
                 f"or start a new run with -o")
+        if reach_changed(without_credentials(stored), without_credentials(resolved)):
+            # How an endpoint is reached changed (a timeout raised, a CA bundle given):
+            # config.json says what the run now uses.
+            record = json.loads(stored_path.read_text())
+            write_json(stored_path, {**record, "config": without_credentials(resolved),
+                                     "seats": resolved_seats(env, cfg)})
         return cfg, env, resolved, output, tasks
     if "output" not in data:
         name = str((data.get("env") or {}).get("name") or "")
@@ -314,7 +322,8 @@ def prepare(data: dict[str, Any],
         output.mkdir(parents=True, exist_ok=True)
         write_json(output / CONFIG_FILE, {"config": without_credentials(resolved),
                                           "interplay": _version(),
-                                          "verifiers": stored_verifiers(env)})
+                                          "verifiers": stored_verifiers(env),
+                                          "seats": resolved_seats(env, cfg)})
     except OSError as exc:
         raise InterplayError(f"-o {output}: cannot write a results folder there "
                              f"({exc.strerror or type(exc).__name__}); choose another -o") from None
@@ -374,7 +383,7 @@ def stored_verifiers(env: Env) -> list[dict[str, Any]]:
     tells a judge's rewards apart without the plugin that registered it."""
     from interplay import plugins
 
-    return [plugins.describe_kinds(v, "verifiers") for v in env.verifiers()]
+    return [plugins.describe_kinds(v, "verifiers") for v in env.run_verifiers()]
 
 
 def recorded_verifiers(stored: Mapping[str, Any]) -> list[Any]:

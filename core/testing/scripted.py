@@ -95,7 +95,14 @@ async def _cut(send: asgi.Send, receive: asgi.Receive) -> None:
 
 
 class ScriptedModel:
-    """An OpenAI-compatible server answering from a script (see the module docstring)."""
+    """An OpenAI-compatible server on 127.0.0.1 answering from a script (see the module
+    docstring): a model's test double for real HTTP clients, in-process or in a subprocess.
+
+    ``script`` is a list of replies (:class:`ScriptedReply`, or strings), answered in order,
+    or a request function ``(ScriptedRequest) -> ScriptedReply | str`` answering each request
+    from what it holds; None echoes the last user message. ``model`` is the name its
+    :attr:`endpoint` sends; ``port`` 0 takes a free one. Use it as a context manager (``with``
+    or ``async with``): ``base_url`` is then its address, and ``requests`` what it received."""
 
     def __init__(self, script: Script | None = None, *, model: str = "scripted",
                  port: int = 0) -> None:
@@ -124,20 +131,25 @@ class ScriptedModel:
 
     @property
     def base_url(self) -> str:
+        """Its OpenAI-compatible base URL (``http://127.0.0.1:PORT/v1``), once started."""
         return f"{self._server.url}/v1"
 
     @property
     def endpoint(self) -> Endpoint:
+        """An Endpoint of it, naming ``model``."""
         return Endpoint(base_url=self.base_url, model=self.model)
 
     def endpoint_with(self, **changes: Any) -> Endpoint:
+        """:attr:`endpoint` with other settings (``max_retries=0``, ``timeout_s=1``, ...)."""
         return attrs.evolve(self.endpoint, **changes)
 
     def start(self) -> ScriptedModel:
+        """Serve in a thread of its own (``with`` does it): :attr:`base_url` is then set."""
         self._server.start_in_thread()
         return self
 
     def stop(self) -> None:
+        """Stop serving (leaving ``with`` does it)."""
         self._server.stop_thread()
 
     def __enter__(self) -> ScriptedModel:
@@ -174,6 +186,7 @@ class ScriptedModel:
         return ScriptedReply.text(reply) if isinstance(reply, str) else reply
 
     async def app(self, scope: asgi.Scope, receive: asgi.Receive, send: asgi.Send) -> None:
+        """The ASGI app it serves (Chat Completions and Responses, streamed or not)."""
         if scope["type"] != "http":
             return
         path: str = scope["path"]

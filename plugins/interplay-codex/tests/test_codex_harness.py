@@ -472,12 +472,14 @@ def test_descriptors_that_stay_exhausted_end_codex_as_a_spawn_error(
         codex_bin: str, tmp_path: Path, loop_name: str) -> None:
     out = codex_under_pressure(tmp_path, -1, loop_name, retries=1)
     assert (out["error_type"], out["stop"]) == ("spawn_error", "error"), out
-    assert out["error"].startswith("the system could not start codex (")
+    # The episode's error names the seat whose program could not start.
+    assert out["error"].startswith("seat 'assistant': the system could not start codex (")
     assert "harness_config" not in out["error"]
     assert "Too many open files" in out["error"] or "descriptors" in out["error"], out
     assert out["requests"] == 0
     [segment] = out["segments"]
-    assert segment["exit_code"] is None and segment["errors"] == [out["error"]]
+    assert segment["exit_code"] is None
+    assert segment["errors"] == [out["error"].removeprefix("seat 'assistant': ")]
 
 
 @pytest.mark.parametrize("setting", ["workdir", "state_dir"])
