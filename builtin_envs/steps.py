@@ -25,6 +25,7 @@ from interplay.usersim import (
     UserSim,
     UserSimError,
     answer_or_error,
+    chosen_user_sim,
     set_up,
 )
 
@@ -91,6 +92,11 @@ class Relay(Step):
             return {cfg.seat, *make_user_sim(cfg.user_sim, cfg.user_sim_settings).seats()}
         except InterplayError:  # check() reports it
             return {cfg.seat}
+
+    def use_user_sim(self, name: str, settings: dict[str, Any]) -> None:
+        cfg: RelayConfig = self.config
+        sim, sim_settings = chosen_user_sim(cfg.user_sim, cfg.user_sim_settings, name, settings)
+        self.config = attrs.evolve(cfg, user_sim=sim, user_sim_settings=sim_settings)
 
     def check(self, steps: Sequence[Step]) -> list[str]:
         cfg: RelayConfig = self.config

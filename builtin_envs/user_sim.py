@@ -40,6 +40,7 @@ from interplay.usersim import (
     SentLine,
     UserSim,
     answer_or_error,
+    chosen_user_sim,
 )
 from interplay.world import times
 from interplay.world.chat import Sent
@@ -103,6 +104,11 @@ class UserSimStep(Step):
             return make_sim(self.record_settings()).seats()
         except InterplayError:  # check() reports it
             return set()
+
+    def use_user_sim(self, name: str, settings: dict[str, Any]) -> None:
+        cfg: UserSimStepConfig = self.config
+        sim, sim_settings = chosen_user_sim(cfg.user_sim, cfg.user_sim_settings, name, settings)
+        self.config = attrs.evolve(cfg, user_sim=sim, user_sim_settings=sim_settings)
 
     def record_settings(self) -> dict[str, Any]:
         cfg: UserSimStepConfig = self.config

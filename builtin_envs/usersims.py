@@ -211,11 +211,13 @@ class LlmUserSim(UserSim):
             used = {"model_calls": float(attempt), "malformed": float(malformed)}
             if reply.stopped:
                 why = self._session.trace.error_type or reply.stop_condition or "stopped"
-                return Answer(text=reply.text.strip(), error=why, used=used, first_reply=first)
+                return Answer(text=reply.text.strip(), error=why, used=used, first_reply=first,
+                              messages=list(reply.messages))
             parsed = self.parse(reply.text.strip(), read)
             if isinstance(parsed, Answer):
                 parsed.used = {**used, **parsed.used}
                 parsed.first_reply = first
+                parsed.messages = list(reply.messages)
                 return parsed
             malformed += 1
             if first is None:

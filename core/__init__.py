@@ -46,20 +46,30 @@ from interplay.contexts import (
     SegmentContext,
 )
 from interplay.endpoint import Endpoint
-from interplay.env import Env
+from interplay.env import Env, EnvOptions
 from interplay.errors import InterplayError
 from interplay.exporter import ExportFormat, Written
 from interplay.generator import ScenarioKind, generate_tasks
-from interplay.harness import Harness, NoConfig, Segment
+from interplay.harness import Harness, NoConfig, Segment, text_prompt
 from interplay.hookspecs import Register, hookimpl
-from interplay.loader import env_from_toml, lookup
+from interplay.loader import env_from_toml, load_env, lookup
 from interplay.log import get_logger
 from interplay.model.local import LocalTokenizer, local_tokenizer
 from interplay.model.retries import Failure as AttemptFailure
 from interplay.model.retries import Policy as RetryPolicy
 from interplay.model.wire import assistant_message, request_messages
 from interplay.plugins import describe_kinds, is_kind
-from interplay.processes import not_runnable, owner_tag, popen, refusal_reason, start_process
+from interplay.processes import (
+    ProgramDirs,
+    ProgramRun,
+    find_program,
+    not_runnable,
+    owner_tag,
+    popen,
+    refusal_reason,
+    run_program,
+    start_process,
+)
 from interplay.records import (
     Episode,
     EpisodeInfo,
@@ -92,7 +102,11 @@ from interplay.usersim import (
     ReadMessage,
     SentLine,
     UserSim,
+    UserSimError,
+    answer_or_error,
+    chosen_user_sim,
 )
+from interplay.usersim import set_up as set_up_user_sim
 from interplay.verifier import Verifier
 from interplay.world import App, BusyBlock, Schedule, app_tool
 from interplay.world.times import parse_duration
@@ -110,6 +124,7 @@ __all__ = [
     "DatasetTaskset",
     "Endpoint",
     "Env",
+    "EnvOptions",
     "Episode",
     "EpisodeContext",
     "EpisodeInfo",
@@ -127,6 +142,8 @@ __all__ = [
     "Opening",
     "Person",
     "PhoneNote",
+    "ProgramDirs",
+    "ProgramRun",
     "Read",
     "ReadMessage",
     "Register",
@@ -160,20 +177,25 @@ __all__ = [
     "Trace",
     "Usage",
     "UserSim",
+    "UserSimError",
     "Verifier",
     "Written",
     "__version__",
     "always_on_seats",
+    "answer_or_error",
     "app_tool",
     "assistant_message",
+    "chosen_user_sim",
     "describe_kinds",
     "env_from_toml",
     "fill_placeholders",
+    "find_program",
     "from_json",
     "generate_tasks",
     "get_logger",
     "hookimpl",
     "is_kind",
+    "load_env",
     "load_jsonl",
     "load_taskset",
     "local_tokenizer",
@@ -187,8 +209,11 @@ __all__ = [
     "reply_target_of",
     "request_messages",
     "run_episode",
+    "run_program",
+    "set_up_user_sim",
     "start_process",
     "structure_config",
+    "text_prompt",
     "to_json",
     "tool",
     "tool_call_id",

@@ -66,9 +66,10 @@ def _more_commands() -> list[Any]:
     from interplay.model.local_server import add_serve_local
     from interplay.regrade import add_regrade
     from interplay.report import add_report
+    from interplay.view import add_view
 
     return [add_serve_local, add_report, add_export, add_regrade, add_compare, add_describe,
-            add_generate]
+            add_generate, add_view]
 
 
 # -- interplay plugins -------------------------------------------------------------------------
@@ -289,7 +290,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
         print(f"report: {path}")
     # When every episode, or most, ended the same way: the cause and what to change, last.
     line = error_line(summary, rerun=f"run them again with `interplay eval --resume {output} "
-                                     f"--retry-errors`")
+                                     f"--retry-errors`",
+                      regrade=f"`interplay regrade {output}` scores the stored episodes again "
+                              f"without calling the agent")
     if line is not None:
         print(line, file=sys.stderr)
     if not summary["completed"]:

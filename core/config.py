@@ -10,6 +10,8 @@ from __future__ import annotations
 import copy
 import dataclasses
 import enum
+import inspect
+import re
 import tomllib
 import types
 import typing
@@ -216,10 +218,35 @@ def _default_of(field: attrs.Attribute[Any]) -> Any:
     return None if default is attrs.NOTHING else copy.deepcopy(default)
 
 
+def field_site(cls: type, name: str) -> str | None:
+    """Where the field ``name`` of the class ``cls`` (or of the class it inherits it from) is
+    written, as ``file:line``; None when its source cannot be read."""
+    for klass in cls.__mro__:
+        if name not in getattr(klass, "__annotations__", {}):
+            continue
+        try:
+            lines, start = inspect.getsourcelines(klass)
+            file = inspect.getsourcefile(klass)
+        except (OSError, TypeError):
+            return None
+        field = re.compile(rf"^\s+{re.escape(name)}\s*:")
+        for i, line in enumerate(lines):
+            if field.match(line):
+                return f"{file}:{start + i}"
+        return None
+    return None
+
+
 def default_problems(cls: Any, path: str) -> list[str]:
     """Why defaults of the settings class ``cls`` do not fit their fields' types (one line
     each, naming ``path.field``): a default a config file could not set is a mistake in the
-    class, found when its plugin registers rather than in a run that never sets the field."""
+    class, found when its plugin registers rather than in a run that never sets the field.
+    :func:`default_sites` says where each is written."""
+    return [text for text, _ in default_sites(cls, path)]
+
+
+def default_sites(cls: Any, path: str) -> list[tuple[str, str | None]]:
+    """:func:`default_problems`, each with where its field is written (:func:`field_site`)."""
     defaults: list[tuple[str, Any, Any]] = []  # (name, default, type)
     try:
         if isinstance(cls, type) and attrs.has(cls):
@@ -242,7 +269,7 @@ def default_problems(cls: Any, path: str) -> list[str]:
         try:
             _structure(_config_converter().unstructure(default), typ, _join(path, name))
         except InterplayError as exc:
-            problems.append(f"{exc} (the field's default)")
+            problems.append((f"{exc} (the field's default)", field_site(cls, name)))
     return problems
 
 

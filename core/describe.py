@@ -21,26 +21,29 @@ import cattrs
 from interplay import config, plugins
 from interplay.contexts import SeatSpec
 from interplay.endpoint import Endpoint, Sampling
-from interplay.env import EnvFile
+from interplay.env import EnvFile, EnvOptions
 from interplay.errors import InterplayError
-from interplay.loader import env_from_toml, file_env
+from interplay.loader import env_from_toml, file_env, open_env, split_options
 from interplay.records import Task
 from interplay.registry import SINGULAR
 from interplay.settings import field_docs, settings_of, type_text
 
-#: What ``describe`` takes: every registered kind, and ``model`` (the endpoint a run calls).
+#: What ``describe`` takes: every registered kind, ``model`` (the endpoint a run calls) and
+#: ``run`` (the run's own settings, the top-level keys of a config file).
 DESCRIBE_KINDS: tuple[str, ...] = ("envs", "steps", "verifiers", "harnesses", "user-sims",
-                                   "scenario-kinds", "model")
+                                   "scenario-kinds", "model", "run")
 #: The one name of the ``model`` kind.
 MODEL = "model"
+#: The one name of the ``run`` kind.
+RUN = "run"
 _plain = cattrs.Converter()
 
 
 def names(kind: str) -> list[str]:
     """The names ``describe KIND NAME`` takes for ``kind``."""
     _check_kind(kind)
-    if kind == "model":
-        return [MODEL]
+    if kind in (MODEL, RUN):
+        return [kind]
     return plugins.registry().names(kind)
 
 
@@ -71,6 +74,15 @@ def describe(kind: str, name: str, settings: Mapping[str, Any] | None = None) ->
                 "settings": _settings(Endpoint),
                 "sampling_settings": _settings(Sampling),
                 "seat_settings": _settings(SeatSpec)}
+    if kind == RUN:
+        if name != RUN:
+            raise InterplayError(f"kind run has one name, run; got {name!r}")
+        from interplay.run.config import FLAGS, RunConfig
+
+        return {"kind": kind, "name": RUN, "package": "interplay",
+                "summary": _doc(RunConfig).split("\n")[0], "doc": _doc(RunConfig),
+                "settings": [{**s, "flag": FLAGS.get(s["name"])}
+                             for s in _settings(RunConfig)]}
     if kind == "envs" and name.endswith((".toml", ".json")) and Path(name).is_file():
         # An env file, as `interplay eval FILE` takes it.
         obj, package = env_from_toml(name), f"file {name}"
@@ -86,6 +98,7 @@ def describe(kind: str, name: str, settings: Mapping[str, Any] | None = None) ->
                            "settings": _settings(obj.Config)}
     if kind == "envs":
         out.update(_env_parts(obj, settings))
+        out["options"] = _settings(EnvOptions)
     return out
 
 
@@ -100,8 +113,9 @@ def _env_parts(env_cls: Any, settings: Mapping[str, Any] | None = None) -> dict[
     fields = [{"name": f.name, "type": type_text(f.type), "doc": task_docs.get(f.name, "")}
               for f in attrs.fields(Task) if f.init]
     try:
-        env = env_cls(dict(settings or {}))
-        steps = env.steps()
+        own, options = split_options(dict(settings or {}))
+        env = open_env(env_cls(own), options)
+        steps = env.run_steps()
         seats = {seat: _plain.unstructure(spec) for seat, spec in env.seats.items()}
     except InterplayError as exc:  # an env that needs a setting it has no default for
         return {"seats": seats, "steps": [], "verifiers": [], "results": [],
@@ -111,7 +125,7 @@ def _env_parts(env_cls: Any, settings: Mapping[str, Any] | None = None) -> dict[
     for step in steps:
         writes |= set(step.writes)
     verifiers = []
-    for verifier in env.verifiers():
+    for verifier in env.run_verifiers():
         own = type(verifier).Config
         given = {s.name: s.default for s in settings_of(own, verifier.config,
                                                          keys_of_tables=False)}
@@ -131,6 +145,8 @@ def _env_parts(env_cls: Any, settings: Mapping[str, Any] | None = None) -> dict[
     except Exception as exc:  # a taskset that cannot be read here (a dataset offline)
         example, example_error = None, f"{type(exc).__name__}: {exc}"
     return {"seats": seats,
+            # The env's settings with its own defaults (a tau2 env fixes its domain).
+            "settings": _settings(env_cls.Config, env.config),
             "steps": [{"name": s.name, "settings": {
                 x.name: x.default for x in settings_of(type(s).Config, s.config,
                                                        keys_of_tables=False)}}
@@ -165,7 +181,8 @@ def settings_lines(settings: list[dict[str, Any]], indent: str = "  ") -> list[s
                    else f"default {_value(s['default'])}")
         allowed = (f"; one of {', '.join(_value(a) for a in s['allowed'])}"
                    if s["allowed"] else "")
-        out.append(f"{indent}{s['name']}: {s['type']} ({default}{allowed})")
+        flag = f"; flag {s['flag']}" if s.get("flag") else ""
+        out.append(f"{indent}{s['name']}: {s['type']} ({default}{allowed}{flag})")
         out.append(f"{indent}    {s['doc'] or '(undocumented)'}")
     return out
 
@@ -177,6 +194,9 @@ def text(info: dict[str, Any]) -> str:
     if info["doc"]:
         lines += ["", *(f"  {line}" if line else "" for line in info["doc"].split("\n"))]
     lines += ["", "settings:", *settings_lines(info["settings"])]
+    if info.get("options"):
+        lines += ["", "taken by every env (env.*; `interplay describe envs` explains them):",
+                  *settings_lines(info["options"])]
     if "sampling_settings" in info:
         lines += ["", "sampling (model.sampling.*, seats.<seat>.sampling.*; unset: not sent):",
                   *settings_lines(info["sampling_settings"])]
@@ -226,21 +246,24 @@ def _cell(text: str) -> str:
 def _markdown_settings(settings: list[dict[str, Any]]) -> list[str]:
     if not settings:
         return ["No settings.", ""]
-    out = ["| setting | type | default | meaning |", "|---|---|---|---|"]
+    flags = any("flag" in s for s in settings)
+    out = ["| setting | type | default | meaning |" + (" flag |" if flags else ""),
+           "|---|---|---|---|" + ("---|" if flags else "")]
     for s in settings:
         default = ("required" if s["required"] else
                    f"`{_value(s['default'])}` (fixed: a config cannot set it)" if s.get("fixed")
                    else f"`{_value(s['default'])}`")
         allowed = (" One of " + ", ".join(f"`{_value(a)}`" for a in s["allowed"]) + "."
                    if s["allowed"] else "")
+        flag = (f" `{_cell(s['flag'])}` |" if s.get("flag") else " |") if flags else ""
         out.append(f"| `{s['name']}` | `{_cell(s['type'])}` | {_cell(default)} | "
-                   f"{_cell(s['doc'])}{_cell(allowed)} |")
+                   f"{_cell(s['doc'])}{_cell(allowed)} |{flag}")
     return [*out, ""]
 
 
 TITLES = {"envs": "Envs", "steps": "Steps", "verifiers": "Verifiers",
           "harnesses": "Harnesses", "user-sims": "User sims",
-          "scenario-kinds": "Scenario kinds", "model": "Model"}
+          "scenario-kinds": "Scenario kinds", "model": "Model", "run": "The run"}
 
 
 def markdown(kind: str, infos: Iterable[dict[str, Any]], command: str) -> str:
@@ -250,6 +273,13 @@ def markdown(kind: str, infos: Iterable[dict[str, Any]], command: str) -> str:
              f"Generated from the settings classes by `{command}`: edit the classes, not this "
              f"page. `interplay describe {kind} NAME` prints the same for what is installed.",
              ""]
+    if kind == "envs":
+        lines += ["Every env takes these beside its own settings (`--set env.<setting>=...`): "
+                  "the run's user sim for an env with a user, and verifiers beside the env's "
+                  "own or instead of them.", "", *_markdown_settings(_settings(EnvOptions))]
+    if kind == "run":
+        lines += ["The top-level keys of a run's config (a `--config` TOML file, `--set "
+                  "KEY=VALUE`), and the flag of `interplay eval` that sets each.", ""]
     for info in infos:
         lines += [f"## {info['name']}", "",
                   f"{info['summary'] or '(no description)'} *({info['package']})*", ""]
@@ -299,7 +329,7 @@ def reference_pages(packages: Iterable[str] | None = None,
     for kind in DESCRIBE_KINDS:
         infos = []
         for name in names(kind):
-            if kind != "model":
+            if kind not in (MODEL, RUN):
                 package = plugins.registry().entry(kind, name).package
                 if keep is not None and package not in keep:
                     continue
@@ -324,8 +354,8 @@ def write_reference(folder: str | Path, packages: Iterable[str] | None = None) -
 
 def add_describe(sub: Any) -> None:
     p = sub.add_parser(
-        "describe", help="what an env, step, verifier, harness, user sim, scenario kind or the "
-        "model endpoint is, and every setting it takes",
+        "describe", help="what an env, step, verifier, harness, user sim, scenario kind, the "
+        "model endpoint or the run is, and every setting it takes",
         description="With KIND alone, list its names; with NAME, describe it: every setting "
         "with its type, default, allowed values and meaning; for an env also its seats, task "
         "rows, verifiers as it configures them and the results its steps write.")
@@ -347,7 +377,7 @@ def cmd_describe(args: argparse.Namespace) -> int:
         return 0
     if args.kind is None:
         raise InterplayError(f"describe needs a KIND: one of {', '.join(DESCRIBE_KINDS)}")
-    if args.name is None and args.kind != "model":
+    if args.name is None and args.kind not in (MODEL, RUN):
         found = names(args.kind)
         if args.json:
             print(json.dumps(found))
@@ -358,7 +388,7 @@ def cmd_describe(args: argparse.Namespace) -> int:
         raise InterplayError("describe --set takes an env's settings; name an env")
     # eval's form (--set env.game=...) is taken too, as an env's own errors write it.
     overrides = [o.removeprefix("env.") for o in args.overrides]
-    info = describe(args.kind, args.name or MODEL, config.apply_overrides({}, overrides))
+    info = describe(args.kind, args.name or args.kind, config.apply_overrides({}, overrides))
     print(json.dumps(info, indent=2, default=repr) if args.json else text(info))
     return 0
 

@@ -11,10 +11,12 @@ from __future__ import annotations
 import os
 import re
 import ssl
+from collections.abc import Mapping
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import attrs
+import cattrs
 
 from interplay import config
 from interplay.errors import InterplayError
@@ -138,7 +140,15 @@ class Endpoint:
     ``sampling`` holds the settings of :class:`Sampling`, checked when the config loads (an
     unknown key is refused, naming the known ones); ``extra_body`` holds fields of the
     provider's own (vLLM's ``guided_json``, a gateway's routing hints), unchecked and sent in
-    every request's body as they are, over ``sampling``.
+    every request's body as they are, over ``sampling``. A seat's sampling is laid in one
+    order (:func:`interplay.run.episode.seat_settings`): the env's defaults for the seat, then
+    this ``sampling``, then the seat's own; what the run sets always wins over the env.
+
+    A seat's own ``model`` table starts from the run's endpoint, key by key
+    (:func:`seat_endpoint`): a seat that sets only ``base_url`` keeps the run's model name,
+    sampling, timeouts and retries. Pointed at another server than the run's, it keeps none
+    of the run's credentials (``api_key_var``, ``headers``, the client certificate) nor what
+    that server speaks (``api``, ``extra_body``).
 
     ``continue_tokens`` (with ``capture_tokens``) sends each call of a trace after its first
     the ids the previous call read and sampled, as ``required_prefix_token_ids``: an endpoint
@@ -156,10 +166,10 @@ class Endpoint:
     model: str = "default"
     #: The environment variable holding the API key (never the key itself); None sends none.
     api_key_var: str | None = None
-    #: Sampling settings sent with every chat completion, under a seat's own
-    #: (seats.<seat>.sampling): the keys of Sampling (listed below, each with the embedded
-    #: model's default), checked when the config loads; a provider's own field goes in
-    #: extra_body.
+    #: Sampling settings sent with every chat completion (a seat's: over the env's defaults
+    #: for the seat, under seats.<seat>.sampling): the keys of Sampling (listed below, each
+    #: with the embedded model's default), checked when the config loads; a provider's own
+    #: field goes in extra_body.
     sampling: dict[str, Any] = attrs.Factory(dict)
     #: Seconds each attempt waits to connect (at most 10) and for each read of the answer.
     timeout_s: float = 120.0
@@ -303,3 +313,34 @@ def _problem(ep: Endpoint) -> str | None:
 
 def _reason(exc: Exception) -> str:
     return str(getattr(exc, "reason", None) or exc)
+
+
+#: What a seat's own endpoint keeps of the run's only when both are the same server (scheme,
+#: host and port): credentials, and what that server speaks. A seat pointed elsewhere never
+#: sends the run's key, headers or client certificate there.
+SAME_SERVER_ONLY = ("api_key_var", "headers", "client_cert", "client_key", "api", "extra_body")
+
+
+def _origin(url: str | None) -> tuple[str, str, int | None] | None:
+    if url is None:
+        return None
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    default = {"http": 80, "https": 443}.get(parts.scheme)
+    return parts.scheme, (parts.hostname or "").lower(), port or default
+
+
+def seat_endpoint(run: Endpoint, table: Mapping[str, Any]) -> dict[str, Any]:
+    """A seat's ``model`` table laid over the run's endpoint, key by key (``sampling`` and
+    ``headers`` too): a seat that names only its ``base_url`` keeps the run's model name,
+    sampling, timeouts and retries. When its ``base_url`` is another server than the run's,
+    the run's credentials and what its server speaks (:data:`SAME_SERVER_ONLY`) stay behind.
+    Plain data, for :func:`interplay.config.structure` into an Endpoint."""
+    base = cattrs.Converter().unstructure(run)
+    if "base_url" in table and _origin(table.get("base_url")) != _origin(run.base_url):
+        for key in SAME_SERVER_ONLY:
+            base.pop(key, None)
+    return config.merge(base, table)

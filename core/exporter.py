@@ -44,6 +44,12 @@ class ExportFormat:
     def __init__(self, config: Any = None) -> None:
         self.config = settle(config, self, "export format")
 
+    def output_name(self, run_config: Mapping[str, Any]) -> str:
+        """The file written inside the results folder when no ``-o`` is given, for a run
+        whose ``config.json`` is ``run_config``: ``default_output`` unless a format names
+        its files after the run."""
+        return self.default_output or f"{self.name}.json"
+
     def write(self, episodes: Iterable[dict[str, Any]], output: Path, *,
               run_config: Mapping[str, Any]) -> Written:
         """Write ``episodes`` (whole records) of a run whose ``config.json`` is ``run_config``

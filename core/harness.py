@@ -52,6 +52,33 @@ class Segment:
         return ""
 
 
+def text_prompt(task: Task) -> tuple[str | None, str]:
+    """``(system prompt, prompt text)`` of ``task`` for a program that takes its instructions
+    and one text prompt apart (codex, Claude Code).
+
+    System and developer messages become the system prompt (joined by a blank line); the rest
+    is the prompt: one user message as it is, several user messages joined, a longer
+    conversation as a labelled transcript (each message under ``[role]``, tool calls noted).
+    """
+    messages = task.messages()
+    system = [m.text for m in messages if m.role in ("system", "developer") and m.text]
+    rest = [m for m in messages if m.role not in ("system", "developer")]
+    if len(rest) == 1 and rest[0].role == "user":
+        prompt = rest[0].text
+    elif all(m.role == "user" for m in rest):
+        prompt = "\n\n".join(m.text for m in rest if m.text)
+    else:
+        parts = []
+        for m in rest:
+            body = m.text
+            if m.tool_calls:
+                body = "\n".join([body, *(f"(called {c.name} {c.arguments})"
+                                          for c in m.tool_calls)]).strip()
+            parts.append(f"[{m.role}]\n{body}")
+        prompt = "\n\n".join(parts)
+    return ("\n\n".join(system) or None), prompt
+
+
 class Harness:
     """Base class of every harness. Subclass it and register it with ``register_harnesses``.
 

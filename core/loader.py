@@ -23,7 +23,7 @@ import attrs
 
 from interplay import config, plugins, taskset
 from interplay.contexts import SeatSpec
-from interplay.env import Env, EnvFile
+from interplay.env import OPTION_KEYS, AddedVerifier, Env, EnvFile, EnvOptions
 from interplay.errors import InterplayError
 from interplay.records import Task
 from interplay.step import Step
@@ -42,8 +42,48 @@ def load_env(name: str, settings: Mapping[str, Any]) -> Env:
         env_cls = env_from_toml(name)
     else:
         env_cls = env_class(name)
-    env_config = config.structure(dict(settings), env_cls.Config, path="env")
-    return env_cls(env_config)
+    own, options = split_options(settings)
+    env_config = config.structure(own, env_cls.Config, path="env")
+    return open_env(env_cls(env_config), options)
+
+
+def split_options(settings: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """An env's ``env.*`` settings parted into its own (its ``Config``'s) and those every env
+    takes (:class:`~interplay.env.EnvOptions`); an option given as null is left unset."""
+    own = {k: v for k, v in settings.items() if k not in OPTION_KEYS}
+    options = {k: v for k, v in settings.items() if k in OPTION_KEYS and v is not None}
+    return own, options
+
+
+def open_env(env: Env, options: Mapping[str, Any]) -> Env:
+    """``env`` with the run's options (``env.user_sim``, ``env.verifiers``, ...), the verifiers
+    they name made now: an unknown name or a bad setting is refused in one line naming where."""
+    opts = config.structure(dict(options), EnvOptions, path="env")
+    added = []
+    for i, row in enumerate(opts.verifiers):
+        where = f"env.verifiers[{i}]"
+        kind = row.get("kind")
+        if not isinstance(kind, str):
+            raise InterplayError(f"{where} needs a kind: the registered name of a verifier "
+                                 f"(`interplay list verifiers`), e.g. {{kind = \"exact\"}}")
+        try:
+            cls = plugins.get("verifiers", kind)
+        except InterplayError as exc:
+            raise InterplayError(f"{where}: {exc.message}") from None
+        settings = {k: v for k, v in row.items() if k != "kind"}
+        added.append(AddedVerifier(cls=cls, where=where, config=config.structure(
+            settings, cls.Config, path=where)))
+    env.options = opts
+    env.added_verifiers = tuple(added)
+    return env
+
+
+def options_given(env: Env) -> dict[str, Any]:
+    """The options ``env`` was given that differ from their defaults, as plain data (what a
+    results folder's config keeps beside the env's own settings)."""
+    plain = attrs.asdict(env.options)
+    defaults = attrs.asdict(EnvOptions())
+    return {k: v for k, v in plain.items() if v != defaults[k]}
 
 
 def lookup(kind: str, name: str) -> Any:
@@ -211,8 +251,6 @@ class ScenarioEnvConfig:
     always_on: dict[str, Any] = attrs.Factory(dict)
     #: Settings of the user_sim step, over the scenario's [user] table.
     user: dict[str, Any] = attrs.Factory(dict)
-    #: Verifier rows (each with its kind) used instead of the scenario's [[verifiers]].
-    verifiers: list[dict[str, Any]] | None = None
 
 
 #: Keys only a scenario file has: a file with one of them and no steps is a scenario (missing
@@ -238,8 +276,9 @@ def scenario_env(path: str | Path) -> type[Env]:
     ``assistant`` on the chat harness, the ``user`` and a ``contact`` seat (both untrainable, on
     the null harness) under the scenario's ``[seats.*]``. ``--set env.always_on.max_wakes=5``
     and ``--set env.user.awake=[...]`` override the two tables; ``env.taskset`` names a taskset
-    (JSONL or a dataset) instead of the scenario's tasks, and ``env.verifiers`` (rows as in
-    ``[[verifiers]]``) grades with other verifiers than the scenario's."""
+    (JSONL or a dataset) instead of the scenario's tasks. As every env, it takes
+    ``env.verifiers`` (rows as in ``[[verifiers]]``) beside the scenario's own verifiers, or
+    instead of them with ``env.own_verifiers = false``, and ``env.user_sim``."""
     p = Path(path).resolve()
     scenario = load_scenario(p)
     env_name = scenario.name or p.stem
@@ -268,13 +307,11 @@ def scenario_env(path: str | Path) -> type[Env]:
                           "env.always_on")]
 
         def verifiers(self) -> list[Any]:
-            if self.config.verifiers is not None:
-                return build_verifiers(self.config.verifiers, "env.verifiers")
             return build_verifiers(scenario.verifiers, f"{p}: verifiers")
 
         def check(self) -> None:
             super().check()
-            for step in self.steps():
+            for step in self.run_steps():
                 for name in ("history_problem",):
                     problem = getattr(step, name, None)
                     if problem is not None and (text := problem(dict(self.seats))):

@@ -29,12 +29,12 @@ from typing import Any
 import attrs
 import pluggy
 
-from interplay import hookspecs
-from interplay.config import default_problems
-from interplay.env import EnvFile
+from interplay import config, hookspecs
+from interplay.config import default_sites
+from interplay.env import OPTION_KEYS, EnvFile
 from interplay.errors import InterplayError, describe_exception
 from interplay.log import Verbatim, get_logger
-from interplay.registry import KIND_BASES, Entry, Registry
+from interplay.registry import KIND_BASES, Entry, Registry, UnknownName
 from interplay.registry import KINDS as KINDS  # the kinds, where callers have always found them
 from interplay.registry import SINGULAR as SINGULAR
 from interplay.registry import Clash as Clash
@@ -45,6 +45,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "interplay.builtin_harnesses.plugin",
     "interplay.builtin_envs.plugin",
     "interplay.builtin_verifiers.plugin",
+    "interplay.export.plugin",
 )
 
 BUILTIN_PACKAGE = "interplay"
@@ -68,6 +69,9 @@ class PluginInfo:
     error: str | None = None
     clashes: list[dict[str, Any]] = attrs.Factory(list)
     skipped: str | None = None
+    #: Its error is a lookup of a name no plugin registered (yet): a plugin registered later
+    #: (``register_module``) may register it, so its hooks are called again then.
+    waiting: bool = False
 
 
 class PluginHost:
@@ -80,6 +84,9 @@ class PluginHost:
         #: Installed plugins the allow- or block-list kept from loading.
         self.skipped: list[PluginInfo] = []
         self.registry = Registry()
+        #: What the hooks called so far registered, while the registry is being rebuilt: a
+        #: hook's own lookups see it (:func:`get`).
+        self.building: Registry | None = None
         self._load_entry_points = load_entry_points
         self._loaded = False
         self._lock = threading.RLock()
@@ -166,32 +173,43 @@ class PluginHost:
     # -- the registry --------------------------------------------------------------------------
 
     def _collect(self) -> None:
-        """Call every plugin's register_* hooks, each on its own, and rebuild the registry."""
+        """Call every plugin's register_* hooks, each on its own, and rebuild the registry.
+
+        The hooks run kind by kind (harnesses, user sims, steps, verifiers, envs, export
+        formats), the builtins first, then the plugins in load order. A hook may look up what
+        another plugin registers (``interplay.lookup("verifiers", "tau2")`` to subclass it):
+        it sees everything registered by the hooks called before it, and a hook whose lookup
+        names what is not registered yet is called again once every other hook has run, until
+        no more succeed; then its lookup's error (which lists every name registered) is its
+        plugin's error."""
         for info in self.infos.values():
+            if info.waiting:
+                info.error, info.waiting = None, False
             if info.error is None:
                 info.registered = {}
             info.clashes = []
         added: dict[str, list[Entry]] = {}
+        self.building = Registry()
+        calls: list[tuple[Any, str, str, PluginInfo]] = []
         for hook_name, kind in hookspecs.HOOK_KINDS.items():
             hook = getattr(self.pm.hook, hook_name)
             # pluggy calls the last registered first; builtins register first, so reverse.
             for impl in reversed(hook.get_hookimpls()):
                 info = self.infos.get(impl.plugin_name)
-                if info is None or info.error is not None:
-                    continue
-                mine: list[Entry] = []
-                try:
-                    _call_hook(impl.function, hook_name, kind, info, mine)
-                except KeyboardInterrupt:
-                    raise
-                except BaseException as exc:  # reported, never fatal
-                    info.error = f"{hook_name}: {describe_exception(exc)}"
-                    info.registered = {}
-                    log.warning("plugins.hook_failed", plugin=info.name, hook=hook_name,
-                                package=info.package, exception_type=type(exc).__name__,
-                                error=Verbatim(info.error))
-                    continue
-                added.setdefault(info.name, []).extend(mine)
+                if info is not None and info.error is None:
+                    calls.append((impl, hook_name, kind, info))
+        try:
+            pending = [c for c in calls if not self._call(*c, added, last_try=False)]
+            while pending:
+                waiting = [c for c in pending if c[3].error is None]
+                pending = [c for c in waiting if not self._call(*c, added, last_try=False)]
+                if len(pending) == len(waiting):  # no lookup found its name this round
+                    for c in pending:
+                        if c[3].error is None:
+                            self._call(*c, added, last_try=True)
+                    break
+        finally:
+            self.building = None
         # Only plugins whose every hook succeeded contribute, so a plugin that failed in a
         # later hook keeps nothing from earlier ones and cannot clash with anyone.
         registry = Registry()
@@ -208,6 +226,37 @@ class PluginHost:
             log.warning("plugins.clash", kind=clash.kind, name=clash.name,
                         packages=clash.packages, used=clash.used)
         self.registry = registry
+
+    def _call(self, impl: Any, hook_name: str, kind: str, info: PluginInfo,
+              added: dict[str, list[Entry]], *, last_try: bool) -> bool:
+        """One plugin's hook; whether it ran (False: it looked up a name not registered yet,
+        and is to be called again; on the ``last_try`` that is its plugin's error)."""
+        mine: list[Entry] = []
+        try:
+            _call_hook(impl.function, hook_name, kind, info, mine)
+        except KeyboardInterrupt:
+            raise
+        except UnknownName as exc:
+            if not last_try:
+                return False
+            self._failed(info, hook_name, exc)
+            info.waiting = True
+            return True
+        except BaseException as exc:  # reported, never fatal
+            self._failed(info, hook_name, exc)
+            return True
+        added.setdefault(info.name, []).extend(mine)
+        if self.building is not None:
+            for entry in mine:
+                self.building.add(entry)
+        return True
+
+    def _failed(self, info: PluginInfo, hook_name: str, exc: BaseException) -> None:
+        info.error = f"{hook_name}: {describe_exception(exc)}"
+        info.registered = {}
+        log.warning("plugins.hook_failed", plugin=info.name, hook=hook_name,
+                    package=info.package, exception_type=type(exc).__name__,
+                    error=Verbatim(info.error))
 
     def plugin_infos(self, *, include_builtins: bool = True) -> list[PluginInfo]:
         """Every plugin loaded (or that failed to), then the installed ones not loaded."""
@@ -299,9 +348,18 @@ class _Register:
                 and (attrs.has(config_cls) or dataclasses.is_dataclass(config_cls))):
             raise InterplayError(f"{package}: {obj.__qualname__}.Config must be a class "
                                  f"made with @attrs.define, got {config_cls!r}")
-        problems = default_problems(config_cls, f"{obj.__qualname__}.Config")
+        if kind == "envs" and attrs.has(config_cls):
+            taken = sorted(OPTION_KEYS & set(attrs.fields_dict(config_cls)))
+            if taken:
+                raise InterplayError(
+                    f"{package}: {obj.__qualname__}.Config has the setting {taken[0]}, which "
+                    f"every env takes from the run (env.{taken[0]}: interplay.EnvOptions); "
+                    f"rename it", site=config.field_site(config_cls, taken[0]))
+        problems = default_sites(config_cls, f"{obj.__qualname__}.Config")
         if problems:
-            raise InterplayError(f"{package}: {problems[0]}; fix the default in the class")
+            # Reported where the default is written, not at this register() call.
+            text, site = problems[0]
+            raise InterplayError(f"{package}: {text}; fix the default in the class", site=site)
         self.added.append(Entry(name=resolved, kind=kind, obj=obj, plugin=self.info.name,
                                 package=package, builtin=self.info.builtin))
 
@@ -373,7 +431,10 @@ def reset(*, load_entry_points: bool = True) -> PluginHost:
 
 
 def registry() -> Registry:
-    return host().registry
+    """The registry of names; inside a register_* hook, what the hooks called so far
+    registered (see :meth:`PluginHost._collect`)."""
+    plugin_host = host()
+    return plugin_host.building or plugin_host.registry
 
 
 def get(kind: str, name: str) -> Any:
@@ -383,6 +444,8 @@ def get(kind: str, name: str) -> Any:
     the known ones, and every plugin that failed to load or register: the name may be one of
     theirs."""
     plugin_host = host()
+    if plugin_host.building is not None:  # inside a hook: what is registered so far
+        return plugin_host.building.get(kind, name)
     try:
         return plugin_host.registry.get(kind, name)
     except InterplayError as exc:

@@ -55,9 +55,11 @@ import contextlib
 import errno
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -67,6 +69,7 @@ from typing import Any
 import attrs
 
 from interplay._reaper import scan, sweep
+from interplay.errors import InterplayError
 from interplay.log import get_logger
 
 log = get_logger("interplay.processes")
@@ -264,13 +267,15 @@ def refusal_reason(exc: OSError) -> str:
 @attrs.define
 class ProgramRun:
     """What one run of a program did: its exit code (negative: the signal that ended it, as
-    SIGKILL at its timeout), everything it wrote to stdout, and the last ``keep_stderr`` bytes
-    of its stderr."""
+    SIGKILL at its timeout), everything it wrote to stdout, the last ``keep_stderr`` bytes
+    of its stderr, and how many processes it left behind that carried its tag and were ended
+    after it exited (``strays``)."""
 
     exit_code: int | None
     stdout: bytes
     stderr: bytes
     timed_out: bool = False
+    strays: int = 0
 
 
 class _Sink:
@@ -424,4 +429,84 @@ async def run_program(argv: Sequence[str], *, stdin: bytes = b"", timeout_s: flo
             if strays:
                 log.debug("processes.strays_ended", pid=proc.pid, count=strays)
     return ProgramRun(exit_code=proc.returncode, stdout=stdout, stderr=stderr,
-                      timed_out=timed_out)
+                      timed_out=timed_out, strays=strays)
+
+
+@attrs.define
+class ProgramDirs:
+    """The directories a harness program works in for one trace: ``root``, a temp dir of the
+    trace's own (under ``state_dir``, or the system's temp dir); ``home`` in it, for the
+    program's config and session files; and ``workdir``, the root's ``work`` folder or, when
+    configured, the user's directory (made if missing, never removed). :meth:`remove` takes
+    the root away and everything in it."""
+
+    root: Path
+    home: Path
+    workdir: Path
+
+    @classmethod
+    def make(cls, harness: str, *, state_dir: str | None = None,
+             workdir: str | None = None) -> ProgramDirs:
+        """A new trace's directories for ``harness`` (its name, in errors and the root's
+        name); InterplayError naming ``harness_config.state_dir`` or ``workdir`` when one
+        cannot be made (a file in the way, no permission)."""
+        parent = None
+        if state_dir is not None:
+            parent = _make_dir(Path(state_dir).expanduser(), harness, "state_dir", state_dir)
+        try:
+            root = Path(tempfile.mkdtemp(prefix=f"interplay-{harness}-", dir=parent))
+        except OSError as e:
+            raise _dir_error(harness, "state_dir", state_dir or tempfile.gettempdir(),
+                             e) from None
+        # Nothing holds the root yet, so nothing else could remove it: a failure here does.
+        try:
+            home = _make_dir(root / "home", harness, "state_dir", str(root))
+            work = _make_dir(root / "work", harness, "state_dir", str(root)) \
+                if workdir is None else \
+                _make_dir(Path(workdir).expanduser().resolve(), harness, "workdir", workdir)
+        except BaseException:
+            shutil.rmtree(root, ignore_errors=True)
+            raise
+        return cls(root=root, home=home, workdir=work)
+
+    async def remove(self) -> None:
+        """Remove the root (the home, and the trace's own workdir; a configured workdir is
+        the user's and stays); a root the system would not let go of is logged with its
+        path."""
+        await asyncio.to_thread(shutil.rmtree, self.root, True)
+        if self.root.exists():  # no descriptor to spare, say: where it is
+            log.warning("processes.dirs_left", path=str(self.root))
+
+
+def _dir_error(harness: str, setting: str, value: str, error: OSError) -> InterplayError:
+    return InterplayError(f"harness {harness!r}: cannot use {setting} {value!r} "
+                          f"({error.strerror or error}); set harness_config.{setting} to a "
+                          f"writable directory")
+
+
+def _make_dir(path: Path, harness: str, setting: str, value: str) -> Path:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise _dir_error(harness, setting, value, e) from None
+    return path
+
+
+def find_program(name: str, configured: str | None, *, harness: str, hint: str) -> str:
+    """A harness program's executable: ``configured`` (a path or a name on PATH) if given,
+    else ``name`` next to the running Python (a venv's bin, where a checkout's setup links
+    it), else ``name`` on PATH. InterplayError naming ``harness`` with ``hint`` (how to
+    install it, or set ``harness_config.binary``) when there is none."""
+    if configured:
+        found = shutil.which(os.path.expanduser(configured))
+        if found is None:
+            raise InterplayError(f"harness {harness!r}: binary {configured!r} not found or "
+                                 f"not executable; {hint}")
+        return found
+    beside = Path(sys.executable).parent / name
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    found = shutil.which(name)
+    if found is None:
+        raise InterplayError(f"harness {harness!r}: {name!r} is not installed; {hint}")
+    return found

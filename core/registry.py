@@ -40,6 +40,10 @@ SINGULAR: dict[str, str] = {"harnesses": "harness", "user-sims": "user sim", "st
                             "scenario-kinds": "scenario kind"}
 
 
+class UnknownName(InterplayError):
+    """A lookup of a name nobody registered (its message lists the names that are)."""
+
+
 @attrs.define
 class Entry:
     """One registered name: the object and the plugin that registered it."""
@@ -116,7 +120,7 @@ class Registry:
             return self._entries[kind][name]
         except KeyError:
             known = ", ".join(sorted(self._entries[kind])) or "none"
-            raise InterplayError(
+            raise UnknownName(
                 f"unknown {SINGULAR[kind]} {name!r}; known: {known} (`interplay list {kind}`)"
             ) from None
 

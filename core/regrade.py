@@ -1,7 +1,8 @@
 """``interplay regrade RUN -o NEW``: the verifiers applied again to a run's stored episodes.
 
-Owns rebuilding a run's env from its ``config.json`` (with other verifiers when asked:
-``--set env.verifiers=[...]``), scoring each stored episode through the very function a run
+Owns rebuilding a run's env from its ``config.json`` (with more verifiers when asked:
+``--set env.verifiers=[...]``, or only those with ``env.own_verifiers=false``, the rule
+``interplay eval`` follows), scoring each stored episode through the very function a run
 scores with (:func:`interplay.run.episode.score`) without calling the agent's model again (a
 judge still calls its own), and writing a new results folder that names its source:
 ``config.json`` (the source's config, the verifiers now used, and ``regrade`` naming the source
@@ -33,10 +34,15 @@ from interplay import config as config_mod
 from interplay._version import __version__
 from interplay.env import Env
 from interplay.errors import InterplayError
-from interplay.loader import build
 from interplay.log import get_logger
 from interplay.records import Episode
-from interplay.run.config import RunConfig, masked_credentials, resolve, without_credentials
+from interplay.run.config import (
+    RunConfig,
+    masked_credentials,
+    resolve,
+    resolved_seats,
+    without_credentials,
+)
 from interplay.run.episode import EpisodeContext, RunResources, score
 from interplay.run.results import (
     CONFIG_FILE,
@@ -55,10 +61,12 @@ from interplay.run.summary import summarize
 
 log = get_logger("interplay.regrade")
 
-#: What ``--set`` may change in a regrade: the verifiers, the endpoint a judge that names none
-#: calls, the pass threshold, and how many episodes are scored at once. Anything else would
+#: What ``--set`` may change in a regrade: the verifiers (``env.verifiers`` beside the env's
+#: own, ``env.own_verifiers``), the endpoint a judge that names none calls, the pass threshold,
+#: and how many episodes are scored at once. Anything else would
 #: change what the stored episodes did, which only running them again can.
-SETTABLE = ("env.verifiers", "model", "pass_threshold", "concurrency")
+SETTABLE = ("env.verifiers", "env.own_verifiers", "model", "pass_threshold",
+            "concurrency")
 
 
 class StoredEpisodeContext(EpisodeContext):
@@ -73,30 +81,6 @@ class StoredEpisodeContext(EpisodeContext):
         raise InterplayError(self.refused)
 
 
-class RegradedEnv(Env):
-    """A run's env scored by other verifiers: its steps (which each verifier is checked
-    against), seats and tools, with the verifiers the regrade was given."""
-
-    def __init__(self, env: Env, verifiers: Sequence[Any]) -> None:
-        self.env = env
-        self.name = env.name  # type: ignore[misc]
-        self.seats = env.seats  # type: ignore[misc]
-        self.config = env.config
-        self._verifiers = list(verifiers)
-
-    def tasks(self) -> Any:
-        return self.env.tasks()
-
-    def steps(self) -> list[Any]:
-        return self.env.steps()
-
-    def verifiers(self) -> list[Any]:
-        return list(self._verifiers)
-
-    def tools(self, seat: str, ctx: EpisodeContext) -> list[Any]:
-        return self.env.tools(seat, ctx)
-
-
 @attrs.define
 class Regrade:
     """A regrade set up: the source folder, the env to score with, the config it ran with."""
@@ -106,8 +90,8 @@ class Regrade:
     cfg: RunConfig
     env: Env
     resolved: dict[str, Any]
-    #: The verifier rows ``--set env.verifiers`` gave (None: the env's own verifiers).
-    rows: list[dict[str, Any]] | None
+    #: The verifier rows ``env.verifiers`` adds (empty: the env's own verifiers alone).
+    rows: list[dict[str, Any]]
     #: The names of the verifiers that scored the source (their rewards and metrics go).
     old_names: frozenset[str]
 
@@ -140,33 +124,24 @@ def _checked_overrides(overrides: Sequence[str]) -> list[str]:
     return list(overrides)
 
 
-def _verifier_rows(value: Any) -> list[dict[str, Any]]:
-    if not isinstance(value, list) or not all(isinstance(r, dict) for r in value):
-        raise InterplayError("env.verifiers: expected a list of tables, each with its kind, "
-                             "e.g. --set 'env.verifiers=[{kind = \"exact\"}]'")
-    for i, row in enumerate(value):
-        if not isinstance(row.get("kind"), str):
-            raise InterplayError(f"env.verifiers[{i}] needs a kind (a registered verifier, "
-                                 f"`interplay list verifiers`)")
-    return value
-
-
 def prepare(source: str | Path, output: str | Path | None, overrides: Sequence[str] = (),
             concurrency: int | None = None) -> Regrade:
     """Check the source folder and the settings, load the env with the verifiers to use, and
-    make the new results folder with its config.json. Nothing is scored yet."""
+    make the new results folder with its config.json. Nothing is scored yet.
+
+    The verifiers follow the rule ``interplay eval`` follows (:class:`interplay.EnvOptions`):
+    the env's own, and beside them those ``env.verifiers`` names; with ``env.own_verifiers =
+    false`` only those. The source's own ``env.verifiers`` are kept unless given again."""
     src = Path(source)
     stored = _read_config(src)
     data = config_mod.apply_overrides(stored["config"], _checked_overrides(overrides))
     env_table = data.setdefault("env", {})
     regraded = stored.get("regrade") if isinstance(stored.get("regrade"), dict) else {}
-    if any(config_mod.parse_override(o)[0] == ["env", "verifiers"] for o in overrides):
-        rows: list[dict[str, Any]] | None = _verifier_rows(env_table.pop("verifiers"))
-        if "verifiers" in stored["config"].get("env", {}):
-            env_table["verifiers"] = stored["config"]["env"]["verifiers"]
-    else:
-        # A regrade of a regrade keeps the verifiers it was given.
-        rows = regraded.get("verifiers")
+    if "verifiers" not in env_table and isinstance(regraded.get("verifiers"), list):
+        # A regrade written before env.verifiers was every env's: its rows replaced the
+        # env's own verifiers.
+        env_table["verifiers"] = regraded["verifiers"]
+        env_table.setdefault("own_verifiers", False)
     if concurrency is not None:
         data["concurrency"] = concurrency
     data.pop("output", None)
@@ -176,12 +151,6 @@ def prepare(source: str | Path, output: str | Path | None, overrides: Sequence[s
             raise InterplayError(f"{key} had credentials, which {CONFIG_FILE} does not keep; "
                                  f"give them again (--set {key}=...)")
     cfg, env, resolved = resolve(data)
-    if rows is not None:
-        verifiers = [build("verifiers", row["kind"], {k: v for k, v in row.items()
-                                                      if k != "kind"}, f"env.verifiers[{i}]")
-                     for i, row in enumerate(rows)]
-        env = RegradedEnv(env, verifiers)
-        env.check()
     out = Path(output) if output else src.parent / f"{src.name}-regraded-" \
                                                    f"{time.strftime('%Y%m%d-%H%M%S')}"
     if out.resolve() == src.resolve():
@@ -193,12 +162,14 @@ def prepare(source: str | Path, output: str | Path | None, overrides: Sequence[s
     resolved["output"] = str(out)
     old_names = frozenset(str(row.get("name") or row.get("kind")) for row in
                           recorded_verifiers(stored) if isinstance(row, Mapping))
+    rows = list(env.options.verifiers)
     try:
         out.mkdir(parents=True, exist_ok=True)
         write_json(out / CONFIG_FILE, {
             "config": without_credentials(resolved), "interplay": __version__,
-            "verifiers": stored_verifiers(env),
+            "verifiers": stored_verifiers(env), "seats": resolved_seats(env, cfg),
             "regrade": {"from": str(src.resolve()), "verifiers": rows,
+                        "own_verifiers": env.options.own_verifiers,
                         "source_verifiers": recorded_verifiers(stored)}})
     except OSError as exc:
         raise InterplayError(f"-o {out}: cannot write a results folder there "
@@ -239,7 +210,7 @@ async def rescore(episode: Episode, env: Env, resources: RunResources,
     finally:
         ctx.release()
     if ctx.refused is not None:
-        name = next((v.name for v in env.verifiers()
+        name = next((v.name for v in env.run_verifiers()
                      if f"{v.name}_error" in episode.metrics), "a verifier")
         raise InterplayError(f"verifier {name!r} cannot score stored episodes: it "
                              f"{ctx.refused}")
@@ -270,7 +241,7 @@ async def run(job: Regrade, *, show_progress: bool = False) -> RegradeOutcome:
     progress = Progress(total, enabled=show_progress)
     stream = iter_episodes(source_file, order="pair")
     log.info("regrade.start", episodes=total, concurrency=concurrency,
-             verifiers=len(job.env.verifiers()), output_path=str(job.output))
+             verifiers=len(job.env.run_verifiers()), output_path=str(job.output))
     t0 = time.monotonic()
 
     async def worker() -> None:
@@ -301,9 +272,14 @@ async def run(job: Regrade, *, show_progress: bool = False) -> RegradeOutcome:
         progress.finish()
         await writer.aclose()
         await asyncio.shield(resources.aclose())
+        elapsed = time.monotonic() - t0
         summary = summarize(list(records.values()), pass_threshold=cfg.pass_threshold,
-                            expected=total, session_wall_s=time.monotonic() - t0,
+                            expected=total, session_wall_s=elapsed,
                             session_episodes=len(records), judged=judged_in(job.output))
+        # The regrade's own time, not the source episodes' (their wall_s is what they took
+        # when they ran, which summarize() would add up).
+        summary["wall_s"] = elapsed
+        summary["episodes_per_s"] = len(records) / elapsed if elapsed > 0 else None
         summary["interrupted"] = isinstance(failure, asyncio.CancelledError | KeyboardInterrupt)
         write_json(job.output / SUMMARY_FILE, summary)
     return RegradeOutcome(output=job.output, summary=summary, scored=len(records))
@@ -323,8 +299,9 @@ def add_regrade(sub: Any) -> None:
                    "beside RUN)")
     p.add_argument("--set", action="append", default=[], dest="overrides", metavar="KEY=VALUE",
                    help="env.verifiers=[...] (verifier rows, as in an env file's "
-                   "[[verifiers]]), model.* (the endpoint a judge that names none calls), "
-                   "pass_threshold (repeatable)")
+                   "[[verifiers]], scoring beside the env's own), env.own_verifiers=false "
+                   "(only env.verifiers score), model.* (the endpoint a judge that names none "
+                   "calls), pass_threshold (repeatable)")
     p.add_argument("-c", "--concurrency", type=int, help="episodes scored at once (default "
                    "8; 1 on the embedded model)")
     p.add_argument("--no-report", action="store_true", help="do not write report.html")
@@ -334,11 +311,11 @@ def add_regrade(sub: Any) -> None:
 
 def cmd_regrade(args: argparse.Namespace) -> int:
     from interplay import _aio
-    from interplay.run.summary import format_summary
+    from interplay.run.summary import error_line, format_summary
 
     job = prepare(args.run, args.output, args.overrides, args.concurrency)
-    print(f"interplay regrade {job.source}: {len(job.env.verifiers())} verifier(s) "
-          f"({', '.join(v.name for v in job.env.verifiers()) or 'none'}); results in "
+    print(f"interplay regrade {job.source}: {len(job.env.run_verifiers())} verifier(s) "
+          f"({', '.join(v.name for v in job.env.run_verifiers()) or 'none'}); results in "
           f"{job.output}", file=sys.stderr)
     try:
         outcome = _aio.run(run(job, show_progress=not args.quiet))
@@ -346,9 +323,16 @@ def cmd_regrade(args: argparse.Namespace) -> int:
         print(f"interplay: interrupted; the episodes scored so far are in "
               f"{job.output / EPISODES_FILE}", file=sys.stderr)
         return 130
-    print(format_summary(outcome.summary, title=f"{job.env.name} regraded: {job.output}"))
+    summary = outcome.summary
+    print(format_summary(summary, title=f"{job.env.name} regraded: {job.output}"))
     if not args.no_report:
         from interplay.report import write_report
 
         print(f"report: {write_report(job.output)}")
-    return 0
+    line = error_line(summary, rerun=f"regrade {job.source} again (with another -o)")
+    if line is not None:
+        print(line, file=sys.stderr)
+    # As eval: 1 when no episode was scored, or when not every stored episode was.
+    if not summary["completed"]:
+        return 1
+    return 0 if summary["complete"] else 1

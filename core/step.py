@@ -33,6 +33,17 @@ class Step:
         """The seats this step opens sessions for."""
         return {str(getattr(self.config, "seat", "assistant"))}
 
+    def plays_user(self) -> bool:
+        """Whether this step runs a user sim (a modeled user): the steps whose user
+        ``env.user_sim`` may choose. True for a step that overrides :meth:`use_user_sim`."""
+        return type(self).use_user_sim is not Step.use_user_sim
+
+    def use_user_sim(self, name: str, settings: dict[str, Any]) -> None:
+        """Play the user with the user sim registered as ``name`` and ``settings`` (the run's
+        ``env.user_sim`` and ``env.user_sim_settings``, called before :meth:`check`): ``name``
+        empty keeps the step's own sim and lays ``settings`` over its settings. A step that
+        runs a user sim overrides this; the base has no user and ignores it."""
+
     def check(self, steps: Sequence[Step]) -> list[str]:
         """Problems with this step among ``steps`` (empty when it fits)."""
         return []
@@ -44,4 +55,6 @@ class Step:
         return []
 
     async def run(self, ctx: EpisodeContext) -> None:
+        """Play this step of one episode: open the seats' exchanges through ``ctx``, write
+        what it found to ``ctx.results`` and ``ctx.metrics``."""
         raise NotImplementedError(f"step {self.name!r} does not implement run()")

@@ -19,19 +19,18 @@ error names the sim, the step, the read and where in the sim's code it raised.
 
 from __future__ import annotations
 
-import sys
-import traceback
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 import attrs
 
-from interplay.config import settle
+from interplay import errors
+from interplay.config import merge, settle
 from interplay.contexts import EpisodeContext
 from interplay.errors import InterplayError
 from interplay.harness import NoConfig
 from interplay.log import get_logger
+from interplay.records import Message
 
 log = get_logger("interplay.usersim")
 
@@ -239,6 +238,11 @@ class Answer:
     #: Her first reply to the read, as written, when it was malformed and she was asked
     #: again (None when the first reply stood): recorded, never sent.
     first_reply: str | None = None
+    #: What her seat's turn added to her conversation when a model played her (her tool
+    #: calls and their results, then her reply, as her seat has them: her own messages are
+    #: ``assistant`` ones); empty for a sim without a model. A step that keeps a transcript of
+    #: the user's side (tau2's) records them; never sent.
+    messages: list[Message] = attrs.Factory(list)
 
 
 class UserSim:
@@ -267,10 +271,22 @@ class UserSim:
         self.person = person
 
     async def answer(self, read: Read) -> Answer:
+        """Her answer to what she read (``read.text`` None: she speaks first)."""
         raise NotImplementedError(f"user sim {self.name!r} does not implement answer()")
 
     async def close(self) -> None:
         """Release what ``setup`` opened."""
+
+
+def chosen_user_sim(own: str, own_settings: Mapping[str, Any], name: str,
+                    settings: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The user sim a step plays its user with, and its settings, once the run chose
+    (``env.user_sim``, ``env.user_sim_settings``): another sim takes ``settings`` alone; the
+    step's own (``name`` empty, or the same name) takes ``settings`` laid key by key over its
+    own settings (:meth:`interplay.Step.use_user_sim`)."""
+    if name and name != own:
+        return name, dict(settings)
+    return own, merge(own_settings, settings)
 
 
 class UserSimError(Exception):
@@ -282,33 +298,10 @@ class UserSimError(Exception):
 
 
 def failure_site(exc: BaseException, sim: UserSim) -> str:
-    """Where ``exc`` was raised in the sim's own code: ``file.py:LINE`` of the innermost frame
-    inside the package (or the lone module) that holds the sim's class, the path from that
-    package's parent; the innermost frame of all when none is there."""
-    frames = traceback.extract_tb(exc.__traceback__)
-    if not frames:
-        return "?"
-    module = sys.modules.get(type(sim).__module__)
-    file = getattr(module, "__file__", None)
-    root: Path | None = None
-    if file:
-        path = Path(file).resolve()
-        package = type(sim).__module__.rpartition(".")[0]
-        root = path.parent if package else path
-    mine = [f for f in frames if root is not None and _inside(Path(f.filename), root)]
-    frame = (mine or frames)[-1]
-    shown = Path(frame.filename)
-    if mine and root is not None:
-        return f"{shown.resolve().relative_to(root.parent).as_posix()}:{frame.lineno}"
-    return f"{shown.name}:{frame.lineno}"
-
-
-def _inside(path: Path, root: Path) -> bool:
-    try:
-        resolved = path.resolve()
-    except OSError:
-        return False
-    return resolved == root or root in resolved.parents
+    """Where ``exc`` was raised in the sim's own code: ``pkg/file.py:LINE`` of the innermost
+    frame inside the package (or the lone module) that holds the sim's class
+    (:func:`interplay.errors.failure_site`)."""
+    return errors.failure_site(exc, sim) or "?"
 
 
 async def answer_or_error(sim: UserSim, read: Read, *, name: str, step: str,

@@ -37,4 +37,5 @@ class Verifier:
         return []
 
     async def score(self, episode: Episode, ctx: EpisodeContext) -> Reward | list[Reward]:
+        """Score one finished episode: a Reward, or several (one per seat for a payoff)."""
         raise NotImplementedError(f"verifier {self.name!r} does not implement score()")

@@ -14,7 +14,7 @@ from always_on_support import Agent, by_pattern, make_env, quiet, run, say
 from interplay.builtin_envs.always_on import month as always_on_month
 from interplay.builtin_verifiers.rubric import render_transcript
 from interplay.errors import InterplayError
-from interplay.loader import env_class
+from interplay.loader import env_class, load_env
 from interplay.testing import ScriptedReply, ScriptedRequest
 
 
@@ -33,15 +33,21 @@ def test_the_builtin_scenarios_load() -> None:
     assert [v.name for v in week.verifiers()] == ["asked_before", "contains"]
 
 
-def test_env_verifiers_replace_the_scenarios() -> None:
-    week = env_class("always-on-week")
-    (chosen,) = week({"verifiers": [{"kind": "asked_before", "tool": "buy"}]}).verifiers()
+def test_env_verifiers_score_beside_the_scenarios_or_instead() -> None:
+    row = {"kind": "asked_before", "tool": "buy"}
+    own = [v.name for v in load_env("always-on-week", {}).run_verifiers()]
+    assert own == ["asked_before", "contains"]
+    (chosen,) = load_env("always-on-week", {"verifiers": [row], "own_verifiers": False}
+                         ).run_verifiers()
     assert chosen.name == "asked_before" and chosen.config.tool == "buy"
-    assert week({"verifiers": []}).verifiers() == []
+    beside = load_env("always-on-week", {"verifiers": [{"kind": "exact"}]})
+    assert [v.name for v in beside.run_verifiers()] == [*own, "exact"]
     with pytest.raises(InterplayError, match=r"env.verifiers\[0\] needs a kind"):
-        week({"verifiers": [{"tool": "buy"}]}).verifiers()
+        load_env("always-on-week", {"verifiers": [{"tool": "buy"}]})
     with pytest.raises(InterplayError, match=r"env.verifiers\[0\]: unknown key nope"):
-        week({"verifiers": [{"kind": "asked_before", "nope": 1}]}).verifiers()
+        load_env("always-on-week", {"verifiers": [{"kind": "asked_before", "nope": 1}]})
+    with pytest.raises(InterplayError, match=r"scores already"):
+        load_env("always-on-week", {"verifiers": [row]}).check()
 
 
 def test_the_month_file_is_what_its_generator_makes() -> None:

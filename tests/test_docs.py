@@ -78,8 +78,10 @@ def test_every_command_line_in_the_docs_parses(page: str, argv: list[str]) -> No
         return
     with isolated_plugins(("readme_plugin", readme_plugin())):
         kinds = set(re.findall(r'kind = "(\w+)"', " ".join(argv)))
+        harnesses = set(re.findall(r'harness="([\w-]+)"', " ".join(argv)))
         names = plugins.registry().names
-        if parsed.env not in names("envs") or kinds - set(names("verifiers")):
+        if parsed.env not in names("envs") or kinds - set(names("verifiers")) \
+                or harnesses - set(names("harnesses")):
             return  # a file of the reader's own, or a plugin's name: parsing is what holds
         _, env, _ = resolve(cli._cli_data(parsed))
     assert env.name == parsed.env

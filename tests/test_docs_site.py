@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import html
 import http.server
 import os
 import re
@@ -14,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import types
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -49,6 +51,23 @@ def test_the_reference_has_a_section_for_every_public_name(site: Path, module: A
     missing = [name for name in module.__all__
                if name != "__version__" and f"{module.__name__}.{name}" not in ids]
     assert missing == []
+    # The methods of the test kit's classes and of the contracts a plugin subclasses too.
+    kept = {"Env", "Step", "Verifier", "UserSim", "Harness"}
+    for name in module.__all__:
+        cls = getattr(module, name)
+        if not isinstance(cls, type) or cls.__module__.split(".")[0] != "interplay" or (
+                module is interplay and name not in kept):
+            continue
+        methods = [m for m, v in vars(cls).items() if not m.startswith("_")
+                   and isinstance(v, classmethod | staticmethod | types.FunctionType)]
+        undocumented = [m for m in methods if f"{module.__name__}.{name}.{m}" not in ids]
+        assert undocumented == [], f"{name}: methods without a section (a docstring)"
+
+
+def test_the_test_kits_servers_show_their_signature(site: Path) -> None:
+    text = re.sub(r"<[^>]+>", "", (site / "reference/testing/index.html").read_text())
+    assert re.search(r"ScriptedModel\(\s*script: Script \| None = None,\s*\*,\s*model: str",
+                     html.unescape(text))
 
 
 @pytest.fixture

@@ -96,7 +96,8 @@ async def test_most_episodes_ending_alike_are_named_on_the_last_line(
         "--set", f"env.taskset={json.dumps(str(tasks))}")
     assert code == 0, err
     last = last_line(err)
-    assert last.startswith("interplay: warning: 3 of 4 episodes ended in auth_error: HTTP 401"), \
+    assert last.startswith("interplay: warning: 3 of 4 episodes ended in auth_error: "
+                           "seat 'assistant': HTTP 401"), \
         last
     assert "model.api_key_var" in last
     assert f"interplay eval --resume {out} --retry-errors" in last
@@ -153,4 +154,19 @@ def test_the_last_line_says_what_ended_most_episodes_and_nothing_when_few() -> N
                       completed=0)
     assert error_line(config, rerun=rerun) == (
         "interplay: error: no episode completed: all 1 ended in config_error: InterplayError: "
-        "harness 'x': fix harness_config.argv; then run them again")
+        "harness 'x': fix harness_config.argv; then start a new run with another -o (--resume "
+        "keeps the run's config)")
+    # A seat with its own endpoint is named with its own keys, not the run's flag.
+    own = _summary([("connection_error", "seat 'user' (its own endpoint seats.user.model, "
+                     "http://127.0.0.1:9/v1): connection error sending the request")],
+                   completed=0)
+    line = error_line(own, rerun=rerun)
+    assert "nothing answered at seats.user.model.base_url: start the endpoint there" in line
+    assert "--base-url" not in line and line.endswith("then run them again")
+    # Only scoring failed: the stored episodes are scored again, the agent not called.
+    failed = _summary([("verifier_error", "verifier mine: KeyError: 'x' (mine/v.py:3)")],
+                      completed=0)
+    assert error_line(failed, rerun=rerun, regrade="regrade it") == (
+        "interplay: error: no episode completed: all 1 ended in verifier_error: verifier mine: "
+        "KeyError: 'x' (mine/v.py:3); a verifier failed (the error names where in its code): "
+        "mend it; then regrade it")

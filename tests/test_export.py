@@ -426,5 +426,10 @@ def test_hook_register_export_formats(register_plugin: Any, echo_run: Path,
     assert "--seat goes with --format sft/rl/hf" in capsys.readouterr().err
     assert cli.main(["export", str(echo_run), "--format", "csv"]) == 2
     err = capsys.readouterr().err
-    assert "unknown export format 'csv'; known: test_rewards" in err
+    assert "unknown export format 'csv'; known: inspect, test_rewards" in err
     assert "the kernel's own: sft, rl, hf" in err
+    # Written with the mode every export file gets (the kernel's own too), under the umask.
+    assert cli.main(["export", str(echo_run), "--format", "sft"]) == 0
+    modes = {p.name: p.stat().st_mode & 0o777 for p in (echo_run / "rewards.json",
+                                                         echo_run / "sft.jsonl")}
+    assert len(set(modes.values())) == 1 and modes["rewards.json"] & 0o044, modes

@@ -24,6 +24,7 @@ from interplay.records import ModelCall
 from interplay.testing import ScriptedModel
 
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "hello"}]}
+MESSAGES = {**CHAT, "max_tokens": 16}
 DEEP = b"[" * 100_000 + b"]" * 100_000
 
 
@@ -125,6 +126,18 @@ GARBAGE = {
     "max_tokens a boolean": ("/chat/completions",
                              json.dumps({**CHAT, "max_tokens": True}).encode(), "max_tokens"),
     "a body that is a list": ("/responses", b"[1, 2]", None),
+    "nested 100,000 deep, messages": ("/messages", DEEP, None),
+    "a lone surrogate, messages": (
+        "/messages", b'{"max_tokens": 5, "messages": [{"role": "user", "content": "\\ud800"}]}',
+        None),
+    "system a number, messages": ("/messages", json.dumps({**MESSAGES, "system": 1}).encode(),
+                                  "system"),
+    "tool_choice a string, messages": (
+        "/messages", json.dumps({**MESSAGES, "tool_choice": "auto"}).encode(), "tool_choice"),
+    "a tool_use without an id, messages": ("/messages", json.dumps({**MESSAGES, "messages": [
+        {"role": "assistant", "content": [{"type": "tool_use", "name": "f", "input": {}}]}]})
+        .encode(), "messages"),
+    "counting a body that is a string": ("/messages/count_tokens", b'"hi"', None),
 }
 
 
@@ -133,8 +146,13 @@ async def test_garbage_is_a_400_that_records_nothing(rig: Rig, case: str) -> Non
     path, body, param = GARBAGE[case]
     r = await rig.post(path, body)
     assert r.status_code == 400, r.text[:200]
-    error = error_of(r)
-    assert (error["type"], error["param"]) == ("invalid_request_error", param)
+    if path.startswith("/messages"):  # a Messages client reads Anthropic's error shape
+        assert r.json()["type"] == "error"
+        assert r.json()["error"]["type"] == "invalid_request_error"
+        assert set(r.json()["error"]) == {"type", "message"}
+    else:
+        error = error_of(r)
+        assert (error["type"], error["param"]) == ("invalid_request_error", param)
     assert rig.calls == [] and rig.model.requests == []
     # the server goes on
     r = await rig.post("/chat/completions", json.dumps(CHAT).encode())
@@ -255,7 +273,7 @@ class _HostileUpstream:
             writer.close()
 
 
-@pytest.mark.parametrize("path", ["/chat/completions", "/responses"])
+@pytest.mark.parametrize("path", ["/chat/completions", "/responses", "/messages"])
 async def test_an_error_once_a_stream_has_begun_ends_it_and_is_recorded(rig: Rig,
                                                                        path: str) -> None:
     upstream = await asyncio.start_server(_HostileUpstream().serve, "127.0.0.1", 0)
@@ -264,7 +282,8 @@ async def test_an_error_once_a_stream_has_begun_ends_it_and_is_recorded(rig: Rig
                                   max_retries=0))
     calls: list[ModelCall] = []
     route = rig.server.open_trace(client=client, on_call=calls.append)
-    body = {"input": "x", "stream": True} if path == "/responses" else {**CHAT, "stream": True}
+    body = {"input": "x", "stream": True} if path == "/responses" else \
+        {**MESSAGES, "stream": True} if path == "/messages" else {**CHAT, "stream": True}
     r = await rig.http.post(route.base_url + path, json=body,
                             headers={"authorization": f"Bearer {route.secret}"})
     await client.aclose()
@@ -275,6 +294,10 @@ async def test_an_error_once_a_stream_has_begun_ends_it_and_is_recorded(rig: Rig
     if path == "/responses":
         assert last["type"] == "response.failed"
         assert last["response"]["error"]["code"] == "bad_response"
+    elif path == "/messages":
+        assert (last["type"], last["error"]["type"]) == ("error", "api_error")
+        assert [line for line in r.text.splitlines() if line.startswith("event:")][-1] == \
+            "event: error"
     else:
         assert (last["error"]["type"], last["error"]["code"]) == ("server_error", "bad_response")
     assert [(c.error_type, c.streamed) for c in calls] == [("bad_response", True)]
@@ -290,13 +313,24 @@ JSON = st.recursive(
     max_leaves=12)
 FIELDS = ["model", "messages", "input", "instructions", "tools", "tool_choice", "stream",
           "stream_options", "text", "max_tokens", "max_output_tokens", "parallel_tool_calls",
-          "temperature", "previous_response_id"]
+          "temperature", "previous_response_id", "system", "stop_sequences", "thinking",
+          "metadata", "output_config", "top_k"]
 TEMPLATES = [CHAT, {"model": "m", "input": "hi"},
              {"input": [{"type": "message", "role": "user", "content": "hi"},
                         {"type": "function_call", "call_id": "c", "name": "f",
                          "arguments": "{}"},
                         {"type": "function_call_output", "call_id": "c", "output": "ok"}],
-              "tools": [{"type": "function", "name": "f"}], "stream": True}]
+              "tools": [{"type": "function", "name": "f"}], "stream": True},
+             MESSAGES,
+             {"max_tokens": 8, "stream": True, "system": [{"type": "text", "text": "s"}],
+              "tools": [{"name": "f", "input_schema": {"type": "object"}}],
+              "messages": [{"role": "user", "content": "hi"},
+                           {"role": "assistant", "content": [
+                               {"type": "tool_use", "id": "t", "name": "f", "input": {}}]},
+                           {"role": "user", "content": [
+                               {"type": "tool_result", "tool_use_id": "t", "content": "ok"},
+                               {"type": "image", "source": {"type": "base64", "data": "QQ=="}},
+                           ]}]}]
 
 
 @st.composite
@@ -324,10 +358,16 @@ def requests(draw: st.DrawFn) -> tuple[str, str, list[tuple[str, str]], bytes]:
                                    "HEAD"]))
     path = draw(st.sampled_from(["/v1/chat/completions", "/v1/responses", "/v1/models",
                                  "/chat/completions", "/t/{secret}/v1/responses", "/t/",
-                                 "/t/{secret}", "/v1/", "/%ff", "/v1/responses?x=1"]))
+                                 "/t/{secret}", "/v1/", "/%ff", "/v1/responses?x=1",
+                                 "/v1/messages", "/v1/messages?beta=true",
+                                 "/t/{secret}/v1/messages", "/v1/messages/count_tokens",
+                                 "/v1/messages/", "/messages/count_tokens?beta=true"]))
     auth = draw(st.sampled_from(["Bearer {secret}", "Bearer {secret}", "Bearer nope", "",
                                  "bearer {secret}", "Basic {secret}"]))
     headers = [("authorization", auth)] if auth else []
+    key = draw(st.sampled_from(["", "", "{secret}", "nope", " {secret} "]))
+    if key:
+        headers.append(("x-api-key", key))
     headers += draw(st.lists(st.tuples(
         st.sampled_from(["content-type", "accept", "x-any", "accept-encoding", "expect"]),
         st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=30)), max_size=3))

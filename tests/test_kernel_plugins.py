@@ -6,6 +6,7 @@ Every hook spec has a ``test_hook_<hook name>`` here (tests/test_kernel_meta.py 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import types
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -590,9 +591,14 @@ def test_a_config_default_that_does_not_fit_its_type_is_refused(
         Config = config_cls
 
     host = register_plugin(make_plugin("typo", register_steps=lambda register: register(Typo)))
-    assert f"{problem} (the field's default); fix the default in the class" in (
-        host.infos["typo"].error or "")
+    error = host.infos["typo"].error or ""
+    assert f"{problem} (the field's default); fix the default in the class" in error
     assert "test_typo" not in plugins.registry().names("steps")
+    # Where the default is written, not the register() call.
+    field = problem.split(".")[2].split(":")[0]
+    lines, start = inspect.getsourcelines(config_cls)
+    line = start + next(i for i, text in enumerate(lines) if text.strip().startswith(f"{field}:"))
+    assert error.endswith(f"({__file__}:{line})"), error
 
 
 def test_a_dataclass_config_is_accepted(register_plugin: RegisterPlugin) -> None:
@@ -622,3 +628,65 @@ def test_what_a_plugin_prints_goes_to_stderr(register_plugin: RegisterPlugin,
     captured = capsys.readouterr()
     assert "hello from a hook" not in captured.out
     assert "hello from a hook" in captured.err
+
+
+# -- one plugin building on another's ----------------------------------------------------------
+
+
+def _base_plugin() -> types.ModuleType:
+    return make_plugin("base_plugin", register_verifiers=lambda register: register(AlwaysOne))
+
+
+def _subclass_plugin() -> types.ModuleType:
+    def register_verifiers(register: Register) -> None:
+        base = plugins.get("verifiers", "test_one")  # interplay.lookup's way
+
+        class Stricter(base):  # type: ignore[valid-type, misc]
+            name = "test_stricter_of_lookup"
+
+        register(Stricter)
+
+    return make_plugin("sub_plugin", register_verifiers=register_verifiers)
+
+
+@pytest.mark.parametrize("order", ["base first", "subclass first"])
+def test_a_hook_subclasses_what_another_plugin_registers_in_either_load_order(
+        register_plugin: RegisterPlugin, order: str) -> None:
+    modules = [_base_plugin(), _subclass_plugin()]
+    for module in modules if order == "base first" else modules[::-1]:
+        host = register_plugin(module, package=f"{module.__name__}-pkg")
+    assert {i.name: i.error for i in host.plugin_infos(include_builtins=False)} == {
+        "base_plugin": None, "sub_plugin": None}
+    cls = plugins.get("verifiers", "test_stricter_of_lookup")
+    assert issubclass(cls, AlwaysOne)
+    assert plugins.kinds_of(cls, "verifiers") == ["test_stricter_of_lookup", "test_one"]
+
+
+def test_an_unknown_name_looked_up_inside_a_hook_lists_what_is_registered(
+        register_plugin: RegisterPlugin) -> None:
+    def register_verifiers(register: Register) -> None:
+        plugins.get("verifiers", "not_installed")
+
+    host = register_plugin(make_plugin("wants", register_verifiers=register_verifiers))
+    error = host.infos["wants"].error or ""
+    assert "unknown verifier 'not_installed'; known: " in error
+    assert "known: none" not in error and "exact" in error and "rubric" in error
+
+
+def test_an_envs_settings_may_not_take_a_name_every_env_takes(
+        register_plugin: RegisterPlugin) -> None:
+    @attrs.define
+    class Shadowing:
+        rounds: int = 3
+        verifiers: list[str] = attrs.Factory(list)
+
+    class Shadow(TinyEnv):
+        name = "test_shadow"
+        Config = Shadowing
+
+    host = register_plugin(make_plugin("shadow", register_envs=lambda register: register(Shadow)))
+    error = host.infos["shadow"].error or ""
+    assert "Shadow.Config has the setting verifiers, which every env takes from the run" in error
+    lines, start = inspect.getsourcelines(Shadowing)
+    line = start + next(i for i, text in enumerate(lines) if "verifiers:" in text)
+    assert error.endswith(f"({__file__}:{line})"), error

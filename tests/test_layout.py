@@ -48,7 +48,7 @@ def package_folders() -> dict[str, str]:
         found[folder.as_posix()] = package
     for init in ROOT.rglob("__init__.py"):
         folder = init.parent.relative_to(ROOT)
-        if SKIP & set(folder.parts) or folder.parts[0] == "tests" \
+        if SKIP & set(folder.parts) or "tests" in folder.parts \
                 or any(p.endswith(".egg-info") for p in folder.parts):
             continue
         parts = [folder.name]

@@ -235,6 +235,18 @@ def test_other_ends_of_the_embedded_model_are_named(code: int, says: str) -> Non
     assert local_model.exit_reason(code).startswith(says)
 
 
+def test_a_tool_request_answered_in_plain_text_counts_the_prompt_with_its_tools() -> None:
+    from interplay.model.local_server import fallback_usage
+
+    # The tool pass read 208 tokens (the tools in the prompt) and chose to answer; the plain
+    # pass that wrote the answer read 28 (no tools) and wrote 9.
+    tool_pass = {"prompt_tokens": 208, "completion_tokens": 2, "total_tokens": 210}
+    plain = {"prompt_tokens": 28, "completion_tokens": 9, "total_tokens": 37}
+    assert fallback_usage(tool_pass, plain) == {"prompt_tokens": 208, "completion_tokens": 9,
+                                                "total_tokens": 217}
+    assert fallback_usage(None, plain)["prompt_tokens"] == 28
+
+
 def test_tool_arguments_become_strict_json() -> None:
     from interplay.model.local_server import _json_arguments
 

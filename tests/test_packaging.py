@@ -17,6 +17,7 @@ RUNTIME_MODULES = [
     "interplay.report", "interplay.run.episode", "interplay.run.agent", "interplay.testing",
     "interplay.testing.scripted", "interplay.builtin_harnesses.plugin",
     "interplay.builtin_envs.plugin", "interplay.builtin_verifiers.plugin", "interplay.gateway",
+    "interplay.view", "interplay.view.app",
 ]
 TEST_ONLY = ["httpx", "pytest", "hypothesis"]
 
@@ -60,7 +61,10 @@ def test_the_wheel_carries_the_builtins_and_the_report_template(tmp_path: Path) 
     (wheel,) = tmp_path.glob("interplay-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     assert {f"interplay/report/templates/{name}"
-            for name in ("report.html.j2", "report.css", "report.js")} <= names
+            for name in ("report.html.j2", "run_figures.html.j2", "report.css", "report.js")} \
+        <= names
+    assert {f"interplay/view/templates/{name}"
+            for name in ("runs.html.j2", "view.js", "view.css", "icon.svg")} <= names
     assert {"interplay/builtin_harnesses/plugin.py", "interplay/builtin_envs/plugin.py",
             "interplay/builtin_verifiers/plugin.py", "interplay/builtin_envs/data/echo.jsonl",
             "interplay/builtin_envs/data/always_on_month.json"} <= names

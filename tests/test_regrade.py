@@ -71,7 +71,7 @@ def test_regrading_with_the_same_verifiers_gives_the_same_scores_and_names_its_s
         assert summary_new[key] == summary_old[key], key
     stored = json.loads((new / "config.json").read_text())
     assert stored["regrade"]["from"] == str(run.resolve())
-    assert stored["regrade"]["verifiers"] is None
+    assert stored["regrade"]["verifiers"] == [] and stored["regrade"]["own_verifiers"]
     assert stored["verifiers"] == json.loads((run / "config.json").read_text())["verifiers"]
     assert (new / "report.html").is_file()
     out = capsys.readouterr()
@@ -82,7 +82,8 @@ def test_other_verifiers_score_the_stored_episodes_and_the_old_scores_go(
         run: Path, tmp_path: Path) -> None:
     new = tmp_path / "exact"
     rows = 'env.verifiers=[{kind = "regex", expected = "open at 1[0-9]", scope = "any"}]'
-    assert cli.main(["regrade", str(run), "-o", str(new), "--set", rows, "--quiet"]) == 0
+    assert cli.main(["regrade", str(run), "-o", str(new), "--set", rows, "--set",
+                     "env.own_verifiers=false", "--quiet"]) == 0
     for pair, episode in by_pair(new).items():
         assert [r["name"] for r in episode["rewards"]] == ["regex"], pair
         assert episode["reward"] == 1.0
@@ -102,12 +103,36 @@ def test_other_verifiers_score_the_stored_episodes_and_the_old_scores_go(
     assert summary["reward_mean"] == 1.0 and summary["pass_at_k"] == {"1": 1.0, "2": 1.0}
 
 
+def test_verifiers_named_by_the_run_score_beside_the_envs_own_as_at_eval(
+        run: Path, tmp_path: Path) -> None:
+    new = tmp_path / "beside"
+    rows = 'env.verifiers=[{kind = "regex", expected = "open at 1[0-9]", scope = "any", ' \
+           'weight = 0.0}]'
+    assert cli.main(["regrade", str(run), "-o", str(new), "--set", rows, "--quiet"]) == 0
+    for pair, episode in by_pair(new).items():
+        source = by_pair(run)[pair]
+        assert [r["name"] for r in episode["rewards"]] == ["contains", "regex"], pair
+        # Weight 0: a metric beside the env's score, which stays the episode's reward.
+        assert episode["reward"] == source["reward"]
+        assert episode["metrics"]["regex"] == 1.0
+    stored = json.loads((new / "config.json").read_text())
+    assert stored["config"]["env"]["verifiers"][0]["kind"] == "regex"
+    assert [v["name"] for v in stored["verifiers"]] == ["contains", "regex"]
+    # The regrade's own timings, not the source episodes'.
+    summary = json.loads((new / "summary.json").read_text())
+    source = json.loads((run / "summary.json").read_text())
+    assert summary["wall_s"] != source["wall_s"]
+    assert summary["episodes_per_s"] == pytest.approx(6 / summary["wall_s"])
+
+
 @pytest.mark.parametrize(("setting", "says"), [
     ('env.verifiers=[{kind = "payoff"}]',
      "verifier 'payoff': reads ctx.results['payoffs'] but no step writes it"),
+    ('env.verifiers=[{kind = "contains"}]',
+     "env.verifiers[0]: verifier 'contains' scores already (one of the env's own)"),
     ("env.relay.max_turns=2", "--set env.relay.max_turns: a regrade changes only"),
     ('env.verifiers=[{kind = "no_such_verifier"}]', "no_such_verifier"),
-    ('env.verifiers={kind = "exact"}', "env.verifiers: expected a list of tables"),
+    ('env.verifiers={kind = "exact"}', "env.verifiers: expected an array"),
 ])
 def test_what_the_records_cannot_give_is_refused_in_one_line(
         run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], setting: str,
@@ -202,7 +227,8 @@ def test_an_always_on_week_regraded_from_its_chat_and_timeline_scores_as_at_run_
         assert again[key] == episode[key], key
     # Another tool to ask about: the stored timeline answers it without the agent.
     assert cli.main(["regrade", str(out), "-o", str(tmp_path / "email"), "--quiet", "--set",
-                     'env.verifiers=[{kind = "asked_before", tool = "send_email"}]']) == 0
+                     'env.verifiers=[{kind = "asked_before", tool = "send_email"}]', "--set",
+                     "env.own_verifiers=false"]) == 0
     [email] = lines(tmp_path / "email")
     assert email["reward"] == 0.0
     assert "before the user's first reply" in email["rewards"][0]["reason"]

@@ -328,6 +328,24 @@ def test_a_person_sees_the_summary_opens_an_episode_and_reads_escaped_text(
                 assert shown == sum(1 for r in records if (r["reward"] or 0) < 1.0) == 2
                 await b.eval("var s=document.getElementById('f-reward');s.value='';"
                              "s.dispatchEvent(new Event('change'))")
+                # By task, by text (the task's prompt here), sorted by a column's header.
+                await b.eval("var s=document.getElementById('f-task');s.value='2';"
+                             "s.dispatchEvent(new Event('input'))")
+                assert await b.eval("Array.from(document.querySelectorAll('tr.ep-row td:first-"
+                                    "child')).map(td => td.textContent)") == ["2", "2"]
+                await b.eval("var s=document.getElementById('f-task');s.value='';"
+                             "s.dispatchEvent(new Event('input'));"
+                             "var t=document.getElementById('f-text');t.value='SCENARIO 1';"
+                             "t.dispatchEvent(new Event('input'))")
+                await b.wait_for("document.querySelectorAll('tr.ep-row').length === 2")
+                await b.eval("var t=document.getElementById('f-text');t.value='';"
+                             "t.dispatchEvent(new Event('input'))")
+                await b.wait_for("document.querySelectorAll('tr.ep-row').length === 6")
+                await b.click_until("th[data-sort=reward]",
+                                    "!!document.querySelector('th[aria-sort=ascending]')")
+                assert await b.eval("Array.from(document.querySelectorAll('tr.ep-row td.reward'))"
+                                    ".map(td => td.textContent)") == ["0", "0", "1", "1", "1",
+                                                                      "1"]
 
                 eid = target["info"]["episode_id"]
                 await b.click_until(f'tr.ep-row[data-episode="{eid}"]',

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -14,7 +15,6 @@ from test_report import CHROMIUM, EVIL, Browser
 
 from interplay import cli
 from interplay.report import always_on
-from interplay.report.episodes import episode_view
 from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
 
 SCENARIO = {
@@ -104,31 +104,18 @@ def test_the_page_says_when_she_read_her_phone_and_what_woke_nobody(results: Pat
 def test_the_page_holds_the_chat_and_the_wakes_escaped(results: Path) -> None:
     page = (results / "report.html").read_text()
     assert "The user's chat" in page and "Wake by wake" in page
+    # Her chat never holds the agent's private notes; the wake table and the transcript show
+    # them, each marked private.
+    chat = page[page.index('<div class="ao-chat">'):page.index("<h3>Her phone</h3>")]
+    assert "private thoughts" not in chat
+    notes = re.findall(r'<div class="private-note"><div class="private-label">(.*?)</div>'
+                       r'<pre>(.*?)</pre>', page)
+    assert notes and set(notes) == {("private: the user never reads it", "private thoughts")}
+    marked = re.findall(r'<div class="msg role-assistant private-note">.*?<pre class="text">'
+                        r'(.*?)</pre>', page, re.S)
+    assert marked and set(marked) == {"private thoughts"}
     assert "<script>window.__xss" not in page
     assert "Your day is free &lt;script&gt;" in page
-    # The agent's closing text of each of its 4 wakes is a private note in its transcript as in
-    # the wake table: never shown as a plain reply.
-    assert page.count("private note: the user never reads it") == 4
-    assert page.count("<summary>private note</summary>") == 4
-
-
-def test_a_transcript_marks_the_agents_closing_text_private() -> None:
-    def trace(seat: str) -> dict[str, object]:
-        return {"seat": seat, "messages": [
-            {"role": "user", "content": "[always_on] wake"},
-            {"role": "assistant", "content": None, "tool_calls": [
-                {"id": "c1", "function": {"name": "message_user", "arguments": "{}"}}]},
-            {"role": "tool", "content": "queued"},
-            {"role": "assistant", "content": "noting this for myself"}]}
-
-    ep = {"results": {"always_on": {"seat": "assistant", "timeline": []}},
-          "traces": [trace("assistant"), trace("user")]}
-    mine, hers = (t["messages"] for t in episode_view(0, ep, ())["traces"])
-    assert [m["private"] for m in mine] == [False, False, False, True]
-    assert not any(m["private"] for m in hers)  # her seat's text is hers to write
-    # Outside always_on an assistant's reply is the reply.
-    plain = episode_view(0, {"traces": [trace("assistant")]}, ())
-    assert not any(m["private"] for m in plain["traces"][0]["messages"])
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install "

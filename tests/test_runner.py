@@ -245,7 +245,7 @@ def test_resume_with_retry_errors_runs_failed_episodes_again(
                      "-o", str(out), "--quiet", "--no-report"]) == 0
     first = episodes(out)
     assert [r["error_type"] for r in sorted(first, key=lambda r: r["info"]["task_idx"])] == [
-        None, "user_error", None]
+        None, "bad_request", None]  # the user seat's model failed: its own error, not the sim's
 
     # A plain resume counts the failed episode as done.
     calls = len(model.requests)

@@ -179,11 +179,13 @@ def test_a_run_that_never_reached_the_model_exits_1_with_one_line(tmp_path: Path
     assert proc.returncode == 1
     last = proc.stderr.strip().splitlines()[-1]
     assert last == (f"interplay: error: no episode completed: all 3 ended in connection_error: "
-                    f"connection error sending the request: Cannot connect to host "
-                    f"127.0.0.1:{port} ssl:default [Connect call failed ('127.0.0.1', {port})]; "
-                    f"nothing answered at model.base_url (--base-url): start the endpoint, fix "
-                    f"the URL, or set model.proxy (HTTPS_PROXY) if it is reached through one; "
-                    f"then run them again with `interplay eval --resume {out} --retry-errors`")
+                    f"seat 'assistant': connection error sending the request: Cannot connect to "
+                    f"host 127.0.0.1:{port} ssl:default [Connect call failed ('127.0.0.1', "
+                    f"{port})]; nothing answered at model.base_url (--base-url): start the "
+                    f"endpoint there, or set model.proxy (HTTPS_PROXY) if it is reached through "
+                    f"one (a wrong URL needs a new run with another -o: --resume keeps the run's "
+                    f"URL); then run them again with `interplay eval --resume {out} "
+                    f"--retry-errors`")
     assert "Traceback" not in proc.stderr
     s = strict_json(out / "summary.json")
     assert (s["completed"], s["completion_ratio"], s["reward_mean"]) == (0, 0.0, None)
@@ -370,3 +372,20 @@ def test_a_pass_threshold_that_is_not_a_number_is_refused(
                      f"--pass-threshold={value}"]) == 2
     assert capsys.readouterr().err.strip() == (
         f"interplay: error: pass_threshold: must be a finite number, got {float(value)}")
+
+
+def test_a_metric_recorded_by_fewer_episodes_is_said_over_what_it_averages() -> None:
+    from interplay.run.summary import format_summary, summarize
+
+    # tau2's breakdown is absent where a conversation was cut before scoring: 7 of 10.
+    records = [{"info": {"task_idx": i, "rollout": 0}, "error_type": None, "error": None,
+                "reward": 1.0 if i < 7 else 0.0, "traces": [], "usage": {}, "criteria": {},
+                "metrics": {"tau2": 1.0 if i < 7 else 0.0, **({"tau2_db": 1.0} if i < 7
+                                                              else {})}}
+               for i in range(10)]
+    summary = summarize(records)
+    assert summary["metrics"] == {"tau2": pytest.approx(0.7), "tau2_db": 1.0}
+    assert summary["metric_counts"] == {"tau2": 10, "tau2_db": 7}
+    table = format_summary(summary)
+    assert "metric tau2_db                  1 (7 of 10 completed)" in table
+    assert "metric tau2                     0.7\n" in table

@@ -1,5 +1,6 @@
 """Token capture against the scripted model over real HTTP: the direct client and the
-interception server (Chat Completions, Responses translated and forwarded), streamed and not;
+interception server (Chat Completions, Responses translated and forwarded, Anthropic Messages
+translated), streamed and not;
 only trainable seats ask; what the endpoint did not return is recorded as missing, and what
 does not fit as a warning."""
 
@@ -234,6 +235,30 @@ async def test_responses_through_interception(through: Through, stream: bool) ->
         assert "input_messages" not in stored and "output_messages" not in stored
     else:  # translated: Chat Completions upstream
         assert sent.body["return_token_ids"] is True
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_messages_through_interception(stream: bool) -> None:
+    """An Anthropic Messages program's calls are captured as any other's: the ids and logprobs
+    on the trace, none of them in what the program reads."""
+    async with ScriptedModel(lambda r: ScriptedReply.text("teal is a colour")) as m:
+        client = ModelClient(m.endpoint)
+        calls: list[ModelCall] = []
+        async with InterceptionServer() as srv:
+            route = srv.open_trace(client=client, on_call=calls.append, capture=True)
+            async with httpx.AsyncClient() as http:
+                r = await http.post(srv.root_url + "/v1/messages",
+                                    headers={"x-api-key": route.secret},
+                                    json={"model": "any", "max_tokens": 20, "messages": ASK,
+                                          "stream": stream})
+        await client.aclose()
+    assert r.status_code == 200
+    assert "token_ids" not in r.text and "logprobs" not in r.text
+    (call,) = calls
+    assert call.api == "messages"
+    assert_complete(call)
+    assert decoded(m, call) == "teal is a colour"
+    assert m.requests[0].body["return_token_ids"] is True
 
 
 async def test_a_trace_without_capture_asks_nothing_through_interception() -> None:

@@ -54,9 +54,6 @@ class GeneratedConfig:
     #: Settings of the user_sim step: who plays her (user_sim, its settings, the seat); each
     #: task says who she is.
     user: dict[str, Any] = attrs.Factory(dict)
-    #: Verifier rows (each with its kind) used instead of the env's own
-    #: ([{kind = "always_on_goals"}]); add {kind = "always_on_agent_verifier"} for the judge.
-    verifiers: list[dict[str, Any]] | None = None
 
 
 class GeneratedEnv(Env):
@@ -96,9 +93,8 @@ class GeneratedEnv(Env):
                       "env.always_on")]
 
     def verifiers(self) -> list[Verifier]:
-        cfg: GeneratedConfig = self.config
-        return build_verifiers(list(VERIFIERS) if cfg.verifiers is None else cfg.verifiers,
-                               "env.verifiers")
+        # The judge, or any verifier, scores beside these as on every env: env.verifiers.
+        return build_verifiers(VERIFIERS, "the env's verifiers")
 
     def check(self) -> None:
         cfg: GeneratedConfig = self.config

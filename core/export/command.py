@@ -25,7 +25,8 @@ def add_export(sub: Any) -> None:
     p.add_argument("run", metavar="RUN", help="results folder of `interplay eval`")
     p.add_argument("--format", required=True, metavar="FORMAT",
                    help="what to write: sft, rl, hf, or a format a plugin registers "
-                   "(`interplay list export-formats`), e.g. tau2 with interplay-tau2")
+                   "(`interplay list export-formats`): inspect (an Inspect eval log, with "
+                   "interplay[inspect]), tau2 with interplay-tau2")
     p.add_argument("-o", "--output", metavar="PATH", help="the file (the folder, for hf) to "
                    "write; default: RUN/sft.jsonl, RUN/rl-calls.jsonl, RUN/rl-traces.jsonl, "
                    "RUN/hf-sft, ...")

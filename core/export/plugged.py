@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -38,7 +38,8 @@ def export_format(name: str) -> ExportFormat:
 def export_plugged(name: str, run: str | Path, output: str | Path | None = None,
                    ) -> tuple[Path, Written]:
     """Write the run ``run`` (a results folder or its episodes.jsonl) in the registered format
-    ``name`` to ``output`` (default: the format's ``default_output`` in the results folder)."""
+    ``name`` to ``output`` (default: the file the format's
+    :meth:`~interplay.exporter.ExportFormat.output_name` names, in the results folder)."""
     fmt = export_format(name)
     run = Path(run)
     episodes = run / EPISODES_FILE if run.is_dir() else run
@@ -47,24 +48,25 @@ def export_plugged(name: str, run: str | Path, output: str | Path | None = None,
         raise InterplayError(f"{where}; name a results folder of `interplay eval` (or its "
                              f"{EPISODES_FILE})")
     folder = episodes.parent
-    out = Path(output) if output is not None else folder / (fmt.default_output or
-                                                            f"{fmt.name}.json")
+    config_path = folder / CONFIG_FILE
+    run_config: dict[str, Any] = {}
+    if config_path.is_file():
+        run_config = json.loads(config_path.read_text())
+    out = Path(output) if output is not None else folder / fmt.output_name(run_config)
     if not out.parent.is_dir():
         raise InterplayError(f"-o {out}: its folder {out.parent} does not exist; make it or "
                              f"choose another -o")
     if out.is_dir():
         raise InterplayError(f"-o {out}: is a folder; name a file")
-    config_path = folder / CONFIG_FILE
-    run_config: dict[str, Any] = {}
-    if config_path.is_file():
-        run_config = json.loads(config_path.read_text())
 
     def records() -> Iterator[dict[str, Any]]:
         for record in iter_episodes(episodes):
             yield whole_record(record, folder)
 
-    fd, tmp = tempfile.mkstemp(prefix=".export-", dir=out.parent)
-    os.close(fd)
+    # Made as every export file is (open's mode, under the umask), not mkstemp's 0600.
+    tmp = str(out.parent / f".export-{uuid.uuid4().hex}{out.suffix}")
+    with open(tmp, "xb"):
+        pass
     try:
         written = fmt.write(records(), Path(tmp), run_config=run_config)
         os.replace(tmp, out)

@@ -347,8 +347,9 @@ class ToolGateway:
             return _result(types, "error: this trace is closed; its tools can no longer be "
                                   "called", error=True)
         meta = params.meta if isinstance(params.meta, Mapping) else {}
-        # codex passes the model's own call id; other programs get one made up.
-        call_id = meta.get("callId")
+        # The model's own call id, as codex (callId) and Claude Code (claudecode/toolUseId)
+        # pass it; other programs get one made up.
+        call_id = meta.get("callId") or meta.get("claudecode/toolUseId")
         if not isinstance(call_id, str) or not call_id:
             call_id = f"mcp_{secrets.token_hex(8)}"
         t0 = time.monotonic()

@@ -18,16 +18,20 @@ from collections.abc import Callable
 
 from interplay import _asgi as asgi
 from interplay import _codec
+from interplay.model import messages
 
 
 class Flight:
     """One upstream call and the bytes it answered, replayable to every coalesced request."""
 
-    __slots__ = ("abort", "cancel_reason", "chunks", "done", "headers", "key", "status",
-                 "task", "waiters", "wake")
+    __slots__ = ("abort", "anthropic", "cancel_reason", "chunks", "done", "headers", "key",
+                 "status", "task", "waiters", "wake")
 
-    def __init__(self, key: tuple[str, str, bytes]) -> None:
+    def __init__(self, key: tuple[str, str, bytes], *, anthropic: bool = False) -> None:
         self.key = key
+        #: The program speaks Messages: an error answered before the stream began is in
+        #: Anthropic's shape.
+        self.anthropic = anthropic
         self.status = 0
         self.headers: list[tuple[bytes, bytes]] = []
         self.chunks: list[bytes] = []
@@ -64,9 +68,13 @@ class Flight:
         with ``status`` if nothing was answered yet, the stream's own error event if a stream
         has begun (a whole answer already given stays as it is)."""
         if not self.status:
-            self.answer(status, _codec.dumps(asgi.error_body(
-                message, type_="invalid_request_error" if status < 500 else "server_error",
-                code=code)))
+            if self.anthropic:
+                body = messages.error_body(status, message)
+            else:
+                body = asgi.error_body(
+                    message, type_="invalid_request_error" if status < 500 else "server_error",
+                    code=code)
+            self.answer(status, _codec.dumps(body))
         elif self.abort is not None:
             self.push(self.abort(message, code))
 
@@ -79,8 +87,12 @@ class Flight:
         it comes, until the flight is done."""
         while not self.status:
             if self.done:  # ended without an answer: never leave the program waiting
-                await asgi.send_error(send, 502, "the upstream call ended without an answer",
-                                      type_="server_error", code="bad_response")
+                message = "the upstream call ended without an answer"
+                if self.anthropic:
+                    await asgi.send_json(send, 502, messages.error_body(502, message))
+                else:
+                    await asgi.send_error(send, 502, message, type_="server_error",
+                                          code="bad_response")
                 return
             await self.wake.wait()
         await send({"type": "http.response.start", "status": self.status,

@@ -21,19 +21,20 @@ coalesce, cancel or record (the server does), and it holds no user logic.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 from interplay import _asgi as asgi
 from interplay import _codec
 from interplay.endpoint import Endpoint
 from interplay.interception import passthrough
 from interplay.interception.flight import Flight
+from interplay.model import messages as ms
 from interplay.model import responses as rs
 from interplay.model.client import ModelClient
 from interplay.records import ModelCall
 
-_ERROR_STATUS = {"timeout": 504, "connection_error": 502, "bad_response": 502}
+ERROR_STATUS = {"timeout": 504, "connection_error": 502, "bad_response": 502}
 
 # Keys that shape a request rather than how the model samples: never taken from sampling.
 _NOT_SAMPLING = frozenset({"model", "messages", "input", "instructions", "tools", "stream",
@@ -63,8 +64,10 @@ def upstream_body(api: str, body: dict[str, Any], endpoint: Endpoint, *, model: 
                   sampling: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """The body sent upstream for a program's ``body`` (of ``api``), with the endpoint's
     sampling under it and the seat's ``sampling`` over it, as ``model`` (or the endpoint's);
-    and the sampling keys that could not be forwarded (a Responses request passed on as it
-    is: the Responses API has no seed, stop or penalties)."""
+    and what could not be forwarded: the sampling keys of a Responses request passed on as it
+    is (the Responses API has no seed, stop or penalties), or the fields and tools of a
+    Messages request that Chat Completions has no form for (:mod:`interplay.model.messages`
+    lists the rules)."""
     if api == "responses" and endpoint.api == "responses":
         under, dropped = rs.sampling_for_responses(endpoint.sampling)
         under = {**under, **endpoint.extra_body}
@@ -72,8 +75,11 @@ def upstream_body(api: str, body: dict[str, Any], endpoint: Endpoint, *, model: 
         upstream = sampled(body, under, over, limits=("max_output_tokens",))
         upstream["model"] = model or endpoint.model
         return upstream, dropped + dropped_seat
+    dropped: list[str] = []
     if api == "responses":
         upstream = rs.responses_to_chat(body)
+    elif api == "messages":
+        upstream, dropped = ms.messages_to_chat(body)
     else:
         upstream = dict(body)
         if upstream.get("stream"):
@@ -81,7 +87,7 @@ def upstream_body(api: str, body: dict[str, Any], endpoint: Endpoint, *, model: 
                                               include_usage=True)
     upstream = sampled(upstream, endpoint.body_fields, sampling)
     upstream["model"] = model or endpoint.model
-    return upstream, []
+    return upstream, dropped
 
 
 async def forward(client: ModelClient, api: str, body: dict[str, Any],
@@ -92,6 +98,8 @@ async def forward(client: ModelClient, api: str, body: dict[str, Any],
     stream = bool(upstream.get("stream"))
     if api == "chat.completions":
         return await _chat(client, body, upstream, flight, stream, capture, prefix)
+    if api == "messages":
+        return await _messages(client, body, upstream, flight, stream, capture, prefix)
     if client.endpoint.api == "responses":
         return await _responses(client, upstream, flight, stream, capture)
     return await _translated(client, body, upstream, flight, stream, capture, prefix)
@@ -122,12 +130,14 @@ def _as_chunks(response: Mapping[str, Any], with_usage: bool) -> list[dict[str, 
     return chunks
 
 
-def _error_json(call: ModelCall) -> tuple[int, bytes]:
+def _error_json(call: ModelCall, *, anthropic: bool = False) -> tuple[int, bytes]:
     status = call.status if call.status and call.status >= 400 else \
-        _ERROR_STATUS.get(call.error_type or "", 502)
+        ERROR_STATUS.get(call.error_type or "", 502)
+    message = call.error or "upstream model call failed"
+    if anthropic:
+        return status, _codec.dumps(ms.error_body(status, message))
     kind = "invalid_request_error" if status < 500 else "server_error"
-    body = _codec.dumps(asgi.error_body(call.error or "upstream model call failed", type_=kind,
-                                        code=call.error_type))
+    body = _codec.dumps(asgi.error_body(message, type_=kind, code=call.error_type))
     return status, body
 
 
@@ -183,11 +193,47 @@ async def _translated(client: ModelClient, body: dict[str, Any], upstream: dict[
                       prefix: list[int] | None) -> ModelCall:
     """A Responses request sent upstream as Chat Completions, answered as Responses (and
     recorded as the Responses object the program got)."""
-    streamer = rs.ChatToResponsesStream(body, upstream["model"])
+    return await _answered_as(client, upstream, flight, stream, capture, prefix,
+                              rs.ChatToResponsesStream(body, upstream["model"]),
+                              lambda completion: rs.chat_to_response(completion, body))
+
+
+async def _messages(client: ModelClient, body: dict[str, Any], upstream: dict[str, Any],
+                    flight: Flight, stream: bool, capture: bool,
+                    prefix: list[int] | None) -> ModelCall:
+    """A Messages request sent upstream as Chat Completions, answered as Messages (and
+    recorded as the ``message`` the program got)."""
+    return await _answered_as(client, upstream, flight, stream, capture, prefix,
+                              ms.ChatToMessagesStream(body, upstream["model"]),
+                              lambda completion: ms.chat_to_message(completion, body),
+                              anthropic=True)
+
+
+class _Streamer(Protocol):
+    """A chat.completion's chunks as another API's SSE events (``rs.ChatToResponsesStream``,
+    ``ms.ChatToMessagesStream``)."""
+
+    def start(self) -> list[bytes]: ...
+
+    def chunk(self, chunk: Mapping[str, Any]) -> list[bytes]: ...
+
+    def finish(self, completion: Mapping[str, Any]) -> tuple[list[bytes], dict[str, Any]]: ...
+
+    def failed(self, message: str, code: str = "server_error") -> bytes: ...
+
+
+async def _answered_as(client: ModelClient, upstream: dict[str, Any], flight: Flight,
+                       stream: bool, capture: bool, prefix: list[int] | None,
+                       streamer: _Streamer, whole: Callable[[dict[str, Any]], dict[str, Any]],
+                       *, anthropic: bool = False) -> ModelCall:
+    """``upstream`` sent as Chat Completions and answered in the program's API: streamed
+    through ``streamer`` (its ``start``, ``chunk``, ``finish`` and ``failed`` events), or as
+    the object ``whole`` makes of the completion; the call's response is what the program
+    got."""
 
     def on_start() -> None:
         flight.start(200, asgi.SSE_HEADERS)
-        flight.abort = streamer.events.failed
+        flight.abort = streamer.failed
         for ev in streamer.start():
             flight.push(ev)
 
@@ -202,16 +248,16 @@ async def _translated(client: ModelClient, body: dict[str, Any], upstream: dict[
         if stream:
             if not flight.status:
                 on_start()
-            events, response = streamer.finish(completion)
+            events, answer = streamer.finish(completion)
             for ev in events:
                 flight.push(ev)
-            call.response = _codec.dumps_kept(response)
+            call.response = _codec.dumps_kept(answer)
         else:
-            call.response = _codec.dumps_kept(rs.chat_to_response(completion, body))
+            call.response = _codec.dumps_kept(whole(completion))
             flight.answer(200, call.response)
     elif flight.status:
-        flight.push(streamer.events.failed(call.error or "upstream failed",
-                                           call.error_type or "server_error"))
+        flight.push(streamer.failed(call.error or "upstream failed",
+                                    call.error_type or "server_error"))
     else:
-        flight.answer(*_error_json(call))
+        flight.answer(*_error_json(call, anthropic=anthropic))
     return call

@@ -19,8 +19,11 @@ class Limits:
     ``body_timeout_s`` after its headers gets a 408 and its connection closed.
     """
 
+    #: The largest request body taken, in MiB (a larger one is refused with a 413).
     max_body_mb: float = 8.0
+    #: Seconds a request's headers may take to arrive before its connection is closed.
     header_timeout_s: float = 10.0
+    #: Seconds a request's body may take after its headers before a 408.
     body_timeout_s: float = 30.0
 
     def __attrs_post_init__(self) -> None:

@@ -1,12 +1,15 @@
 """The interception server: the model boundary for harness programs that run as processes.
 
-An OpenAI-compatible HTTP server on 127.0.0.1 (a hand-written ASGI app on uvicorn) that serves
-``POST /v1/chat/completions`` and ``POST /v1/responses`` (streamed and not) and
-``GET /v1/models``. Each trace gets a secret (``Authorization: Bearer <secret>`` or a
-``/t/<secret>/v1`` path); a request without a known secret is refused and never recorded.
-Each request is forwarded through the trace's :class:`~interplay.model.ModelClient` (Responses
-translated to Chat Completions and back) and recorded as one ModelCall through the trace's
-``on_call``. When the endpoint serves the Responses API itself (``Endpoint.api =
+An HTTP server on 127.0.0.1 (a hand-written ASGI app on uvicorn) that serves the OpenAI
+APIs, ``POST /v1/chat/completions`` and ``POST /v1/responses``, and Anthropic's Messages API,
+``POST /v1/messages`` (streamed and not, each) and ``POST /v1/messages/count_tokens``, and
+``GET /v1/models``. Each trace gets a secret (``Authorization: Bearer <secret>``,
+``x-api-key: <secret>`` as a Messages client sends it, or a ``/t/<secret>/v1`` path); a
+request without a known secret is refused and never recorded, in the error shape of the API it
+spoke. Each request is forwarded through the trace's :class:`~interplay.model.ModelClient`
+(Responses and Messages translated to Chat Completions and back) and recorded as one ModelCall
+through the trace's ``on_call``; a ``count_tokens`` request asks the endpoint's tokenizer and
+is no turn. When the endpoint serves the Responses API itself (``Endpoint.api =
 "responses"``), ``/v1/responses`` requests are forwarded as they are instead
 (:mod:`~interplay.interception.passthrough`). An identical request (same secret, same body
 bytes) arriving while the first is still in flight is coalesced onto it: same answer, one
@@ -42,8 +45,10 @@ from interplay.interception import forward as fw
 from interplay.interception.flight import Flight
 from interplay.interception.limits import Limits
 from interplay.log import get_logger
+from interplay.model import messages as ms
 from interplay.model import request as rq
 from interplay.model.client import ModelClient
+from interplay.model.retries import Failure
 from interplay.records import ModelCall
 
 log = get_logger("interplay.interception")
@@ -68,12 +73,35 @@ class TraceRoute:
     calls: int = 0
     #: Set by ``close_trace``; from then on nothing is recorded through ``on_call``.
     closed: bool = False
-    #: Sampling keys the Responses API cannot take, already reported for this trace.
+    #: What could not be forwarded (sampling keys the Responses API cannot take, fields of a
+    #: Messages request Chat Completions has no form for), already reported for this trace.
     _unforwarded: set[str] = attrs.field(factory=set, init=False, repr=False)
     _flights: set[Flight] = attrs.field(factory=set, init=False, repr=False)
     # close_trace may come from another thread than the server's loop (thread mode): the
     # closed check and the recording happen under this lock, so none slips in after closing.
     _lock: threading.RLock = attrs.field(factory=threading.RLock, init=False, repr=False)
+
+
+#: The routes served (under ``/v1``, or under a ``/t/<secret>/v1`` path), by the API each is.
+_APIS = {"/chat/completions": "chat.completions", "/responses": "responses",
+         "/messages": "messages", "/messages/count_tokens": "messages.count_tokens",
+         "/models": "models"}
+
+
+def _speaks_messages(path: str) -> bool:
+    """Whether a request to ``path`` is a Messages client's, which reads errors in Anthropic's
+    shape (``{"type": "error", "error": {"type", "message"}}``)."""
+    return path.endswith(("/messages", "/messages/count_tokens"))
+
+
+async def _refuse(send: asgi.Send, anthropic: bool, status: int, message: str, *,
+                  code: str | None = None, param: str | None = None,
+                  type_: str = "invalid_request_error") -> None:
+    """An error answer in the shape the request's API reads."""
+    if anthropic:
+        await asgi.send_json(send, status, ms.error_body(status, message))
+    else:
+        await asgi.send_error(send, status, message, type_=type_, param=param, code=code)
 
 
 def _masked(path: str | None) -> str | None:
@@ -224,31 +252,33 @@ class InterceptionServer:
     async def app(self, scope: asgi.Scope, receive: asgi.Receive, send: asgi.Send) -> None:
         if scope["type"] != "http":
             return
+        anthropic = _speaks_messages(scope.get("path") or "")
         try:
-            await self._handle(scope, receive, send)
+            await self._handle(scope, receive, send, anthropic)
         except asgi.BodyTooLarge:
             log.info("interception.refused", status=413, reason_code="request_too_large")
-            await asgi.send_error(
-                send, 413, f"the request body exceeds {self.limits.max_body_mb:g} MB "
-                "(interception.max_body_mb)", code="request_too_large")
+            await _refuse(send, anthropic, 413, f"the request body exceeds "
+                          f"{self.limits.max_body_mb:g} MB (interception.max_body_mb)",
+                          code="request_too_large")
         except asgi.ClientGone:
             log.info("interception.client_gone", reason_code="body_incomplete")
         except Exception:
             # Never let bad input take the server down; the traceback goes to the log only.
             log.exception("interception.internal_error", path=_masked(scope.get("path")))
             try:
-                await asgi.send_error(send, 500, "internal error in the interception server",
-                                      type_="server_error")
+                await _refuse(send, anthropic, 500, "internal error in the interception server",
+                              type_="server_error")
             except Exception:
                 pass
 
-    async def _handle(self, scope: asgi.Scope, receive: asgi.Receive, send: asgi.Send) -> None:
+    async def _handle(self, scope: asgi.Scope, receive: asgi.Receive, send: asgi.Send,
+                      anthropic: bool) -> None:
         path: str = scope["path"]
         secret: str | None = None
         if path.startswith("/t/"):
             end = path.find("/", 3)
             if end < 0:
-                await asgi.send_error(send, 404, "no such route", code="not_found")
+                await _refuse(send, anthropic, 404, "no such route", code="not_found")
                 return
             secret, path = path[3:end], path[end:]
         length: bytes | None = None
@@ -256,25 +286,29 @@ class InterceptionServer:
             if k == b"authorization" and secret is None:
                 if v[:7].lower() == b"bearer ":
                     secret = v[7:].strip().decode("latin-1")
+            elif k == b"x-api-key" and secret is None:
+                # A Messages client (Claude Code, the anthropic SDK) sends its key so.
+                secret = v.strip().decode("latin-1")
             elif k == b"content-length":
                 length = v
         method: str = scope["method"]
         if path.startswith("/v1/"):
             path = path[3:]
-        if path not in ("/chat/completions", "/responses", "/models"):
-            await asgi.send_error(send, 404, f"no route {method} {path}", code="not_found")
+        api = _APIS.get(path)
+        if api is None:
+            await _refuse(send, anthropic, 404, f"no route {method} {path}", code="not_found")
             return
-        expected = "GET" if path == "/models" else "POST"
+        expected = "GET" if api == "models" else "POST"
         if method != expected:
-            await asgi.send_error(send, 405, f"{path} takes {expected}",
-                                  code="method_not_allowed")
+            await _refuse(send, anthropic, 405, f"{path} takes {expected}",
+                          code="method_not_allowed")
             return
         route = self._routes.get(secret) if secret else None
         if route is None:
-            await asgi.send_error(send, 401, "missing or unknown API key for this server",
-                                  code="invalid_api_key")
+            await _refuse(send, anthropic, 401, "missing or unknown API key for this server",
+                          code="invalid_api_key")
             return
-        if path == "/models":
+        if api == "models":
             name = route.model or route.client.endpoint.model
             await asgi.send_json(send, 200, {"object": "list", "data": [
                 {"id": name, "object": "model", "created": 0, "owned_by": "interplay"}]})
@@ -283,7 +317,9 @@ class InterceptionServer:
         if length is not None and length.isdigit() and int(length) > limit:
             raise asgi.BodyTooLarge
         raw = await asgi.read_body(receive, limit)
-        api = "responses" if path == "/responses" else "chat.completions"
+        if api == "messages.count_tokens":
+            await self._count_tokens(route, raw, send)
+            return
         key = (route.secret, api, raw)
         flight = self._flights.get(key)
         if flight is not None:
@@ -296,15 +332,46 @@ class InterceptionServer:
             except rq.BadRequest as exc:
                 log.info("interception.refused", status=400, api=api, param_name=exc.param,
                          reason_code=exc.code)
-                await asgi.send_error(send, 400, exc.message, param=exc.param, code=exc.code)
+                await _refuse(send, anthropic, 400, exc.message, param=exc.param,
+                              code=exc.code)
                 return
-            flight = self._flights[key] = Flight(key)
+            flight = self._flights[key] = Flight(key, anthropic=anthropic)
             task = asyncio.create_task(self._produce(route, api, body, upstream, flight))
             flight.task = task
             route._flights.add(flight)
             self._tasks.add(task)
             task.add_done_callback(functools.partial(self._produced, route, api, flight))
         await self._deliver(flight, receive, send)
+
+    async def _count_tokens(self, route: TraceRoute, raw: bytes, send: asgi.Send) -> None:
+        """``POST /v1/messages/count_tokens``: the request's prompt tokens, as the trace's
+        endpoint counts them (:meth:`ModelClient.count_tokens`). Not a turn: nothing is
+        recorded."""
+        api = "messages.count_tokens"
+        try:
+            body = rq.parse(raw)
+            rq.check(api, body)
+            request = ms.count_request(body)
+        except rq.BadRequest as exc:
+            log.info("interception.refused", status=400, api=api, param_name=exc.param,
+                     reason_code=exc.code)
+            await _refuse(send, True, 400, exc.message)
+            return
+        request["model"] = route.model or route.client.endpoint.model
+        t0 = time.monotonic()
+        try:
+            count = await route.client.count_tokens(request)
+        except Failure as f:
+            status = 404 if f.error_type == "not_supported" else \
+                f.status if f.status and f.status >= 400 else \
+                fw.ERROR_STATUS.get(f.error_type, 502)
+            log.info("interception.count_failed", api=api, status=status,
+                     error_type=f.error_type)
+            await _refuse(send, True, status, f"cannot count tokens: {f.message}")
+            return
+        log.info("interception.counted", api=api, input_tokens=count,
+                 latency_s=round(time.monotonic() - t0, 4))
+        await asgi.send_json(send, 200, {"input_tokens": count})
 
     async def _deliver(self, flight: Flight, receive: asgi.Receive, send: asgi.Send) -> None:
         """Replay the flight to this request while watching for the program to go away."""
@@ -348,8 +415,14 @@ class InterceptionServer:
         new = set(dropped) - route._unforwarded
         if new:
             route._unforwarded |= new
-            log.warning("interception.sampling_not_forwarded", param_names=sorted(new),
-                        reason_code="not_in_responses_api")
+            if api == "messages":
+                # Expected of every Messages client (Claude Code sends thinking, metadata,
+                # context_management): said once per trace, by name, as the rules drop them.
+                log.info("interception.fields_not_forwarded", api=api,
+                         param_names=sorted(new), reason_code="not_in_chat_completions")
+            else:
+                log.warning("interception.sampling_not_forwarded", param_names=sorted(new),
+                            reason_code="not_in_responses_api")
         return upstream
 
     async def _produce(self, route: TraceRoute, api: str, body: dict[str, Any],

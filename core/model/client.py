@@ -168,6 +168,45 @@ class ModelClient:
         _diverged(call, prefix if capture else None)
         return call
 
+    async def count_tokens(self, body: Mapping[str, Any]) -> int:
+        """The prompt tokens of a Chat Completions ``body`` (its messages and tools) as the
+        endpoint's tokenizer counts them, chat template included: ``POST /tokenize`` at the
+        endpoint's root, as vLLM serves it. A Failure (``not_supported`` for an endpoint
+        without that route) when it cannot be counted; never recorded as a model call."""
+        transport = self._transport or await self.transport()
+        request = {"model": body.get("model") or self.endpoint.model,
+                   "messages": body.get("messages") or [], "add_generation_prompt": True}
+        if body.get("tools"):
+            request["tools"] = body["tools"]
+        data = _codec.dumps(request)
+        url = transport.root_url("/tokenize")
+
+        async def attempt() -> int:
+            try:
+                answer = await transport.post(url, request, data, stream=False)
+            except Failure as f:
+                if f.status in (404, 405):
+                    f.error_type, f.final = "not_supported", True
+                    f.message = ("the endpoint has no /tokenize route to count tokens with "
+                                 "(vLLM serves one)")
+                raise
+            try:
+                raw = await answer.read()
+            finally:
+                await answer.close()
+            try:
+                parsed = _codec.loads(raw)
+            except ValueError:
+                raise Failure("bad_response", "the /tokenize answer is not JSON",
+                              answer.status) from None
+            count = parsed.get("count") if isinstance(parsed, dict) else None
+            if not isinstance(count, int) or isinstance(count, bool):
+                raise Failure("bad_response", "the /tokenize answer has no count",
+                              answer.status)
+            return count
+
+        return await self.policy.run(attempt, event="model.count_tokens_retry")
+
     def _sent_prefix(self, prefix: Sequence[int] | None) -> Sequence[int] | None:
         return prefix if self.endpoint.continue_tokens else None
 

@@ -56,6 +56,21 @@ _INTEGER = ("seed", "top_k")
 _BAD_REQUEST = (ValueError, TypeError, ctypes.ArgumentError)
 
 
+def fallback_usage(tool_pass: Any, plain: Any) -> dict[str, int]:
+    """The usage of a tool request answered in plain text after the tool pass chose no tool:
+    the prompt the tool pass read (the request as sent, its tools included) and the plain
+    answer's completion. The plain pass's own prompt, without the tools, is shorter: reporting
+    it would undercount what the request cost."""
+    def count(usage: Any, key: str) -> int:
+        value = usage.get(key) if isinstance(usage, dict) else None
+        return value if isinstance(value, int) else 0
+
+    prompt = count(tool_pass, "prompt_tokens") or count(plain, "prompt_tokens")
+    completion = count(plain, "completion_tokens")
+    return {"prompt_tokens": prompt, "completion_tokens": completion,
+            "total_tokens": prompt + completion}
+
+
 def _plain(content: Any) -> str:
     if content is None:
         return ""
@@ -279,8 +294,11 @@ class LocalServer:
         finally:
             self.llm.completion_cap = None
         if not _calls(result):
-            # The handler's message branch answers empty: a plain answer instead.
-            return self.llm.create_chat_completion(**kw)
+            # The handler's message branch answers empty: a plain answer instead, whose usage
+            # counts the prompt the tool pass read (the request with its tools) to choose it.
+            plain = self.llm.create_chat_completion(**kw)
+            plain["usage"] = fallback_usage(result.get("usage"), plain.get("usage"))
+            return plain
         choice0 = result["choices"][0]
         # The legacy function_call the handler adds can carry a mangled name ("f:").
         (choice0.get("message") or {}).pop("function_call", None)

@@ -1,6 +1,6 @@
-"""A program's request as an OpenAI-compatible server interplay runs takes it (the interception
-server, the embedded model's server): its body parsed strictly and its shape checked, in one
-place, before anything is forwarded or recorded.
+"""A program's request as a server interplay runs takes it (the interception server, in Chat
+Completions, Responses or Anthropic Messages; the embedded model's server): its body parsed
+strictly and its shape checked, in one place, before anything is forwarded or recorded.
 
 A body that does not pass is a :class:`BadRequest` (an HTTP 400 with a one-line reason, and no
 recorded turn): bytes that are not strict JSON (invalid UTF-8, a lone UTF-16 surrogate, NaN),
@@ -64,8 +64,9 @@ _OBJECT = (dict,)
 _TEXT = (str,)
 _FLAG = (bool,)
 _LIST = (list,)
+_NUMBER = (int, float)
 _NAMES = {dict: "an object", str: "a string", bool: "a boolean", list: "a list",
-          int: "an integer"}
+          int: "an integer", float: "a number"}
 
 # The top-level fields the server reads, per API, and the types it can work with (null is
 # taken as absent, as the OpenAI API takes it).
@@ -77,32 +78,43 @@ _RESPONSES_FIELDS: dict[str, tuple[type, ...]] = {
     "model": _TEXT, "input": (str, list), "instructions": _TEXT, "stream": _FLAG,
     "tools": _LIST, "tool_choice": (str, dict), "parallel_tool_calls": _FLAG, "text": _OBJECT,
     "max_output_tokens": (int,), "previous_response_id": _TEXT}
+_MESSAGES_FIELDS: dict[str, tuple[type, ...]] = {
+    "model": _TEXT, "messages": _LIST, "system": (str, list), "max_tokens": (int,),
+    "stream": _FLAG, "tools": _LIST, "tool_choice": _OBJECT, "stop_sequences": _LIST,
+    "temperature": _NUMBER, "top_p": _NUMBER, "top_k": (int,), "metadata": _OBJECT,
+    "thinking": _OBJECT, "output_config": _OBJECT}
+_FIELDS = {"chat.completions": _CHAT_FIELDS, "responses": _RESPONSES_FIELDS,
+           "messages": _MESSAGES_FIELDS, "messages.count_tokens": _MESSAGES_FIELDS}
 
 
 def check(api: str, body: Mapping[str, Any], *, translated: bool = True) -> None:
     """Refuse (BadRequest) a body whose shape the server cannot work with: ``api`` is
-    ``"chat.completions"`` or ``"responses"``; ``translated`` when a Responses request is to
-    be sent upstream as Chat Completions (which needs its ``input``)."""
-    fields = _CHAT_FIELDS if api == "chat.completions" else _RESPONSES_FIELDS
+    ``"chat.completions"``, ``"responses"``, ``"messages"`` or ``"messages.count_tokens"``;
+    ``translated`` when a Responses request is to be sent upstream as Chat Completions (which
+    needs its ``input``)."""
+    fields = _FIELDS[api]
     for name, types in fields.items():
         value = body.get(name)
         if value is None:
             continue
         # bool is an int to Python, never to JSON
         if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
-            kinds = " or ".join(_NAMES[t] for t in types)
+            kinds = "a number" if types == _NUMBER else " or ".join(_NAMES[t] for t in types)
             raise BadRequest(f"'{name}' must be {kinds}, got {_json_type(value)}", name)
     tools = body.get("tools") or ()
     for i, tool in enumerate(tools):
         if not isinstance(tool, dict):
             raise BadRequest(f"tools[{i}] must be an object, got {_json_type(tool)}", "tools")
-    if api == "chat.completions":
+    if api != "responses":
         msgs = body.get("messages")
         if not msgs:
             raise BadRequest("'messages' must be a non-empty list", "messages")
         for i, m in enumerate(msgs):
             if not isinstance(m, dict) or not isinstance(m.get("role"), str):
                 raise BadRequest(f"messages[{i}] must be an object with a role", "messages")
+        if api == "messages" and body.get("max_tokens") is None:
+            # Required by the Messages API: a program that works here works there too.
+            raise BadRequest("missing required parameter: 'max_tokens'", "max_tokens")
     elif translated and body.get("input") is None:
         raise BadRequest("missing required parameter: 'input'", "input")
     elif translated and body.get("previous_response_id") is not None:

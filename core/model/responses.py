@@ -424,6 +424,10 @@ class ChatToResponsesStream:
                 out.append(self.events.text_delta(0, self.msg_id, delta))
         return out
 
+    def failed(self, message: str, code: str = "server_error") -> bytes:
+        """The event that ends this stream with an error."""
+        return self.events.failed(message, code)
+
     def finish(self, completion: Mapping[str, Any]) -> tuple[list[bytes], dict[str, Any]]:
         """The closing events and the Response object built from the reassembled completion."""
         response = chat_to_response(completion, self.request, resp_id=self.resp_id,

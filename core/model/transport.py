@@ -121,8 +121,15 @@ class Transport:
 
     async def post(self, path: str, body: Mapping[str, Any], payload: bytes, *,
                    stream: bool) -> Answer:
-        """POST ``payload`` (``body`` encoded) to ``path`` under the base URL."""
+        """POST ``payload`` (``body`` encoded) to ``path`` under the base URL (a whole URL,
+        such as one of :meth:`root_url`'s, is taken as it is)."""
         raise NotImplementedError
+
+    def root_url(self, path: str) -> str:
+        """``path`` at the server's root: the base URL without its ``/v1`` (vLLM serves
+        ``/tokenize`` there, beside ``/v1``)."""
+        base = self.base_url[:-3] if self.base_url.endswith("/v1") else self.base_url
+        return base + path
 
     async def aclose(self) -> None:
         """Close the client, in the loop it belongs to (an interception server serving from
@@ -220,8 +227,8 @@ class AiohttpTransport(Transport):
                    stream: bool) -> Answer:
         session: aiohttp.ClientSession = self.client()
         try:
-            resp = await session.post(self.base_url + path, data=payload,
-                                      headers=self._headers[stream])
+            url = path if path.startswith(("http://", "https://")) else self.base_url + path
+            resp = await session.post(url, data=payload, headers=self._headers[stream])
         except (aiohttp.ClientError, OSError) as exc:
             raise _broken(exc, "sending the request",
                           timed_out=isinstance(exc, TimeoutError)) from None

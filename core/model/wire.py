@@ -1,7 +1,7 @@
 """What model calls carry over the wire, read into records: a whole Chat Completions body, a
 stream of chunks folded into one, the data lines of server-sent events, usage, and the
 messages of a recorded call (:func:`assistant_message`, :func:`request_messages`, for Chat
-Completions and Responses alike).
+Completions, Responses and Messages alike).
 
 Pure functions and one small stateful folder; no I/O, no logging.
 """
@@ -16,6 +16,7 @@ from typing import Any
 from interplay import _codec
 from interplay._ids import new_id
 from interplay.errors import InterplayError
+from interplay.model import messages as ms
 from interplay.model import responses as rs
 from interplay.model.retries import Failure
 from interplay.records import Message, ModelCall, ToolCall, Usage
@@ -187,7 +188,8 @@ def chat_usage(data: Any) -> Usage | None:
 
 def assistant_message(call: ModelCall) -> Message | None:
     """The assistant Message a recorded call answered (tool calls as ToolCall), or None: a
-    Chat Completions ``choices[0].message``, or a Responses object's output items."""
+    Chat Completions ``choices[0].message``, a Responses object's output items, or a Messages
+    ``message``'s content blocks."""
     raw = call.response
     known = call._message
     if known is not None and known[0] is raw:
@@ -200,6 +202,8 @@ def assistant_message(call: ModelCall) -> Message | None:
         return None
     if isinstance(response, dict) and "output" in response and "choices" not in response:
         message: Message | None = _responses_message(response)
+    elif isinstance(response, dict) and response.get("type") == "message":
+        message = _messages_message(response)
     else:
         message = chat_message(response)
     call._message = (raw, message)
@@ -207,10 +211,16 @@ def assistant_message(call: ModelCall) -> Message | None:
 
 
 def request_messages(call: ModelCall) -> list[Message]:
-    """A recorded request's conversation as Messages (Chat Completions ``messages`` or a
-    Responses ``input``); what cannot be read as a message is left out."""
+    """A recorded request's conversation as Messages (Chat Completions ``messages``, a
+    Responses ``input``, or a Messages request's ``system`` and ``messages``); what cannot be
+    read as a message is left out."""
     body: Any = call.request or {}
-    if "messages" not in body and "input" in body:
+    if call.api == "messages":
+        try:
+            body = {"messages": ms.chat_messages(body)}
+        except ms.BadRequest:
+            return []
+    elif "messages" not in body and "input" in body:
         try:
             body = rs.responses_to_chat(body)
         except rs.BadRequest:
@@ -242,6 +252,23 @@ def _responses_message(resp: Mapping[str, Any]) -> Message:
                                                               str(item.get("name") or "")),
                                        arguments=_arguments(item.get("arguments"))))
     return Message("assistant", "".join(texts) if texts or not tool_calls else None,
+                   tool_calls=tuple(tool_calls))
+
+
+def _messages_message(resp: Mapping[str, Any]) -> Message:
+    texts: list[str] = []
+    tool_calls: list[ToolCall] = []
+    for block in resp.get("content") or ():
+        if not isinstance(block, Mapping):
+            continue
+        if block.get("type") == "text":
+            texts.append(str(block.get("text") or ""))
+        elif block.get("type") == "tool_use":
+            tool_calls.append(ToolCall(id=str(block.get("id") or ""),
+                                       name=str(block.get("name") or ""),
+                                       arguments=ms.tool_arguments(block.get("input"))))
+    text = "".join(texts)
+    return Message("assistant", text if text or not tool_calls else None,
                    tool_calls=tuple(tool_calls))
 
 

@@ -54,13 +54,12 @@ def _stops(ep: Mapping[str, Any]) -> list[str]:
 _ROLES = ("system", "developer", "user", "assistant", "tool")
 
 
-def _message(m: Mapping[str, Any], *, private: bool = False) -> dict[str, Any]:
+def _message(m: Mapping[str, Any], notes: Sequence[str] = ()) -> dict[str, Any]:
     role = as_text(m.get("role")) or "?"
     text = _content_text(m.get("content"))
     return {"role": role, "role_class": role if role in _ROLES else "other",
-            # An always_on agent's plain reply is a private note: the user never reads it
-            # (its wake table marks it so; every transcript that shows it says so too).
-            "private": private and role == "assistant" and bool(text.strip()),
+            "private": role == "assistant" and (m.get("private") is True
+                                                or _is_note(text, notes)),
             "name": as_text(m.get("name")), "tool_call_id": as_text(m.get("tool_call_id")),
             "text": text,
             "tool_calls": [{"name": as_text(as_map(as_map(c).get("function")).get("name")),
@@ -70,21 +69,32 @@ def _message(m: Mapping[str, Any], *, private: bool = False) -> dict[str, Any]:
                            for c in as_seq(m.get("tool_calls"))]}
 
 
-def _messages(messages: Any, *, private: bool = False) -> list[dict[str, Any]]:
-    """A transcript's messages as the page shows them; ``private``: the seat's assistant
-    text is private notes (an always_on agent's plain replies, which the user never reads)."""
+def _is_note(text: str, notes: Sequence[str]) -> bool:
+    """Whether an assistant's text is one of an always_on wake's private notes: what it
+    wrote that the user never reads (a wake's notes are recorded joined by blank lines)."""
+    text = text.strip()
+    if not text:
+        return False
+    for note in notes:
+        if text == note or note.startswith(text + "\n\n") or note.endswith("\n\n" + text) \
+                or f"\n\n{text}\n\n" in note:
+            return True
+    return False
+
+
+def _messages(messages: Any, notes: Sequence[str] = ()) -> list[dict[str, Any]]:
     if messages is not None and not isinstance(messages, list | tuple):
         # Not a list of messages: shown as what it is rather than dropped.
         return [_message({"role": "?", "content": messages})]
-    return [_message(as_map(m), private=private) for m in as_seq(messages)]
+    return [_message(as_map(m), notes) for m in as_seq(messages)]
 
 
-def private_seat(ep: Mapping[str, Any]) -> str | None:
-    """The seat whose plain replies are private notes: an always_on run's agent, which
-    reaches the user only through its ``message_user`` tool (None for other episodes)."""
-    record = as_map(as_map(ep.get("results")).get("always_on"))
-    seat = record.get("seat")
-    return seat if isinstance(seat, str) and seat else None
+def _notes(record: Any) -> list[str]:
+    """The private notes of an always_on record's wakes (none for any other episode)."""
+    timeline = as_map(record).get("timeline")
+    return [note.strip() for e in map(as_map, as_seq(timeline))
+            if e.get("kind") == "wake" and isinstance(note := e.get("private_note"), str)
+            and note.strip()]
 
 
 def _rewards(rewards: Any, judged: Collection[str]) -> list[dict[str, Any]]:
@@ -94,9 +104,12 @@ def _rewards(rewards: Any, judged: Collection[str]) -> list[dict[str, Any]]:
     for r in map(as_map, as_seq(rewards)):
         name = as_text(r.get("name"))
         criteria = as_map(as_map(r.get("info")).get("criteria")) if name in judged else {}
+        info = {k: v for k, v in as_map(r.get("info")).items()
+                if not (k == "criteria" and criteria)}
         out.append({"name": name, "value": fmt(r.get("value")),
                     "weight": fmt(r.get("weight")), "seat": as_text(r.get("seat")),
                     "reason": as_text(r.get("reason")),
+                    "info": as_json(info, indent=2) if info else "",
                     "criteria": [{"name": as_text(c), "score": fmt(as_map(v).get("score")),
                                   "weight": fmt(as_map(v).get("weight")),
                                   "reason": as_text(as_map(v).get("reason"))}
@@ -104,13 +117,32 @@ def _rewards(rewards: Any, judged: Collection[str]) -> list[dict[str, Any]]:
     return out
 
 
+def _call(n: int, c: Mapping[str, Any]) -> dict[str, str]:
+    """A model call's row: what it asked of which model, how long it took, its tokens."""
+    usage = as_map(c.get("usage"))
+    return {"n": str(n), "model": as_text(c.get("model")), "api": as_text(c.get("api")),
+            "latency_s": fmt(c.get("latency_s"), 3),
+            "first_token_s": fmt(c.get("first_token_s"), 3),
+            "prompt_tokens": fmt(usage.get("prompt_tokens")),
+            "completion_tokens": fmt(usage.get("completion_tokens")),
+            "finish_reason": as_text(c.get("finish_reason")), "attempts": fmt(c.get("attempts")),
+            "status": fmt(c.get("status")), "error_type": as_text(c.get("error_type")),
+            "error": cause(c.get("error"))}
+
+
+def _tool_run(r: Mapping[str, Any]) -> dict[str, str]:
+    return {"name": as_text(r.get("name")), "call_id": as_text(r.get("call_id")),
+            "duration_s": fmt(r.get("duration_s"), 3), "error_type": as_text(r.get("error_type"))}
+
+
 def _trace(t: Mapping[str, Any], errored: bool, judged: Collection[str],
-           private: str | None = None) -> dict[str, Any]:
+           notes: Sequence[str] = ()) -> dict[str, Any]:
     calls = [as_map(c) for c in as_seq(t.get("model_calls"))]
     tokens = 0
     for c in calls:
         count = as_map(c.get("usage")).get("total_tokens")
         tokens += count if isinstance(count, int) else 0
+    info = as_map(t.get("info"))
     return {"seat": seat_name(t), "agent": as_text(t.get("agent")),
             "harness": as_text(t.get("harness")),
             "model": as_text(t.get("model")), "trainable": t.get("trainable") is True,
@@ -119,8 +151,12 @@ def _trace(t: Mapping[str, Any], errored: bool, judged: Collection[str],
             "failed_calls": sum(1 for c in calls if c.get("error_type")), "tokens": tokens,
             "tool_runs": len(as_seq(t.get("tool_runs"))),
             "error_type": as_text(t.get("error_type")), "error": as_text(t.get("error")),
-            "messages": _messages(t.get("messages"),
-                                  private=private is not None and seat_name(t) == private),
+            "messages": _messages(t.get("messages"), notes),
+            "model_calls": [_call(n, c) for n, c in enumerate(calls, start=1)],
+            "tool_run_rows": [_tool_run(as_map(r)) for r in as_seq(t.get("tool_runs"))],
+            # What the harness recorded of its program (codex's, Claude Code's session),
+            # whatever its keys: shown as it is.
+            "info": as_json(info, indent=2) if info else "",
             "rewards": _rewards(t.get("rewards"), judged)}
 
 
@@ -172,9 +208,20 @@ def episode_view(i: int, ep: Mapping[str, Any], judged: Collection[str]) -> dict
         "system_prompt": as_text(task.get("system_prompt")),
         "prompt": _prompt_text(task.get("prompt")), "answer": as_json(task.get("answer")),
         "results": as_json(ep["results"], indent=2) if ep.get("results") else "",
-        "traces": [_trace(t, is_error(ep), judged, private_seat(ep)) for t in traces],
+        "traces": [_trace(t, is_error(ep), judged, _notes(record)) for t in traces],
         "always_on": view,
     }
+
+
+def seat_rewards(ep: Mapping[str, Any]) -> dict[str, float | None]:
+    """Each seat's reward in an episode (None for an error episode, which is not scored, and
+    for a seat nothing scored)."""
+    errored = is_error(ep)
+    out: dict[str, float | None] = {}
+    for t in map(as_map, as_seq(ep.get("traces"))):
+        reward = t.get("reward")
+        out[seat_name(t)] = None if errored or not finite_number(reward) else reward
+    return out
 
 
 def table_row(i: int, ep: Mapping[str, Any], seats: Sequence[str],
@@ -182,15 +229,13 @@ def table_row(i: int, ep: Mapping[str, Any], seats: Sequence[str],
     """An episode's row of the table, as the page's script reads it (see ROW_COLUMNS)."""
     info = as_map(ep.get("info"))
     traces = [as_map(t) for t in as_seq(ep.get("traces"))]
-    errored = is_error(ep)
-    by_seat = {seat_name(t): t.get("reward") for t in traces}
-    seat_rewards = [None if errored or not finite_number(by_seat.get(s)) else by_seat[s]
-                    for s in seats]
+    by_seat = seat_rewards(ep)
     stops = [stop_index.setdefault(s, len(stop_index)) for s in _stops(ep)]
     wall = ep.get("wall_s")
     turns = as_map(ep.get("metrics")).get("turns")
     return [i, as_text(info.get("episode_id")), info.get("task_idx"), info.get("rollout") or 0,
-            scored_reward(ep), seat_rewards, as_text(ep.get("error_type")), cause(ep.get("error")),
+            scored_reward(ep), [by_seat.get(s) for s in seats], as_text(ep.get("error_type")),
+            cause(ep.get("error")),
             stops, turns if finite_number(turns) else None,
             sum(len(as_seq(t.get("model_calls"))) for t in traces),
             round(wall, 3) if finite_number(wall) else None, _label(ep)]

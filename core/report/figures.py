@@ -20,11 +20,12 @@ from interplay.report import charts
 from interplay.report.episodes import seat_name
 from interplay.report.plain import as_map, as_seq, as_text, fmt
 from interplay.run.results import finite_number
-from interplay.run.summary import completion_text, reward_text, scored_reward
+from interplay.run.summary import completion_text, metric_text, reward_text, scored_reward
 
-RULE = ("Rewards, pass@k and metrics are over the completed episodes. An episode that ended in "
-        "an error (a model fault, a user sim that failed, a failed verifier, an env that "
-        "raised) is not scored: it is counted among the errors.")
+RULE = ("Rewards, pass@k and metrics are over the completed episodes (a metric over those that "
+        "recorded it, its count beside it when that is fewer). An episode that ended in an "
+        "error (a model fault, a user sim that failed, a failed verifier, an env that raised) "
+        "is not scored: it is counted among the errors.")
 
 
 def _per_seat(summary: Mapping[str, Any]) -> bool:
@@ -68,7 +69,8 @@ def summary_view(summary: Mapping[str, Any]) -> dict[str, Any]:
         (f"pass (reward ≥ {fmt(summary.get('pass_threshold'))})", passk, "passk"),
         ("judge criteria (mean)", criteria, "criteria"),
         ("reward per seat (mean)", seats, "seats"),
-        ("metrics (mean)", as_map(summary.get("metrics")).items(), "metrics"),
+        ("metrics (mean)", [(k, metric_text(summary, k))
+                            for k in as_map(summary.get("metrics"))], "metrics"),
         ("stop conditions", as_map(summary.get("stop_conditions")).items(), "stops"),
         ("errors", as_map(summary.get("errors")).items(), "errtypes"),
         ("tokens", tokens.items(), "tokentable"),

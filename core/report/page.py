@@ -13,6 +13,10 @@ text.
 Episodes are read one at a time, in (task, rollout) order: what is held is a row per episode
 and the charts' counts; each episode's details go through a temporary file into the page, up
 to a budget of transcripts. It does not run anything or change the results.
+
+``interplay view`` serves this same page for a run (:func:`render_to` with ``live``: the rows
+and the episodes' sections fetched from it, the figures again as the run writes,
+:func:`render_figures`): one page, one script, whichever way it is read.
 """
 
 from __future__ import annotations
@@ -76,20 +80,26 @@ def template(name: str) -> jinja2.Template:
     return _environment().get_template(name)
 
 
-def _about(config: Mapping[str, Any], stored: Mapping[str, Any]) -> dict[str, Any]:
-    """What a newcomer is looking at: the env as its author describes it, what scores it,
-    and on the embedded model, what that model can show."""
-    env_name = as_text(as_map(config.get("env")).get("name"))
-    description = ""
+@functools.lru_cache(maxsize=64)
+def _describe_env(env_name: str, settings: str) -> str:
+    """The first paragraph of the env's docstring (kept per env and settings: loading an env
+    can read its taskset, and a served page asks again and again)."""
     try:
         from interplay.loader import load_env
 
-        env_cls = type(load_env(env_name, {k: v for k, v in as_map(config.get("env")).items()
-                                           if k != "name"}))
+        env_cls = type(load_env(env_name, json.loads(settings)))
         doc = (env_cls.__doc__ or "").strip()
-        description = " ".join(doc.split("\n\n")[0].split())
+        return " ".join(doc.split("\n\n")[0].split())
     except Exception:  # a plugin not installed here, an env file moved: the page goes on
-        description = ""
+        return ""
+
+
+def _about(config: Mapping[str, Any], stored: Mapping[str, Any]) -> dict[str, Any]:
+    """What a newcomer is looking at: the env as its author describes it, what scores it,
+    and on the embedded model, what that model can show."""
+    env = as_map(config.get("env"))
+    description = _describe_env(as_text(env.get("name")), json.dumps(
+        {k: v for k, v in env.items() if k != "name"}, sort_keys=True, default=repr))
     verifiers = [as_text(as_map(v).get("name") or as_map(v).get("kind"))
                  for v in as_seq(stored.get("verifiers"))]
     regrade = as_map(stored.get("regrade"))
@@ -98,30 +108,63 @@ def _about(config: Mapping[str, Any], stored: Mapping[str, Any]) -> dict[str, An
             "regraded_from": as_text(regrade.get("from")) if regrade else ""}
 
 
+def figures_context(config: Mapping[str, Any], summary: Mapping[str, Any], figures: Figures,
+                    *, running: bool = False,
+                    drawn: Sequence[Markup] | None = None) -> dict[str, Any]:
+    """What ``run_figures.html.j2`` (the summary, its tables and the charts) is rendered
+    with: the static page's and the live page's, and the fragment ``interplay view`` sends
+    again as a run's episodes land. ``running``: the run is writing (not "incomplete");
+    ``drawn``: the charts of ``figures``, drawn before (a live page asks again and again)."""
+    charts_drawn = list(drawn) if drawn is not None else figures.draw(summary)
+    return {"summary": summary_view(summary), "charts": charts_drawn,
+            "charts_missing": charts.missing(), "running": running,
+            "data": Markup(safe_json({"summary": summary, "config": config}))}
+
+
+def render_figures(config: Mapping[str, Any], summary: Mapping[str, Any], figures: Figures,
+                   *, running: bool = False, drawn: Sequence[Markup] | None = None) -> str:
+    """The run's figures alone (``run_figures.html.j2``): the part of the page a live run
+    changes."""
+    return template("run_figures.html.j2").render(
+        **figures_context(config, summary, figures, running=running, drawn=drawn))
+
+
 def render_to(out: IO[str], config: Mapping[str, Any], summary: Mapping[str, Any],
               rows: Sequence[Sequence[Any]], details: Iterable[str], *, stops: Sequence[str],
               seats: Sequence[str], figures: Figures, kept: int, budget_mb: float,
-              folder: str = "DIR", stored: Mapping[str, Any] | None = None) -> None:
+              folder: str = "DIR", stored: Mapping[str, Any] | None = None,
+              live: Mapping[str, Any] | None = None, errors: Sequence[str] | None = None,
+              episodes_total: int | None = None,
+              drawn: Sequence[Markup] | None = None) -> None:
     """Write the page to ``out``: the summary, charts, the episode table (``rows``, drawn by
     the page's script) and the episodes' details (``details``: each one's rendered section,
-    streamed through)."""
+    streamed through).
+
+    ``live`` makes it the page ``interplay view`` serves for a run: the table's rows and the
+    episodes' sections are fetched from it (``live["table"]``: where), the scripts are its
+    files, and ``rows`` and ``details`` are empty (``errors`` and ``episodes_total`` say what
+    the rows would)."""
     env_name = as_text(as_map(config.get("env")).get("name")) or "run"
     model = as_map(config.get("model"))
-    errors = sorted({r[6] for r in rows if r[6]})
-    table = {"columns": ROW_COLUMNS, "seats": list(seats), "stops": list(stops),
-             "rows": rows, "kept": kept, "budget_mb": budget_mb, "folder": folder}
+    if errors is None:
+        errors = sorted({r[6] for r in rows if r[6]})
+    table: dict[str, Any] = {"columns": ROW_COLUMNS, "seats": list(seats), "stops": list(stops),
+                             "rows": rows, "kept": kept, "budget_mb": budget_mb,
+                             "folder": folder}
+    if live is not None:
+        table["live"] = live["table"]
     stream = template("report.html.j2").generate(
         title=f"interplay · {env_name}", env_name=env_name,
         model=as_text(model.get("model")),
         where=as_text(model.get("base_url")) or "embedded local model",
         rollouts=as_text(config.get("rollouts")), seed=as_text(config.get("seed")),
-        summary=summary_view(summary), charts=figures.draw(summary),
-        charts_missing=charts.missing(), about=_about(config, stored or {}),
+        about=_about(config, stored or {}),
         per_seat=bool(seats), error_options=errors, stop_options=sorted(stops),
-        episodes_total=len(rows), kept=kept, budget_mb=budget_mb,
-        details=(Markup(d) for d in details),
-        data=Markup(safe_json({"summary": summary, "config": config})),
-        table=Markup(_rows_json(table)))
+        episodes_total=len(rows) if episodes_total is None else episodes_total, kept=kept,
+        budget_mb=budget_mb, details=(Markup(d) for d in details),
+        table=Markup(_rows_json(table)), live=live,
+        **figures_context(config, summary, figures, drawn=drawn,
+                          running=bool(live and live.get("state") == "running")))
     for chunk in stream:
         out.write(chunk)
 
@@ -162,6 +205,19 @@ def _read_json(path: Path) -> Any:
         return None
     except ValueError:
         raise InterplayError(f"{path}: not valid JSON; rerun or resume the eval") from None
+
+
+def summary_is_current(summary: Any, episodes: int) -> bool:
+    """Whether a folder's summary.json holds the figures of its ``episodes`` episodes (not
+    those of a run that stopped before its summary, or of an older interplay)."""
+    return isinstance(summary, Mapping) and summary.get("episodes") == episodes \
+        and "completed" in summary
+
+
+def pass_threshold(config: Mapping[str, Any]) -> float:
+    """The reward a run's episode passes at, as its config says (1.0 unless set)."""
+    threshold = config.get("pass_threshold", 1.0)
+    return float(threshold) if isinstance(threshold, int | float) else 1.0
 
 
 def write_report(folder: str | Path, *, transcripts_mb: float = TRANSCRIPTS_MB) -> Path:
@@ -210,13 +266,10 @@ def write_report(folder: str | Path, *, transcripts_mb: float = TRANSCRIPTS_MB) 
                 held.write(section)
                 used += len(section.encode("utf-8", "replace"))
                 kept += 1
-        if not isinstance(summary, Mapping) or summary.get("episodes") != len(rows) \
-                or "completed" not in summary:
+        if not summary_is_current(summary, len(rows)):
             # No summary yet (a killed run) or an older one: the episodes are the truth.
-            threshold = config.get("pass_threshold", 1.0)
             summary = summarize(list(iter_episodes(episodes_path, slim=True)),
-                                pass_threshold=float(threshold)
-                                if isinstance(threshold, int | float) else 1.0, judged=judged)
+                                pass_threshold=pass_threshold(config), judged=judged)
             if table_seats(summary) != seats:
                 # The columns follow the summary's seats: the rows are made again with them.
                 seats, stop_index, rows = table_seats(summary), {}, []

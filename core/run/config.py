@@ -19,7 +19,7 @@ from interplay.endpoint import Endpoint, redact_url, sampling_problem
 from interplay.env import Env
 from interplay.errors import InterplayError
 from interplay.interception.limits import Limits
-from interplay.loader import load_env
+from interplay.loader import load_env, options_given
 from interplay.log import get_logger
 
 log = get_logger("interplay.run")
@@ -29,6 +29,30 @@ log = get_logger("interplay.run")
 RESUME_IGNORED = frozenset({"output", "concurrency", "workers", "retry_errors", "executor",
                             "ray_address", "ray_runtime_env", "ray_connect_timeout_s",
                             "interception"})
+#: An endpoint's settings that may differ on resumption (``model.*``, ``seats.<seat>.model.*``):
+#: how its server is reached and how long a call may take, never which model answers or what
+#: is sent to it. The errors they cause (a timeout, a refused certificate, a bad key, a proxy)
+#: are mended on the run itself: `--resume DIR --retry-errors --set model.timeout_s=300`.
+RESUME_REACH = frozenset({"timeout_s", "max_retries", "retry_max_s", "transport", "proxy",
+                          "ca_bundle", "client_cert", "client_key", "api_key_var", "headers"})
+
+
+def resume_may_change(key: str) -> bool:
+    """Whether the dotted config key ``key`` may differ between a run and its resumption:
+    :data:`RESUME_IGNORED`, an endpoint's :data:`RESUME_REACH` settings, or a seat's
+    ``timeout_s`` (how long its turn may take, which decides timeouts, never a score)."""
+    parts = key.split(".")
+    if parts[0] in RESUME_IGNORED:
+        return True
+    if parts[0] == "model":
+        return len(parts) > 1 and parts[1] in RESUME_REACH
+    if parts[0] == "seats" and len(parts) > 2:
+        if parts[2] == "timeout_s":
+            return True
+        return parts[2] == "model" and len(parts) > 3 and parts[3] in RESUME_REACH
+    return False
+
+
 DEFAULT_CONCURRENCY = 8
 
 
@@ -41,9 +65,13 @@ class RunConfig:
     ``seats`` overrides the env's seat settings (``--set seats.assistant.harness=null``).
     """
 
+    #: The env (its registered name, or a TOML or scenario file, under ``name``) and its
+    #: settings beside it: its own (`interplay describe envs NAME`) and those every env takes
+    #: (user_sim, user_sim_settings, verifiers, own_verifiers).
     env: dict[str, Any] = attrs.Factory(dict)
     #: Tasks to run (the first n of the taskset); None runs them all.
     n: int | None = None
+    #: Episodes per task (pass@k and pass^k are given for k up to it).
     rollouts: int = 1
     #: Episodes at once; None: 8, or 1 on the embedded local model, which answers one
     #: request at a time (more would only queue calls into their timeouts).
@@ -63,13 +91,20 @@ class RunConfig:
     #: Seconds the driver waits for the cluster at ``ray_address`` to answer before it stops
     #: the run in one line (Ray itself would keep trying for some ten minutes).
     ray_connect_timeout_s: float = 20.0
+    #: The run's seed: each episode's seed is derived from it, the task and the rollout.
     seed: int = 0
+    #: The endpoint every seat calls unless it names its own (`interplay describe model`);
+    #: no base_url: the embedded local model.
     model: Endpoint = attrs.Factory(Endpoint)
+    #: Each seat's settings over the env's defaults for it, by seat name (harness,
+    #: harness_config, model, sampling, trainable, retries, timeout_s): a seat's model table
+    #: starts from the run's model, key by key.
     seats: dict[str, dict[str, Any]] = attrs.Factory(dict)
     #: What the interception server takes from the harness programs that talk to it.
     interception: Limits = attrs.Factory(Limits)
     #: An episode passes (for pass@k and pass^k) when its reward is at least this.
     pass_threshold: float = 1.0
+    #: The results folder; None: results/ENV-TIMESTAMP.
     output: str | None = None
     #: On resume, run again the episodes that ended in an error (their new record supersedes
     #: the old one; the old line stays in episodes.jsonl).
@@ -81,6 +116,18 @@ class RunConfig:
 
     def env_settings(self) -> dict[str, Any]:
         return {k: v for k, v in self.env.items() if k != "name"}
+
+
+#: The command-line flag of ``interplay eval`` that sets each key of the run's config (the
+#: rest are set by ``--config FILE`` or ``--set KEY=VALUE``); `interplay describe run` shows
+#: them and the CLI builds its config from them.
+FLAGS: dict[str, str] = {
+    "env": "ENV, eval's first argument (env.name)", "n": "-n", "rollouts": "-r, --rollouts",
+    "concurrency": "-c, --concurrency", "workers": "-w, --workers", "executor": "--executor",
+    "ray_address": "--ray-address", "seed": "-s, --seed", "model.model": "-m, --model",
+    "model.base_url": "--base-url", "model.api_key_var": "--api-key-var",
+    "pass_threshold": "--pass-threshold", "output": "-o, --output",
+    "retry_errors": "--retry-errors (with --resume)"}
 
 
 def episode_seed(seed: int, task_idx: int, rollout: int) -> int:
@@ -121,8 +168,27 @@ def resolve(data: Mapping[str, Any]) -> tuple[RunConfig, Env, dict[str, Any]]:
     check_seats(env, RunResources(endpoint=cfg.model, seats=cfg.seats))
     plain = cattrs.Converter()
     resolved = plain.unstructure(cfg)
-    resolved["env"] = {"name": cfg.env_name, **plain.unstructure(env.config)}
+    resolved["env"] = {"name": cfg.env_name, **plain.unstructure(env.config),
+                       **options_given(env)}
     return cfg, env, resolved
+
+
+def resolved_seats(env: Env, cfg: RunConfig) -> dict[str, Any]:
+    """Every seat of ``env`` as this run fills it (the env's defaults, the run's model and
+    the run's seat settings: :func:`interplay.run.episode.seat_settings`), as plain data with
+    credentials masked: what config.json records under ``seats``."""
+    from interplay.run.episode import RunResources
+
+    resources = RunResources(endpoint=cfg.model, seats=cfg.seats)
+    plain = cattrs.Converter()
+    out = {}
+    for seat in env.seats:
+        spec = plain.unstructure(resources.seat(env, seat))
+        if spec.get("model") is None:
+            spec["model"] = plain.unstructure(cfg.model)
+            spec["model_is_the_runs"] = True
+        out[seat] = spec
+    return without_credentials(out)
 
 
 #: Request fields the harness and the model client set; sampling settings cannot override them.
@@ -190,9 +256,17 @@ def masked_credentials(data: Any, prefix: str = "") -> list[str]:
     return found
 
 
+def reach_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Whether a setting of how an endpoint is reached, or a seat's time limit, differs
+    (what a resumed run may change and its config.json then records)."""
+    a, b = flatten(old), flatten(new)
+    return any(a.get(k) != b.get(k) for k in set(a) | set(b)
+               if k.split(".")[0] in ("model", "seats") and resume_may_change(k))
+
+
 def config_differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     """Dotted keys whose values differ, ignoring where the run writes and how fast it runs."""
     a, b = flatten(old), flatten(new)
     return sorted(k for k in set(a) | set(b)
-                  if k.split(".")[0] not in RESUME_IGNORED and a.get(k) != b.get(k))
+                  if not resume_may_change(k) and a.get(k) != b.get(k))
 

@@ -22,7 +22,7 @@ from interplay import config as config_mod
 from interplay import plugins
 from interplay._ids import new_id
 from interplay.clock import Clock
-from interplay.endpoint import Endpoint
+from interplay.endpoint import Endpoint, redact_url, seat_endpoint
 from interplay.env import Env, SeatSpec
 from interplay.errors import InterplayError, describe_exception
 from interplay.log import get_logger
@@ -64,17 +64,14 @@ class RunResources:
         return self.models.client(endpoint or self.endpoint)
 
     def seat(self, env: Env, seat: str) -> SeatSpec:
-        """The seat's settings: the env's defaults under the run's overrides."""
+        """The seat's settings (:func:`seat_settings`): the env's defaults under the run's."""
         key = (env.name, seat)
         if key not in self._seat_cache:
             if seat not in env.seats:
                 raise InterplayError(f"env {env.name!r} has no seat {seat!r}; "
                                      f"seats: {', '.join(env.seats)}")
-            base = cattrs.Converter().unstructure(env.seats[seat])
-            if base.get("model") is None:
-                base.pop("model", None)
-            merged = config_mod.merge(base, self.seat_overrides.get(seat, {}))
-            self._seat_cache[key] = config_mod.structure(merged, SeatSpec, path=f"seats.{seat}")
+            self._seat_cache[key] = seat_settings(env.seats[seat], self.endpoint,
+                                                  self.seat_overrides.get(seat, {}), seat)
         return self._seat_cache[key]
 
     async def interception(self) -> InterceptionServer:
@@ -111,6 +108,42 @@ class RunResources:
             await self._gateway.stop()
             self._gateway = None
         await self.models.aclose()
+
+
+def seat_settings(default: SeatSpec, endpoint: Endpoint, given: Mapping[str, Any],
+                  seat: str) -> SeatSpec:
+    """A seat's settings, from the env's defaults for it (``default``), the run's endpoint
+    (``model.*``) and the run's settings of the seat (``seats.<seat>.*``, ``given``). One rule,
+    each later layer changing only the keys it sets:
+
+    - the seat's harness and its settings: the env's, under the run's; a run that gives the
+      seat another harness starts from that harness's defaults (the env's ``harness_config``
+      was written for its own harness);
+    - the seat's endpoint: the run's ``model``, under the seat's own ``model`` table key by
+      key (:func:`interplay.endpoint.seat_endpoint`); no table: the run's endpoint itself;
+    - the seat's sampling, sent with every request: the env's defaults for the seat, then the
+      endpoint's sampling (``model.sampling``, or ``seats.<seat>.model.sampling`` over it),
+      then ``seats.<seat>.sampling``. What the run sets always wins over the env's defaults;
+      a step's per-episode value (tau2's seed) is sent only where none of these sets it.
+    """
+    base = cattrs.Converter().unstructure(default)
+    if base.get("model") is None:
+        base.pop("model", None)
+    if given.get("harness") not in (None, base.get("harness")):
+        base["harness_config"] = {}
+    merged = config_mod.merge(base, {k: v for k, v in given.items() if k != "sampling"})
+    where = f"seats.{seat}"
+    if isinstance(merged.get("model"), Mapping):
+        merged["model"] = seat_endpoint(endpoint, merged["model"])
+        own = config_mod.structure(merged["model"], Endpoint, path=f"{where}.model")
+        endpoint_sampling = own.sampling
+    else:
+        endpoint_sampling = endpoint.sampling
+    given_sampling = given.get("sampling", {})
+    if not isinstance(given_sampling, Mapping):
+        raise InterplayError(f"{where}.sampling: expected a table, got {given_sampling!r}")
+    merged["sampling"] = {**base.get("sampling", {}), **endpoint_sampling, **given_sampling}
+    return config_mod.structure(merged, SeatSpec, path=where)
 
 
 class EpisodeContext:
@@ -203,16 +236,21 @@ async def _run(ctx: EpisodeContext, env: Env, task: Task) -> Episode:
     t0 = time.monotonic()
     log.debug("episode.start", episode_id=info.episode_id, env=env.name, task_idx=task.idx,
               rollout=info.rollout)
+    step: Any = None
     try:
-        for step in env.steps():
+        for step in env.run_steps():
             await step.run(ctx)
     except asyncio.CancelledError:
         _mark_open_traces(ctx, "cancelled")
         raise
     except Exception as exc:
-        episode.error = str(exc) if isinstance(exc, UserSimError) \
-            else f"{type(exc).__name__}: {exc}" if isinstance(exc, InterplayError) \
-            else describe_exception(exc)
+        if isinstance(exc, UserSimError):
+            episode.error = str(exc)
+        elif isinstance(exc, InterplayError):
+            episode.error = f"{type(exc).__name__}: {exc}"
+        else:  # a step's bug, at the line of the step's own code that raised
+            named = f"step {step.name!r}: " if step is not None else ""
+            episode.error = named + describe_exception(exc, step)
         episode.error_type = "user_error" if isinstance(exc, UserSimError) else \
             "config_error" if isinstance(exc, InterplayError) else "env_error"
         log.warning("episode.step_failed", episode_id=info.episode_id, env=env.name,
@@ -226,10 +264,13 @@ async def _run(ctx: EpisodeContext, env: Env, task: Task) -> Episode:
     _mark_open_traces(ctx, "error" if episode.error else "episode_ended")
     episode.traces = list(ctx.traces)
     episode.results = ctx.results
-    if episode.error is None:
+    if episode.error_type in (None, "user_error"):
+        # A seat's own failure (its model call, its turn's time) is the cause, also of a
+        # user sim that could not answer because its seat's model failed.
         for trace in episode.traces:
             if trace.error_type is not None:
-                episode.error, episode.error_type = trace.error, trace.error_type
+                episode.error = seat_error(ctx, env, trace)
+                episode.error_type = trace.error_type
                 break
     await score(episode, env, ctx)
     episode.metrics = {**_numbers(ctx.metrics, episode), **episode.metrics}
@@ -237,6 +278,21 @@ async def _run(ctx: EpisodeContext, env: Env, task: Task) -> Episode:
     log.debug("episode.end", episode_id=info.episode_id, env=env.name, wall_s=episode.wall_s,
               error_type=episode.error_type)
     return episode
+
+
+def seat_error(ctx: EpisodeContext, env: Env, trace: Trace) -> str:
+    """A trace's error, naming its seat, and the seat's own endpoint when it has one (its
+    ``seats.SEAT.model``): which seat and which endpoint failed, not only how."""
+    seat = trace.seat or trace.agent
+    where = f"seat {seat!r}"
+    try:
+        spec = ctx.resources.seat(env, seat)
+    except InterplayError:
+        spec = None
+    if spec is not None and spec.model is not None:
+        url = redact_url(spec.model.base_url) if spec.model.base_url else "the embedded model"
+        where += f" (its own endpoint seats.{seat}.model, {url})"
+    return f"{where}: {trace.error}"
 
 
 def _numbers(metrics: dict[str, Any], episode: Episode) -> dict[str, float]:
@@ -280,13 +336,12 @@ async def score(episode: Episode, env: Env, ctx: EpisodeContext) -> None:
         for trace in episode.traces:
             trace.rewards, trace.reward = [], None
         return
-    for verifier in env.verifiers():
+    for verifier in env.run_verifiers():
         try:
             out = await verifier.score(episode, ctx)
             problem = _bad_rewards(out)
         except Exception as exc:
-            problem = (f"{describe_exception(exc)}; a bug in the verifier: mend it, then "
-                       f"`interplay regrade` scores the run again without calling the agent")
+            problem = describe_exception(exc, verifier)
             why = {"exception_type": type(exc).__name__}
         else:
             if problem is None:

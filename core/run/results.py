@@ -18,6 +18,7 @@ import contextlib
 import json
 import math
 import os
+import socket
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -26,12 +27,15 @@ from typing import Any
 from interplay import config as config_mod
 from interplay.env import Env
 from interplay.errors import InterplayError
+from interplay.log import get_logger
 from interplay.records import Episode, Task, converter
 from interplay.run.config import (
     RunConfig,
     config_differences,
     masked_credentials,
+    reach_changed,
     resolve,
+    resolved_seats,
     without_credentials,
 )
 from interplay.run.executor import executor_for
@@ -41,6 +45,7 @@ from interplay.run.side_files import (
     SIDE_DIR,
     episode_line,
     episode_parts,
+    side_path,
     side_ref,
     split_record,
     whole_record,
@@ -59,6 +64,7 @@ __all__ = [
     "CONFIG_FILE",
     "EPISODES_FILE",
     "LINE_BOUND",
+    "RUNNING_FILE",
     "SIDE_DIR",
     "SUMMARY_FILE",
     "EpisodeLog",
@@ -71,25 +77,34 @@ __all__ = [
     "iter_episodes",
     "judged_in",
     "judged_names",
+    "mark_running",
     "pair_of",
     "prepare",
     "read_episodes",
     "record_usage",
     "recorded_verifiers",
+    "side_path",
     "side_ref",
     "slim_episode",
     "slim_record",
     "split_record",
     "stored_episode",
     "stored_verifiers",
+    "unmark_running",
     "whole_record",
     "write_json",
     "write_side",
 ]
 
+log = get_logger("interplay.run")
+
 CONFIG_FILE = "config.json"
 EPISODES_FILE = "episodes.jsonl"
 SUMMARY_FILE = "summary.json"
+#: Present while a run writes the folder: which process, since when, how many episodes the
+#: run expects. Removed when the run ends, however it ends (a killed process leaves it, and
+#: its process id then names no live process).
+RUNNING_FILE = "running.json"
 
 
 class EpisodeLog:
@@ -205,6 +220,24 @@ def write_json(path: Path, data: Any) -> None:
     os.replace(tmp, path)
 
 
+def mark_running(output: Path, *, expected: int) -> None:
+    """Say in ``output`` that a run is writing it (:data:`RUNNING_FILE`): this process, the
+    time, and the episodes the run expects in all (those held before it included). What a
+    reader (``interplay view``) tells a run in progress from one that stopped by."""
+    try:
+        write_json(output / RUNNING_FILE, {"pid": os.getpid(), "host": socket.gethostname(),
+                                           "started_at": time.time(), "expected": expected,
+                                           "interplay": _version()})
+    except OSError as exc:  # the episodes are the record; a reader falls back on them
+        log.warning("runner.running_not_marked", exception_type=type(exc).__name__)
+
+
+def unmark_running(output: Path) -> None:
+    """Take :func:`mark_running`'s file away: the run has ended."""
+    with contextlib.suppress(OSError):
+        (output / RUNNING_FILE).unlink()
+
+
 def finite(data: Any) -> Any:
     """``data`` with every non-finite float replaced by None: NaN and the infinities are not
     JSON, and ``JSON.parse`` (the report's page) rejects them."""
@@ -266,6 +299,12 @@ def prepare(data: dict[str, Any],
                 f"--resume {resume}: the config changed ({', '.join(changed[:8])}"
                 f"{', ...' if len(changed) > 8 else ''}); resume with the same settings "
                 f"or start a new run with -o")
+        if reach_changed(without_credentials(stored), without_credentials(resolved)):
+            # How an endpoint is reached changed (a timeout raised, a CA bundle given):
+            # config.json says what the run now uses.
+            record = json.loads(stored_path.read_text())
+            write_json(stored_path, {**record, "config": without_credentials(resolved),
+                                     "seats": resolved_seats(env, cfg)})
         return cfg, env, resolved, output, tasks
     if "output" not in data:
         name = str((data.get("env") or {}).get("name") or "")
@@ -283,7 +322,8 @@ def prepare(data: dict[str, Any],
         output.mkdir(parents=True, exist_ok=True)
         write_json(output / CONFIG_FILE, {"config": without_credentials(resolved),
                                           "interplay": _version(),
-                                          "verifiers": stored_verifiers(env)})
+                                          "verifiers": stored_verifiers(env),
+                                          "seats": resolved_seats(env, cfg)})
     except OSError as exc:
         raise InterplayError(f"-o {output}: cannot write a results folder there "
                              f"({exc.strerror or type(exc).__name__}); choose another -o") from None
@@ -343,7 +383,7 @@ def stored_verifiers(env: Env) -> list[dict[str, Any]]:
     tells a judge's rewards apart without the plugin that registered it."""
     from interplay import plugins
 
-    return [plugins.describe_kinds(v, "verifiers") for v in env.verifiers()]
+    return [plugins.describe_kinds(v, "verifiers") for v in env.run_verifiers()]
 
 
 def recorded_verifiers(stored: Mapping[str, Any]) -> list[Any]:

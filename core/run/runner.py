@@ -31,9 +31,11 @@ from interplay.run.results import (
     EpisodeLog,
     episode_parts,
     judged_in,
+    mark_running,
     pair_of,
     read_episodes,
     slim_episode,
+    unmark_running,
     write_json,
 )
 from interplay.run.summary import summarize
@@ -92,6 +94,7 @@ async def run(cfg: RunConfig, env: Env, resolved: Mapping[str, Any], output: Pat
                 resolved=resolved, resources=resources)
     t0 = time.monotonic()
     failure: BaseException | None = None
+    mark_running(output, expected=total)
     try:
         recorder.writer.open()
         progress.start()
@@ -101,6 +104,8 @@ async def run(cfg: RunConfig, env: Env, resolved: Mapping[str, Any], output: Pat
         failure = exc
         raise
     finally:
+        # No episode is appended past here; the summary follows.
+        unmark_running(output)
         progress.finish()
         try:
             await recorder.writer.aclose()

@@ -147,6 +147,18 @@ def split_record(record: Mapping[str, Any], ref: str) -> tuple[dict[str, Any], d
     return line, side
 
 
+def side_path(folder: Path, ref: Any) -> Path:
+    """The side file a line names (``ref``, its ``side.file``), refused unless it is a file of
+    the folder's own :data:`SIDE_DIR`, links resolved: a line is data anyone may have edited,
+    and a reader (``interplay view`` serves what it reads) must not be sent elsewhere by it."""
+    path = folder / str(ref)
+    side_dir = (folder / SIDE_DIR).resolve()
+    if not isinstance(ref, str) or path.resolve().parent != side_dir:
+        raise InterplayError(f"{folder}: an episode names the side file {str(ref)[:200]!r}, "
+                             f"which is not in its {SIDE_DIR}/ folder; mend or remove its line")
+    return path
+
+
 def whole_record(record: Mapping[str, Any], where: str | os.PathLike[str]) -> dict[str, Any]:
     """An episode record as it was before its line was split: the record itself when its line
     was whole, else the line with its side file (named by the line's ``side``) put back.
@@ -158,7 +170,7 @@ def whole_record(record: Mapping[str, Any], where: str | os.PathLike[str]) -> di
     folder = Path(where)
     if folder.is_file() or folder.suffix == ".jsonl":
         folder = folder.parent
-    path = folder / str(side_ref.get("file"))
+    path = side_path(folder, side_ref.get("file"))
     try:
         side = _codec.loads(path.read_bytes())
     except FileNotFoundError:

@@ -6,8 +6,14 @@ fault, a user sim that failed, a failed verifier, an env that raised, a lost wor
 scored. It is left out of
 the reward mean, pass@k and pass^k, the per-seat rewards and the metric means, and counted on
 its own (``error_episodes``, ``errors`` by type) beside ``completed`` and the run's
-``completion_ratio``. Stop conditions, tokens and model calls count every episode: they are
-what the run did and spent, not how well it did.
+``completion_ratio``. A metric is the mean over the completed episodes that recorded it
+(``metric_counts`` says how many: a verifier's breakdown may be recorded only where it scored
+in full), shown with that count when it is not every completed episode. Stop conditions,
+tokens and model calls count every episode: they are what the run did and spent, not how well
+it did.
+
+pass@k and pass^k are given for k = 1, 2, 4, ... and the number of rollouts of the task with
+the fewest scored rollouts (every task's figure over the same k).
 
 A judge's rewards (those of a rubric verifier, or of a subclass of one: the caller names them,
 as :func:`interplay.plugins.is_kind` tells them) are also shown per criterion: each criterion's
@@ -20,6 +26,7 @@ touches files.
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
@@ -145,6 +152,9 @@ def summarize(records: Sequence[Mapping[str, Any]], *, pass_threshold: float = 1
         "seat_rewards": {seat: {"mean": _mean(v), "stderr": _stderr(v), "n": len(v)}
                          for seat, v in sorted(seat_rewards.items())},
         "metrics": {k: _mean(v) for k, v in sorted(metric_values.items())},
+        # How many completed episodes each metric is the mean of: a verifier's breakdown is
+        # recorded only where it scored in full (tau2's is absent from a cut conversation).
+        "metric_counts": {k: len(v) for k, v in sorted(metric_values.items())},
         "criteria": {name: {c: {"mean": _mean(v), "n": len(v)} for c, v in by.items()}
                      for name, by in sorted(criteria.items())},
         "stop_conditions": dict(sorted(stops.items())),
@@ -173,78 +183,110 @@ def _common_error(causes: Counter[tuple[str, str]]) -> dict[str, Any] | None:
 
 
 #: What to change for an error, by type: the first remedy whose words all occur in the error's
-#: text (lowercased), else the type's last one (no words).
-_REMEDIES: dict[str, list[tuple[tuple[str, ...], str]]] = {
+#: text (lowercased), else the type's last one (no words). Each says what follows the change:
+#: ``resume`` (the run resumed with --retry-errors: what it changes may differ on resume),
+#: ``new_run`` (a setting --resume refuses to change) or ``regrade`` (only scoring failed).
+#: ``{ep}`` is the endpoint's key (``model``, or a seat's own ``seats.SEAT.model``), ``{flag}``
+#: its flag (the run's only).
+_REMEDIES: dict[str, list[tuple[tuple[str, ...], str, str]]] = {
     "connection_error": [
         (("mismatch", "certificate verify failed"),
          "the endpoint's certificate is for another name: reach it by a host name the "
-         "certificate holds (model.base_url)"),
+         "certificate holds ({ep}.base_url)", "new_run"),
         (("certificate verify failed",),
-         "the endpoint's certificate is not trusted here: set model.ca_bundle to the PEM file "
-         "of its CA (or export SSL_CERT_FILE=that file)"),
-        (("certificate",), "the endpoint's TLS certificate was refused: check model.base_url's "
-                           "host and model.ca_bundle"),
-        (("name or service not known",), "model.base_url's host name does not resolve"),
-        (("nodename nor servname",), "model.base_url's host name does not resolve"),
-        ((), "nothing answered at model.base_url (--base-url): start the endpoint, fix the "
-             "URL, or set model.proxy (HTTPS_PROXY) if it is reached through one"),
+         "the endpoint's certificate is not trusted here: set {ep}.ca_bundle to the PEM file "
+         "of its CA (or export SSL_CERT_FILE=that file)", "resume"),
+        (("certificate",), "the endpoint's TLS certificate was refused: check {ep}.base_url's "
+                           "host and {ep}.ca_bundle", "resume"),
+        (("name or service not known",), "{ep}.base_url's host name does not resolve",
+         "new_run"),
+        (("nodename nor servname",), "{ep}.base_url's host name does not resolve", "new_run"),
+        ((), "nothing answered at {ep}.base_url{flag}: start the endpoint there, or set "
+             "{ep}.proxy (HTTPS_PROXY) if it is reached through one (a wrong URL needs a new "
+             "run with another -o: --resume keeps the run's URL)", "resume"),
     ],
     "timeout": [
-        (("segment exceeded",), "raise the seat's timeout_s (--set seats.SEAT.timeout_s=...)"),
-        (("command exceeded",), "raise harness_config.timeout_s"),
-        ((), "the endpoint did not answer within model.timeout_s: raise it, or lower -c"),
+        (("segment exceeded",), "raise the seat's timeout_s (--set seats.SEAT.timeout_s=...)",
+         "resume"),
+        (("command exceeded",), "raise harness_config.timeout_s", "new_run"),
+        ((), "the endpoint did not answer within {ep}.timeout_s: raise it, or lower -c",
+         "resume"),
     ],
-    "auth_error": [((), "the endpoint refused the key: set model.api_key_var to the variable "
-                        "holding a valid one")],
-    "not_found": [((), "check model.base_url (it often ends in /v1) and the model's name "
-                       "(-m, model.model)")],
-    "rate_limited": [((), "lower -c, or give retries more room (model.max_retries, "
-                          "model.retry_max_s)")],
-    "server_error": [((), "the endpoint failed; its own logs say why (model.max_retries "
-                          "retries such answers)")],
+    "auth_error": [((), "the endpoint refused the key: set {ep}.api_key_var to the variable "
+                        "holding a valid one", "resume")],
+    "not_found": [((), "check {ep}.base_url (it often ends in /v1) and the model's name "
+                       "({ep}.model)", "new_run")],
+    "rate_limited": [((), "lower -c, or give retries more room ({ep}.max_retries, "
+                          "{ep}.retry_max_s)", "resume")],
+    "server_error": [((), "the endpoint failed; its own logs say why ({ep}.max_retries "
+                          "retries such answers)", "resume")],
     "spawn_error": [((), "the system ran short of descriptors, processes or memory: raise "
-                         "`ulimit -n` (and `ulimit -u`) or lower -c")],
+                         "`ulimit -n` (and `ulimit -u`) or lower -c", "resume")],
     "command_failed": [((), "the program's exit code and stderr are in episodes.jsonl "
-                            "(traces[].info.command_runs)")],
+                            "(traces[].info.command_runs)", "resume")],
     "user_error": [((), "the user sim failed (its error names it and where in its code): mend "
-                        "it, or choose another (the step's user_sim setting)")],
+                        "it and resume, or choose another (env.user_sim) in a new run",
+                    "resume")],
+    "env_error": [((), "a step of the env raised (the error names where in its code): mend "
+                       "it", "resume")],
+    "verifier_error": [((), "a verifier failed (the error names where in its code): mend it",
+                        "regrade")],
+    # Its own text says what to change; a changed setting is a new run.
+    "config_error": [((), "", "new_run")],
 }
+
+#: An episode error that names the seat whose own endpoint failed
+#: (:func:`interplay.run.episode.seat_error`).
+_OWN_ENDPOINT = re.compile(r"^seat '[^']+' \(its own endpoint (seats\.[^ ,)]+\.model)[,)]")
 
 
 def remedy(error_type: str, error: str) -> str | None:
     """The setting to change for an error of ``error_type`` whose text is ``error``; None
     where the error's own text says it (a config error) or nothing general can be said."""
+    return _remedy(error_type, error)[0]
+
+
+def _remedy(error_type: str, error: str) -> tuple[str | None, str]:
+    """The advice (None: none) and what follows it: resume, new_run or regrade."""
     text = error.lower()
-    for words, advice in _REMEDIES.get(error_type, []):
+    own = _OWN_ENDPOINT.match(error)
+    ep, flag = (own[1], "") if own else ("model", " (--base-url)")
+    for words, advice, then in _REMEDIES.get(error_type, []):
         if all(w in text for w in words):
-            return advice
-    return None
+            return (advice.format(ep=ep, flag=flag) or None), then
+    return None, "resume"
 
 
-def error_line(summary: Mapping[str, Any], *, rerun: str) -> str | None:
+def error_line(summary: Mapping[str, Any], *, rerun: str, new_run: str | None = None,
+               regrade: str | None = None) -> str | None:
     """The terminal's last word on a run's errors: when no episode completed, or when more
     than half of its episodes ended with the same error, that error, its cause and what to
-    change, and ``rerun`` (how to run them again); None otherwise."""
+    change, and how to go on that accepts the change: ``rerun`` (the run resumed), ``new_run``
+    (a setting --resume refuses) or ``regrade`` (only scoring failed); None otherwise."""
     common = summary.get("common_error")
     episodes = int(summary.get("episodes") or 0)
     if not common or not episodes:
         return None
     cause = " ".join(str(common["error"]).split())
-    advice = remedy(common["error_type"], cause)
+    advice, then = _remedy(common["error_type"], cause)
+    follow = {"resume": rerun,
+              "new_run": new_run or "start a new run with another -o (--resume keeps the "
+                                    "run's config)",
+              "regrade": regrade or rerun}[then]
     said = f"{common['error_type']}: {cause}" if cause else common["error_type"]
     if advice:
         said += f"; {advice}"
     if not summary.get("completed"):
         if common["episodes"] == episodes:
             return (f"interplay: error: no episode completed: all {episodes} ended in {said}; "
-                    f"then {rerun}")
+                    f"then {follow}")
         errors = ", ".join(f"{kind} {n}" for kind, n in
                            sorted(summary["errors"].items(), key=lambda item: -item[1]))
         return (f"interplay: error: no episode completed: all {episodes} ended in an error "
                 f"({errors}), {common['episodes']} in {said}; mend the causes, then {rerun}")
     if common["episodes"] * 2 > episodes:
         return (f"interplay: warning: {common['episodes']} of {episodes} episodes ended in "
-                f"{said}; then {rerun}")
+                f"{said}; then {follow}")
     return None
 
 
@@ -313,6 +355,17 @@ def completion_text(summary: Mapping[str, Any]) -> str:
                                                         else "")
 
 
+def metric_text(summary: Mapping[str, Any], key: str) -> str:
+    """A metric's mean as the terminal and the report show it: with the number of episodes it
+    is the mean of when that is not every completed episode (``0.8 (7 of 10 completed)``)."""
+    value = _fmt((summary.get("metrics") or {}).get(key))
+    n = (summary.get("metric_counts") or {}).get(key)
+    completed = summary.get("completed")
+    if isinstance(n, int) and isinstance(completed, int) and n != completed:
+        value += f" ({n} of {completed} completed)"
+    return value
+
+
 def format_summary(summary: Mapping[str, Any], *, title: str = "") -> str:
     """The summary as an aligned two-column table for a terminal."""
     rows: list[tuple[str, str]] = []
@@ -341,8 +394,8 @@ def format_summary(summary: Mapping[str, Any], *, title: str = "") -> str:
             text += f" ± {figures['stderr']:.3g}"
         rows.append((f"reward {seat}" + (f" (mean ± se, {figures.get('n', 0)} scored)"
                                          if per_seat else ""), text))
-    for k, v in summary.get("metrics", {}).items():
-        rows.append((f"metric {k}", _fmt(v)))
+    for k in summary.get("metrics", {}):
+        rows.append((f"metric {k}", metric_text(summary, k)))
     for name, by in summary.get("criteria", {}).items():
         for criterion, figures in by.items():
             rows.append((f"criterion {name}.{criterion}",

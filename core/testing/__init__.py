@@ -2,10 +2,12 @@
 (:class:`ScriptedModel`, whose script :func:`read_script` reads from a file),
 :func:`run_scripted` (one episode of an env against it),
 :func:`isolated_plugins` (the builtins plus the plugins a test names, nothing else installed) and
-a pytest plugin with fixtures (``interplay.testing.pytest_plugin``), and :func:`descendants` and
-:func:`survivors` to check that what a run started is gone once it ends; :func:`run_interplay`
-(the ``interplay`` command in a subprocess, as a user runs it), :data:`needs_local_model` and
-:func:`captured_log` (the process log of a block, to search for what must never be logged).
+a pytest plugin with fixtures (``interplay.testing.pytest_plugin``), and :func:`descendants`,
+:func:`survivors` and :func:`mentioning` to check that what a run started is gone once it ends;
+:func:`run_interplay` (the ``interplay`` command in a subprocess, as a user runs it),
+:func:`npm_program` (an agent program from npm, installed for the tests that run it),
+:data:`needs_local_model` and :func:`captured_log` (the process log of a block, to search for
+what must never be logged).
 
 The names are imported on first use, so that ``python -m interplay.testing.scripted`` runs the
 module once, as ``__main__``, rather than after this package has already imported it.
@@ -21,11 +23,12 @@ if TYPE_CHECKING:
         command_env,
         interplay_command,
         needs_local_model,
+        npm_program,
         run_interplay,
     )
     from interplay.testing.episodes import ScriptedRun, isolated_plugins, run_scripted
     from interplay.testing.logs import captured_log
-    from interplay.testing.processes import descendants, survivors
+    from interplay.testing.processes import descendants, mentioning, survivors
     from interplay.testing.script import (
         ScriptedReply,
         ScriptedRequest,
@@ -40,13 +43,14 @@ _MODULES = {"ScriptedModel": "scripted", "ScriptedReply": "script",
             "ScriptedTokenizer": "script",
             "ScriptedRun": "episodes", "run_scripted": "episodes",
             "isolated_plugins": "episodes", "descendants": "processes",
-            "survivors": "processes", "read_script": "script_file",
+            "survivors": "processes", "mentioning": "processes",
+            "read_script": "script_file", "npm_program": "cli",
             "run_interplay": "cli", "interplay_command": "cli", "command_env": "cli",
             "needs_local_model": "cli", "captured_log": "logs"}
 __all__ = ["ScriptedModel", "ScriptedReply", "ScriptedRequest", "ScriptedRun",
            "ScriptedTokenizer", "ScriptedToolCall", "captured_log", "command_env", "descendants",
-           "interplay_command", "isolated_plugins", "needs_local_model", "read_script",
-           "run_interplay", "run_scripted", "survivors"]
+           "interplay_command", "isolated_plugins", "mentioning", "needs_local_model",
+           "npm_program", "read_script", "run_interplay", "run_scripted", "survivors"]
 
 
 def __getattr__(name: str) -> Any:

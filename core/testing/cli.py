@@ -1,12 +1,15 @@
 """Running the ``interplay`` command as a user types it, for plugin tests: the installed
 script (or ``python -m interplay.cli``) in a subprocess, with the plugin allow- and block-lists
 of the test's own environment taken away, so what is installed is what the command finds.
-Also :data:`needs_local_model`, the marks of a test that runs on the embedded model."""
+Also :data:`needs_local_model`, the marks of a test that runs on the embedded model, and
+:func:`npm_program`, an agent program from npm (codex, Claude Code) installed into the venv
+for the tests that run it."""
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -44,3 +47,23 @@ def run_interplay(*args: str, env: Mapping[str, str] | None = None, timeout: flo
     """``interplay ARGS...`` in a subprocess, its output captured as text."""
     return subprocess.run([*interplay_command(), *args], capture_output=True, text=True,
                           env=command_env(env), timeout=timeout, cwd=cwd)
+
+
+def npm_program(name: str, package: str, version: str) -> str:
+    """The executable ``name`` of the npm ``package`` at ``version``: next to the running
+    Python (the venv's bin, where ``bash .ci/setup --test`` links it) when it is there, else
+    installed with npm into ``<venv>/npm`` and linked there, once. Skips the test, saying
+    what to install, when it is missing and npm is absent."""
+    beside = Path(sys.executable).parent / name
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    npm = shutil.which("npm")
+    if npm is None:
+        pytest.skip(f"{name} is not installed and npm is absent to install it (needs "
+                    f"`npm install {package}@{version}`)")
+    prefix = Path(sys.prefix) / "npm"
+    subprocess.run([npm, "install", "--no-audit", "--no-fund", "--prefix", str(prefix),
+                    f"{package}@{version}"], check=True, timeout=900)
+    if not beside.exists():
+        beside.symlink_to(prefix / "node_modules" / ".bin" / name)
+    return str(beside)

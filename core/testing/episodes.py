@@ -31,12 +31,15 @@ class ScriptedRun:
 
 async def run_scripted(env: Env, task: Task, script: Script, *, seed: int | None = 0,
                        rollout: int = 0,
-                       seats: Mapping[str, Mapping[str, Any]] | None = None) -> ScriptedRun:
+                       seats: Mapping[str, Mapping[str, Any]] | None = None,
+                       sampling: Mapping[str, Any] | None = None) -> ScriptedRun:
     """Run ``task`` through ``env`` with every seat answered by ``script`` (a list of replies
     or a handler, as for :class:`ScriptedModel`); ``seats`` overrides seat settings as
-    ``--set seats.<seat>...`` does."""
+    ``--set seats.<seat>...`` does, and ``sampling`` is the run's ``model.sampling``."""
     async with ScriptedModel(script) as model:
-        resources = RunResources(endpoint=model.endpoint, seats=seats)
+        endpoint = model.endpoint if sampling is None else attrs.evolve(
+            model.endpoint, sampling=dict(sampling))
+        resources = RunResources(endpoint=endpoint, seats=seats)
         try:
             episode = await run_episode(env, task, resources=resources, seed=seed,
                                         rollout=rollout)

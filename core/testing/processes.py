@@ -1,6 +1,8 @@
 """Processes seen from outside, for tests that check what a run leaves behind (Linux
-``/proc``): :func:`descendants` of a process, taken while it lives, and :func:`survivors`,
-those of a set of pids still alive after a while. Found by pid, never by name."""
+``/proc``): :func:`descendants` of a process, taken while it lives; :func:`survivors`, those of
+a set of pids still alive after a while; and :func:`mentioning`, the live processes whose
+command line or environment holds a test's own marker. Found by pid or by such a marker, never
+by name."""
 
 from __future__ import annotations
 
@@ -53,3 +55,23 @@ def survivors(pids: Iterable[int], within_s: float = 15.0) -> set[int]:
         if not left or time.monotonic() >= deadline:
             return left
         time.sleep(0.05)
+
+
+def mentioning(marker: str) -> list[int]:
+    """Live processes (zombies are dead) other than this one whose command line or environment
+    holds ``marker``: a unique string a test put in a command (``MARK=<marker> sleep 600``) to
+    find what it left behind, wherever it went (its own session, a double fork)."""
+    found = []
+    needle = marker.encode()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid() or not alive(int(entry)):
+            continue
+        for name in ("cmdline", "environ"):
+            try:
+                with open(f"/proc/{entry}/{name}", "rb") as f:
+                    if needle in f.read():
+                        found.append(int(entry))
+                        break
+            except OSError:
+                continue
+    return found

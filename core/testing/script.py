@@ -26,6 +26,7 @@ class ScriptedToolCall:
     call_id: str | None = None
 
     def arguments_json(self) -> str:
+        """The arguments as the JSON text a model writes (text given is kept as it is)."""
         if isinstance(self.arguments, str):
             return self.arguments
         return _codec.dumps(self.arguments).decode()
@@ -35,15 +36,25 @@ class ScriptedToolCall:
 class ScriptedReply:
     """One scripted answer. Build it with the class methods; ``latency_s`` works on any."""
 
+    #: The reply's text (None: none, as beside tool calls).
     content: str | None = None
+    #: The tool calls it makes, in order.
     tool_calls: tuple[ScriptedToolCall, ...] = ()
+    #: Responses output items, answered as they are to /v1/responses (:meth:`output_items`).
     output: tuple[dict[str, Any], ...] | None = None
+    #: Seconds the server waits before it answers.
     latency_s: float = 0.0
+    #: An HTTP error status to answer with instead (:meth:`fault`).
     status: int | None = None
+    #: The Retry-After header of a fault (seconds, or an HTTP date).
     retry_after: float | str | None = None
+    #: Never answer: hold the request until its client gives up (:meth:`hang`).
     hangs: bool = False
+    #: Cut the connection partway through the answer (:meth:`drop`).
     drops: bool = False
+    #: Answer with a body that is not a valid completion (:meth:`malformed`).
     is_malformed: bool = False
+    #: The finish_reason answered (None: stop, or tool_calls when it calls tools).
     finish_reason: str | None = None
     #: Answer plain JSON even to a streamed request, as some OpenAI-compatible servers do.
     ignores_stream: bool = False
@@ -61,12 +72,15 @@ class ScriptedReply:
 
     @classmethod
     def text(cls, s: str, *, latency_s: float = 0.0) -> ScriptedReply:
+        """A plain text reply (a bare string in a script is one too)."""
         return cls(content=s, latency_s=latency_s)
 
     @classmethod
     def tool_call(cls, name: str, arguments: dict[str, Any] | None = None,
                   call_id: str | None = None, *, text: str | None = None,
                   latency_s: float = 0.0) -> ScriptedReply:
+        """One call of the tool ``name`` with ``arguments`` (a dict, or JSON text as a model
+        may write it), its id ``call_id`` (None: one is made), after ``text`` if given."""
         return cls(content=text, tool_calls=(ScriptedToolCall(name, arguments or {}, call_id),),
                    latency_s=latency_s)
 
@@ -80,6 +94,7 @@ class ScriptedReply:
 
     def with_tool_call(self, name: str, arguments: dict[str, Any] | None = None,
                        call_id: str | None = None) -> ScriptedReply:
+        """This reply with one more tool call after its others."""
         return attrs.evolve(self, tool_calls=(*self.tool_calls,
                                               ScriptedToolCall(name, arguments or {}, call_id)))
 
@@ -92,18 +107,24 @@ class ScriptedReply:
     @classmethod
     def fault(cls, status: int, retry_after: float | str | None = None, *,
               latency_s: float = 0.0) -> ScriptedReply:
+        """An HTTP error answer (429, 500, 401, ...), with a Retry-After header if given:
+        what a client's retries and error types are tested against."""
         return cls(status=status, retry_after=retry_after, latency_s=latency_s)
 
     @classmethod
     def hang(cls) -> ScriptedReply:
+        """No answer at all: the request is held until its client gives up (a timeout)."""
         return cls(hangs=True)
 
     @classmethod
     def drop(cls, text: str = "this stream is cut") -> ScriptedReply:
+        """An answer whose connection is cut partway through (streamed: after some of
+        ``text``)."""
         return cls(content=text, drops=True)
 
     @classmethod
     def malformed(cls) -> ScriptedReply:
+        """A 200 answer whose body is not a completion."""
         return cls(is_malformed=True)
 
     def unstreamed(self) -> ScriptedReply:
@@ -149,6 +170,7 @@ class ScriptedRequest:
         return bool(self.body.get("stream"))
 
     def last_user_text(self) -> str:
+        """The text of the request's last user message (either API); "" when it has none."""
         if self.api == "responses":
             try:
                 msgs = rs.responses_to_chat(self.body)["messages"]
@@ -183,9 +205,11 @@ class ScriptedTokenizer:
         self._lock = threading.Lock()
 
     def pieces(self, text: str) -> list[str]:
+        """``text`` cut into the pieces its ids stand for (words, spaces, special tokens)."""
         return self._PIECE.findall(text)
 
     def encode(self, text: str) -> list[int]:
+        """The ids of ``text``'s pieces (a piece seen first gets the next id)."""
         with self._lock:
             out = []
             for piece in self.pieces(text):
@@ -203,6 +227,7 @@ class ScriptedTokenizer:
 
     @staticmethod
     def is_special(piece: str) -> bool:
+        """Whether ``piece`` is a special token (``<|...|>``)."""
         return piece.startswith("<|") and piece.endswith("|>")
 
     @staticmethod

@@ -1,7 +1,8 @@
 """A scripted OpenAI-compatible model server: a test double for the MODEL, over real HTTP.
 
-It answers Chat Completions and Responses requests (streamed and not) and ``GET /v1/models``
-from a script: a list of :class:`ScriptedReply` consumed in order, or a handler called with each
+It answers Chat Completions and Responses requests (streamed and not), ``GET /v1/models`` and
+vLLM's ``POST /tokenize`` (a conversation's prompt counted as its usage would count it) from a
+script: a list of :class:`ScriptedReply` consumed in order, or a handler called with each
 :class:`ScriptedRequest`. Replies can carry text, tool calls, Responses output items, latency and
 injected faults (an HTTP status with Retry-After, a hang, a dropped stream, malformed output).
 Every request received is kept in ``requests``; ``abandoned`` counts hung requests whose client
@@ -94,7 +95,14 @@ async def _cut(send: asgi.Send, receive: asgi.Receive) -> None:
 
 
 class ScriptedModel:
-    """An OpenAI-compatible server answering from a script (see the module docstring)."""
+    """An OpenAI-compatible server on 127.0.0.1 answering from a script (see the module
+    docstring): a model's test double for real HTTP clients, in-process or in a subprocess.
+
+    ``script`` is a list of replies (:class:`ScriptedReply`, or strings), answered in order,
+    or a request function ``(ScriptedRequest) -> ScriptedReply | str`` answering each request
+    from what it holds; None echoes the last user message. ``model`` is the name its
+    :attr:`endpoint` sends; ``port`` 0 takes a free one. Use it as a context manager (``with``
+    or ``async with``): ``base_url`` is then its address, and ``requests`` what it received."""
 
     def __init__(self, script: Script | None = None, *, model: str = "scripted",
                  port: int = 0) -> None:
@@ -111,6 +119,9 @@ class ScriptedModel:
         self.requests: list[ScriptedRequest] = []
         #: Requests held by a ``hang()`` reply until their client closed the connection.
         self.abandoned = 0
+        #: ``/tokenize`` requests answered (vLLM's route: what a Messages ``count_tokens``
+        #: asks the upstream).
+        self.tokenized = 0
         self._server = AsgiServer(self.app, port=port, graceful_s=0.5)
         self._counter = 0
         #: Turns text into the ids it answers when token ids are asked for, and back.
@@ -120,20 +131,25 @@ class ScriptedModel:
 
     @property
     def base_url(self) -> str:
+        """Its OpenAI-compatible base URL (``http://127.0.0.1:PORT/v1``), once started."""
         return f"{self._server.url}/v1"
 
     @property
     def endpoint(self) -> Endpoint:
+        """An Endpoint of it, naming ``model``."""
         return Endpoint(base_url=self.base_url, model=self.model)
 
     def endpoint_with(self, **changes: Any) -> Endpoint:
+        """:attr:`endpoint` with other settings (``max_retries=0``, ``timeout_s=1``, ...)."""
         return attrs.evolve(self.endpoint, **changes)
 
     def start(self) -> ScriptedModel:
+        """Serve in a thread of its own (``with`` does it): :attr:`base_url` is then set."""
         self._server.start_in_thread()
         return self
 
     def stop(self) -> None:
+        """Stop serving (leaving ``with`` does it)."""
         self._server.stop_thread()
 
     def __enter__(self) -> ScriptedModel:
@@ -170,6 +186,7 @@ class ScriptedModel:
         return ScriptedReply.text(reply) if isinstance(reply, str) else reply
 
     async def app(self, scope: asgi.Scope, receive: asgi.Receive, send: asgi.Send) -> None:
+        """The ASGI app it serves (Chat Completions and Responses, streamed or not)."""
         if scope["type"] != "http":
             return
         path: str = scope["path"]
@@ -177,6 +194,9 @@ class ScriptedModel:
         if method == "GET" and path.endswith("/models"):
             await asgi.send_json(send, 200, {"object": "list", "data": [
                 {"id": self.model, "object": "model", "created": 0, "owned_by": "interplay"}]})
+            return
+        if method == "POST" and path == "/tokenize":
+            await self._tokenize(receive, send)
             return
         if method != "POST" or not path.endswith(("/chat/completions", "/responses")):
             await asgi.send_error(send, 404, f"no route {method} {path}", code="not_found")
@@ -227,6 +247,23 @@ class ScriptedModel:
             await self._chat(send, receive, body, reply, stream, prompt_tokens)
         else:
             await self._responses(send, receive, body, reply, stream, prompt_tokens)
+
+    async def _tokenize(self, receive: asgi.Receive, send: asgi.Send) -> None:
+        """vLLM's ``POST /tokenize`` of a conversation: its prompt counted as a completion's
+        usage counts it (``count``), beside the model's window."""
+        try:
+            body = _codec.loads(await asgi.read_body(receive, 64 << 20))
+        except asgi.ClientGone:
+            return
+        except ValueError:
+            body = None
+        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+            await asgi.send_error(send, 400, "tokenize takes an object with messages")
+            return
+        with self._lock:
+            self.tokenized += 1
+        await asgi.send_json(send, 200, {"count": answers.prompt_words(body, "chat.completions"),
+                                         "max_model_len": 32768, "tokens": []})
 
     async def _chat(self, send: asgi.Send, receive: asgi.Receive, body: Mapping[str, Any],
                     reply: ScriptedReply, stream: bool, prompt_tokens: int) -> None:

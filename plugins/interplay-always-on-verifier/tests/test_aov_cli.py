@@ -43,7 +43,8 @@ def test_a_week_graded_end_to_end_from_the_cli(tmp_path: Path) -> None:
     out_dir = tmp_path / "run"
     handler = Week()
     with ScriptedModel(handler) as model:
-        out = run_interplay("eval", "always-on-week", "--set", CHOSEN, "-n", "1",
+        out = run_interplay("eval", "always-on-week", "--set", CHOSEN, "--set",
+                            "env.own_verifiers=false", "-n", "1",
                             "--base-url", model.base_url, "-o", str(out_dir))
     assert out.returncode == 0, out.stderr
     (line,) = [json.loads(x) for x in (out_dir / "episodes.jsonl").read_text().splitlines()]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from aov_week import CRITERIA, VERDICT
 
-from interplay import generate_tasks, lookup
+from interplay import generate_tasks, load_env, lookup
 from interplay.testing import ScriptedReply, ScriptedRequest, run_scripted
 
 
@@ -23,9 +23,8 @@ def handler(request: ScriptedRequest) -> ScriptedReply | str:
 
 
 async def test_a_generated_week_is_graded_by_its_goals_and_by_the_judge() -> None:
-    env = lookup("envs", "always-on-generated")({
-        "count": 1, "verifiers": [{"kind": "always_on_goals"},
-                                  {"kind": "always_on_agent_verifier"}]})
+    env = load_env("always-on-generated", {
+        "count": 1, "verifiers": [{"kind": "always_on_agent_verifier"}]})
     env.check()
     (task,) = generate_tasks(lookup("scenario-kinds", "errands")(), count=1)
     episode = (await run_scripted(env, task, handler, seed=0)).episode

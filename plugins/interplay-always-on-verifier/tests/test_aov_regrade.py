@@ -20,7 +20,8 @@ def test_a_week_regraded_by_the_same_judge_scores_as_at_run_time(tmp_path: Path)
     run, again = tmp_path / "run", tmp_path / "again"
     handler = Week()
     with ScriptedModel(handler) as model:
-        out = run_interplay("eval", "always-on-week", "--set", CHOSEN, "-n", "1",
+        out = run_interplay("eval", "always-on-week", "--set", CHOSEN, "--set",
+                            "env.own_verifiers=false", "-n", "1",
                             "--base-url", model.base_url, "-o", str(run))
         assert out.returncode == 0, out.stderr
         asked = len(model.requests)

@@ -19,6 +19,7 @@ from interplay import (
     describe_kinds,
     env_from_toml,
     is_kind,
+    load_env,
     lookup,
 )
 from interplay.testing import isolated_plugins, run_scripted
@@ -26,7 +27,8 @@ from interplay_always_on_verifier.verifier import AlwaysOnAgentVerifier
 
 
 def week(*rows: dict[str, Any]) -> Env:
-    env = lookup("envs", "always-on-week")({"verifiers": list(rows)})
+    """The week scored by ``rows`` alone (not the scenario's own verifiers)."""
+    env = load_env("always-on-week", {"verifiers": list(rows), "own_verifiers": False})
     env.check()
     return env
 
@@ -214,7 +216,7 @@ async def test_a_stored_line_whose_records_are_in_its_side_file_is_refused_with_
     episode.results["always_on"] = {
         **{k: v for k, v in record.items() if k not in ("timeline", "conversation")},
         "side_file": "episodes/0123abcd.json"}
-    [verifier] = week(verifier_row()).verifiers()
+    [verifier] = week(verifier_row()).run_verifiers()
     judged = len(handler.judge)
     with pytest.raises(RuntimeError, match=r"episodes/0123abcd\.json; load the episode with "
                                            r"interplay\.whole_record"):

@@ -4,8 +4,7 @@ codex runs as ``codex exec`` (or ``codex exec resume <thread_id>``) with a model
 ``interplay`` pointed at the trace's route through the interception server (Responses API, the
 trace's secret in :data:`KEY_VAR`), the tool gateway as its MCP server :data:`MCP_SERVER` when
 the seat has tools (its token in :data:`TOKEN_VAR`), every setting a ``-c`` override (no file
-is written), and the prompt on stdin. Also: finding the codex executable, and a task as codex's
-developer instructions and prompt.
+is written), and the prompt on stdin. Also: finding the codex executable.
 
 This module owns what codex is started with; it must not start codex, read what it did, or
 keep anything between segments.
@@ -16,15 +15,13 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
 import attrs
 
-from interplay import InterplayError, Task, owner_tag
+from interplay import find_program, owner_tag
 
 #: The codex CLI version this harness is tested against.
 CODEX_VERSION = "0.169.0"
@@ -145,44 +142,7 @@ def environment(*, home: Path, secret: str, run_tag: str,
 def find_codex(binary: str | None = None) -> str:
     """The codex executable: ``binary`` if given, else next to the running Python (the venv's
     bin), else on PATH. InterplayError with the install command when there is none."""
-    if binary:
-        found = shutil.which(os.path.expanduser(binary))
-        if found is None:
-            raise InterplayError(f"harness 'codex': binary {binary!r} not found or not "
-                                 f"executable; {INSTALL_HINT}")
-        return found
-    beside = Path(sys.executable).parent / "codex"
-    if beside.is_file() and os.access(beside, os.X_OK):
-        return str(beside)
-    found = shutil.which("codex")
-    if found is None:
-        raise InterplayError(f"harness 'codex': the codex CLI is not installed; {INSTALL_HINT}")
-    return found
-
-
-def render_task(task: Task) -> tuple[str | None, str]:
-    """``(developer instructions, prompt text)`` for a fresh codex session on ``task``.
-
-    System messages become codex's developer instructions; the rest is the prompt: one user
-    message as it is, a longer conversation as a labelled transcript.
-    """
-    messages = task.messages()
-    system = [m.text for m in messages if m.role in ("system", "developer") and m.text]
-    rest = [m for m in messages if m.role not in ("system", "developer")]
-    if len(rest) == 1 and rest[0].role == "user":
-        prompt = rest[0].text
-    elif all(m.role == "user" for m in rest):
-        prompt = "\n\n".join(m.text for m in rest if m.text)
-    else:
-        parts = []
-        for m in rest:
-            body = m.text
-            if m.tool_calls:
-                body = "\n".join([body, *(f"(called {c.name} {c.arguments})"
-                                          for c in m.tool_calls)]).strip()
-            parts.append(f"[{m.role}]\n{body}")
-        prompt = "\n\n".join(parts)
-    return ("\n\n".join(system) or None), prompt
+    return find_program("codex", binary, harness="codex", hint=INSTALL_HINT)
 
 
 def toml_string(value: str) -> str:

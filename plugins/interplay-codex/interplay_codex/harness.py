@@ -52,6 +52,7 @@ from interplay import (
     not_runnable,
     refusal_reason,
     start_process,
+    text_prompt,
 )
 from interplay_codex import command_line as cl
 from interplay_codex.command_line import CodexConfig
@@ -82,7 +83,7 @@ class CodexHarness(Harness):
     async def launch(self, task: Task, ctx: SegmentContext) -> Segment:
         """A fresh ``codex exec`` session on ``task``."""
         state = trace_state(ctx.state, self.config)
-        instructions, prompt = cl.render_task(task)
+        instructions, prompt = text_prompt(task)
         if not prompt.strip():
             raise InterplayError("harness 'codex' needs a task with a non-empty prompt "
                                  "(or a chat opened by a user message)")
@@ -133,14 +134,14 @@ class CodexHarness(Harness):
                            tools_url=None if tools is None else tools.url,
                            tool_timeout_s=max((t.timeout_s for t in ctx.tools), default=30.0))
 
-        env = cl.environment(home=state.home, secret=route.secret, run_tag=tag,
+        env = cl.environment(home=state.dirs.home, secret=route.secret, run_tag=tag,
                              tools_token=None if tools is None else tools.token)
         first_call = len(ctx.trace.model_calls)
         state.segments += 1
         t0 = time.monotonic()
         run = CodexRun()
         try:
-            await self._run(argv, env, state.workdir, prompt.encode(), run, ctx)
+            await self._run(argv, env, state.dirs.workdir, prompt.encode(), run, ctx)
         except asyncio.CancelledError:
             # The session's own timeout (or the run's end): codex is dead; keep what it did.
             run.cancelled = True

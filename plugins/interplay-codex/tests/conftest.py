@@ -8,38 +8,19 @@ and this plugin alone, so nothing else that happens to be installed takes part.
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from interplay import InterplayError
-from interplay.testing import isolated_plugins
+from interplay.testing import isolated_plugins, npm_program
 from interplay_codex import plugin as codex_plugin
-from interplay_codex.command_line import CODEX_VERSION, find_codex
+from interplay_codex.command_line import CODEX_VERSION
 
 
 @pytest.fixture(scope="session")
 def codex_bin() -> str:
     """The codex executable, installed into the venv with npm if missing."""
-    try:
-        return find_codex()
-    except InterplayError:
-        pass
-    npm = shutil.which("npm")
-    if npm is None:
-        pytest.skip(f"the codex CLI is not installed and npm is absent to install it "
-                    f"(needs `npm install @openai/codex@{CODEX_VERSION}`)")
-    prefix = Path(sys.prefix) / "npm"
-    subprocess.run([npm, "install", "--no-audit", "--no-fund", "--prefix", str(prefix),
-                    f"@openai/codex@{CODEX_VERSION}"], check=True, timeout=900)
-    link = Path(sys.executable).parent / "codex"
-    if not link.exists():
-        link.symlink_to(prefix / "node_modules" / ".bin" / "codex")
-    return find_codex()
+    return npm_program("codex", "@openai/codex", CODEX_VERSION)
 
 
 @pytest.fixture(autouse=True)

@@ -39,6 +39,7 @@ from interplay.testing import (
     ScriptedReply,
     ScriptedRequest,
     descendants,
+    mentioning,
     survivors,
 )
 from interplay_codex import command_line
@@ -87,29 +88,6 @@ def codex_env(harness_config: dict[str, Any]) -> Env:
 
 def leftovers(path: Path) -> list[Path]:
     return sorted(path.iterdir())
-
-
-def live_processes(marker: str) -> list[int]:
-    """Live (non-zombie) processes whose command line or environment mentions ``marker``."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                if f.read().rsplit(b")", 1)[1].split()[0] == b"Z":
-                    continue
-        except (OSError, IndexError):
-            continue
-        for name in ("cmdline", "environ"):
-            try:
-                with open(f"/proc/{entry}/{name}", "rb") as f:
-                    if marker.encode() in f.read():
-                        found.append(int(entry))
-                        break
-            except OSError:
-                continue
-    return found
 
 
 async def test_one_shot_runs_a_shell_command_and_answers(codex_bin: str, tmp_path: Path) -> None:
@@ -242,8 +220,8 @@ async def test_timeout_kills_codex_and_removes_its_home(codex_bin: str, tmp_path
         try:
             trace = await agent.run(Task(idx=0, prompt=f"wait {marker}"))
             assert leftovers(state) == []
-            assert live_processes(marker) == []
-            assert live_processes(str(state)) == []
+            assert mentioning(marker) == []
+            assert mentioning(str(state)) == []
         finally:
             await agent.aclose()
             await resources.aclose()
@@ -292,7 +270,7 @@ async def test_no_command_outlives_its_segment(codex_bin: str, tmp_path: Path,
             async with agent.chat(Task(idx=0, prompt="start it")) as session:
                 reply = await session.turn()
                 # Gone when the segment ends, not only when the trace closes.
-                survivors = live_processes(marker)
+                survivors = mentioning(marker)
             trace = session.trace
         finally:
             await agent.aclose()
@@ -301,7 +279,7 @@ async def test_no_command_outlives_its_segment(codex_bin: str, tmp_path: Path,
     assert reply.text == "left them running"
     assert any(m.role == "tool" and "started" in m.text for m in trace.messages)
     assert survivors == []
-    assert live_processes(marker) == []
+    assert mentioning(marker) == []
     segment = trace.info["codex"]["segments"][0]
     assert segment["exit_code"] == 0
     if sandbox == "danger-full-access":
@@ -332,7 +310,7 @@ def test_a_killed_run_leaves_no_command_behind(codex_bin: str, tmp_path: Path) -
             env={**os.environ, "INTERPLAY_LOAD_PLUGINS": "codex"})
         try:
             deadline = time.monotonic() + 120  # a failure bound, not a speed check
-            while len(commands := set(live_processes(marker))) < 3:
+            while len(commands := set(mentioning(marker))) < 3:
                 assert proc.poll() is None, proc.communicate()[1]
                 assert time.monotonic() < deadline, "codex ran no command"
                 time.sleep(0.05)
@@ -494,12 +472,14 @@ def test_descriptors_that_stay_exhausted_end_codex_as_a_spawn_error(
         codex_bin: str, tmp_path: Path, loop_name: str) -> None:
     out = codex_under_pressure(tmp_path, -1, loop_name, retries=1)
     assert (out["error_type"], out["stop"]) == ("spawn_error", "error"), out
-    assert out["error"].startswith("the system could not start codex (")
+    # The episode's error names the seat whose program could not start.
+    assert out["error"].startswith("seat 'assistant': the system could not start codex (")
     assert "harness_config" not in out["error"]
     assert "Too many open files" in out["error"] or "descriptors" in out["error"], out
     assert out["requests"] == 0
     [segment] = out["segments"]
-    assert segment["exit_code"] is None and segment["errors"] == [out["error"]]
+    assert segment["exit_code"] is None
+    assert segment["errors"] == [out["error"].removeprefix("seat 'assistant': ")]
 
 
 @pytest.mark.parametrize("setting", ["workdir", "state_dir"])

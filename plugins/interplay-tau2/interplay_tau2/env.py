@@ -12,7 +12,14 @@ import attrs
 
 from interplay import Env, EpisodeContext, InterplayError, SeatSpec, Step, Task, Tool, Verifier
 from interplay_tau2 import domains
-from interplay_tau2.exchange import LIVE, RESULTS_KEY, ExchangeConfig, Tau2Exchange, tau2_tools
+from interplay_tau2.exchange import (
+    LIVE,
+    RESULTS_KEY,
+    ExchangeConfig,
+    StepConfig,
+    Tau2Exchange,
+    tau2_tools,
+)
 from interplay_tau2.scoring import Tau2Reward, Tau2RewardConfig
 
 
@@ -37,7 +44,9 @@ class Tau2Env(Env):
     # Every seat runs tools: the user's too (telecom's user has tools of her own). Replies are
     # capped (tau2 sets no cap): a model that rambles would otherwise fill an 8k window within
     # the first turns on retail's long policy; raise them with
-    # --set seats.<seat>.sampling.max_tokens=N.
+    # --set seats.<seat>.sampling.max_tokens=N. The seats as made (seats_for) let a seat's
+    # tool loop run as long as the conversation may: tau2 lets an agent call tools until
+    # max_steps, and so must the chat harness's cap on one reply's model calls.
     seats = {"assistant": SeatSpec(harness="chat", sampling={"max_tokens": 512}),
              "user": SeatSpec(harness="chat", trainable=False, sampling={"max_tokens": 256})}
 
@@ -51,6 +60,7 @@ class Tau2Env(Env):
                                      f"{type(self).domain} domain; choose the env "
                                      f"tau2-{cfg.domain} instead")
             cfg.domain = type(self).domain
+        self.seats = seats_for(cfg.max_steps)  # type: ignore[misc]
 
     def check(self) -> None:
         cfg: Tau2EnvConfig = self.config
@@ -68,8 +78,8 @@ class Tau2Env(Env):
 
     def steps(self) -> list[Step]:
         cfg: Tau2EnvConfig = self.config
-        return [Tau2Exchange(ExchangeConfig(**{f.name: getattr(cfg, f.name)
-                                               for f in attrs.fields(ExchangeConfig)}))]
+        return [Tau2Exchange(StepConfig(**{f.name: getattr(cfg, f.name)
+                                           for f in attrs.fields(ExchangeConfig)}))]
 
     def verifiers(self) -> list[Verifier]:
         return [Tau2Reward(self.config.scoring)]
@@ -85,6 +95,17 @@ class Tau2Env(Env):
         if seat == cfg.user_seat:
             return tau2_tools(live, "user")
         return []
+
+
+def seats_for(max_steps: int) -> dict[str, SeatSpec]:
+    """The tau2 envs' seats for a conversation of ``max_steps``: both on the ``chat`` harness
+    with a cap on one reply's model calls that tau2's own limit reaches first (each model call
+    that calls tools is a step and its results another, so a reply of ``max_steps`` calls is
+    past any conversation tau2 lets run). A run that gives a seat another harness starts from
+    that harness's own settings."""
+    chat = {"max_turns": max(max_steps, 1)}
+    return {seat: attrs.evolve(spec, harness_config=dict(chat))
+            for seat, spec in Tau2Env.seats.items()}
 
 
 def _domain_env(domain: str) -> type[Tau2Env]:

@@ -9,13 +9,24 @@ scenario) and, in telecom, her own tools on her own device state. Every call of 
 harness (the in-process ``chat`` loop, codex through the tool gateway), is answered by tau2's
 ``Environment.get_response``: the same text, the same error flag, the same database change.
 
+The user is a user sim (:class:`interplay.UserSim`): by default ``tau2``, tau2's own user
+simulator (:mod:`interplay_tau2.user`), and any registered sim with ``env.user_sim``. Each
+gets the task's user scenario as her Person's scenario (tau2's own rendering of it), her
+persona as its description, and reads the agent's replies; what her seat's turn added (her
+tool calls in telecom, her reply) goes into the trajectory, and a sim without a model is
+recorded as one user message. Her done ends the conversation as tau2's stop token does
+(``user_stop``): a done without one of tau2's tokens in her words is recorded with the token
+of its reason (``###STOP###``; ``###TRANSFER###``, ``###OUT-OF-SCOPE###``) added after them.
+
 The conversation follows tau2's orchestrator: the agent's fixed greeting opens it without a
-model call; the user answers; a user message holding ``###STOP###``, ``###TRANSFER###`` or
+model call and is her first read; a user message holding ``###STOP###``, ``###TRANSFER###`` or
 ``###OUT-OF-SCOPE###`` ends it (``user_stop``); tau2's step and error counts are kept message
 by message, and a conversation that reaches ``max_steps`` or ``max_errors`` at one of tau2's
 check points ends there (the trajectory cut where tau2 cuts it). The trajectory is kept as tau2's
 own messages in ``results["tau2"]``, which the ``tau2`` verifier scores and ``interplay export
---format tau2`` writes out.
+--format tau2`` writes out. Each seat's trace ends with its own stop condition: the seat whose
+turn failed keeps its harness's, the other says whose failure ended it (``agent_error``,
+``user_error``).
 
 This module owns the exchange and the trajectory; :mod:`interplay_tau2.domains` owns tau2.
 """
@@ -30,17 +41,28 @@ from typing import Any, ClassVar
 import attrs
 
 from interplay import (
+    Answer,
     EpisodeContext,
     InterplayError,
     Message,
+    Person,
+    Read,
+    ReadMessage,
     SeatAgent,
     Step,
     Task,
     Tool,
+    UserSim,
+    UserSimError,
+    answer_or_error,
+    chosen_user_sim,
     get_logger,
+    lookup,
+    set_up_user_sim,
     tool_call_id,
 )
 from interplay_tau2 import domains
+from interplay_tau2.user import ending
 
 log = get_logger("interplay.tau2")
 
@@ -48,7 +70,10 @@ RESULTS_KEY = "tau2"
 #: tau2's termination reasons, as interplay's stop conditions of the two chats.
 STOP_CONDITIONS = {"user_stop": "user_done", "agent_stop": "agent_done",
                    "max_steps": "max_turns", "too_many_errors": "too_many_errors",
-                   "agent_error": "error", "user_error": "error"}
+                   "agent_error": "agent_error", "user_error": "user_error"}
+#: The token a user's done is recorded with, by its done_reason (tau2's stop by default).
+DONE_TOKENS = {"transfer": "###TRANSFER###", "out_of_scope": "###OUT-OF-SCOPE###"}
+STOP_TOKEN = "###STOP###"
 #: A tool's name as codex calls an MCP server's tool: mcp__<server>__<tool>.
 _MCP_NAME = re.compile(r"^mcp__[^_].*?__(?P<tool>.+)$")
 
@@ -57,7 +82,7 @@ _MCP_NAME = re.compile(r"^mcp__[^_].*?__(?P<tool>.+)$")
 class ExchangeConfig:
     """The ``tau2`` step's settings (``env.*`` of the tau2 envs)."""
 
-    #: tau2's domain: mock, airline, retail or telecom.
+    #: tau2's domain: mock, airline, retail or telecom (each tau2 env fixes its own).
     domain: str = "mock"
     #: The seat that plays tau2's agent.
     seat: str = "assistant"
@@ -75,6 +100,18 @@ class ExchangeConfig:
     #: tau2's solo mode (telecom and mock, whose tasks carry a ticket): no user; the agent
     #: works the ticket alone with the agent's and the user's tools and ends with ``done``.
     solo: bool = False
+
+
+@attrs.define
+class StepConfig(ExchangeConfig):
+    """The ``tau2`` step's settings: the exchange's, and the user sim that plays the user (a
+    tau2 env's ``env.user_sim`` and ``env.user_sim_settings``, which every env takes)."""
+
+    #: The user sim, by registered name: tau2 (tau2's own user simulator) or any other.
+    user_sim: str = "tau2"
+    #: Settings of the user sim (its own Config); a sim with a seat plays on user_seat unless
+    #: they name another.
+    user_sim_settings: dict[str, Any] = attrs.Factory(dict)
 
 
 @attrs.define(eq=False)
@@ -284,6 +321,33 @@ def _arguments(call: Any) -> dict[str, Any]:
         return {"__unparsed__": call.arguments}
 
 
+def persona(task: Any, *, user_tools: bool) -> Person:
+    """Who the user is, for any user sim: the task's user scenario as tau2 renders it for its
+    own simulator, her persona, and what tau2's sim needs to know (whether she has tools)."""
+    scenario = task.user_scenario
+    return Person(description=str(scenario.persona or "a customer"), scenario=str(scenario),
+                  info={"done_marker": STOP_TOKEN, "tau2": {"task_id": task.id,
+                                                            "user_tools": user_tools}})
+
+
+def user_messages(said: Answer) -> list[Message]:
+    """Her side of one turn for the trajectory: what her seat added (her tool calls, her
+    reply), or her words as one message for a sim without a model. A done whose words hold
+    none of tau2's tokens gets the token of its reason after them, as tau2 records an end."""
+    messages = list(said.messages) or [Message("assistant", said.text)]
+    if said.done and not ending(said.text):
+        token = DONE_TOKENS.get(said.done_reason, STOP_TOKEN)
+        last = next((i for i in range(len(messages) - 1, -1, -1)
+                     if messages[i].role == "assistant" and not messages[i].tool_calls), None)
+        words = said.text.strip()
+        ended = Message("assistant", f"{words} {token}" if words else token)
+        if last is None:
+            messages.append(ended)
+        else:
+            messages[last] = ended
+    return messages
+
+
 def episode_seed(ctx: EpisodeContext) -> int | None:
     """The sampling seed both seats send with every request: the episode's seed (from the
     run's --seed, the task and the rollout), folded into what every server accepts."""
@@ -296,25 +360,51 @@ def seeded(agent: SeatAgent, seed: int | None) -> None:
         agent.spec = attrs.evolve(agent.spec, sampling={**agent.spec.sampling, "seed": seed})
 
 
+def user_sim(cfg: StepConfig) -> UserSim:
+    """The user sim ``cfg`` names, configured; one whose settings take a seat plays on the
+    step's user seat unless they name another."""
+    cls = lookup("user-sims", cfg.user_sim)
+    settings = dict(cfg.user_sim_settings)
+    if attrs.has(cls.Config) and "seat" in attrs.fields_dict(cls.Config):
+        settings.setdefault("seat", cfg.user_seat)
+    sim: UserSim = cls()
+    sim.configure(settings)
+    return sim
+
+
 class Tau2Exchange(Step):
-    """A tau2-bench conversation between the assistant seat and the user seat, on a fresh
-    tau2 environment; writes ``results["tau2"]``."""
+    """A tau2-bench conversation between the assistant seat and a user sim (tau2's own by
+    default, on the user seat), on a fresh tau2 environment; writes ``results["tau2"]``."""
 
     name = "tau2"
-    Config: ClassVar[type] = ExchangeConfig
+    Config: ClassVar[type] = StepConfig
     writes = frozenset({RESULTS_KEY})
 
     def seats(self) -> set[str]:
         if self.config.solo:
             return {self.config.seat}
-        return {self.config.seat, self.config.user_seat}
+        try:
+            return {self.config.seat, *user_sim(self.config).seats()}
+        except InterplayError:  # check() reports it
+            return {self.config.seat}
+
+    def use_user_sim(self, name: str, settings: dict[str, Any]) -> None:
+        cfg: StepConfig = self.config
+        sim, sim_settings = chosen_user_sim(cfg.user_sim, cfg.user_sim_settings, name, settings)
+        self.config = attrs.evolve(cfg, user_sim=sim, user_sim_settings=sim_settings)
 
     def check(self, steps: Sequence[Step]) -> list[str]:
-        cfg: ExchangeConfig = self.config
+        cfg: StepConfig = self.config
         problems = []
         for field in ("max_steps", "max_errors"):
             if getattr(cfg, field) < 1:
                 problems.append(f"{field} must be at least 1, got {getattr(cfg, field)}")
+        if cfg.solo and cfg.user_sim != StepConfig().user_sim:
+            problems.append(f"user_sim {cfg.user_sim!r}: tau2's solo mode has no user")
+        try:
+            user_sim(cfg)  # its name and settings, before any episode
+        except InterplayError as exc:
+            problems.append(str(exc))
         return problems
 
     async def run(self, ctx: EpisodeContext) -> None:
@@ -352,7 +442,8 @@ class Tau2Exchange(Step):
             ctx.results[RESULTS_KEY] = {
                 "domain": cfg.domain, "task_id": task.id, "task_set": cfg.task_set,
                 "policy": cfg.policy, "split": ref.get("split", ""), "solo": cfg.solo,
-                "termination_reason": reason or "agent_error", "seed": episode_seed(ctx),
+                "termination_reason": reason or trajectory.reason or "agent_error",
+                "seed": episode_seed(ctx),
                 "trial": ctx.info.rollout, "start_time": started, "end_time": _now(),
                 "duration": round(time.monotonic() - t0, 6), "max_steps": cfg.max_steps,
                 "max_errors": cfg.max_errors, "steps": trajectory.steps,
@@ -364,46 +455,60 @@ class Tau2Exchange(Step):
 
     async def _converse(self, ctx: EpisodeContext, task: Any, live: Live,
                         trajectory: Trajectory) -> str:
-        cfg: ExchangeConfig = self.config
+        cfg: StepConfig = self.config
         tau = domains.tau2()
         environment = live.environment
-        agent, user = ctx.agent(cfg.seat), ctx.agent(cfg.user_seat)
+        agent = ctx.agent(cfg.seat)
         seed = episode_seed(ctx)
         seeded(agent, seed)
-        seeded(user, seed)
+        sim = user_sim(cfg)
+        for seat in sim.seats():
+            seeded(ctx.agent(seat), seed)
         llm_agent = tau.llm_agent
         agent_system = llm_agent.SYSTEM_PROMPT.format(
             domain_policy=environment.get_policy(), agent_instruction=llm_agent.AGENT_INSTRUCTION)
-        sim = tau.user_simulator
-        user_system = sim.SYSTEM_PROMPT.format(
-            global_user_sim_guidelines=sim.get_global_user_sim_guidelines(
-                use_tools=environment.user_tools is not None),
-            instructions=str(task.user_scenario))
         greeting = str(trajectory.messages[0].content)
         agent_task = Task(idx=ctx.task.idx, prompt=(Message("assistant", greeting),),
                           system_prompt=agent_system, info=ctx.task.info)
-        user_task = Task(idx=ctx.task.idx, prompt=None, system_prompt=user_system,
-                         info=ctx.task.info)
-        async with agent.chat(agent_task) as agent_chat, user.chat(user_task) as user_chat:
-            to_user = greeting
-            while True:
-                said = await user_chat.turn(to_user)
-                trajectory.add(said.messages, "user", live)
-                if trajectory.reason is None and said.stopped:
-                    trajectory.reason = "user_error"
-                if trajectory.reason is not None:
-                    break
-                answer = await agent_chat.turn(said.text)
-                trajectory.add(answer.messages, "assistant", live)
-                if trajectory.reason is None and answer.stopped:
-                    trajectory.reason = "agent_error"
-                if trajectory.reason is not None:
-                    break
-                to_user = answer.text
-            stop = STOP_CONDITIONS[trajectory.reason]
-            for chat in (agent_chat, user_chat):
-                if not chat.over:
-                    chat.stop(stop)
+        person = persona(task, user_tools=environment.user_tools is not None)
+        await set_up_user_sim(sim, person, ctx, name=cfg.user_sim, step=self.name)
+        failure: str | None = None
+        try:
+            async with agent.chat(agent_task) as agent_chat:
+                to_user, turn = greeting, 0
+                while True:
+                    said = await answer_or_error(
+                        sim, Read(text=to_user, turn=turn,
+                                  messages=(ReadMessage(turn, to_user, seat=cfg.seat),)),
+                        name=cfg.user_sim, step=self.name, what=f" (turn {turn})")
+                    if said.error is not None:
+                        failure = said.error
+                        trajectory.reason = "user_error"
+                        break
+                    trajectory.add(user_messages(said), "user", live)
+                    if trajectory.reason is None and said.done:
+                        trajectory.reason = "user_stop"
+                    if trajectory.reason is not None:
+                        break
+                    answer = await agent_chat.turn(said.text)
+                    trajectory.add(answer.messages, "assistant", live)
+                    if trajectory.reason is None and answer.stopped:
+                        trajectory.reason = "agent_error"
+                    if trajectory.reason is not None:
+                        break
+                    to_user, turn = answer.text, turn + 1
+                if not agent_chat.over:
+                    agent_chat.stop(STOP_CONDITIONS[trajectory.reason])
+        finally:
+            # Her traces end as the conversation did for her, unless her turn ended them.
+            for trace in ctx.traces:
+                if trace.seat in sim.seats() and trace.stop_condition is None:
+                    trace.stop_condition = STOP_CONDITIONS.get(trajectory.reason or "",
+                                                               "user_closed")
+            await sim.close()
+        if failure is not None:
+            # The user sim's failure: a user_error episode, never scored (as in the relay).
+            raise UserSimError(failure)
         return trajectory.reason
 
     async def _solo(self, ctx: EpisodeContext, task: Any, live: Live,

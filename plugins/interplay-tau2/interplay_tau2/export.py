@@ -4,9 +4,12 @@ again (``tau2 evaluate-trajs``) to the same rewards.
 
 Each scored episode is one of tau2's simulations (its trajectory, termination reason, seed,
 trial and reward info); an episode that ended in an error (an infrastructure fault, never
-scored) is left out and counted. The file's ``info`` says which model played each side and with
-which sampling settings, never a credential: no API key, header or key variable of the run is
-written (tau2's own runner writes the ``api_key`` it was given).
+scored) is left out and counted. The file's ``info`` says which model played each side with the
+sampling its requests carried (the run's seats as config.json records them: the env's
+defaults, the run's model and seat settings) and which user sim played the user, never a
+credential: no API key, header or key variable of the run is written (tau2's own runner
+writes the ``api_key`` it was given). interplay knows no model's price: each simulation's
+``agent_cost`` and ``user_cost`` are 0, which tau2's tools add up, rather than null.
 
 The simulations are streamed to the file as they are read; the tasks (tau2's own, by id) are
 written after them.
@@ -22,6 +25,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from interplay import ExportFormat, InterplayError, Written
 from interplay_tau2 import domains
+from interplay_tau2.env import Tau2Env
 from interplay_tau2.exchange import RESULTS_KEY
 from interplay_tau2.scoring import simulation
 
@@ -48,7 +52,7 @@ class Tau2Results(ExportFormat):
         written = 0
         with output.open("w") as out:
             stamp = json.dumps(tau.simulation.get_now())
-            info = _info(tau, config, env).model_dump_json()
+            info = _info(tau, run_config, env).model_dump_json()
             out.write(f'{{"timestamp": {stamp}, "info": {info}, "simulations": [')
             for record in episodes:
                 trajectory = (record.get("results") or {}).get(RESULTS_KEY)
@@ -67,31 +71,39 @@ class Tau2Results(ExportFormat):
         return Written(episodes=written, skipped=skipped)
 
 
-def _info(tau: Any, config: Mapping[str, Any], env: Mapping[str, Any]) -> Any:
-    """tau2's Info of the run: models and their sampling, limits, seed; no credential."""
+def _info(tau: Any, stored: Mapping[str, Any], env: Mapping[str, Any]) -> Any:
+    """tau2's Info of the run: models and the sampling each side's requests carried, limits,
+    seed, who played the user; no credential."""
+    config = stored.get("config") or {}
     model = config.get("model") or {}
-    seats = config.get("seats") or {}
     environment = tau.registry.get_env_constructor(
         domains.env_name(env["domain"], env.get("policy", "")))()
     guidelines = tau.user_simulator.get_global_user_sim_guidelines(
         use_tools=environment.user_tools is not None)
 
     def llm(seat: str) -> tuple[str, dict[str, Any]]:
-        spec = seats.get(seat) or {}
-        endpoint = spec.get("model") or model
-        args: dict[str, Any] = {**(endpoint.get("sampling") or {}),
-                                **(spec.get("sampling") or {})}
+        filled = (stored.get("seats") or {}).get(seat)
+        if isinstance(filled, Mapping):
+            # The seat as the run filled it (config.json's seats): the sampling sent.
+            endpoint = filled.get("model") or model
+            args: dict[str, Any] = dict(filled.get("sampling") or {})
+        else:  # a run recorded before config.json kept its seats: their layers again
+            spec = (config.get("seats") or {}).get(seat) or {}
+            endpoint = spec.get("model") or model
+            own = Tau2Env.seats[seat].sampling if seat in Tau2Env.seats else {}
+            args = {**own, **(endpoint.get("sampling") or {}), **(spec.get("sampling") or {})}
         if endpoint.get("base_url"):
             args["api_base"] = _without_userinfo(str(endpoint["base_url"]))
         return str(endpoint.get("model") or "embedded"), args
 
     agent_llm, agent_args = llm(env.get("seat", "assistant"))
     user_llm, user_args = llm(env.get("user_seat", "user"))
+    sim = env.get("user_sim") or "tau2"
     return tau.simulation.Info(
         git_commit="", num_trials=int(config.get("rollouts") or 1),
         max_steps=int(env.get("max_steps", 100)), max_errors=int(env.get("max_errors", 10)),
-        user_info=tau.simulation.UserInfo(implementation="interplay", llm=user_llm,
-                                          llm_args=user_args,
+        user_info=tau.simulation.UserInfo(implementation=f"interplay user sim {sim}",
+                                          llm=user_llm, llm_args=user_args,
                                           global_simulation_guidelines=guidelines),
         agent_info=tau.simulation.AgentInfo(implementation="interplay", llm=agent_llm,
                                             llm_args=agent_args),

@@ -1,6 +1,7 @@
-"""Registers the tau2 envs (one per domain), the ``tau2`` step, the ``tau2`` verifier and the
-``tau2`` export format (the ``interplay`` entry point of this distribution). tau2 itself is
-imported only when a domain is played, scored or exported."""
+"""Registers the tau2 envs (one per domain), the ``tau2`` step, the ``tau2`` user sim (tau2's
+own user simulator, the envs' default user), the ``tau2`` verifier and the ``tau2`` export
+format (the ``interplay`` entry point of this distribution). tau2 itself is imported only when
+a domain is played, scored or exported."""
 
 from __future__ import annotations
 
@@ -13,6 +14,13 @@ def register_envs(register: Register) -> None:
 
     for env in ENVS:
         register(env)
+
+
+@hookimpl
+def register_user_sims(register: Register) -> None:
+    from interplay_tau2.user import Tau2UserSim
+
+    register(Tau2UserSim)
 
 
 @hookimpl

@@ -53,7 +53,9 @@ def simulation(record: dict[str, Any], episode_id: str) -> Any:
         "end_time": record["end_time"], "duration": record["duration"],
         "termination_reason": record["termination_reason"], "messages": record["messages"],
         "trial": record.get("trial", 0), "seed": record.get("seed"),
-        "reward_info": record.get("reward_info")})
+        "reward_info": record.get("reward_info"),
+        # No price is known here: 0, which tau2's metrics add up (null prints as $nan).
+        "agent_cost": 0.0, "user_cost": 0.0})
 
 
 #: Asks the judge one chat (a list of role/content dicts) and gives its reply's text.

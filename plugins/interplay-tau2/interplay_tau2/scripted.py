@@ -24,19 +24,26 @@ local OpenAI-compatible server; :func:`sequence` and :func:`final_db_hash` read 
 messages into what two runners must agree on. tau2 is imported on first use (``import
 tau2.run`` takes seconds); set :data:`OFFLINE_ENVIRON` in the environment before that, or
 litellm fetches its model cost map from the internet.
+
+``python -m interplay_tau2.scripted --domain retail --task-ids 2 3`` serves such a book over
+HTTP (its base URL printed, served until stopped): a tau2 env run end to end with no model,
+no GPU and no network, every tool call tau2's and every score tau2's evaluator's.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
 import re
+import signal
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
 
-from interplay.testing import ScriptedReply, ScriptedRequest, ScriptedToolCall
+from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest, ScriptedToolCall
 
 #: The environment tau2's runner needs to run offline against a local server: litellm's
 #: bundled model cost map, no network, and some API key (litellm refuses a call without one).
@@ -339,3 +346,41 @@ def final_db_hash(domain: str, task: Any, messages: Sequence[Any]) -> str:
 
 def dumps(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=str)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Serve the script book of a domain's tasks (``python -m interplay_tau2.scripted``)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m interplay_tau2.scripted",
+        description="Serve a scripted model that plays tau2 tasks through on both seats, each "
+        "from its expected actions in tau2's task data: the user asks, the agent makes the "
+        "task's tool calls and reports, the user stops. For running a tau2 env without a "
+        "model (no GPU, no network): prints its base URL, then serves until stopped.")
+    parser.add_argument("--domain", required=True, choices=("mock", "airline", "retail",
+                                                            "telecom"))
+    parser.add_argument("--task-ids", nargs="*", metavar="ID",
+                        help="the tasks to script (default: all of the domain's)")
+    parser.add_argument("--variant", default="complete", choices=VARIANTS,
+                        help="how the scripts play (default complete: every expected action)")
+    parser.add_argument("--port", type=int, default=0, help="default: a free one")
+    args = parser.parse_args(argv)
+    for key, value in OFFLINE_ENVIRON.items():
+        os.environ.setdefault(key, value)
+    try:
+        tasks = load_tasks(args.domain, args.task_ids or None)
+        book, _ = script_book(args.domain, {t.id: args.variant for t in tasks})
+    except ValueError as exc:
+        parser.error(str(exc))
+    stopped = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+    with ScriptedModel(book, port=args.port) as model:
+        print(model.base_url, flush=True)
+        try:
+            stopped.wait()
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

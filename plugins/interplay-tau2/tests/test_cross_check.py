@@ -8,8 +8,12 @@ The scripts (:mod:`interplay_tau2.scripted`) are made from each task's expected 
 variants that reach every way a conversation ends: all actions done (reward 1), the last write
 left out (reward 0), tool errors, reads batched into one reply with text beside the calls, a
 user who never stops (``max_steps``) and calls that fail until ``max_errors``. mock runs in the
-default suite; five retail and five airline tasks of their test splits are slow (tau2's imports,
-its database replays).
+default suite; five retail and five airline tasks of their test splits and four that need 11
+to 13 tool calls in one reply (retail 2, 3, 4; airline 39) are slow (tau2's imports, its
+database replays); every task of either domain with 10 or more expected actions (15 of
+retail's, 3 of airline's, up to airline 44's 20) is a sweep, run when asked for
+(``pytest -m sweep``). interplay runs with the envs' default settings (only
+the run's temperature is tau2's).
 
 Where the port differs from tau2 by design (the plugin's README), the test asserts the
 difference: mock's two tasks that start from a message history are refused, with one line; a
@@ -50,22 +54,32 @@ PLANS: dict[str, dict[str, tuple[str, float]]] = {
         "impossible_task_1": ("complete", 1.0),
     },
     "retail": {"5": ("complete", 1.0), "9": ("batched", 1.0), "26": ("complete", 1.0),
-               "17": ("skip_write", 0.0), "32": ("tool_error", 1.0)},
+               "17": ("skip_write", 0.0), "32": ("tool_error", 1.0),
+               # 11 to 13 tool calls in one reply of the agent, which the chat harness's cap
+               # of 10 once cut short (scored 0 where tau2 scores 1).
+               "2": ("complete", 1.0), "3": ("complete", 1.0), "4": ("complete", 1.0)},
     "airline": {"2": ("complete", 1.0), "8": ("batched", 1.0), "13": ("complete", 1.0),
-                "18": ("skip_write", 0.0), "22": ("tool_error", 1.0)},
+                "18": ("skip_write", 0.0), "22": ("tool_error", 1.0),
+                # 11 tool calls in one reply, as above (42's 10, 44's 20: -m sweep).
+                "39": ("complete", 1.0)},
+}
+#: Every task of 10 or more expected actions, each played through (-m sweep).
+LONG: dict[str, dict[str, tuple[str, float]]] = {
+    "retail": {t: ("complete", 1.0) for t in ("2", "3", "4", "20", "21", "23", "28", "30",
+                                              "31", "32", "41", "42", "49", "54", "55")},
+    "airline": {t: ("complete", 1.0) for t in ("39", "42", "44")},
 }
 #: tau2's max_steps for the run: small on mock, where a user who never stops reaches it.
 MAX_STEPS = {"mock": 30, "retail": 100, "airline": 100}
 #: tau2's max_errors (its runner's default, and the env's).
 MAX_ERRORS = 10
-#: What both runners send with each seat's requests (tau2's runner: its LLM args; interplay:
-#: the seats' sampling, whose reply caps are the env's defaults).
+#: What both runners send with each seat's requests. tau2's runner: its default temperature
+#: (0) and, as its LLM args, the reply caps the envs set by default; interplay: the envs'
+#: default seats, and the run's model.sampling with tau2's temperature. Nothing else is set:
+#: the seats, their harness and its cap on one reply's model calls are the envs' defaults.
 SAMPLING = {"assistant": {"temperature": 0.0, "max_tokens": 512},
             "user": {"temperature": 0.0, "max_tokens": 256}}
-#: Interplay's seats: tau2's sampling, and the chat harness's cap on one reply's model calls
-#: raised past the longest tool loop (README: the cap ends a conversation where tau2 does not).
-SEATS = {seat: {"sampling": sampling, "harness_config": {"max_turns": 200}}
-         for seat, sampling in SAMPLING.items()}
+RUN_SAMPLING = {"temperature": 0.0}
 #: Refused by the port (README: tasks that start from a message history).
 REFUSED = {"update_task_with_message_history", "update_task_with_history_and_env_assertions"}
 
@@ -103,8 +117,11 @@ def by_script(book: scripted.ScriptBook, requests: list[ScriptedRequest]
     return {k: sorted(v) for k, v in out.items()}
 
 
-def run_tau2_side(domain: str) -> tuple[dict[str, Any], dict[str, list[str]]]:
-    plan = {task_id: variant for task_id, (variant, _) in PLANS[domain].items()}
+Plans = dict[str, tuple[str, float]]
+
+
+def run_tau2_side(domain: str, plans: Plans) -> tuple[dict[str, Any], dict[str, list[str]]]:
+    plan = {task_id: variant for task_id, (variant, _) in plans.items()}
     book, tasks = scripted.script_book(domain, plan)
     with ScriptedModel(book) as model:
         sims = scripted.run_tau2(domain, tasks, model.base_url, concurrency=2,
@@ -113,15 +130,16 @@ def run_tau2_side(domain: str) -> tuple[dict[str, Any], dict[str, list[str]]]:
     return {s.task_id: s for s in sims}, by_script(book, list(model.requests))
 
 
-async def run_interplay_side(domain: str) -> tuple[dict[str, Episode], dict[str, list[str]]]:
-    plan = {task_id: variant for task_id, (variant, _) in PLANS[domain].items()}
+async def run_interplay_side(domain: str, plans: Plans
+                             ) -> tuple[dict[str, Episode], dict[str, list[str]]]:
+    plan = {task_id: variant for task_id, (variant, _) in plans.items()}
     book, _ = scripted.script_book(domain, plan)
     env = lookup("envs", f"tau2-{domain}")({"task_ids": list(plan),
                                             "max_steps": MAX_STEPS[domain]})
     env.check()
     episodes, requests = {}, []
     for task in env.tasks():
-        run = await run_scripted(env, task, book, seed=300, seats=SEATS)
+        run = await run_scripted(env, task, book, seed=300, sampling=RUN_SAMPLING)
         episodes[task.info["tau2"]["task_id"]] = run.episode
         requests.extend(run.requests)
     assert book.misses == 0
@@ -132,12 +150,13 @@ def plain(value: Any) -> Any:
     return value.model_dump(mode="json") if hasattr(value, "model_dump") else value
 
 
-def compare(domain: str, sims: Mapping[str, Any], episodes: Mapping[str, Episode]) -> None:
-    tasks = {t.id: t for t in scripted.load_tasks(domain, list(PLANS[domain]))}
+def compare(domain: str, sims: Mapping[str, Any], episodes: Mapping[str, Episode],
+            plans: Plans) -> None:
+    tasks = {t.id: t for t in scripted.load_tasks(domain, list(plans))}
     initial = scripted.final_db_hash(domain, next(iter(tasks.values())), []) \
         if domain != "mock" else None
     rewards = set()
-    for task_id, (variant, reward) in PLANS[domain].items():
+    for task_id, (variant, reward) in plans.items():
         sim, episode = sims[task_id], episodes[task_id]
         where = f"{domain} task {task_id} ({variant})"
         if task_id in REFUSED:
@@ -160,7 +179,8 @@ def compare(domain: str, sims: Mapping[str, Any], episodes: Mapping[str, Episode
         assert episode.reward == reward, where
         assert record["reward_info"] == info, where
         rewards.add(reward)
-    assert rewards == {0.0, 1.0}
+    # Every reward the plan expects was reached (both, for the plans that test each end).
+    assert rewards == {r for t, (_, r) in plans.items() if t not in REFUSED}
 
 
 def errors_masked(request: str) -> tuple[str, int]:
@@ -180,7 +200,7 @@ def errors_masked(request: str) -> tuple[str, int]:
 
 
 def check_requests(theirs: dict[str, list[str]], ours: dict[str, list[str]],
-                   domain: str) -> None:
+                   domain: str, plans: Plans) -> None:
     """Each script's requests are the same on both sides, but for the text of a call that does
     not fit the tool (see :func:`errors_masked`); and where tau2's orchestrator cuts the
     conversation at ``max_errors`` in the middle of the agent's tool calls, the agent's
@@ -190,7 +210,7 @@ def check_requests(theirs: dict[str, list[str]], ours: dict[str, list[str]],
     theirs = {k: v for k, v in theirs.items() if k not in refused}
     assert "?" not in theirs and "?" not in ours
     assert set(ours) == set(theirs)
-    for key, variant in ((k, PLANS[domain][k][0]) for k in theirs):
+    for key, variant in ((k, plans[k][0]) for k in theirs):
         mine = [errors_masked(r) for r in ours[key]]
         told = sum(n for _, n in mine)
         assert (told > 0) == (variant in ("tool_error", "errors")), f"{domain} script {key}"
@@ -208,18 +228,27 @@ def check_requests(theirs: dict[str, list[str]], ours: dict[str, list[str]],
             assert len(tool_results) >= MAX_ERRORS, f"{domain} script {key}"
 
 
-def cross_check(domain: str) -> None:
-    sims, their_requests = run_tau2_side(domain)
-    episodes, our_requests = asyncio.run(run_interplay_side(domain))
-    compare(domain, sims, episodes)
-    check_requests(their_requests, our_requests, domain)
+def cross_check(domain: str, plans: Plans) -> None:
+    sims, their_requests = run_tau2_side(domain, plans)
+    episodes, our_requests = asyncio.run(run_interplay_side(domain, plans))
+    compare(domain, sims, episodes, plans)
+    check_requests(their_requests, our_requests, domain, plans)
 
 
 def test_mock_matches_tau2s_own_runner() -> None:
-    cross_check("mock")
+    cross_check("mock", PLANS["mock"])
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("domain", ["retail", "airline"])
 def test_retail_and_airline_match_tau2s_own_runner(domain: str) -> None:
-    cross_check(domain)
+    cross_check(domain, PLANS[domain])
+
+
+@pytest.mark.slow
+@pytest.mark.sweep
+@pytest.mark.parametrize("domain", ["retail", "airline"])
+def test_every_task_of_ten_or_more_actions_matches_tau2s_own_runner(domain: str) -> None:
+    """15 retail and 3 airline tasks, each played through: a minute and a half of CPU, left
+    out of the default run (``pytest -m sweep``)."""
+    cross_check(domain, LONG[domain])

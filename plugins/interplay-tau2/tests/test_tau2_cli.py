@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -46,9 +47,10 @@ def test_interplay_plugins_and_list_show_it() -> None:
     assert info["package"] == "interplay-tau2" and info["error"] is None
     assert info["registered"] == {
         "envs": ["tau2-mock", "tau2-airline", "tau2-retail", "tau2-telecom"],
-        "steps": ["tau2"], "verifiers": ["tau2"], "export-formats": ["tau2"]}
+        "user-sims": ["tau2"], "steps": ["tau2"], "verifiers": ["tau2"],
+        "export-formats": ["tau2"]}
     formats = run_interplay("list", "export-formats")
-    assert "tau2  tau2-bench's results file" in formats.stdout
+    assert re.search(r"^tau2 +tau2-bench's results file", formats.stdout, re.M)
 
 
 def test_a_missing_tau2_is_one_line_saying_how_to_install_it(tmp_path: Path) -> None:
@@ -60,6 +62,18 @@ def test_a_missing_tau2_is_one_line_saying_how_to_install_it(tmp_path: Path) -> 
     assert out.returncode == 2
     (line,) = out.stderr.strip().splitlines()
     assert "tau2-bench is not installed: pip install interplay-tau2" in line
+
+
+def test_describe_shows_the_domain_each_env_fixes_and_its_seats() -> None:
+    out = run_interplay("describe", "envs", "tau2-retail", "--json")
+    assert out.returncode == 0, out.stderr
+    info = json.loads(out.stdout)
+    settings = {s["name"]: s for s in info["settings"]}
+    assert settings["domain"]["default"] == "retail"
+    # The chat harness's cap on one reply is the conversation's own limit.
+    assert info["seats"]["assistant"]["harness_config"] == {"max_turns": 100}
+    assert {s["name"] for s in info["options"]} == {"user_sim", "user_sim_settings",
+                                                     "verifiers", "own_verifiers"}
 
 
 def test_a_bad_input_on_the_command_line_is_one_line(tmp_path: Path) -> None:
@@ -106,6 +120,15 @@ def test_eval_then_export_gives_tau2_a_results_file_it_scores_to_the_same_reward
     assert sorted(t.id for t in results.tasks) == sorted(
         ["create_task_1", "update_task_1", "impossible_task_1"])
     assert results.info.max_steps == 100 and results.info.num_trials == 2
+    # The sampling each side's requests carried (the envs' reply caps), who played the user,
+    # and a cost tau2's tools add up (0: interplay knows no price), never null.
+    assert results.info.agent_info.llm_args["max_tokens"] == 512
+    assert results.info.user_info.llm_args["max_tokens"] == 256
+    assert results.info.user_info.implementation == "interplay user sim tau2"
+    assert {(s.agent_cost, s.user_cost) for s in results.simulations} == {(0.0, 0.0)}
+    # Written with the mode of every other export.
+    assert (out_dir / "tau2-results.json").stat().st_mode & 0o777 == \
+        (out_dir / "summary.json").stat().st_mode & 0o777
     tasks = {t.id: t for t in results.tasks}
     for sim in results.simulations:
         again = tau.evaluator.evaluate_simulation(
@@ -118,3 +141,27 @@ def test_eval_then_export_gives_tau2_a_results_file_it_scores_to_the_same_reward
                             capture_output=True, text=True, timeout=300,
                             env={**__import__("os").environ, **domains.OFFLINE})
     assert scored.returncode == 0, scored.stderr[-2000:]
+
+
+def test_a_tau2_env_runs_end_to_end_on_the_scripted_book_served_from_the_command_line(
+        tmp_path: Path) -> None:
+    """The README's no-GPU run: `python -m interplay_tau2.scripted` serves the expected-actions
+    book, and `interplay eval` runs retail task 2 (11 tool calls in one reply) against it with
+    the env's defaults."""
+    server = subprocess.Popen([sys.executable, "-m", "interplay_tau2.scripted", "--domain",
+                               "retail", "--task-ids", "2"], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        base_url = server.stdout.readline().strip()
+        assert base_url.startswith("http://127.0.0.1:") and base_url.endswith("/v1"), (
+            base_url, server.stderr.read() if server.poll() is not None else "")
+        out = run_interplay("eval", "tau2-retail", "--set", 'env.task_ids=["2"]',
+                            "--base-url", base_url, "-o", str(tmp_path / "run"), "-q")
+        assert out.returncode == 0, out.stderr
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    assert server.returncode == 0
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert (summary["completed"], summary["reward_mean"]) == (1, 1.0)

@@ -5,13 +5,27 @@ one line."""
 from __future__ import annotations
 
 import json
+import re
+import types
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from tau2_scripts import mock_pair
 
-from interplay import Episode, InterplayError, lookup
-from interplay.testing import ScriptedReply, ScriptedRequest, run_scripted
+import interplay_tau2.plugin
+from interplay import (
+    Answer,
+    Episode,
+    InterplayError,
+    Read,
+    UserSim,
+    hookimpl,
+    load_env,
+    lookup,
+)
+from interplay.testing import ScriptedReply, ScriptedRequest, isolated_plugins, run_scripted
 from interplay_tau2 import domains
 
 
@@ -272,3 +286,98 @@ async def test_natural_language_assertions_are_judged_by_the_runs_endpoint(
         {"assertion": "The user is complimented", "met": False}]
     assert {r.name: r.value for r in run.episode.rewards} == {"tau2": 0.0,
                                                               "tau2_nl_assertion": 0.0}
+
+
+# -- the user: any user sim; each seat's own stop ----------------------------------------------
+
+
+class Terse(UserSim):
+    """A user sim without a model: asks for the meeting, then says she is done (no token)."""
+
+    name = "test_terse"
+
+    async def answer(self, read: Read) -> Answer:
+        if read.turn == 0:
+            assert read.text == "Hi! How can I help you today?"
+            return Answer(f"Please create 'Important Meeting'. ({self.person.description})")
+        return Answer("Thanks, bye.", done=True)
+
+
+class Broken(UserSim):
+    """A user sim that raises on its second read."""
+
+    name = "test_broken"
+
+    async def answer(self, read: Read) -> Answer:
+        if read.turn:
+            return {}["no such key"]  # type: ignore[no-any-return]
+        return Answer("Please create 'Important Meeting'.")
+
+
+@pytest.fixture
+def sims() -> Iterator[None]:
+    def register_user_sims(register: Any) -> None:
+        register(Terse)
+        register(Broken)
+
+    module = types.ModuleType("test_sims")
+    module.register_user_sims = hookimpl(register_user_sims)  # type: ignore[attr-defined]
+    with isolated_plugins(("tau2", interplay_tau2.plugin, "interplay-tau2"),
+                          ("test_sims", module)):
+        yield
+
+
+async def test_any_user_sim_plays_the_customer_and_her_done_is_tau2s_stop(
+        sims: None) -> None:
+    made = load_env("tau2-mock", {"task_ids": ["create_task_1"], "user_sim": "test_terse"})
+    made.check()
+    assert made.steps()[0].seats() == {"assistant", "user"}  # her seat, not the sim's
+    assert made.run_steps()[0].seats() == {"assistant"}      # a sim without a model: none
+    run = await run_scripted(made, task_of(made, "create_task_1"), mock_pair, seed=7)
+    record = tau2_record(run.episode)
+    said = [m["content"] for m in record["messages"] if m["role"] == "user"]
+    # Her persona reached her; her done is recorded with tau2's stop token, as tau2 ends.
+    assert said[0].startswith("Please create 'Important Meeting'. (") and "Persona" not in said[0]
+    assert said[-1] == "Thanks, bye. ###STOP###"
+    assert record["termination_reason"] == "user_stop" and run.episode.reward == 1.0
+    assert [t.seat for t in run.episode.traces] == ["assistant"]
+    assert run.episode.trace("assistant").stop_condition == "user_done"
+
+
+async def test_a_user_sim_that_raises_is_a_user_error_at_its_own_line(sims: None) -> None:
+    made = load_env("tau2-mock", {"task_ids": ["create_task_1"], "user_sim": "test_broken"})
+    made.check()
+    run = await run_scripted(made, task_of(made, "create_task_1"), mock_pair, seed=7)
+    episode = run.episode
+    assert episode.error_type == "user_error" and episode.reward is None
+    line = Broken.answer.__code__.co_firstlineno + 2
+    assert episode.error is not None and f"test_tau2_envs.py:{line}" in episode.error
+    assert "user sim 'test_broken' failed in tau2 (turn 1)" in episode.error
+    assert episode.results["tau2"]["termination_reason"] == "user_error"
+    assert episode.trace("assistant").stop_condition == "user_error"
+
+
+async def test_a_seat_whose_turn_failed_keeps_its_stop_and_the_other_says_whose() -> None:
+    made = env(task_ids=["create_task_1"])
+    run = await run_scripted(made, task_of(made, "create_task_1"), mock_pair, seed=7,
+                             seats={"assistant": {"harness_config": {"max_turns": 1}}})
+    assert run.episode.results["tau2"]["termination_reason"] == "agent_error"
+    assert run.episode.reward == 0.0  # scored, as tau2 scores a premature end
+    stops = {t.seat: t.stop_condition for t in run.episode.traces}
+    assert stops == {"assistant": "max_turns", "user": "agent_error"}
+
+
+def test_the_plugin_guides_example_subclasses_tau2s_verifier_inside_its_hook() -> None:
+    """docs/plugins.md's example of building on another plugin's verifier, run as printed."""
+    docs = Path(__file__).parents[3] / "docs" / "plugins.md"
+    (block,) = [b for b in re.findall(r"```python\n(.*?)```", docs.read_text(), re.S)
+                if "tau2_brief" in b]
+    module = types.ModuleType("docs_tau2_brief")
+    exec(compile(block, str(docs), "exec"), module.__dict__)
+    # The docs' plugin loads before tau2's: its lookup waits for tau2's hook.
+    with isolated_plugins(("docs_tau2_brief", module),
+                          ("tau2", interplay_tau2.plugin, "interplay-tau2")) as host:
+        assert host.infos["docs_tau2_brief"].error is None
+        brief = lookup("verifiers", "tau2_brief")
+        assert issubclass(brief, interplay_tau2.Tau2Reward)
+        assert brief.Config().max_user_turns == 2 and brief.Config().judge is None
