@@ -163,9 +163,7 @@ def _user(messages: list[dict[str, Any]], content: Any, where: str) -> None:
         at = f"{where}.content[{i}]"
         kind = block.get("type") if isinstance(block, Mapping) else None
         if kind == "text":
-            if not isinstance(block.get("text"), str):
-                raise BadRequest(f"{at}.text must be a string", "messages")
-            parts.append({"type": "text", "text": block["text"]})
+            parts.append({"type": "text", "text": _block_text(block, at)})
         elif kind == "image":
             parts.append(_image_part(block, at))
         elif kind == "tool_result":
@@ -193,6 +191,12 @@ def _user(messages: list[dict[str, Any]], content: Any, where: str) -> None:
             messages.append({"role": "user", "content": parts})
 
 
+def _block_text(block: Mapping[str, Any], at: str) -> str:
+    if not isinstance(text := block.get("text"), str):
+        raise BadRequest(f"{at}.text must be a string", "messages")
+    return text
+
+
 def tool_arguments(value: Any) -> str:
     """A ``tool_use`` block's ``input`` as a Chat Completions call's ``arguments``: JSON as vLLM
     writes a parsed call's arguments (``json.dumps``, non-ASCII kept), so that a conversation
@@ -212,9 +216,7 @@ def _assistant(messages: list[dict[str, Any]], content: Any, where: str) -> None
         at = f"{where}.content[{i}]"
         kind = block.get("type") if isinstance(block, Mapping) else None
         if kind == "text":
-            if not isinstance(block.get("text"), str):
-                raise BadRequest(f"{at}.text must be a string", "messages")
-            texts.append(block["text"])
+            texts.append(_block_text(block, at))
         elif kind == "tool_use":
             if not isinstance(block.get("id"), str) or not isinstance(block.get("name"), str):
                 raise BadRequest(f"{at}: a tool_use needs an id and a name", "messages")
