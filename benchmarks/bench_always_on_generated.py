@@ -117,13 +117,17 @@ def scripted_eval(folder: Path, n: int, concurrency: int, mistake: str | None) -
     return {"n": n, "mistake": mistake, "eval_wall_s": round(wall, 1), **scores(output)}
 
 
-def embedded_eval(output: Path, n: int, budget_s: float | None) -> dict[str, Any]:
-    args = ["eval", "always-on-generated", "-n", str(n), "-o", str(output), "--quiet",
-            "--no-report"]
+def embedded_eval(output: Path, n: int, concurrency: int, budget_s: float | None,
+                  rate: float | None) -> dict[str, Any]:
+    args = ["eval", "always-on-generated", "-n", str(n), "-c", str(concurrency), "-o",
+            str(output), "--quiet", "--no-report"]
     if budget_s is not None:
         args += ["--set", f"env.always_on.budget_s={budget_s}"]
+    if rate is not None:
+        args += ["--set", f"env.always_on.rate={rate}"]
     wall, _ = interplay(*args)
-    return {"n": n, "embedded": True, "eval_wall_s": round(wall, 1), **scores(output)}
+    return {"n": n, "embedded": True, "concurrency": concurrency, "rate": rate,
+            "eval_wall_s": round(wall, 1), **scores(output)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -136,8 +140,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--embedded", type=int, default=0,
                         help="generated weeks on the embedded model")
     parser.add_argument("--embedded-output", default="results/generated-embedded")
+    parser.add_argument("--embedded-c", type=int, default=1,
+                        help="embedded weeks at once")
     parser.add_argument("--budget-s", type=float, default=None,
                         help="env.always_on.budget_s for the embedded weeks")
+    parser.add_argument("--rate", type=float, default=None,
+                        help="env.always_on.rate for the embedded weeks (default: the env's, 0)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
@@ -148,7 +156,8 @@ def main(argv: list[str] | None = None) -> int:
                                                         args.mistake)}), flush=True)
     if args.embedded:
         print(json.dumps({"embedded": embedded_eval(Path(args.embedded_output), args.embedded,
-                                                    args.budget_s)}), flush=True)
+                                                    args.embedded_c, args.budget_s,
+                                                    args.rate)}), flush=True)
     return 0
 
 
