@@ -38,6 +38,7 @@ from interplay.log import get_logger
 from interplay.records import Episode
 from interplay.run.config import (
     RunConfig,
+    give_again,
     masked_credentials,
     resolve,
     resolved_seats,
@@ -148,8 +149,7 @@ def prepare(source: str | Path, output: str | Path | None, overrides: Sequence[s
     data.pop("retry_errors", None)
     for key in masked_credentials(data):
         if key.startswith("model."):
-            raise InterplayError(f"{key} had credentials, which {CONFIG_FILE} does not keep; "
-                                 f"give them again (--set {key}=...)")
+            raise InterplayError(give_again(key, base_url_flag=False))
     cfg, env, resolved = resolve(data)
     out = Path(output) if output else src.parent / f"{src.name}-regraded-" \
                                                    f"{time.strftime('%Y%m%d-%H%M%S')}"

@@ -233,6 +233,34 @@ def test_credentials_in_the_base_url_stay_out_of_the_results_folder_and_the_log(
     assert "s3cret" not in (out / "config.json").read_text()
 
 
+
+def test_header_values_stay_out_of_the_results_folder_and_a_resume_asks_for_them(
+        tmp_path: Path, scripted_model: ScriptedFactory,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    failing = {"on": True}
+    model = scripted_model(lambda req: ScriptedReply.fault(400) if failing["on"] and
+                           "river" in json.dumps(req.messages) else ScriptedReply.text("apple"))
+    out = tmp_path / "run"
+    header = "model.headers.X-Gateway-Key=gk-s3cret"
+    assert cli.main(["eval", "echo", "-n", "2", "--base-url", model.base_url, "--set", header,
+                     "-o", str(out), "-q"]) == 0
+    assert [r.headers["x-gateway-key"] for r in model.requests] == ["gk-s3cret"] * 2
+    assert all("gk-s3cret" not in p.read_text() for p in out.rglob("*") if p.is_file())
+    stored = json.loads((out / "config.json").read_text())
+    # The header's name is kept, its value masked, in the run's model and each seat's.
+    assert stored["config"]["model"]["headers"] == {"X-Gateway-Key": "***"}
+    assert all(seat["model"]["headers"] == {"X-Gateway-Key": "***"}
+               for seat in stored["seats"].values())
+    line = refused(capsys, "eval", "--resume", str(out))
+    assert line == (f"interplay: error: --resume {out}: model.headers.X-Gateway-Key: config.json "
+                    "does not keep a header's value; give it again (--set "
+                    "model.headers.X-Gateway-Key=...)")
+    failing["on"] = False
+    assert cli.main(["eval", "--resume", str(out), "--set", header, "-q",
+                     "--retry-errors"]) == 0
+    assert [r.headers["x-gateway-key"] for r in model.requests] == ["gk-s3cret"] * 3
+    assert "gk-s3cret" not in (out / "config.json").read_text()
+
 def test_busy_seconds_is_the_union_of_the_episodes_intervals() -> None:
     from interplay.run.summary import busy_seconds
 

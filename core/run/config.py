@@ -228,22 +228,33 @@ def flatten(data: Any, prefix: str = "") -> dict[str, Any]:
 #: Keys whose values are URLs that may carry credentials (``user:password@``).
 _URL_KEYS = frozenset({"base_url", "proxy"})
 _MASKED = "://***@"
+#: What config.json keeps of an endpoint's header value (any of them may be a credential).
+MASKED_HEADER = "***"
+
+
+def _is_endpoint(data: Mapping[str, Any]) -> bool:
+    return "base_url" in data and isinstance(data.get("headers"), Mapping)
 
 
 def without_credentials(data: Any) -> Any:
-    """``data`` (a resolved config, plain data) with the credentials of every endpoint's URL
-    masked (``http://***@host``): what config.json keeps, since results folders are shared."""
+    """``data`` (a resolved config, plain data) with the credentials of every endpoint
+    masked: its URL's (``http://***@host``) and the values of its ``headers``
+    (:data:`MASKED_HEADER`; their names kept): what config.json keeps, since results folders
+    are shared and shown (``interplay view``, reports)."""
     if isinstance(data, Mapping):
-        return {k: redact_url(v) if k in _URL_KEYS and isinstance(v, str)
-                else without_credentials(v) for k, v in data.items()}
+        out = {k: redact_url(v) if k in _URL_KEYS and isinstance(v, str)
+               else without_credentials(v) for k, v in data.items()}
+        if _is_endpoint(data):
+            out["headers"] = {name: MASKED_HEADER for name in data["headers"]}
+        return out
     if isinstance(data, list):
         return [without_credentials(v) for v in data]
     return data
 
 
 def masked_credentials(data: Any, prefix: str = "") -> list[str]:
-    """The dotted keys of ``data`` whose URL has its credentials masked (as config.json
-    keeps it): a run resumed from it must be given them again."""
+    """The dotted keys of ``data`` whose credentials are masked (as config.json keeps them:
+    a URL's, a header's value): a run resumed from it must be given them again."""
     items: Any = (data.items() if isinstance(data, Mapping) else
                   enumerate(data) if isinstance(data, list) else ())
     found = []
@@ -251,9 +262,22 @@ def masked_credentials(data: Any, prefix: str = "") -> list[str]:
         path = f"{prefix}.{key}" if prefix else str(key)
         if key in _URL_KEYS and isinstance(value, str) and _MASKED in value:
             found.append(path)
+        elif key == "headers" and isinstance(data, Mapping) and _is_endpoint(data):
+            found += [f"{path}.{name}" for name, v in value.items() if v == MASKED_HEADER]
         else:
             found += masked_credentials(value, path)
     return found
+
+
+def give_again(key: str, *, base_url_flag: bool = True) -> str:
+    """What to do about a masked credential at ``key`` (:func:`masked_credentials`): one
+    clause, without where it was refused (``base_url_flag``: the command takes --base-url)."""
+    if ".headers." in key:
+        return (f"{key}: config.json does not keep a header's value; give it again "
+                f"(--set {key}=...)")
+    hint = "--base-url or " if key == "model.base_url" and base_url_flag else ""
+    return (f"{key} had credentials, which config.json does not keep; give them again "
+            f"({hint}--set {key}=...)")
 
 
 def reach_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:

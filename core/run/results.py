@@ -32,6 +32,7 @@ from interplay.records import Episode, Task, converter
 from interplay.run.config import (
     RunConfig,
     config_differences,
+    give_again,
     masked_credentials,
     reach_changed,
     resolve,
@@ -282,10 +283,7 @@ def prepare(data: dict[str, Any],
         merged = config_mod.merge(stored, data)
         merged["output"] = str(output)
         for key in masked_credentials(merged):
-            hint = "--base-url or " if key == "model.base_url" else ""
-            raise InterplayError(f"--resume {resume}: {key} had credentials, which "
-                                 f"{CONFIG_FILE} does not keep; give them again ({hint}--set "
-                                 f"{key}=...)")
+            raise InterplayError(f"--resume {resume}: {give_again(key)}")
         try:
             cfg, env, resolved = resolve(merged)
             tasks = list(env.tasks())
