@@ -118,6 +118,24 @@ async def test_tool_calls_through_the_grammar_constrained_handler(local: LocalMo
     assert (unknown.status, unknown.error_type) == (400, "bad_request")
 
 
+async def test_a_tool_request_without_a_system_message_shows_the_model_its_tools(
+        local: LocalModel) -> None:
+    client = ModelClient(local.endpoint)
+    forced = {"type": "function", "function": {"name": "message_user"}}
+    try:
+        bare = await client.chat(WAKE[1:], tools=[MESSAGE_USER, GET_TIME], max_tokens=8,
+                                 temperature=0.0, tool_choice=forced)
+        empty = await client.chat([{"role": "system", "content": ""}, *WAKE[1:]],
+                                  tools=[MESSAGE_USER, GET_TIME], max_tokens=8,
+                                  temperature=0.0, tool_choice=forced)
+        plain = await client.chat(WAKE[1:], max_tokens=8, temperature=0.0)
+    finally:
+        await client.aclose()
+    # The tools are listed as they are under an (empty) system message of the request's own.
+    assert bare.usage.prompt_tokens == empty.usage.prompt_tokens
+    assert bare.usage.prompt_tokens > plain.usage.prompt_tokens + 40
+
+
 def test_the_tool_handlers_own_completions_keep_to_the_requests_max_tokens(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Left to choose (auto), llama-cpp-python's tool handler asks the completions that write a

@@ -276,6 +276,10 @@ class LocalServer:
         handler = llama_chat_format.get_chat_completion_handler("chatml-function-calling")
         args = {k: kw[k] for k in _HANDLER_KEYS if k in kw}
         messages = to_template_messages(body["messages"], keep_calls=True)
+        if not any(m["role"] == "system" for m in messages):
+            # The handler's template lists the tools inside the system message: without one
+            # the model would be asked to call tools it was never shown.
+            messages.insert(0, {"role": "system", "content": ""})
         tools = body["tools"]
         if "seed" in kw:
             self.llm.set_seed(int(kw["seed"]))
