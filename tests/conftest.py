@@ -7,12 +7,22 @@ a plugin host holding only the builtins, and a test that needs a plugin register
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from interplay import plugins
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A suite started in the background without job control (``nohup``, ``cmd &`` in a
+    script) inherits SIGINT ignored, and every run a test starts would inherit it too (a
+    program keeps an ignored SIGINT ignored, as ``interplay eval`` does): the tests that press
+    Ctrl-C on a run need it delivered. A handler is reset to the default in a child at exec."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True)
