@@ -233,7 +233,6 @@ def test_credentials_in_the_base_url_stay_out_of_the_results_folder_and_the_log(
     assert "s3cret" not in (out / "config.json").read_text()
 
 
-
 def test_header_values_stay_out_of_the_results_folder_and_a_resume_asks_for_them(
         tmp_path: Path, scripted_model: ScriptedFactory,
         capsys: pytest.CaptureFixture[str]) -> None:
@@ -260,6 +259,7 @@ def test_header_values_stay_out_of_the_results_folder_and_a_resume_asks_for_them
                      "--retry-errors"]) == 0
     assert [r.headers["x-gateway-key"] for r in model.requests] == ["gk-s3cret"] * 3
     assert "gk-s3cret" not in (out / "config.json").read_text()
+
 
 def test_busy_seconds_is_the_union_of_the_episodes_intervals() -> None:
     from interplay.run.summary import busy_seconds
