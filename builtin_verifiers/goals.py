@@ -26,11 +26,10 @@ from typing import Any, ClassVar, Literal
 
 import attrs
 
-from interplay import plugins
 from interplay.builtin_verifiers.state import writers_problem
-from interplay.config import structure
 from interplay.contexts import EpisodeContext
 from interplay.errors import InterplayError
+from interplay.loader import build
 from interplay.records import Episode, Reward
 from interplay.step import Step
 from interplay.verifier import Verifier
@@ -126,7 +125,11 @@ class _RecordGoal(Verifier):
     """A goal read from an always_on run's records."""
 
     def check(self, steps: Sequence[Step]) -> list[str]:
-        return writers_problem("always_on", steps, self.name)
+        return writers_problem("always_on", steps, self.name) + self.settings_problems()
+
+    def settings_problems(self) -> list[str]:
+        """Problems with the goal's own settings (a task's goal row is checked by these)."""
+        return []
 
 
 # -- relayed_within -------------------------------------------------------------------------
@@ -153,9 +156,9 @@ class RelayedWithin(_RecordGoal):
     name = "relayed_within"
     Config: ClassVar[type] = RelayedWithinConfig
 
-    def check(self, steps: Sequence[Step]) -> list[str]:
+    def settings_problems(self) -> list[str]:
         cfg: RelayedWithinConfig = self.config
-        problems = super().check(steps)
+        problems: list[str] = []
         if not cfg.trigger or not cfg.text.strip():
             problems.append("trigger and text: name the trigger that brings the news and what "
                             "a message must say to pass it on")
@@ -223,9 +226,9 @@ class ApprovedFirst(_RecordGoal):
     name = "approved_first"
     Config: ClassVar[type] = ApprovedFirstConfig
 
-    def check(self, steps: Sequence[Step]) -> list[str]:
+    def settings_problems(self) -> list[str]:
         cfg: ApprovedFirstConfig = self.config
-        problems = super().check(steps)
+        problems: list[str] = []
         if not cfg.about.strip():
             problems.append("about is empty; say what the agent's question must mention")
         return problems
@@ -337,8 +340,8 @@ class ActedOnReply(_RecordGoal):
     name = "acted_on_reply"
     Config: ClassVar[type] = ActedOnReplyConfig
 
-    def check(self, steps: Sequence[Step]) -> list[str]:
-        problems = super().check(steps)
+    def settings_problems(self) -> list[str]:
+        problems: list[str] = []
         if not self.config.contact:
             problems.append("contact is empty; name the contact whose answer is acted on")
         return problems
@@ -392,9 +395,9 @@ class AppState(_RecordGoal):
     name = "app_state"
     Config: ClassVar[type] = AppStateConfig
 
-    def check(self, steps: Sequence[Step]) -> list[str]:
+    def settings_problems(self) -> list[str]:
         cfg: AppStateConfig = self.config
-        problems = super().check(steps)
+        problems: list[str] = []
         if not cfg.app or not cfg.collection:
             problems.append("app and collection: name the app and the key of its state "
                             "holding the items")
@@ -450,12 +453,11 @@ class Goals(_RecordGoal):
         for i, row in enumerate(rows):
             settings = {k: v for k, v in row.items() if k not in ("kind", "id")}
             goal = str(row.get("id") or f"goal{i + 1}")
-            try:
-                cls = plugins.get("verifiers", str(row.get("kind")))
-                config = structure(settings, cls.Config, path=f"{where}[{i}] ({goal})")
-            except InterplayError as exc:
-                raise InterplayError(f"{where}[{i}] ({goal}): {exc.message}") from None
-            out.append((goal, cls(config)))
+            at = f"{where}[{i}] ({goal})"
+            verifier = build("verifiers", str(row.get("kind")), settings, at)
+            if isinstance(verifier, _RecordGoal) and (problems := verifier.settings_problems()):
+                raise InterplayError(f"{at}: {'; '.join(problems)}")
+            out.append((goal, verifier))
         return out
 
     async def score(self, episode: Episode, ctx: EpisodeContext) -> Reward | list[Reward]:

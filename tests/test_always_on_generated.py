@@ -174,16 +174,20 @@ def test_goal_fields_match_date_times_as_instants_and_text_with_wildcards() -> N
     assert not matches({"sku": "tea-20"}, {"sku": "tea-100"}, tz)
 
 
-async def test_a_task_names_a_goal_no_verifier_takes_in_one_line() -> None:
+@pytest.mark.parametrize(("goal", "says"), [
+    ({"trigger": "news", "text": "4821", "minutse": 5}, "minutse"),
+    ({"trigger": "news", "text": "4821", "minutes": -3}, "minutes must be more than 0, got -3")])
+async def test_a_task_names_a_goal_no_verifier_takes_in_one_line(goal: dict[str, Any],
+                                                                  says: str) -> None:
     task = night_task()
     bad = attrs.evolve(task, info={**task.info, "goals": [{"kind": "relayed_within", "id": "x",
-                                                           "trigger": "news", "minutse": 5}]})
+                                                           **goal}]})
     env = load_env("always-on-generated", {"count": 1})
     result = await run_scripted(env, bad, ReferenceAgent(task), seed=0)
     # A verifier that cannot score: the episode is not scored, and says which goal and why.
     assert result.episode.error_type == "verifier_error" and result.episode.reward is None
-    assert f"task {task.idx} info.goals[0] (x)" in (result.episode.error or "")
-    assert "minutse" in (result.episode.error or "")
+    error = result.episode.error or ""
+    assert error.count(f"task {task.idx} info.goals[0] (x)") == 1 and says in error
 
 
 # -- her person and her world from the task -------------------------------------------------
