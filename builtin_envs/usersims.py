@@ -240,11 +240,17 @@ class LlmUserSim(UserSim):
         new = Message("user", prompt)
         fixed = sum(len(m.wire_json()) for m in (*head, new))
         limit = budget * CHARS_PER_TOKEN
-        starts = [i for i, m in enumerate(body) if m.role == "user"]
-        for start in starts:
-            if fixed + sum(len(m.wire_json()) for m in body[start:]) <= limit:
-                return None if start == 0 else [*head, *body[start:], new]
-        return [*head, new] if body else None
+        # From the newest message back: the oldest of her exchanges whose start still fits.
+        size, start = fixed, None
+        for i in range(len(body) - 1, -1, -1):
+            size += len(body[i].wire_json())
+            if size > limit:
+                break
+            if body[i].role == "user":
+                start = i
+        if start is None:
+            return [*head, new] if body else None
+        return None if start == 0 else [*head, *body[start:], new]
 
     async def close(self) -> None:
         if self._session is not None:

@@ -22,10 +22,11 @@ from interplay.errors import InterplayError
 from interplay.generator import ScenarioKind, checked, generate_tasks, task_line
 
 
-def make_kind(name: str, settings: dict[str, Any]) -> ScenarioKind:
-    """The scenario kind ``name`` with its knobs, checked."""
+def make_kind(name: str, settings: dict[str, Any], path: str | None = None) -> ScenarioKind:
+    """The scenario kind ``name`` with its knobs (set at ``path``: the kind's name unless
+    given), checked."""
     cls = plugins.get("scenario-kinds", name)
-    return checked(cls(config.structure(settings, cls.Config, path=f"{name}")))
+    return checked(cls(config.structure(settings, cls.Config, path=path or name)))
 
 
 def write(kind: ScenarioKind, output: Path, *, seed: int, count: int) -> int:

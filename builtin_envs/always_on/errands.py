@@ -189,9 +189,6 @@ class _Week:
         day = self.day0 + dt.timedelta(days=minute // 1440)
         return f"{day.isoformat()}T{_clock(minute % 1440)}"
 
-    def day_name(self, minute: int) -> str:
-        return (self.day0 + dt.timedelta(days=minute // 1440)).strftime("%A")
-
     def awake_minute(self, r: random.Random, first_day: int = 0, last_day: int | None = None,
                      *, own: bool = False) -> int:
         """A minute she is up (not her first or last half hour) inside the run, from day

@@ -11,16 +11,17 @@ generate`` wrote, perhaps edited).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
 import attrs
 
-from interplay import config, plugins, taskset
+from interplay import config, taskset
 from interplay.contexts import SeatSpec
 from interplay.env import Env
 from interplay.errors import InterplayError
-from interplay.generator import ScenarioKind, checked, generate_tasks
+from interplay.generation import make_kind
+from interplay.generator import ScenarioKind, generate_tasks
 from interplay.loader import build, build_verifiers
 from interplay.records import Task
 from interplay.step import Step
@@ -69,25 +70,19 @@ class GeneratedEnv(Env):
 
     def kind(self) -> ScenarioKind:
         cfg: GeneratedConfig = self.config
-        cls = plugins.get("scenario-kinds", cfg.kind)
-        return checked(cls(config.structure(dict(cfg.knobs), cls.Config, path="env.knobs")))
+        return make_kind(cfg.kind, dict(cfg.knobs), "env.knobs")
 
     def tasks(self) -> Iterable[Task]:
         cfg: GeneratedConfig = self.config
         if cfg.taskset:
             return taskset.load(cfg.taskset)
-        return self._generated()
-
-    def _generated(self) -> Iterator[Task]:
-        cfg: GeneratedConfig = self.config
-        yield from generate_tasks(self.kind(), seed=cfg.seed, count=cfg.count)
+        return generate_tasks(self.kind(), seed=cfg.seed, count=cfg.count)
 
     def steps(self) -> list[Step]:
         cfg: GeneratedConfig = self.config
-        for key in ("scenario",):
-            if key in cfg.always_on:
-                raise InterplayError(f"env.always_on.{key}: each task brings its world "
-                                     f"(info.world); run a scenario file to run one world")
+        if "scenario" in cfg.always_on:
+            raise InterplayError("env.always_on.scenario: each task brings its world "
+                                 "(info.world); run a scenario file to run one world")
         return [build("steps", "user_sim", cfg.user, "env.user"),
                 build("steps", "always_on", config.merge(ALWAYS_ON, cfg.always_on),
                       "env.always_on")]

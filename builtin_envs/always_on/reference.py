@@ -66,8 +66,6 @@ class ReferenceAgent:
         self.items = next(a["state"]["items"] for a in world["apps"] if a["kind"] == "shop")
         contact = self.goals["contact"]["contact"]
         self.contact = next(c for c in world["contacts"] if c["name"] == contact)
-        self.events = next(a["state"]["events"] for a in world["apps"]
-                           if a["kind"] == "calendar")
 
     def __call__(self, request: ScriptedRequest) -> ScriptedReply | str:
         messages = request.messages

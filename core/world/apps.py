@@ -20,7 +20,7 @@ import importlib
 import inspect
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 from interplay.errors import InterplayError
@@ -102,15 +102,12 @@ class App:
                     prefix, number = found[1], int(found[2])
                     counters[prefix] = max(counters.get(prefix, 0), number)
 
-    def next_id(self, prefix: str, items: Iterable[Mapping[str, Any]] = ()) -> str:
-        """A new id, ``prefix`` and a number, never handed out before and that none of
-        ``items`` (the collection it is for) has."""
-        taken = {item.get("id") for item in items}
+    def next_id(self, prefix: str) -> str:
+        """A new id, ``prefix`` and a number, never handed out before (nor by the initial
+        state: the counters start past its ids)."""
         counters = self.state.setdefault("_ids", {})
-        while True:
-            counters[prefix] = counters.get(prefix, 0) + 1
-            if f"{prefix}{counters[prefix]}" not in taken:
-                return f"{prefix}{counters[prefix]}"
+        counters[prefix] = counters.get(prefix, 0) + 1
+        return f"{prefix}{counters[prefix]}"
 
     def deliver(self, sender: str, text: str, **meta: Any) -> None:
         """Take a contact's reply into this app (an inbox files it); apps that cannot refuse."""
@@ -158,7 +155,7 @@ class Calendar(App):
         tz = self.bound.timezone
         if times.parse_instant(end, tz) <= times.parse_instant(start, tz):
             raise ValueError("the event must end after it starts")
-        event = {"id": self.next_id("e", self.state["events"]), "title": title, "start": start,
+        event = {"id": self.next_id("e"), "title": title, "start": start,
                  "end": end, "where": where}
         self.state["events"].append(event)
         self.change("event_added", id=event["id"], title=title, start=start, end=end)
@@ -212,7 +209,7 @@ class Inbox(App):
         """Send an e-mail from the user's address."""
         if "@" not in to:
             raise ValueError(f"{to!r} is not an e-mail address")
-        message = {"id": self.next_id("m", self.state["messages"]),
+        message = {"id": self.next_id("m"),
                    "from": self.state.get("address", ""), "to": to,
                    "subject": subject, "body": body, "at": self.stamp(), "read": True,
                    "sent": True}
@@ -221,7 +218,7 @@ class Inbox(App):
         return f"sent {message['id']} to {to}"
 
     def deliver(self, sender: str, text: str, **meta: Any) -> None:
-        message = {"id": self.next_id("m", self.state["messages"]), "from": sender,
+        message = {"id": self.next_id("m"), "from": sender,
                    "to": self.state.get("address", ""),
                    "subject": str(meta.get("subject") or ""), "body": text, "at": self.stamp(),
                    "read": False}
@@ -276,7 +273,7 @@ class Bookings(App):
         if isinstance(capacity, int) and guests > capacity:
             raise ValueError(f"{name} takes at most {capacity} guests")
         deposit = info.get("deposit", 0)
-        booking = {"id": self.next_id("b", self.state["bookings"]), "place": name,
+        booking = {"id": self.next_id("b"), "place": name,
                    "date": date, "guests": guests, "deposit": deposit}
         self.state["bookings"].append(booking)
         self.state["spent"] = self.state.get("spent", 0) + deposit
@@ -305,7 +302,7 @@ class Notes(App):
     @app_tool
     def add_note(self, text: str) -> str:
         """Write a note."""
-        note = {"id": self.next_id("n", self.state["notes"]), "text": text, "at": self.stamp()}
+        note = {"id": self.next_id("n"), "text": text, "at": self.stamp()}
         self.state["notes"].append(note)
         self.change("note_added", id=note["id"], chars=len(text))
         return f"noted {note['id']}"
@@ -341,7 +338,7 @@ class Shop(App):
             raise ValueError(f"cannot buy {quantity} of {sku!r} ({item.get('stock', 0)} in stock)")
         item["stock"] = int(item.get("stock", 0)) - quantity
         total = float(item.get("price", 0)) * quantity
-        order = {"id": self.next_id("o", self.state["orders"]), "sku": sku,
+        order = {"id": self.next_id("o"), "sku": sku,
                  "quantity": quantity, "total": total}
         self.state["orders"].append(order)
         self.state["spent"] = self.state.get("spent", 0) + total
