@@ -311,11 +311,11 @@ def scenario_env(path: str | Path) -> type[Env]:
 
         def check(self) -> None:
             super().check()
+            # The env's own seats, at load (a run checks them again as it resolved them).
             for step in self.run_steps():
-                for name in ("history_problem",):
-                    problem = getattr(step, name, None)
-                    if problem is not None and (text := problem(dict(self.seats))):
-                        raise InterplayError(f"env {self.name!r}: step {step.name!r}: {text}")
+                problem = getattr(step, "history_problem", None)
+                if problem is not None and (text := problem(dict(self.seats))):
+                    raise InterplayError(f"env {self.name!r}: step {step.name!r}: {text}")
 
     ScenarioEnv.seats = seats_of(scenario, p)
     ScenarioEnv.__name__ = ScenarioEnv.__qualname__ = f"ScenarioEnv_{env_name}"

@@ -221,3 +221,17 @@ def test_folding_is_refused_for_a_harness_that_keeps_its_session(
                                              "session, so its history cannot be folded"):
         make_env(tmp_path, {**seats, "end": "P1D"}, always_on={"history": {"keep_wakes": 2}})
     make_env(tmp_path, {**seats, "end": "P1D"})  # auto: it keeps everything
+
+
+def test_folding_is_refused_for_the_seats_a_run_resolved(register_plugin: Any) -> None:
+    # A generated env, and any env whose seat a run gives such a harness: refused before a
+    # model is called, on the seats as the run resolved them.
+    from interplay.loader import load_env
+
+    register_plugin(sys.modules[__name__], "history-tests")
+    env = load_env("always-on-generated", {"always_on": {"history": {"keep_wakes": 2}}})
+    seats = {**env.seats, "assistant": SeatSpec(harness="session-keeper")}
+    with pytest.raises(InterplayError, match="step 'always_on': history: the harness "
+                                             "'session-keeper' keeps its own session"):
+        env.check_seats(seats)
+    env.check_seats(dict(env.seats))  # the chat harness folds

@@ -220,14 +220,16 @@ class AlwaysOn(Step):
         below it is allowed (a short budget is how one takes a quick look at a long
         scenario), with a warning when the run starts: the budget, not the seat's timeout,
         then cuts a turn that hangs, and the run ends ``budget`` (scored as far as it went,
-        counted apart as truncated) rather than as a timeout error."""
+        counted apart as truncated) rather than as a timeout error. Folding asked for on a
+        seat whose harness keeps its own session is refused (:meth:`history_problem`)."""
         spec = seats.get(self.config.seat)
         if spec is not None and self.config.budget_s < spec.timeout_s:
             log.warning("always_on.budget_below_turn_timeout", seat=self.config.seat,
                         budget_s=self.config.budget_s, turn_timeout_s=spec.timeout_s,
                         effect="the budget cuts a hung turn before its timeout; the run "
                                "then ends on its budget, truncated")
-        return []
+        problem = self.history_problem(seats)
+        return [problem] if problem else []
 
     def history_problem(self, seats: Mapping[str, SeatSpec]) -> str | None:
         """Folding asked for on a seat whose harness keeps its own session."""
