@@ -30,7 +30,7 @@ from typing import Any
 from interplay.errors import InterplayError
 from interplay.exporter import ExportFormat, Written
 from interplay.run.results import slim_record
-from interplay.run.summary import is_error, summarize
+from interplay.run.summary import is_error, stderr, summarize
 
 HINT = "pip install 'interplay[inspect]'"
 
@@ -267,7 +267,7 @@ class InspectLog(ExportFormat):
                 name=name, scorer="interplay" if name == "reward" else name,
                 scored_samples=len(values),
                 metrics={"mean": log.EvalMetric(name="mean", value=sum(values) / len(values)),
-                         "stderr": log.EvalMetric(name="stderr", value=_stderr(values))})
+                         "stderr": log.EvalMetric(name="stderr", value=stderr(values) or 0.0)})
                 for name, values in scores.items() if values])
         status = "success"
         if summary.get("error_episodes") and not summary.get("completed"):
@@ -295,10 +295,3 @@ class InspectLog(ExportFormat):
                 completed_at=_iso(max(ended)) if ended else "",
                 model_usage={name: model.ModelUsage(**u) for name, u in usage.items()}))
 
-
-def _stderr(values: list[float]) -> float:
-    n = len(values)
-    if n < 2:
-        return 0.0
-    mean = sum(values) / n
-    return math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1) / n)

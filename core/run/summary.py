@@ -140,7 +140,7 @@ def summarize(records: Sequence[Mapping[str, Any]], *, pass_threshold: float = 1
         "tasks": len({int(r["info"]["task_idx"]) for r in records}),
         "scored": len(rewards),
         "reward_mean": _mean(rewards) if rewards else None,
-        "reward_stderr": _stderr(rewards),
+        "reward_stderr": stderr(rewards),
         # Episodes a limit cut short (metrics.truncated = 1: an always_on run its real-time
         # budget ended) are scored as far as they went and averaged in above; counted here,
         # with the mean of the rest beside it, so they are never averaged in unmarked.
@@ -149,7 +149,7 @@ def summarize(records: Sequence[Mapping[str, Any]], *, pass_threshold: float = 1
         "pass_threshold": pass_threshold,
         "pass_at_k": pass_k,
         "pass_hat_k": pass_hat,
-        "seat_rewards": {seat: {"mean": _mean(v), "stderr": _stderr(v), "n": len(v)}
+        "seat_rewards": {seat: {"mean": _mean(v), "stderr": stderr(v), "n": len(v)}
                          for seat, v in sorted(seat_rewards.items())},
         "metrics": {k: _mean(v) for k, v in sorted(metric_values.items())},
         # How many completed episodes each metric is the mean of: a verifier's breakdown is
@@ -319,7 +319,7 @@ def _mean(values: Sequence[float]) -> float:
     return math.fsum(x / n for x in values) if values else 0.0
 
 
-def _stderr(values: Sequence[float]) -> float | None:
+def stderr(values: Sequence[float]) -> float | None:
     """The standard error of the mean (None for fewer than two values)."""
     if len(values) < 2:
         return None

@@ -38,6 +38,7 @@ from interplay import _codec
 from interplay.errors import InterplayError
 from interplay.log import get_logger
 from interplay.report.episodes import episode_view
+from interplay.report.figures import table_seats
 from interplay.report.page import render_figures, render_to, template
 from interplay.run.results import SUMMARY_FILE
 from interplay.view.folder import Folder, Hub, card, differing, masked, refresh
@@ -148,10 +149,8 @@ def make_app(folder: Folder, hub: Hub, *, allowed_hosts: list[str] | None = None
         return _json(found)
 
     async def run_page(request: Request) -> Response:
-        key = _one(request, "id")
-        folder.get(key)
-        index = await asyncio.to_thread(folder.index, key)
-        text = await asyncio.to_thread(_run_page, index, key)
+        index = await index_of(request, "id")
+        text = await asyncio.to_thread(_run_page, index, index.key)
         return _html(text)
 
     async def rows(request: Request) -> Response:
@@ -366,11 +365,11 @@ def _run_page(index: RunIndex, key: str) -> str:
     live = {"run": key, "home": "/", "static": "/static/", "state": state.name,
             "state_text": _state_line(state.text, index),
             "table": {"rows": f"/api/rows?run={q}", "episode": f"/api/episode?run={q}",
-                      "figures": f"/api/figures?run={q}", "events": "/api/events",
+                      "figures": f"/api/figures?run={q}",
                       "run": key}}
     out = io.StringIO()
     render_to(out, masked(index.config), summary, [], (), stops=index.stop_names(),
-              seats=index.seats(), figures=index.figures, kept=0, budget_mb=0.0,
+              seats=table_seats(summary), figures=index.figures, kept=0, budget_mb=0.0,
               folder=key, stored=index.stored, live=live, errors=index.errors(),
               episodes_total=len(index.rows),
               # Charts take seconds on a large run: the page asks for them once shown.

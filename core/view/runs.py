@@ -255,7 +255,6 @@ class RunIndex:
         self.threshold = pass_threshold(self.config)
         #: Whether the last refresh read to the end of the file.
         self.caught_up = False
-        self.read_at = 0.0
 
     def _reset(self) -> None:
         self.rows: list[list[Any]] = []
@@ -269,7 +268,6 @@ class RunIndex:
         self.figures = Figures()
         self._figures_stale = False
         self.offset = 0
-        self.size = 0
         self._ident: tuple[int, int] | None = None
         self.bad_lines = 0
         self.first_bad = ""
@@ -301,13 +299,11 @@ class RunIndex:
                     self._ident = ident
                     if had:
                         self.version += 1
-            self.size = size
             changed = False
             if st is not None and size > self.offset:
                 changed = self._read(size, on_block)
             # Caught up: every whole line read (what follows is a line being written).
             self.caught_up = self.offset >= size or not self._whole_line_after(self.offset)
-            self.read_at = time.time()
             return changed
 
     def _whole_line_after(self, offset: int) -> bool:
@@ -454,6 +450,10 @@ class RunIndex:
         """The run's figures: its summary.json when that holds every episode read and the run
         is not writing, else made from the episodes read so far (while it writes, at most
         every :data:`LIVE_FIGURES_S`)."""
+        with self._lock:
+            kept = self._summary
+            if kept is not None and kept[0] == self.version:
+                return kept[1]
         stored = read_json(self.folder / SUMMARY_FILE)
         with self._lock:
             count = len(self.slims)
