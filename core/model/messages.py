@@ -48,8 +48,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from interplay import _codec
-from interplay import _ids as ids
 from interplay.model.request import BadRequest
+from interplay.model.responses import new_id, sse
 
 #: Claude Code puts this header in the first system block (``x-anthropic-billing-header:
 #: cc_version=...``): Anthropic's API reads it as a header, so it is not prompt text.
@@ -73,10 +73,6 @@ ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error",
                409: "conflict_error", 413: "invalid_request_error", 429: "rate_limit_error",
                500: "api_error", 502: "api_error", 503: "overloaded_error",
                504: "timeout_error", 529: "overloaded_error"}
-
-
-def new_id(prefix: str) -> str:
-    return f"{prefix}_{ids.new_id(12)}"
 
 
 def error_type(status: int) -> str:
@@ -445,10 +441,6 @@ def chat_to_message(completion: Mapping[str, Any], request: Mapping[str, Any], *
 
 
 # -- SSE events ---------------------------------------------------------------------------------
-
-
-def sse(event: Mapping[str, Any]) -> bytes:
-    return b"event: %s\ndata: %s\n\n" % (str(event["type"]).encode(), _codec.dumps(event))
 
 
 def error_event(message: str, status: int = 500) -> bytes:

@@ -2,11 +2,10 @@
 calls the trace recorded during its segment.
 
 Claude Code prints one JSON event per line on stdout: ``system``/``init`` says which MCP servers
-it reached and which tools the model is given, ``assistant`` and ``user`` events carry the
-model's tool calls and their results, and ``result`` ends the segment (its final text, turns,
-usage, and whether it failed). The messages a segment added are not read from the events but
-from the last answered model call: the model's own view of its tool calls, their results and
-the final answer.
+it reached, ``assistant`` and ``user`` events carry the model's tool calls and their results,
+and ``result`` ends the segment (its final text, turns, usage, and whether it failed). The
+messages a segment added are not read from the events but from the last answered model call:
+the model's own view of its tool calls, their results and the final answer.
 
 This module owns reading Claude Code's output into a :class:`ClaudeRun` and a segment's
 messages; it must not start or stop Claude Code or write to the trace.
@@ -53,8 +52,6 @@ class ClaudeRun:
     session_id: str | None = None
     #: The MCP servers Claude Code reported at start, by name: ``connected``, ``failed``, ...
     mcp_servers: dict[str, str] = attrs.Factory(dict)
-    #: The tools the model was given (Claude Code's own and ``mcp__<server>__<tool>``).
-    tools: list[str] = attrs.Factory(list)
     #: The ``result`` event's fields (:data:`RESULT_FIELDS`), and its final text.
     result: dict[str, Any] = attrs.Factory(dict)
     text: str | None = None
@@ -62,8 +59,6 @@ class ClaudeRun:
     #: Processes Claude Code started that were still alive after it exited, killed then.
     strays: int = 0
     stderr: bytes = b""
-    #: Lines of stdout that were not JSON events (Claude Code printing plain text).
-    stray_lines: int = 0
 
     @property
     def failed(self) -> bool:
@@ -78,8 +73,7 @@ def read_events(stdout: bytes, run: ClaudeRun) -> None:
             continue
         try:
             event = json.loads(line)
-        except ValueError:
-            run.stray_lines += 1
+        except ValueError:  # plain text Claude Code printed
             continue
         if isinstance(event, dict):
             _read(event, run, uses)
@@ -93,7 +87,6 @@ def _read(event: dict[str, Any], run: ClaudeRun, uses: dict[str, ToolUse]) -> No
         for server in event.get("mcp_servers") or ():
             if isinstance(server, dict) and isinstance(server.get("name"), str):
                 run.mcp_servers[server["name"]] = str(server.get("status"))
-        run.tools = [t for t in event.get("tools") or () if isinstance(t, str)]
     elif kind == "assistant" and event.get("parent_tool_use_id") is None:
         for block in _blocks(event):
             if block.get("type") == "tool_use" and isinstance(block.get("id"), str):

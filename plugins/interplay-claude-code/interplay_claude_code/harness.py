@@ -141,7 +141,8 @@ class ClaudeCodeHarness(Harness):
         return self._binary
 
     async def _segment(self, ctx: SegmentContext, state: TraceState, prompt: str) -> Segment:
-        binary = self.binary()
+        # The first time, `claude --version` runs (a Node start-up): not on the run's loop.
+        binary = self._binary or await asyncio.to_thread(self.binary)
         route = await ctx.route()
         tools = await ctx.tool_route()
         resume = state.started
@@ -269,7 +270,7 @@ class ClaudeCodeHarness(Harness):
             "session_id": run.session_id, "model_calls": calls, "wall_s": round(wall_s, 3),
             "mcp_servers": run.mcp_servers, "result": run.result, "text": run.text,
             "strays_killed": run.strays,
-            "stderr": run.stderr[-KEEP_STDERR:].decode(errors="replace")})
+            "stderr": run.stderr.decode(errors="replace")})
         # Claude Code ran its own tools; the gateway recorded the env's it answered. A call of
         # an env tool it never answered (the gateway went away) is a run of its own.
         recorded = {r.call_id for r in ctx.trace.tool_runs}
