@@ -58,8 +58,7 @@ def _message(m: Mapping[str, Any], notes: Sequence[str] = ()) -> dict[str, Any]:
     role = as_text(m.get("role")) or "?"
     text = _content_text(m.get("content"))
     return {"role": role, "role_class": role if role in _ROLES else "other",
-            "private": role == "assistant" and (m.get("private") is True
-                                                or _is_note(text, notes)),
+            "private": role == "assistant" and _is_note(text, notes),
             "name": as_text(m.get("name")), "tool_call_id": as_text(m.get("tool_call_id")),
             "text": text,
             "tool_calls": [{"name": as_text(as_map(as_map(c).get("function")).get("name")),
@@ -190,6 +189,7 @@ def episode_view(i: int, ep: Mapping[str, Any], judged: Collection[str]) -> dict
     turns = as_map(ep.get("metrics")).get("turns")
     stops = _stops(ep)
     record = as_map(ep.get("results")).get("always_on")
+    notes = _notes(record)
     view = always_on.view(record)
     if view is not None:
         view["timeline_chart"] = charts.always_on_timeline(as_map(record))
@@ -208,7 +208,7 @@ def episode_view(i: int, ep: Mapping[str, Any], judged: Collection[str]) -> dict
         "system_prompt": as_text(task.get("system_prompt")),
         "prompt": _prompt_text(task.get("prompt")), "answer": as_json(task.get("answer")),
         "results": as_json(ep["results"], indent=2) if ep.get("results") else "",
-        "traces": [_trace(t, is_error(ep), judged, _notes(record)) for t in traces],
+        "traces": [_trace(t, is_error(ep), judged, notes) for t in traces],
         "always_on": view,
     }
 
