@@ -223,9 +223,8 @@ class Loop:
         self.world.tool_time = None
         self.world.queue.on_push = None
         opened = self.open_wake
-        self.budget_spent = {"wake": opened.n if opened is not None else len(self.wakes),
-                             "at": self.world.timeline.stamp(self.world.clock.now_us())["at"],
-                             "spent_s": round(time.monotonic() - self.started, 3)}
+        self.budget_spent = self._budget_moment(
+            opened.n if opened is not None else len(self.wakes))
         if opened is not None:
             self.budget_cut = "turn"
             self._close_wake(opened, cut=True)
@@ -258,9 +257,7 @@ class Loop:
                 record = await self.user.wrap_up(mode)
         except TimeoutError:
             self.budget_cut = "wrap-up"
-            self.budget_spent = {"wake": len(self.wakes),
-                                 "at": world.timeline.stamp(world.clock.now_us())["at"],
-                                 "spent_s": round(time.monotonic() - self.started, 3)}
+            self.budget_spent = self._budget_moment(len(self.wakes))
             return
         if record["outcome"] == "error":
             self.end_reason = self.error_type = "user_error"
@@ -303,13 +300,18 @@ class Loop:
                 self._end(final_reason)
                 return
 
+    def _budget_moment(self, wake: int, now: float | None = None) -> dict[str, Any]:
+        """Wake ``wake``, the task time and the real seconds spent of the budget."""
+        spent = (time.monotonic() if now is None else now) - self.started
+        return {"wake": wake, "at": self.world.timeline.stamp(self.world.clock.now_us())["at"],
+                "spent_s": round(spent, 3)}
+
     def _budget_figures(self, wake: int) -> dict[str, Any]:
         """Why the budget made wake ``wake`` the closing one: the real seconds spent and left
         when it began, and the reserve that did not fit in them (twice the longest wake so
         far, and the longest contact limit)."""
         now = time.monotonic()
-        return {"wake": wake, "at": self.world.timeline.stamp(self.world.clock.now_us())["at"],
-                "spent_s": round(now - self.started, 3),
+        return {**self._budget_moment(wake, now),
                 "left_s": round(max(0.0, self.deadline - now), 3),
                 "reserve_s": round(self.budget_reserve_s(), 3),
                 "longest_wake_s": max(self.wake_real_s, default=0.0),
