@@ -122,6 +122,16 @@ def test_the_command_reference_names_every_command_and_option() -> None:
     assert not missing, missing
 
 
+def test_the_development_page_says_what_each_extra_adds() -> None:
+    """docs/development.md's table of extras has a row for each extra pyproject.toml
+    declares, for a plugin's author choosing what to install."""
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    rows = re.findall(r"^\| `([\w-]+)` \|", (ROOT / "docs" / "development.md").read_text(),
+                      re.M)
+    assert set(extras) <= set(rows), sorted(set(extras) - set(rows))
+
+
 def test_the_commands_checked_include_every_page_that_shows_one() -> None:
     pages = {page for page, _ in command_lines()}
     assert {"README.md", "docs/config.md", "docs/scaling.md", "docs/training.md"} <= pages
