@@ -78,8 +78,11 @@ def _info(tau: Any, stored: Mapping[str, Any], env: Mapping[str, Any]) -> Any:
     model = config.get("model") or {}
     environment = tau.registry.get_env_constructor(
         domains.env_name(env["domain"], env.get("policy", "")))()
+    sim = env.get("user_sim") or "tau2"
+    # tau2's guidelines are what its own simulator is prompted with; another user sim's
+    # prompt is its own, which the file does not claim to know.
     guidelines = tau.user_simulator.get_global_user_sim_guidelines(
-        use_tools=environment.user_tools is not None)
+        use_tools=environment.user_tools is not None) if sim == "tau2" else None
 
     def llm(seat: str) -> tuple[str, dict[str, Any]]:
         filled = (stored.get("seats") or {}).get(seat)
@@ -98,7 +101,6 @@ def _info(tau: Any, stored: Mapping[str, Any], env: Mapping[str, Any]) -> Any:
 
     agent_llm, agent_args = llm(env.get("seat", "assistant"))
     user_llm, user_args = llm(env.get("user_seat", "user"))
-    sim = env.get("user_sim") or "tau2"
     return tau.simulation.Info(
         git_commit="", num_trials=int(config.get("rollouts") or 1),
         max_steps=int(env.get("max_steps", 100)), max_errors=int(env.get("max_errors", 10)),
