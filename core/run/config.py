@@ -71,7 +71,9 @@ class RunConfig:
     env: dict[str, Any] = attrs.Factory(dict)
     #: Tasks to run (the first n of the taskset); None runs them all.
     n: int | None = None
-    #: Episodes per task (pass@k and pass^k are given for k up to it).
+    #: Episodes per task. pass@k and pass^k are given for k = 1, 2, 4, ... below it and for
+    #: k = it (counting the scored rollouts of the task that has fewest): -r 6 gives k = 1, 2,
+    #: 4, 6.
     rollouts: int = 1
     #: Episodes at once; None: 8, or 1 on the embedded local model, which answers one
     #: request at a time (more would only queue calls into their timeouts).
