@@ -415,6 +415,26 @@ def test_the_pages_and_the_data_they_ask_for(root: Path) -> None:
     assert got["missing"][0] == 404 and b"no run &#39;nope&#39;" in got["missing"][1]
 
 
+def test_finding_a_task_reads_each_run_to_the_end_of_its_file(root: Path) -> None:
+    """A run's index holds what it had read when a page last asked; episodes appended since
+    (no file event noticed yet: a poll an hour apart) are still counted by a find."""
+
+    async def ask() -> tuple[Any, Any]:
+        async with Viewer(root, port=0, poll_s=3600) as viewer:
+            assert viewer.server is not None
+            port = viewer.server.port
+            await request(port, "/api/rows?run=echo-a")  # the run's index, read to its end
+            append(root / "echo-a", episode(1, 1), episode(1, 2, reward=0.0))
+            _, passed = await request(port, "/api/find?task=1&outcome=pass")
+            _, ran = await request(port, "/api/find?task=1&outcome=any")
+            return (json.loads(passed.split(b"\r\n\r\n", 1)[1]),
+                    json.loads(ran.split(b"\r\n\r\n", 1)[1]))
+
+    passed, ran = asyncio.run(ask())
+    assert passed["runs"][0] == {"key": "echo-a", "episodes": 2, "rollouts": [0, 1]}
+    assert ran["runs"][0] == {"key": "echo-a", "episodes": 3, "rollouts": [0, 1, 2]}
+
+
 def test_the_pages_are_told_what_changed_and_their_number_is_bounded(root: Path) -> None:
     """An episode appended to a run reaches an open page's event stream; past the limit of
     open pages, another is refused with a 429 (never a 5xx)."""

@@ -191,8 +191,9 @@ def make_app(folder: Folder, hub: Hub, *, allowed_hosts: list[str] | None = None
         return _html(await asyncio.to_thread(_figures, index))
 
     async def find(request: Request) -> Response:
-        """The runs in which a task passed (or failed, or was not scored): each run's index
-        read for it."""
+        """The runs in which a task passed (or failed, or ran): each run's index read to the
+        end of its episodes file for it, so that no run answers from what it had read so far
+        (a large run still being read, a line not yet followed)."""
         try:
             task = int(_one(request, "task"))
         except ValueError:
@@ -205,6 +206,7 @@ def make_app(folder: Folder, hub: Hub, *, allowed_hosts: list[str] | None = None
             out = []
             for run in sorted(folder.all(), key=lambda r: r.key):
                 index = folder.index(run.key)
+                index.refresh(functools.partial(folder.on_read, run.key))
                 page = index.rows_page(rows_query(
                     {"task": str(task), "limit": "all",
                      "reward": "" if outcome == "any" else outcome}))
