@@ -465,6 +465,44 @@ def test_the_pages_are_told_what_changed_and_their_number_is_bounded(root: Path)
     assert {"kind": "runs"} in told and status == 429
 
 
+def test_a_run_listed_before_it_is_read_is_read_once(
+        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The list starts reading the runs it has no current summary of; each is read once, in
+    the background, the pages told as it fills and when it is read."""
+    reads: dict[str, int] = {}
+    real = RunIndex.refresh
+
+    def counted(self: RunIndex, *args: Any, **kwargs: Any) -> bool:
+        reads[self.key] = reads.get(self.key, 0) + 1
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(RunIndex, "refresh", counted)
+
+    async def ask() -> tuple[list[bool], list[bool]]:
+        async with Viewer(root, port=0, poll_s=3600) as viewer:
+            assert viewer.server is not None
+            queue = viewer.hub.subscribe()
+            assert queue is not None
+            _, data = await request(viewer.server.port, "/api/runs")
+            first = [c["reading"] for c in json.loads(data.split(b"\r\n\r\n", 1)[1])["runs"]]
+            while viewer.folder.tasks or any(r.index is None or not r.index.caught_up
+                                             for r in viewer.folder.all()):
+                await asyncio.sleep(0.05)
+            told: set[str] = set()
+            while not queue.empty():
+                event = queue.get_nowait()
+                if event is not None and event.get("kind") == "run":
+                    told.add(event["run"])
+            _, data = await request(viewer.server.port, "/api/runs")
+            then = [c["reading"] for c in json.loads(data.split(b"\r\n\r\n", 1)[1])["runs"]]
+            assert told == {"echo-a", "nested/echo-b"}
+            return first, then
+
+    first, then = asyncio.run(ask())
+    assert first == [True, True] and then == [False, False]
+    assert reads == {"echo-a": 1, "nested/echo-b": 1}
+
+
 def test_the_command_says_what_it_serves_and_refuses_what_it_cannot(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["view", str(tmp_path / "nowhere")]) == 2
