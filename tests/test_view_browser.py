@@ -99,6 +99,9 @@ def test_a_person_follows_a_run_as_it_writes(
     # The list: the run appeared while running, and its count grew in place.
     assert seen["list_states"][0] == "running"
     assert len(seen["list_counts"]) >= 2 and seen["list_counts"] == sorted(seen["list_counts"])
+    # Each episode landing asked for the live run's line alone, and drew no other row again.
+    assert seen["kept"]
+    assert any(u.startswith(f"{origin}/api/run?run=live") for u in seen["list_requests"])
     # Its page: rows landed without a reload, and the page said when it was done.
     assert len(seen["page_counts"]) >= 2 and seen["page_counts"][-1] == EPISODES
     assert seen["finished"]
@@ -126,7 +129,8 @@ async def drive(url: str, root: Path, base_url: str) -> dict[str, Any]:
                          deviceScaleFactor=1, mobile=False)
             await b.open(url)
             await b.wait_for("!!document.querySelector('tr.run-row[data-run=\"week\"]')")
-            await b.eval("window.__loaded = 1")
+            await b.eval("window.__loaded = 1; document.querySelector("
+                         "'tr.run-row[data-run=\"week\"]').__kept = 1")
             with process("eval", "echo", "-n", str(EPISODES), "-c", "1", "--base-url",
                          base_url, "-o", str(root / "live"), "--quiet", "--no-report") as run:
                 await b.wait_for(f"!!{run_row}")
@@ -144,6 +148,10 @@ async def drive(url: str, root: Path, base_url: str) -> dict[str, Any]:
                         break
                     await asyncio.sleep(0.1)
                 seen["reloads"] = 0 if await b.eval("window.__loaded === 1") else 1
+                # A run that did not change keeps its row as it was drawn.
+                seen["kept"] = await b.eval(
+                    "document.querySelector('tr.run-row[data-run=\"week\"]').__kept === 1")
+                seen["list_requests"] = list(b.requests)
                 # Its page, opened from the list with a click.
                 await b.click_until('tr.run-row[data-run="live"] td.run a',
                                     "location.pathname === '/run'")

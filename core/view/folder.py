@@ -350,8 +350,10 @@ def _in_loop(loop: asyncio.AbstractEventLoop) -> bool:
 
 async def refresh(folder: Folder, hub: Hub, key: str, *, tell: bool = True) -> None:
     """Read what a run's episodes file gained and tell the pages (with ``tell``, even when
-    it gained nothing: another of its files changed). One refresh of a run at a time; asked
-    again meanwhile, it runs once more after."""
+    it gained nothing: another of its files changed). A change of one run is told as that
+    run's (the list asks for its line alone); the list of runs as a whole is told only when
+    runs come or go, or a run's config changes (which settings differ between runs). One
+    refresh of a run at a time; asked again meanwhile, it runs once more after."""
     try:
         run = folder.get(key)
     except LookupError:
@@ -370,7 +372,6 @@ async def refresh(folder: Folder, hub: Hub, key: str, *, tell: bool = True) -> N
                                                   lambda: hub.publish(_changed(run)))
             if changed or tell:
                 hub.publish(_changed(run))
-                hub.publish({"kind": "runs"})
             if not run.again:
                 break
             tell = True
@@ -437,7 +438,7 @@ async def _follow(folder: Folder, hub: Hub, stop: asyncio.Event, poll_s: float |
 
 async def _changes(folder: Folder, hub: Hub, paths: list[str]) -> None:
     keys: set[str] = set()
-    rescan = False
+    rescan = configured = False
     for path in paths:
         name = os.path.basename(path)
         if not Path(path).is_relative_to(folder.root):
@@ -445,9 +446,10 @@ async def _changes(folder: Folder, hub: Hub, paths: list[str]) -> None:
         key = folder.key_of(path)
         if key is not None and name in RUN_FILES:
             keys.add(key)
+            configured = configured or name == CONFIG_FILE
         elif name in RUN_FILES or key is None:
             rescan = True  # a new run, a folder made or removed
-    if rescan and await asyncio.to_thread(folder.scan):
+    if (rescan and await asyncio.to_thread(folder.scan)) or configured:
         hub.publish({"kind": "runs"})
     for key in keys:
         await refresh(folder, hub, key)
