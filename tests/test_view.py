@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -273,11 +274,11 @@ def snapshot(folder: Path) -> dict[str, tuple[int, float]]:
 
 
 async def request(port: int, target: str, *, method: str = "GET", host: str | None = None,
-                  extra: str = "") -> tuple[int, bytes]:
+                  extra: str = "", to: str = "127.0.0.1") -> tuple[int, bytes]:
     """One request as written, byte for byte (no client normalizes the path)."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    reader, writer = await asyncio.open_connection(to, port)
     try:
-        head = (f"{method} {target} HTTP/1.1\r\nHost: {host or f'127.0.0.1:{port}'}\r\n"
+        head = (f"{method} {target} HTTP/1.1\r\nHost: {host or f'{to}:{port}'}\r\n"
                 f"Connection: close\r\n{extra}\r\n")
         writer.write(head.encode("latin-1", "replace"))
         await writer.drain()
@@ -494,8 +495,10 @@ def test_a_run_listed_before_it_is_read_is_read_once(
             assert queue is not None
             _, data = await request(viewer.server.port, "/api/runs")
             first = [c["reading"] for c in json.loads(data.split(b"\r\n\r\n", 1)[1])["runs"]]
-            while viewer.folder.tasks or any(r.index is None or not r.index.caught_up
-                                             for r in viewer.folder.all()):
+            for _ in range(600):  # both read (and the readings' tasks done), or 30 s
+                if not viewer.folder.tasks and all(r.index is not None and r.index.caught_up
+                                                   for r in viewer.folder.all()):
+                    break
                 await asyncio.sleep(0.05)
             told: set[str] = set()
             while not queue.empty():
@@ -510,6 +513,30 @@ def test_a_run_listed_before_it_is_read_is_read_once(
     first, then = asyncio.run(ask())
     assert first == [True, True] and then == [False, False]
     assert reads == {"echo-a": 1, "nested/echo-b": 1}
+
+
+def _ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6) as sock:
+            sock.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not _ipv6_loopback(), reason="this machine has no IPv6 loopback")
+def test_it_serves_on_an_ipv6_address(root: Path) -> None:
+    async def ask() -> tuple[str, int, list[int]]:
+        async with Viewer(root, host="::1", port=0) as viewer:
+            assert viewer.server is not None
+            port = viewer.server.port
+            statuses = [(await request(port, "/api/runs", to="::1", host=host))[0]
+                        for host in (f"[::1]:{port}", "localhost", "evil.example")]
+            return viewer.url, port, statuses
+
+    url, port, statuses = asyncio.run(ask())
+    assert url == f"http://[::1]:{port}/"
+    assert statuses == [200, 200, 400]  # only the addresses it serves (DNS rebinding)
 
 
 def test_the_command_says_what_it_serves_and_refuses_what_it_cannot(

@@ -79,7 +79,8 @@ class Viewer:
             await self.server.start()
         except OSError as exc:
             if self.port != DEFAULT_PORT or exc.errno != errno.EADDRINUSE:
-                raise InterplayError(f"cannot serve on {self.host}:{self.port} "
+                shown = f"[{self.host}]" if ":" in self.host else self.host
+                raise InterplayError(f"cannot serve on {shown}:{self.port} "
                                      f"({exc.strerror or exc}); choose another --port or "
                                      f"--host") from None
             # The usual port is taken (another view): the system's choice.
