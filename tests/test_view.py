@@ -31,6 +31,7 @@ from interplay.records import (
 )
 from interplay.run.results import RUNNING_FILE, episode_parts, side_path
 from interplay.view import Viewer
+from interplay.view.app import _figures, _run_page
 from interplay.view.folder import Folder, card, differing, masked
 from interplay.view.runs import RunIndex, rows_query, run_state
 
@@ -229,6 +230,29 @@ def test_the_list_shows_what_differs_and_no_header_value(tmp_path: Path) -> None
     assert "sk-hidden" not in shown and '"Authorization": "***"' in shown
     assert masked({"api_key_var": "OPENAI_API_KEY", "max_tokens": 5, "token": "t"}) == {
         "api_key_var": "OPENAI_API_KEY", "max_tokens": 5, "token": "***"}
+
+
+def test_a_url_with_credentials_is_shown_without_them(tmp_path: Path) -> None:
+    """config.json masks a URL's credentials since it learnt to; one written before that (or
+    by hand) holds them, and the view shows it as if it had been masked."""
+    folder = run_folder(tmp_path, "old")
+    stored = json.loads((folder / "config.json").read_text())
+    stored["config"]["model"]["base_url"] = "http://user:pw-in-url@127.0.0.1:1/v1"
+    stored["config"]["model"]["headers"] = {"Authorization": "Bearer sk-hidden"}
+    (folder / "config.json").write_text(json.dumps(stored))
+    append(folder, episode(0))
+    other = run_folder(tmp_path, "new")  # its URL differs: a setting the list shows
+    append(other, episode(0))
+    found = Folder(tmp_path)
+    found.scan()
+    cards = [card(found.get(k)) for k in ("old", "new")]
+    differing(cards)
+    assert cards[0]["where"] == "http://***@127.0.0.1:1/v1"
+    assert cards[0]["settings"]["model.base_url"] == "http://***@127.0.0.1:1/v1"
+    index = found.index("old")
+    shown = _run_page(index, "old") + _figures(index) + json.dumps(cards)
+    assert "pw-in-url" not in shown and "sk-hidden" not in shown and "user:" not in shown
+    assert "http://***@127.0.0.1:1/v1" in shown
 
 
 def test_a_line_cannot_send_a_reader_to_a_side_file_outside_its_folder(tmp_path: Path) -> None:
