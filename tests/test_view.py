@@ -232,6 +232,46 @@ def test_the_list_shows_what_differs_and_no_header_value(tmp_path: Path) -> None
         "api_key_var": "OPENAI_API_KEY", "max_tokens": 5, "token": "***"}
 
 
+def test_a_runs_line_holds_its_scores_errors_and_times(
+        tmp_path: Path, scripted_model: Any) -> None:
+    """A finished run's line from its summary: episodes of expected, the mean reward with its
+    95% interval, pass^k, errors by type, when it started and ended; the same run marked
+    running again (its line from its episodes as read): running, no end, what it expects."""
+    from interplay.testing import ScriptedReply
+
+    calls: list[int] = []
+
+    def handler(request: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 2:
+            return ScriptedReply(status=400, content="no")  # one episode: a model error
+        return ScriptedReply.text("apple")
+
+    out = tmp_path / "run"
+    model = scripted_model(handler)
+    cli.main(["eval", "echo", "-n", "3", "-r", "2", "-c", "1", "--base-url", model.base_url,
+              "-o", str(out), "--quiet", "--no-report"])
+    summary = json.loads((out / "summary.json").read_text())
+    found = Folder(tmp_path)
+    found.scan()
+    line = card(found.get("run"))
+    assert not line["reading"] and line["state"] == "finished"
+    assert (line["episodes"], line["expected"], line["scored"]) == (6, 6, 5)
+    assert line["errors"] == summary["errors"] and sum(line["errors"].values()) == 1
+    mean, se = summary["reward_mean"], summary["reward_stderr"]
+    assert line["reward_mean"] == mean and se > 0
+    assert line["reward_interval"] == pytest.approx([mean - 1.96 * se, mean + 1.96 * se])
+    assert line["pass_hat_k"] == summary["pass_hat_k"] and "1" in line["pass_hat_k"]
+    assert line["started_at"] <= line["ended_at"] == (out / "summary.json").stat().st_mtime
+    (out / RUNNING_FILE).write_text(json.dumps({"pid": os.getpid(), "host": os.uname()[1],
+                                                "expected": 10, "started_at": 1.0e9}))
+    found.index("run")
+    line = card(found.get("run"))
+    assert (line["state"], line["ended_at"], line["started_at"]) == ("running", None, 1.0e9)
+    assert (line["episodes"], line["expected"], line["scored"]) == (6, 10, 5)
+    assert line["reward_mean"] == pytest.approx(mean) and line["errors"] == summary["errors"]
+
+
 def test_a_url_with_credentials_is_shown_without_them(tmp_path: Path) -> None:
     """config.json masks a URL's credentials since it learnt to; one written before that (or
     by hand) holds them, and the view shows it as if it had been masked."""
