@@ -168,6 +168,34 @@ def test_rows_filter_sort_page_and_search_the_messages(tmp_path: Path) -> None:
     assert tasks(text="word2") == [2, 6]
 
 
+def test_a_two_seat_run_has_its_seats_figures_and_columns(tmp_path: Path) -> None:
+    """A game scored per seat: the list's line, the run's page and each row give every seat's
+    reward (the episode's own is not set)."""
+    folder = run_folder(tmp_path, "game", env="kuhn")
+    episodes = []
+    for task in range(4):
+        ep = episode(task)
+        info = ep.info
+        traces = [Trace(agent=seat, episode=info, seat=seat, harness="chat",
+                        stop_condition="env_done", messages=[Message("assistant", "bet")],
+                        reward=(1.0 if (task + i) % 2 else -1.0))
+                  for i, seat in enumerate(("player0", "player1"))]
+        episodes.append(Episode(info=info, task=ep.task, traces=traces, reward=None,
+                                started_at=ep.started_at, wall_s=1.0))
+    append(folder, *episodes)
+    found = Folder(tmp_path)
+    found.scan()
+    index = found.index("game")
+    page = index.rows_page(rows_query({}))
+    assert page["seats"] == ["player0", "player1"]
+    assert [r[5] for r in page["rows"]] == [[-1.0, 1.0], [1.0, -1.0]] * 2
+    line = card(found.get("game"))
+    assert {s: v["mean"] for s, v in line["seat_rewards"].items()} == {"player0": 0.0,
+                                                                      "player1": 0.0}
+    shown = _run_page(index, "game") + _figures(index)
+    assert "reward per seat" in shown and "player1" in shown
+
+
 @pytest.mark.parametrize(("params", "error"), [
     ({"task": "x"}, "task: expected a number"), ({"offset": "-1"}, "offset: expected 0"),
     ({"limit": "0"}, "limit: expected 1 to 1000"), ({"min": "nan"}, "min: expected a finite"),
