@@ -141,6 +141,8 @@ def test_a_budget_below_the_turn_timeout_is_warned_of_when_the_run_starts(
     [warned] = _warnings(buffer)
     assert (warned["level"], warned["budget_s"], warned["turn_timeout_s"]) == (
         "warning", 300.0, 600.0)
+    # It says why on the terminal: the step's own words, not redacted as a user's would be.
+    assert warned["effect"].startswith("the budget cuts a hung turn before its timeout")
     # The run's own seat settings count: a timeout the budget holds warns of nothing.
     with captured_log("warning") as buffer:
         resolve({**data, "seats": {"assistant": {"timeout_s": 120}}})
