@@ -39,10 +39,15 @@ class Rig:
     calls: list[ModelCall]
     secret: str
     http: httpx.AsyncClient
+    #: The SDK clients made, closed with the rig: one left open is closed by its finalizer
+    #: in whichever test's loop collects it, after its own loop has gone.
+    clients: list[anthropic.AsyncAnthropic] = attrs.Factory(list)
 
     def sdk(self, key: str | None = None) -> anthropic.AsyncAnthropic:
-        return anthropic.AsyncAnthropic(base_url=self.server.root_url,
-                                        api_key=key or self.secret, max_retries=0)
+        client = anthropic.AsyncAnthropic(base_url=self.server.root_url,
+                                          api_key=key or self.secret, max_retries=0)
+        self.clients.append(client)
+        return client
 
     async def post(self, path: str, body: Any, *, headers: dict[str, str] | None = None,
                    **kw: Any) -> httpx.Response:
@@ -65,7 +70,12 @@ async def rig(request: pytest.FixtureRequest) -> AsyncIterator[Rig]:
         async with InterceptionServer(limits=Limits(max_body_mb=1)) as srv:
             route = srv.open_trace(client=client, on_call=calls.append)
             async with httpx.AsyncClient(timeout=10) as http:
-                yield Rig(m, srv, calls, route.secret, http)
+                rig = Rig(m, srv, calls, route.secret, http)
+                try:
+                    yield rig
+                finally:
+                    for sdk in rig.clients:
+                        await sdk.close()
         await client.aclose()
 
 

@@ -154,18 +154,20 @@ async def test_count_tokens_on_the_embedded_model_counts_what_its_answers_read(
     try:
         async with InterceptionServer() as srv:
             route = srv.open_trace(client=models.client(local.endpoint), on_call=calls.append)
-            sdk = anthropic.AsyncAnthropic(base_url=srv.root_url, api_key=route.secret,
-                                           max_retries=0)
             forced: Any = {"type": "tool", "name": "message_user"}
-            plain = await sdk.messages.count_tokens(model="m", system=system, messages=said)
-            tools = await sdk.messages.count_tokens(model="m", system=system, messages=said,
-                                                    tools=[tool], tool_choice=forced)
-            counted = len(calls)
-            answered = await sdk.messages.create(model="m", system=system, messages=said,
-                                                 max_tokens=1)
-            called = await sdk.messages.create(model="m", system=system, messages=said,
-                                               max_tokens=24, tools=[tool], tool_choice=forced)
-            await sdk.close()
+            async with anthropic.AsyncAnthropic(base_url=srv.root_url, api_key=route.secret,
+                                                max_retries=0) as sdk:
+                plain = await sdk.messages.count_tokens(model="m", system=system,
+                                                        messages=said)
+                tools = await sdk.messages.count_tokens(model="m", system=system,
+                                                        messages=said, tools=[tool],
+                                                        tool_choice=forced)
+                counted = len(calls)
+                answered = await sdk.messages.create(model="m", system=system, messages=said,
+                                                     max_tokens=1)
+                called = await sdk.messages.create(model="m", system=system, messages=said,
+                                                   max_tokens=24, tools=[tool],
+                                                   tool_choice=forced)
         async with httpx.AsyncClient() as http:
             raw = await http.post(root + "/tokenize", json={"model": "m", "prompt": "Hello"})
             # What a forced call's prompt has after the conversation: the call begun.
