@@ -26,7 +26,7 @@ import asyncio
 import ctypes
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -373,19 +373,14 @@ class LocalServer:
         if method != "POST" or path not in ("/v1/chat/completions", "/chat/completions"):
             await asgi.send_error(send, 404, f"no route {method} {path}", code="not_found")
             return
-        try:
-            body = request.parse(await asgi.read_body(receive, 32 << 20))
-            kw = self._kwargs(body)
-            choice = _tool_choice(body)
-            asked = Asked.of(body)
-        except asgi.BodyTooLarge:
-            await asgi.send_error(send, 413, "request body too large")
+
+        async def read(body: dict[str, Any]) -> Any:
+            return body, self._kwargs(body), _tool_choice(body), Asked.of(body)
+
+        taken = await self._taken(receive, send, read)
+        if taken is None:
             return
-        except asgi.ClientGone:
-            return
-        except (ValueError, TypeError) as exc:
-            await asgi.send_error(send, 400, str(exc) or "the request body is not valid JSON")
-            return
+        body, kw, choice, asked = taken
         try:
             if choice is not None:
                 async with self.lock:
@@ -412,19 +407,27 @@ class LocalServer:
             await asgi.send_error(send, 500, f"generation failed: {type(exc).__name__}",
                                   type_="server_error")
 
+    @staticmethod
+    async def _taken(receive: asgi.Receive, send: asgi.Send,
+                     read: Callable[[dict[str, Any]], Awaitable[Any]]) -> Any:
+        """What ``read`` makes of the request's body; None when the body is refused (a 413,
+        or a 400 saying what ``read`` or the parse found wrong) or the client went away."""
+        try:
+            return await read(request.parse(await asgi.read_body(receive, 32 << 20)))
+        except asgi.BodyTooLarge:
+            await asgi.send_error(send, 413, "request body too large")
+        except asgi.ClientGone:
+            pass
+        except (ValueError, TypeError) as exc:
+            await asgi.send_error(send, 400, str(exc) or "the request body is not valid JSON")
+        return None
+
     async def _tokenize(self, receive: asgi.Receive, send: asgi.Send) -> None:
         """vLLM's ``POST /tokenize``: a conversation (``messages``, with its ``tools``) or a
         ``prompt`` as token ids, ``count`` of them, beside the model's window."""
-        try:
-            body = request.parse(await asgi.read_body(receive, 32 << 20))
-            ids = await asyncio.to_thread(self.prompt_ids, body)
-        except asgi.BodyTooLarge:
-            await asgi.send_error(send, 413, "request body too large")
-            return
-        except asgi.ClientGone:
-            return
-        except (ValueError, TypeError) as exc:
-            await asgi.send_error(send, 400, str(exc) or "the request body is not valid JSON")
+        ids = await self._taken(receive, send,
+                                lambda body: asyncio.to_thread(self.prompt_ids, body))
+        if ids is None:
             return
         await asgi.send_json(send, 200, {"count": len(ids), "max_model_len": N_CTX,
                                          "tokens": ids, "token_strs": None})
