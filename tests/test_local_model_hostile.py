@@ -48,6 +48,9 @@ HOSTILE: list[tuple[bytes | dict[str, Any], str]] = [
     ({"messages": [{"role": 1.5, "content": "hi"}]}, "messages[0] must be an object with a role"),
     ({"messages": [{"role": "user", "content": 1.5}]}, "messages[0].content"),
     ({"messages": [{"role": "user", "content": {"text": "hi"}}]}, "messages[0].content"),
+    ({"messages": [{"role": "user", "content": [{"type": "text", "text": "What is this?"}, {
+        "type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}]}]},
+     "messages[0].content[1] is of type 'image_url': SmolLM2-135M-Instruct reads text only"),
     (_assistant_calls("f()"), "messages[0].tool_calls must be a list"),
     (_assistant_calls([None]), "messages[0].tool_calls[0]"),
     (_assistant_calls([1]), "messages[0].tool_calls[0]"),

@@ -83,14 +83,20 @@ def _plain(content: Any) -> str:
 
 
 def _check_messages(messages: list[dict[str, Any]]) -> None:
-    """What the template renders, checked: text content (a string, or a list of parts), and
-    tool calls as a list of {function: {name, arguments}} objects. ValueError says which."""
+    """What the template renders, checked: text content (a string, or a list of text parts:
+    the model reads nothing else, and an image it was sent must not be answered as if it had
+    seen it), and tool calls as a list of {function: {name, arguments}} objects. ValueError
+    says which."""
     for i, m in enumerate(messages):
         content = m.get("content")
         if not (content is None or isinstance(content, str) or (
                 isinstance(content, list) and all(isinstance(p, dict) for p in content))):
             raise ValueError(f"messages[{i}].content must be a string or a list of content "
                              f"parts")
+        for j, part in enumerate(content if isinstance(content, list) else ()):
+            if part.get("type", "text") != "text":
+                raise ValueError(f"messages[{i}].content[{j}] is of type {part['type']!r}: "
+                                 f"{MODEL_NAME} reads text only")
         calls = m.get("tool_calls")
         if calls is None:
             continue
