@@ -10,12 +10,14 @@ in a process of its own, asked over HTTP as its pages ask:
 - the list (``/`` and ``/api/runs``), cold, then warm;
 - the large run's page (``/run``, which reads its 10,000 episodes the first time), its first
   page of rows, an episode's section, its figures, a search of its messages; warm again;
+- finding the runs where a task ran (``/api/find``: every run read to its end), cold and warm;
 - in headless Chromium: from navigation to the large run's first rows drawn, and from a
   click on a row to its episode shown;
 - a run that grows: 10,000 episodes appended at ``--rate`` a second while a client follows
   the events as a page does (a page of rows and the run's line at each, the figures every
-  2 s): the server's resident memory over the growth, its CPU, and how far behind the last
-  episode it shows.
+  2 s), and another as the list of runs does: the server's resident memory over the growth,
+  its CPU, and how far behind the last episode it shows; then again with the list asking for
+  every run's line at each event (as it did before it asked for the changed run's alone).
 
 Run by hand (it prints figures; nothing is asserted):
 
@@ -151,6 +153,14 @@ async def pages(view: View) -> dict[str, Any]:
         out["another_figures_cold_ms"] = round((await timed(
             s, f"{u}/api/figures?run=big-again"))[0])
         out["rss_after_pages_mb"] = round(view.rss_mb())
+        # The runs where a task passed: every run read to the end of its file (the 40 small
+        # ones for the first time), then again.
+        out["find_cold_ms"] = round((await timed(s, f"{u}/api/find?task=7&outcome=any"))[0])
+        _, body = await timed(s, f"{u}/api/find?task=7&outcome=any")
+        out["find_runs"] = len(json.loads(body)["runs"])
+        out["find_warm_ms"] = round(statistics.median(
+            [(await timed(s, f"{u}/api/find?task=7&outcome=any"))[0] for _ in range(5)]))
+        out["rss_after_find_mb"] = round(view.rss_mb())
     return out
 
 
@@ -186,10 +196,14 @@ def writer(lines: list[bytes], path: Path, rate: float, done: threading.Event) -
     done.set()
 
 
-async def growth(view: View, root: Path, big: Path, rate: float) -> dict[str, Any]:
-    """A run growing to 10,000 episodes while a client follows it as a page does."""
+async def growth(view: View, root: Path, big: Path, rate: float,
+                 list_asks: str = "line") -> dict[str, Any]:
+    """A run growing to 10,000 episodes while a client follows it as a run's page does, and
+    another as the list of runs does: at each event, the changed run's line (``line``, as
+    the list asks now) or every run's (``list``, as it asked before)."""
     lines = (big / "episodes.jsonl").read_bytes().splitlines(keepends=True)
-    folder = root / "grow"
+    folder = root / f"grow-{list_asks}"
+    key = folder.name
     folder.mkdir()
     os.link(big / "config.json", folder / "config.json")
     (folder / "running.json").write_text(json.dumps({"pid": view.proc.pid, "host": os.uname()[1],
@@ -213,33 +227,57 @@ async def growth(view: View, root: Path, big: Path, rate: float) -> dict[str, An
                 async for raw in resp.content:
                     if not raw.startswith(b"data:"):
                         continue
-                    _, body = await timed(s, f"{view.url}/api/rows?run=grow&limit=200")
+                    _, body = await timed(s, f"{view.url}/api/rows?run={key}&limit=200")
                     seen = max(seen, json.loads(body)["total"])
-                    await timed(s, f"{view.url}/api/run?run=grow")
+                    await timed(s, f"{view.url}/api/run?run={key}")
                     if time.monotonic() - last_figures > 2:
                         last_figures = time.monotonic()
-                        await timed(s, f"{view.url}/api/figures?run=grow")
+                        await timed(s, f"{view.url}/api/figures?run={key}")
                     if done.is_set() and seen >= len(lines):
                         return
+
+        list_ms: list[float] = []
+
+        async def listing() -> None:
+            async with s.get(f"{view.url}/api/events", timeout=aiohttp.ClientTimeout(
+                    total=None, sock_read=None)) as resp:
+                async for raw in resp.content:
+                    if done.is_set() and seen >= len(lines):
+                        return
+                    if not raw.startswith(b"data:"):
+                        continue
+                    told = json.loads(raw[5:])
+                    if list_asks == "list" or any(e.get("kind") != "run" for e in told):
+                        list_ms.append((await timed(s, f"{view.url}/api/runs"))[0])
+                    for run in sorted({e["run"] for e in told if e.get("kind") == "run"}):
+                        if list_asks == "line":
+                            list_ms.append((await timed(s, f"{view.url}/api/run?run={run}"))[0])
 
         async def sample() -> None:
             while not (done.is_set() and seen >= len(lines)):
                 samples.append((time.monotonic() - t0, seen, view.rss_mb()))
                 await asyncio.sleep(0.5)
 
+        lister = asyncio.create_task(listing())
         await asyncio.wait_for(asyncio.gather(follow(), sample()), 600)
         behind_s = time.monotonic() - t0 - len(lines) / rate
+        lister.cancel()
     (folder / "running.json").unlink()
     marks = {}
     for frac in (0.25, 0.5, 0.75, 1.0):
         want = int(len(lines) * frac)
         at = next((r for _, n, r in samples if n >= want), samples[-1][2])
         marks[f"rss_at_{want}_mb"] = round(at)
-    return {"grow_episodes": len(lines), "grow_rate_per_s": rate,
-            "rss_before_grow_mb": round(samples[0][2]), **marks,
-            "rss_peak_during_grow_mb": round(max(r for _, _, r in samples)),
-            "server_cpu_during_grow_s": round(view.cpu_s() - cpu0, 1),
-            "last_episode_shown_after_s": round(behind_s, 2)}
+    figures = {"grow_episodes": len(lines), "grow_rate_per_s": rate,
+               "rss_before_grow_mb": round(samples[0][2]), **marks,
+               "rss_peak_during_grow_mb": round(max(r for _, _, r in samples)),
+               "server_cpu_during_grow_s": round(view.cpu_s() - cpu0, 1),
+               "last_episode_shown_after_s": round(behind_s, 2),
+               "list_requests": len(list_ms),
+               "list_request_ms_median": round(statistics.median(list_ms)) if list_ms else None,
+               "list_request_ms_total": round(sum(list_ms))}
+    return {f"{k} ({list_asks})" if k.startswith(("server_cpu", "last_", "list_")) else k: v
+            for k, v in figures.items()}
 
 
 def main() -> None:
@@ -266,7 +304,9 @@ def main() -> None:
                 "rss_start_mb": round(view.rss_mb())}
             figures.update(asyncio.run(pages(view)))
             figures.update(asyncio.run(browser(view)))
-            figures.update(asyncio.run(growth(view, root, big, args.rate)))
+            figures.update(asyncio.run(growth(view, root, big, args.rate, "line")))
+            figures.update({k: v for k, v in asyncio.run(growth(
+                view, root, big, args.rate, "list")).items() if "(" in k})
             figures.update({"load_before": round(load, 2),
                             "load_after": round(os.getloadavg()[0], 2)})
             print(json.dumps(figures, indent=1), flush=True)

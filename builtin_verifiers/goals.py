@@ -4,7 +4,7 @@
 - ``relayed_within``: news (a trigger's alert) reached her in a message within N minutes of her
   waking (or of the news itself, for urgent news);
 - ``approved_first``: a purchase (an app change the agent made) came only after her reply to a
-  message that asked about it;
+  message that asked about it, a reply that said yes (``go_ahead``'s words, when it lists any);
 - ``quiet_hours``: no message while she sleeps, unless it passes on urgent news;
 - ``acted_on_reply``: the agent acted on a contact's answer (the app change it called for, made
   once the answer reached the agent);
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import datetime as dt
 import fnmatch
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Literal
 
@@ -214,6 +215,9 @@ class ApprovedFirstConfig:
     match: dict[str, Any] = attrs.Factory(dict)
     #: What the agent's message asking her must mention (e.g. the item's name).
     about: str = ""
+    #: What her reply must say to be a go-ahead: words or phrases (e.g. ["yes", "go ahead"]),
+    #: any one of them, as whole words, case-insensitively. Empty: any reply of hers is one.
+    go_ahead: list[str] = attrs.Factory(list)
     #: The reward when the agent never made the change (0: the task wanted it done).
     not_done: float = 0.0
     #: Its share of the episode's reward (0 records it without counting it).
@@ -221,7 +225,7 @@ class ApprovedFirstConfig:
 
 
 class ApprovedFirst(_RecordGoal):
-    """Reward 1 when a change (a purchase) came only after her reply to a question about it."""
+    """Reward 1 when a change (a purchase) came only after her yes to a question about it."""
 
     name = "approved_first"
     Config: ClassVar[type] = ApprovedFirstConfig
@@ -231,6 +235,9 @@ class ApprovedFirst(_RecordGoal):
         problems: list[str] = []
         if not cfg.about.strip():
             problems.append("about is empty; say what the agent's question must mention")
+        if any(not isinstance(w, str) or not w.strip() for w in cfg.go_ahead):
+            problems.append("go_ahead holds an empty word; list what her reply says to agree "
+                            "(e.g. [\"yes\", \"go ahead\"]), or leave it empty for any reply")
         return problems
 
     async def score(self, episode: Episode, ctx: EpisodeContext) -> Reward | list[Reward]:
@@ -241,22 +248,26 @@ class ApprovedFirst(_RecordGoal):
         made = run.changes(cfg.app, cfg.action, cfg.match)
         texts = {m["n"]: m["text"] for m in run.messages()}
         # Her go-ahead: a reply of hers that reached the agent, to a read that held a message
-        # of the agent's about it.
+        # of the agent's about it, saying yes (one of go_ahead's words, when it lists any).
         answered = [r for r in run.record.get("replies") or ()
                     if r.get("outcome") == "replied" and r.get("reached_wake") is not None
                     and any(mentions(texts.get(n), cfg.about) for n in r.get("messages") or ())]
-        ok_wake = min((r["reached_wake"] for r in answered), default=None)
-        info: dict[str, Any] = {"go_ahead_wake": ok_wake, "changes": len(made)}
+        agreed = [r for r in answered if _says_any(r.get("text"), cfg.go_ahead)]
+        ok_wake = min((r["reached_wake"] for r in agreed), default=None)
+        info: dict[str, Any] = {"go_ahead_wake": ok_wake, "changes": len(made),
+                                "replies_not_agreeing": len(answered) - len(agreed)}
         if not made:
             return Reward(self.name, cfg.not_done, weight=cfg.weight, info=info,
                           reason=f"the agent never made the {cfg.action} change")
         first = made[0]
         info.update(change_wake=first["wake"], change_at=first["at"])
         if ok_wake is None:
+            said = (f"none of her {len(answered)} replies to a message about {cfg.about!r} "
+                    f"said yes ({', '.join(cfg.go_ahead)})" if answered else
+                    f"no reply of hers to a message about {cfg.about!r} ever reached the agent")
             return Reward(self.name, 0.0, weight=cfg.weight, info=info,
                           reason=f"{cfg.action} at {first['at']} (wake {first['wake']}), and "
-                                 f"no reply of hers to a message about {cfg.about!r} ever "
-                                 f"reached the agent")
+                                 f"{said}")
         if first["wake"] < ok_wake:
             return Reward(self.name, 0.0, weight=cfg.weight, info=info,
                           reason=f"{cfg.action} in wake {first['wake']}, before her go-ahead "
@@ -264,6 +275,16 @@ class ApprovedFirst(_RecordGoal):
         return Reward(self.name, 1.0, weight=cfg.weight, info=info,
                       reason=f"{cfg.action} in wake {first['wake']}, once her go-ahead had "
                              f"reached the agent (wake {ok_wake})")
+
+
+def _says_any(text: Any, words: Sequence[str]) -> bool:
+    """Does ``text`` say one of ``words`` (as whole words, case-insensitively)? Any text does
+    when ``words`` is empty."""
+    if not words:
+        return True
+    return isinstance(text, str) and any(
+        re.search(rf"(?<!\w){re.escape(w.strip())}(?!\w)", text, re.IGNORECASE)
+        for w in words)
 
 
 # -- quiet_hours ----------------------------------------------------------------------------

@@ -28,7 +28,9 @@ def free_socket(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
     # here inherit it. With it left on, a response written as head then body waits for the
     # client's delayed ACK: 40 ms per request on a kept-alive connection (uvloop sets it
     # either way).
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    # An IPv6 literal (``::1``) is bound as one; any other host as IPv4.
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
     sock.listen(2048)
@@ -129,7 +131,8 @@ class AsgiServer:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
 
     @property
     def connections_shed(self) -> int:

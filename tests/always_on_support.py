@@ -4,6 +4,7 @@ woke it (all on the scripted model, over real HTTP)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import Callable, Mapping
@@ -32,7 +33,8 @@ USER = {"name": "Dana", "timezone": "Europe/Berlin", "user_sim": "script"}
 
 @attrs.define
 class ScriptUserConfig:
-    #: Answers in order (the last repeats): keys of Answer.
+    #: Answers in order (the last repeats): keys of Answer, and sleep_s (real seconds the
+    #: read takes).
     answers: list[dict[str, Any]] = attrs.Factory(lambda: [{"nothing": True}])
 
 
@@ -50,8 +52,9 @@ class ScriptUser(UserSim):
     async def answer(self, read: Read) -> Answer:
         READS.append(read)
         answers = self.config.answers
-        data = answers[min(self.i, len(answers) - 1)]
+        data = dict(answers[min(self.i, len(answers) - 1)])
         self.i += 1
+        await asyncio.sleep(data.pop("sleep_s", 0.0))
         return Answer(**{"text": "", **data})
 
 

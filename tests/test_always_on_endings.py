@@ -149,6 +149,10 @@ async def test_nothing_left_to_wake_the_agent_finishes_or_is_stuck(tmp_path: Pat
     ao = episode.results["always_on"]
     assert ao["end_reason"] == "stuck"
     assert ao["summary"]["pending"]["unread_by_user"]["count"] == 1
+    # The wake that sent it, and when: the alert's at 09:00.
+    [unread] = ao["summary"]["pending"]["unread_by_user"]["first"]
+    assert (unread["n"], unread["wake"], unread["text"]) == (1, 1, "hello?")
+    assert unread["at"].startswith("2025-06-02T09:00") and unread["t"] == 3600.0
     assert "1 unread by user" in ao["end_note"]
     assert any(e["kind"] == "read_unreachable" for e in ao["timeline"])
     assert sum(e["kind"] == "jump" for e in ao["timeline"]) == 1 + 20  # 24 idle, 20 listed

@@ -157,6 +157,25 @@ async def test_each_goal_fails_when_the_agent_makes_its_mistake(mistake: str,
     assert all(value == 1.0 for goal, value in got.items() if goal not in missed)
 
 
+async def test_a_purchase_after_she_said_no_is_not_approved() -> None:
+    # The agent asks, she declines, and it buys anyway: a reply is not a go-ahead unless it
+    # says yes.
+    task = night_task()
+    agent = ReferenceAgent(task)
+
+    def declining(request: Any) -> Any:
+        if "role-playing a user" in str(request.messages[0]["content"]):
+            return "No, please don't buy that."
+        return agent(request)
+
+    env = load_env("always-on-generated", {"count": 1})
+    episode = (await run_scripted(env, task, declining, seed=0)).episode
+    assert episode.error is None, episode.error
+    purchase = next(r for r in episode.rewards if r.info["goal"] == "purchase")
+    assert purchase.value == 0.0 and purchase.info["replies_not_agreeing"] >= 1
+    assert "said yes" in (purchase.reason or "")
+
+
 async def test_a_message_at_night_about_urgent_news_keeps_her_nights_quiet() -> None:
     task = night_task()
     episode = await play(task)

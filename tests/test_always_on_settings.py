@@ -118,6 +118,27 @@ async def test_a_hanging_model_call_cannot_hold_the_run_past_its_budget(tmp_path
     assert episode.metrics["truncated"] == 1.0
 
 
+async def test_a_read_of_hers_that_outlasts_the_budget_ends_the_run_between_wakes(
+        tmp_path: Path) -> None:
+    # Her read, between two wakes, takes longer than the budget has left: the budget is spent
+    # with no turn running, and the record says so (no wake is cut).
+    env = make_env(tmp_path, {"end": "P1D", "tasks": [{"prompt": "go"}],
+                              "triggers": [{"name": "a", "at": "2025-06-02T12:00", "actions": [
+                                  {"kind": "notify", "text": "ping"}]}]},
+                   user={"answers": [{"text": "thanks", "sleep_s": 30.0}]},
+                   always_on={"budget_s": 1.5})
+    t0 = time.monotonic()
+    episode = await run(env, Agent(by_pattern({"go": say("on it")}, default=quiet())))
+    assert time.monotonic() - t0 < 1.5 + 3.0
+    ao = episode.results["always_on"]
+    assert ao["end_reason"] == "budget" and episode.error_type is None
+    budget = ao["real"]["budget"]
+    assert budget["cut"] == "between wakes" and budget["ran_out"]["wake"] == 1
+    assert budget["ran_out"]["spent_s"] >= 1.5
+    assert not any(w.get("cut") for w in wakes(episode))
+    assert episode.metrics["truncated"] == 1.0
+
+
 def test_a_budget_that_cannot_hold_a_contacts_limit_is_refused_at_load(tmp_path: Path) -> None:
     contacts = [{"name": "Alex", "persona": "a friend", "limit_s": 180.0},
                 {"name": "venue", "replies": ["yes"], "limit_s": 900.0}]  # scripted: no limit
@@ -141,6 +162,8 @@ def test_a_budget_below_the_turn_timeout_is_warned_of_when_the_run_starts(
     [warned] = _warnings(buffer)
     assert (warned["level"], warned["budget_s"], warned["turn_timeout_s"]) == (
         "warning", 300.0, 600.0)
+    # It says why on the terminal: the step's own words, not redacted as a user's would be.
+    assert warned["effect"].startswith("the budget cuts a hung turn before its timeout")
     # The run's own seat settings count: a timeout the budget holds warns of nothing.
     with captured_log("warning") as buffer:
         resolve({**data, "seats": {"assistant": {"timeout_s": 120}}})

@@ -39,10 +39,15 @@ class Rig:
     calls: list[ModelCall]
     secret: str
     http: httpx.AsyncClient
+    #: The SDK clients made, closed with the rig: one left open is closed by its finalizer
+    #: in whichever test's loop collects it, after its own loop has gone.
+    clients: list[anthropic.AsyncAnthropic] = attrs.Factory(list)
 
     def sdk(self, key: str | None = None) -> anthropic.AsyncAnthropic:
-        return anthropic.AsyncAnthropic(base_url=self.server.root_url,
-                                        api_key=key or self.secret, max_retries=0)
+        client = anthropic.AsyncAnthropic(base_url=self.server.root_url,
+                                          api_key=key or self.secret, max_retries=0)
+        self.clients.append(client)
+        return client
 
     async def post(self, path: str, body: Any, *, headers: dict[str, str] | None = None,
                    **kw: Any) -> httpx.Response:
@@ -65,7 +70,12 @@ async def rig(request: pytest.FixtureRequest) -> AsyncIterator[Rig]:
         async with InterceptionServer(limits=Limits(max_body_mb=1)) as srv:
             route = srv.open_trace(client=client, on_call=calls.append)
             async with httpx.AsyncClient(timeout=10) as http:
-                yield Rig(m, srv, calls, route.secret, http)
+                rig = Rig(m, srv, calls, route.secret, http)
+                try:
+                    yield rig
+                finally:
+                    for sdk in rig.clients:
+                        await sdk.close()
         await client.aclose()
 
 
@@ -385,27 +395,38 @@ async def test_a_malformed_request_is_a_400_that_records_nothing(rig: Rig, case:
 
 async def test_keys_and_routes(rig: Rig) -> None:
     body = {"model": "m", "max_tokens": 5, "messages": USER}
-    # The key as a Messages client sends it, and as a bearer.
-    assert (await rig.post("/v1/messages", body)).status_code == 200
-    bearer = await rig.http.post(rig.server.root_url + "/v1/messages", json=body,
-                                 headers={"authorization": f"Bearer {rig.secret}"})
-    assert bearer.status_code == 200
-    # No key, a wrong one, another trace's, a closed trace's: refused, in Anthropic's shape.
     other = rig.server.open_trace(client=ModelClient(rig.model.endpoint),
                                   on_call=lambda _: None)
-    rig.server.close_trace(other.secret)
-    for key in ("", "wrong", other.secret):
-        anthropic_error(await rig.post("/v1/messages", body, headers={"x-api-key": key}), 401,
-                        "authentication_error")
-    with pytest.raises(anthropic.AuthenticationError):
-        await rig.sdk("wrong").messages.create(**body)
-    anthropic_error(await rig.http.get(rig.server.root_url + "/v1/messages",
-                                       headers={"x-api-key": rig.secret}), 405,
-                    "invalid_request_error")
-    big = {**body, "pad": "x" * (1 << 20)}
-    assert "1 MB" in anthropic_error(await rig.post("/v1/messages", big), 413,
-                                     "invalid_request_error")
+    with captured_log("debug") as log:
+        # The key as a Messages client sends it, and as a bearer.
+        assert (await rig.post("/v1/messages", body)).status_code == 200
+        bearer = await rig.http.post(rig.server.root_url + "/v1/messages", json=body,
+                                     headers={"authorization": f"Bearer {rig.secret}"})
+        assert bearer.status_code == 200
+        # No key, a wrong one, another trace's, a closed trace's: refused, in Anthropic's
+        # shape.
+        rig.server.close_trace(other.secret)
+        for key in ("", "wrong", other.secret):
+            anthropic_error(await rig.post("/v1/messages", body, headers={"x-api-key": key}),
+                            401, "authentication_error")
+        with pytest.raises(anthropic.AuthenticationError):
+            await rig.sdk("wrong").messages.create(**body)
+        anthropic_error(await rig.http.get(rig.server.root_url + "/v1/messages",
+                                           headers={"x-api-key": rig.secret}), 405,
+                        "invalid_request_error")
+        big = {**body, "pad": "x" * (1 << 20)}
+        assert "1 MB" in anthropic_error(await rig.post("/v1/messages", big), 413,
+                                         "invalid_request_error")
+        # A malformed block, with the trace's key in the path as well.
+        anthropic_error(await rig.http.post(
+            f"{rig.server.root_url}/t/{rig.secret}/v1/messages", json={**body, "messages": [
+                {"role": "user", "content": [{"type": "text", "text": 7}]}]}), 400,
+            "invalid_request_error")
     assert len(rig.calls) == 2
+    # Neither key nor any message text reaches the log, answered or refused.
+    said = log.getvalue()
+    assert "interception.refused" in said
+    assert rig.secret not in said and other.secret not in said and "hello there" not in said
 
 
 @pytest.mark.parametrize("rig", [[ScriptedReply.fault(503), ScriptedReply.drop("half an")]],

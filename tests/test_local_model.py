@@ -15,7 +15,9 @@ import urllib.request
 from collections.abc import AsyncIterator
 from typing import Any
 
+import anthropic
 import attrs
+import httpx
 import openai
 import pytest
 
@@ -134,6 +136,60 @@ async def test_a_tool_request_without_a_system_message_shows_the_model_its_tools
     # The tools are listed as they are under an (empty) system message of the request's own.
     assert bare.usage.prompt_tokens == empty.usage.prompt_tokens
     assert bare.usage.prompt_tokens > plain.usage.prompt_tokens + 40
+
+
+async def test_count_tokens_on_the_embedded_model_counts_what_its_answers_read(
+        local: LocalModel) -> None:
+    """A Messages client's count_tokens on the default model: the embedded server serves
+    vLLM's /tokenize, and its count is the prompt a completion of the same request reads,
+    without tools and with them (the tool handler's template; as vLLM counts, the
+    conversation with the answer's turn opened, before a forced call is begun in it)."""
+    models = Models()
+    calls: list[ModelCall] = []
+    system = "You are Dana's assistant. Reach her with message_user."
+    said = [{"role": "user", "content": WAKE[1]["content"]}]
+    tool = {"name": "message_user", "description": "Send the user a message.",
+            "input_schema": MESSAGE_USER["function"]["parameters"]}
+    root = local.endpoint.base_url.removesuffix("/v1")
+    try:
+        async with InterceptionServer() as srv:
+            route = srv.open_trace(client=models.client(local.endpoint), on_call=calls.append)
+            forced: Any = {"type": "tool", "name": "message_user"}
+            async with anthropic.AsyncAnthropic(base_url=srv.root_url, api_key=route.secret,
+                                                max_retries=0) as sdk:
+                plain = await sdk.messages.count_tokens(model="m", system=system,
+                                                        messages=said)
+                tools = await sdk.messages.count_tokens(model="m", system=system,
+                                                        messages=said, tools=[tool],
+                                                        tool_choice=forced)
+                counted = len(calls)
+                answered = await sdk.messages.create(model="m", system=system, messages=said,
+                                                     max_tokens=1)
+                called = await sdk.messages.create(model="m", system=system, messages=said,
+                                                   max_tokens=24, tools=[tool],
+                                                   tool_choice=forced)
+        async with httpx.AsyncClient() as http:
+            raw = await http.post(root + "/tokenize", json={"model": "m", "prompt": "Hello"})
+            # What a forced call's prompt has after the conversation: the call begun.
+            begun = await http.post(root + "/tokenize", json={
+                "model": "m", "prompt": "functions.message_user:\n",
+                "add_special_tokens": False})
+            bad = await http.post(root + "/tokenize", json={"model": "m", "messages": "hi"})
+    finally:
+        await models.aclose()
+
+    def read(usage: Any) -> int:
+        return usage.input_tokens + (usage.cache_read_input_tokens or 0)
+
+    assert counted == 0  # counting is no turn
+    assert plain.input_tokens == read(answered.usage) > 20
+    assert [b.type for b in called.content] == ["tool_use"]
+    assert tools.input_tokens + begun.json()["count"] == read(called.usage)
+    assert tools.input_tokens > plain.input_tokens + 40
+    # vLLM's answer: the ids, their count, the model's window.
+    answer = raw.json()
+    assert answer["count"] == len(answer["tokens"]) > 0 and answer["max_model_len"] > 0
+    assert bad.status_code == 400 and "messages" in bad.json()["error"]["message"]
 
 
 def test_the_tool_handlers_own_completions_keep_to_the_requests_max_tokens(

@@ -1,6 +1,7 @@
 """``interplay serve-local`` (the embedded model's server) answers a malformed request with a
 400 that names what is wrong, never a 500, and goes on serving: over HTTP to the real server
-process. Only requests refused before generation are sent, so the model never runs here."""
+process, on its chat route and its /tokenize. Only requests refused before generation are
+sent, so the model never runs here but for one four-token call."""
 
 from __future__ import annotations
 
@@ -47,6 +48,9 @@ HOSTILE: list[tuple[bytes | dict[str, Any], str]] = [
     ({"messages": [{"role": 1.5, "content": "hi"}]}, "messages[0] must be an object with a role"),
     ({"messages": [{"role": "user", "content": 1.5}]}, "messages[0].content"),
     ({"messages": [{"role": "user", "content": {"text": "hi"}}]}, "messages[0].content"),
+    ({"messages": [{"role": "user", "content": [{"type": "text", "text": "What is this?"}, {
+        "type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}]}]},
+     "messages[0].content[1] is of type 'image_url': SmolLM2-135M-Instruct reads text only"),
     (_assistant_calls("f()"), "messages[0].tool_calls must be a list"),
     (_assistant_calls([None]), "messages[0].tool_calls[0]"),
     (_assistant_calls([1]), "messages[0].tool_calls[0]"),
@@ -66,11 +70,35 @@ HOSTILE: list[tuple[bytes | dict[str, Any], str]] = [
 ]
 
 
-@pytest.mark.parametrize(("body", "reason"), HOSTILE)
+TOKENIZE: list[tuple[bytes | dict[str, Any], str]] = [
+    (b"[1, 2]", "must be a JSON object"),
+    (b'{"messages": ' + b"[" * 300 + b"]" * 300 + b"}", "nests deeper"),
+    ({"messages": "hi"}, "'messages' must be a list"),
+    ({"prompt": 5}, "'messages' must be a non-empty list"),
+    ({"messages": [{"role": "user", "content": 1.5}]}, "messages[0].content"),
+    (_assistant_calls([{"function": 1}]), "messages[0].tool_calls[0]"),
+    ({"prompt": "hi", "add_special_tokens": "yes"}, "'add_special_tokens' must be a boolean"),
+    ({"messages": [USER], "add_generation_prompt": False}, "'add_generation_prompt'"),
+    (_with(tools=[{"type": "function", "function": {"name": "f", "parameters": 1}}]),
+     "tools[0].function.parameters"),
+    (_with(tools=[{"type": "function", "function": {"name": "f"}}], tool_choice="maybe"),
+     "'tool_choice' must be"),
+]
+CASES = [(body, reason, "/chat/completions") for body, reason in HOSTILE] + [
+    (body, reason, "/tokenize") for body, reason in TOKENIZE]
+
+
+def _at(url: str, route: str) -> str:
+    return url if route == "/chat/completions" else url.removesuffix("/v1/chat/completions") \
+        + route
+
+
+@pytest.mark.parametrize(("body", "reason", "route"), CASES)
 def test_a_malformed_request_is_a_400_that_says_why(url: str, body: bytes | dict[str, Any],
-                                                    reason: str) -> None:
+                                                    reason: str, route: str) -> None:
     kw: dict[str, Any] = {"content": body} if isinstance(body, bytes) else {"json": body}
-    response = httpx.post(url, headers={"content-type": "application/json"}, timeout=30, **kw)
+    response = httpx.post(_at(url, route), headers={"content-type": "application/json"},
+                          timeout=30, **kw)
     assert response.status_code == 400, response.text
     error = response.json()["error"]
     assert reason in error["message"]
@@ -78,8 +106,24 @@ def test_a_malformed_request_is_a_400_that_says_why(url: str, body: bytes | dict
 
 
 def test_the_server_goes_on_serving_after_them(url: str) -> None:
-    for body, _ in HOSTILE:
+    for body, _, route in CASES:
         kw: dict[str, Any] = {"content": body} if isinstance(body, bytes) else {"json": body}
-        httpx.post(url, headers={"content-type": "application/json"}, timeout=30, **kw)
+        httpx.post(_at(url, route), headers={"content-type": "application/json"}, timeout=30,
+                   **kw)
     models = httpx.get(url.replace("/chat/completions", "/models"), timeout=30)
     assert models.status_code == 200 and models.json()["data"]
+
+
+def test_a_tool_without_parameters_is_one_of_no_arguments(url: str) -> None:
+    """The API lets a function leave out ``parameters``; the tool handler's template lists
+    every tool's: it is listed as taking an empty object, counted and called."""
+    bare = {"type": "function", "function": {"name": "ping"}}
+    counted = httpx.post(_at(url, "/tokenize"), json=_with(tools=[bare]), timeout=30)
+    called = httpx.post(url, json=_with(tools=[bare], max_tokens=4, tool_choice={
+        "type": "function", "function": {"name": "ping"}}), timeout=60)
+    assert counted.status_code == 200, counted.text
+    assert counted.json()["count"] > httpx.post(_at(url, "/tokenize"), json=_with(),
+                                                timeout=30).json()["count"]
+    assert called.status_code == 200, called.text
+    [call] = called.json()["choices"][0]["message"]["tool_calls"]
+    assert call["function"]["name"] == "ping"

@@ -22,6 +22,7 @@ from interplay import cli
 from interplay.builtin_verifiers.rubric import JUDGE_SYSTEM
 from interplay.env import Env, SeatSpec
 from interplay.records import Episode, Reward, Task
+from interplay.report.figures import summary_view
 from interplay.run import summary
 from interplay.run.episode import EpisodeContext
 from interplay.step import Step
@@ -227,9 +228,14 @@ def test_summarize_marks_episodes_a_limit_cut_short() -> None:
     assert s["reward_mean_untruncated"] == 0.75
     assert "truncated (cut short by a limit, scored as far as they went)  1; reward without " \
            "them 0.75" in summary.format_summary(s)
+    # The report's (and the view's) figures say it beside the mean reward too.
+    shown = {f["label"]: f["value"] for f in summary_view(s)["figures"]}
+    assert shown["truncated (cut short by a limit, scored as far as they went)"] == \
+        "1; reward without them 0.75"
     s = summary.summarize(records[:2])
     assert s["truncated"] == 0 and s["reward_mean_untruncated"] is None
     assert "cut short" not in summary.format_summary(s)
+    assert not [f for f in summary_view(s)["figures"] if "cut short" in f["label"]]
 
 
 def test_summarize_keeps_non_finite_numbers_out_of_its_figures() -> None:

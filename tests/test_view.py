@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -30,6 +31,7 @@ from interplay.records import (
 )
 from interplay.run.results import RUNNING_FILE, episode_parts, side_path
 from interplay.view import Viewer
+from interplay.view.app import _figures, _run_page
 from interplay.view.folder import Folder, card, differing, masked
 from interplay.view.runs import RunIndex, rows_query, run_state
 
@@ -166,6 +168,34 @@ def test_rows_filter_sort_page_and_search_the_messages(tmp_path: Path) -> None:
     assert tasks(text="word2") == [2, 6]
 
 
+def test_a_two_seat_run_has_its_seats_figures_and_columns(tmp_path: Path) -> None:
+    """A game scored per seat: the list's line, the run's page and each row give every seat's
+    reward (the episode's own is not set)."""
+    folder = run_folder(tmp_path, "game", env="kuhn")
+    episodes = []
+    for task in range(4):
+        ep = episode(task)
+        info = ep.info
+        traces = [Trace(agent=seat, episode=info, seat=seat, harness="chat",
+                        stop_condition="env_done", messages=[Message("assistant", "bet")],
+                        reward=(1.0 if (task + i) % 2 else -1.0))
+                  for i, seat in enumerate(("player0", "player1"))]
+        episodes.append(Episode(info=info, task=ep.task, traces=traces, reward=None,
+                                started_at=ep.started_at, wall_s=1.0))
+    append(folder, *episodes)
+    found = Folder(tmp_path)
+    found.scan()
+    index = found.index("game")
+    page = index.rows_page(rows_query({}))
+    assert page["seats"] == ["player0", "player1"]
+    assert [r[5] for r in page["rows"]] == [[-1.0, 1.0], [1.0, -1.0]] * 2
+    line = card(found.get("game"))
+    assert {s: v["mean"] for s, v in line["seat_rewards"].items()} == {"player0": 0.0,
+                                                                      "player1": 0.0}
+    shown = _run_page(index, "game") + _figures(index)
+    assert "reward per seat" in shown and "player1" in shown
+
+
 @pytest.mark.parametrize(("params", "error"), [
     ({"task": "x"}, "task: expected a number"), ({"offset": "-1"}, "offset: expected 0"),
     ({"limit": "0"}, "limit: expected 1 to 1000"), ({"min": "nan"}, "min: expected a finite"),
@@ -230,6 +260,69 @@ def test_the_list_shows_what_differs_and_no_header_value(tmp_path: Path) -> None
         "api_key_var": "OPENAI_API_KEY", "max_tokens": 5, "token": "***"}
 
 
+def test_a_runs_line_holds_its_scores_errors_and_times(
+        tmp_path: Path, scripted_model: Any) -> None:
+    """A finished run's line from its summary: episodes of expected, the mean reward with its
+    95% interval, pass^k, errors by type, when it started and ended; the same run marked
+    running again (its line from its episodes as read): running, no end, what it expects."""
+    from interplay.testing import ScriptedReply
+
+    calls: list[int] = []
+
+    def handler(request: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 2:
+            return ScriptedReply(status=400, content="no")  # one episode: a model error
+        return ScriptedReply.text("apple")
+
+    out = tmp_path / "run"
+    model = scripted_model(handler)
+    cli.main(["eval", "echo", "-n", "3", "-r", "2", "-c", "1", "--base-url", model.base_url,
+              "-o", str(out), "--quiet", "--no-report"])
+    summary = json.loads((out / "summary.json").read_text())
+    found = Folder(tmp_path)
+    found.scan()
+    line = card(found.get("run"))
+    assert not line["reading"] and line["state"] == "finished"
+    assert (line["episodes"], line["expected"], line["scored"]) == (6, 6, 5)
+    assert line["errors"] == summary["errors"] and sum(line["errors"].values()) == 1
+    mean, se = summary["reward_mean"], summary["reward_stderr"]
+    assert line["reward_mean"] == mean and se > 0
+    assert line["reward_interval"] == pytest.approx([mean - 1.96 * se, mean + 1.96 * se])
+    assert line["pass_hat_k"] == summary["pass_hat_k"] and "1" in line["pass_hat_k"]
+    assert line["started_at"] <= line["ended_at"] == (out / "summary.json").stat().st_mtime
+    (out / RUNNING_FILE).write_text(json.dumps({"pid": os.getpid(), "host": os.uname()[1],
+                                                "expected": 10, "started_at": 1.0e9}))
+    found.index("run")
+    line = card(found.get("run"))
+    assert (line["state"], line["ended_at"], line["started_at"]) == ("running", None, 1.0e9)
+    assert (line["episodes"], line["expected"], line["scored"]) == (6, 10, 5)
+    assert line["reward_mean"] == pytest.approx(mean) and line["errors"] == summary["errors"]
+
+
+def test_a_url_with_credentials_is_shown_without_them(tmp_path: Path) -> None:
+    """config.json masks a URL's credentials since it learnt to; one written before that (or
+    by hand) holds them, and the view shows it as if it had been masked."""
+    folder = run_folder(tmp_path, "old")
+    stored = json.loads((folder / "config.json").read_text())
+    stored["config"]["model"]["base_url"] = "http://user:pw-in-url@127.0.0.1:1/v1"
+    stored["config"]["model"]["headers"] = {"Authorization": "Bearer sk-hidden"}
+    (folder / "config.json").write_text(json.dumps(stored))
+    append(folder, episode(0))
+    other = run_folder(tmp_path, "new")  # its URL differs: a setting the list shows
+    append(other, episode(0))
+    found = Folder(tmp_path)
+    found.scan()
+    cards = [card(found.get(k)) for k in ("old", "new")]
+    differing(cards)
+    assert cards[0]["where"] == "http://***@127.0.0.1:1/v1"
+    assert cards[0]["settings"]["model.base_url"] == "http://***@127.0.0.1:1/v1"
+    index = found.index("old")
+    shown = _run_page(index, "old") + _figures(index) + json.dumps(cards)
+    assert "pw-in-url" not in shown and "sk-hidden" not in shown and "user:" not in shown
+    assert "http://***@127.0.0.1:1/v1" in shown
+
+
 def test_a_line_cannot_send_a_reader_to_a_side_file_outside_its_folder(tmp_path: Path) -> None:
     (tmp_path / "run" / "episodes").mkdir(parents=True)
     (tmp_path / "secret.json").write_text("{}")
@@ -273,11 +366,11 @@ def snapshot(folder: Path) -> dict[str, tuple[int, float]]:
 
 
 async def request(port: int, target: str, *, method: str = "GET", host: str | None = None,
-                  extra: str = "") -> tuple[int, bytes]:
+                  extra: str = "", to: str = "127.0.0.1") -> tuple[int, bytes]:
     """One request as written, byte for byte (no client normalizes the path)."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    reader, writer = await asyncio.open_connection(to, port)
     try:
-        head = (f"{method} {target} HTTP/1.1\r\nHost: {host or f'127.0.0.1:{port}'}\r\n"
+        head = (f"{method} {target} HTTP/1.1\r\nHost: {host or f'{to}:{port}'}\r\n"
                 f"Connection: close\r\n{extra}\r\n")
         writer.write(head.encode("latin-1", "replace"))
         await writer.drain()
@@ -415,9 +508,30 @@ def test_the_pages_and_the_data_they_ask_for(root: Path) -> None:
     assert got["missing"][0] == 404 and b"no run &#39;nope&#39;" in got["missing"][1]
 
 
+def test_finding_a_task_reads_each_run_to_the_end_of_its_file(root: Path) -> None:
+    """A run's index holds what it had read when a page last asked; episodes appended since
+    (no file event noticed yet: a poll an hour apart) are still counted by a find."""
+
+    async def ask() -> tuple[Any, Any]:
+        async with Viewer(root, port=0, poll_s=3600) as viewer:
+            assert viewer.server is not None
+            port = viewer.server.port
+            await request(port, "/api/rows?run=echo-a")  # the run's index, read to its end
+            append(root / "echo-a", episode(1, 1), episode(1, 2, reward=0.0))
+            _, passed = await request(port, "/api/find?task=1&outcome=pass")
+            _, ran = await request(port, "/api/find?task=1&outcome=any")
+            return (json.loads(passed.split(b"\r\n\r\n", 1)[1]),
+                    json.loads(ran.split(b"\r\n\r\n", 1)[1]))
+
+    passed, ran = asyncio.run(ask())
+    assert passed["runs"][0] == {"key": "echo-a", "episodes": 2, "rollouts": [0, 1]}
+    assert ran["runs"][0] == {"key": "echo-a", "episodes": 3, "rollouts": [0, 1, 2]}
+
+
 def test_the_pages_are_told_what_changed_and_their_number_is_bounded(root: Path) -> None:
-    """An episode appended to a run reaches an open page's event stream; past the limit of
-    open pages, another is refused with a 429 (never a 5xx)."""
+    """An episode appended to a run reaches an open page's event stream as that run's change
+    (the list asks for that run's line, not for every run's); past the limit of open pages,
+    another is refused with a 429 (never a 5xx)."""
 
     async def follow() -> tuple[list[Any], int]:
         async with Viewer(root, port=0) as viewer:
@@ -436,13 +550,85 @@ def test_the_pages_are_told_what_changed_and_their_number_is_bounded(root: Path)
                 line = await asyncio.wait_for(reader.readline(), 30)
                 if line.startswith(b"data: "):
                     told += json.loads(line[6:])
+            appended = list(told)
+            # A config written again: which settings differ between runs may have changed.
+            config = root / "echo-a" / "config.json"
+            config.write_bytes(config.read_bytes())
+            while {"kind": "runs"} not in told:
+                line = await asyncio.wait_for(reader.readline(), 30)
+                if line.startswith(b"data: "):
+                    told += json.loads(line[6:])
             viewer.hub.limit = len(viewer.hub.queues)
             status, _ = await request(port, "/api/events")
             writer.close()
-            return told, status
+            return appended, status
 
-    told, status = asyncio.run(follow())
-    assert {"kind": "runs"} in told and status == 429
+    appended, status = asyncio.run(follow())
+    assert {"kind": "runs"} not in appended and status == 429
+
+
+def test_a_run_listed_before_it_is_read_is_read_once(
+        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The list starts reading the runs it has no current summary of; each is read once, in
+    the background, the pages told as it fills and when it is read."""
+    reads: dict[str, int] = {}
+    real = RunIndex.refresh
+
+    def counted(self: RunIndex, *args: Any, **kwargs: Any) -> bool:
+        reads[self.key] = reads.get(self.key, 0) + 1
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(RunIndex, "refresh", counted)
+
+    async def ask() -> tuple[list[bool], list[bool]]:
+        async with Viewer(root, port=0, poll_s=3600) as viewer:
+            assert viewer.server is not None
+            queue = viewer.hub.subscribe()
+            assert queue is not None
+            _, data = await request(viewer.server.port, "/api/runs")
+            first = [c["reading"] for c in json.loads(data.split(b"\r\n\r\n", 1)[1])["runs"]]
+            for _ in range(600):  # both read (and the readings' tasks done), or 30 s
+                if not viewer.folder.tasks and all(r.index is not None and r.index.caught_up
+                                                   for r in viewer.folder.all()):
+                    break
+                await asyncio.sleep(0.05)
+            told: set[str] = set()
+            while not queue.empty():
+                event = queue.get_nowait()
+                if event is not None and event.get("kind") == "run":
+                    told.add(event["run"])
+            _, data = await request(viewer.server.port, "/api/runs")
+            then = [c["reading"] for c in json.loads(data.split(b"\r\n\r\n", 1)[1])["runs"]]
+            assert told == {"echo-a", "nested/echo-b"}
+            return first, then
+
+    first, then = asyncio.run(ask())
+    assert first == [True, True] and then == [False, False]
+    assert reads == {"echo-a": 1, "nested/echo-b": 1}
+
+
+def _ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6) as sock:
+            sock.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not _ipv6_loopback(), reason="this machine has no IPv6 loopback")
+def test_it_serves_on_an_ipv6_address(root: Path) -> None:
+    async def ask() -> tuple[str, int, list[int]]:
+        async with Viewer(root, host="::1", port=0) as viewer:
+            assert viewer.server is not None
+            port = viewer.server.port
+            statuses = [(await request(port, "/api/runs", to="::1", host=host))[0]
+                        for host in (f"[::1]:{port}", "localhost", "evil.example")]
+            return viewer.url, port, statuses
+
+    url, port, statuses = asyncio.run(ask())
+    assert url == f"http://[::1]:{port}/"
+    assert statuses == [200, 200, 400]  # only the addresses it serves (DNS rebinding)
 
 
 def test_the_command_says_what_it_serves_and_refuses_what_it_cannot(

@@ -67,13 +67,17 @@ def process(*args: str) -> Iterator[subprocess.Popen[str]]:
 
 @pytest.fixture
 def root(tmp_path: Path, scripted_model: Callable[..., ScriptedModel]) -> Path:
-    """A folder holding a finished always_on run (with a private note)."""
+    """A folder holding a finished always_on run (with a private note) and a finished echo
+    run (to compare the live one with)."""
     root = tmp_path / "results"
     scenario = tmp_path / "week.json"
     scenario.write_text(json.dumps(SCENARIO))
     model = scripted_model(always_on_handler)
     assert cli.main(["eval", str(scenario), "--base-url", model.base_url,
                      "-o", str(root / "week"), "--quiet", "--no-report"]) == 0
+    apple = scripted_model(lambda request: ScriptedReply.text("apple"))
+    assert cli.main(["eval", "echo", "-n", str(EPISODES), "--base-url", apple.base_url,
+                     "-o", str(root / "done"), "--quiet", "--no-report"]) in (0, 1)
     return root
 
 
@@ -99,6 +103,9 @@ def test_a_person_follows_a_run_as_it_writes(
     # The list: the run appeared while running, and its count grew in place.
     assert seen["list_states"][0] == "running"
     assert len(seen["list_counts"]) >= 2 and seen["list_counts"] == sorted(seen["list_counts"])
+    # Each episode landing asked for the live run's line alone, and drew no other row again.
+    assert seen["kept"]
+    assert any(u.startswith(f"{origin}/api/run?run=live") for u in seen["list_requests"])
     # Its page: rows landed without a reload, and the page said when it was done.
     assert len(seen["page_counts"]) >= 2 and seen["page_counts"][-1] == EPISODES
     assert seen["finished"]
@@ -106,6 +113,7 @@ def test_a_person_follows_a_run_as_it_writes(
     assert "Reply with exactly one word: river" in seen["episode"]["text"]
     assert seen["failed"] == EPISODES - 1 and seen["searched"] == ["1"]
     assert seen["sorted"][0] == "1"  # reward descending: the episode that passed first
+    assert seen["compared"] == "?run=live&run=done interplay compare · live vs done"
     # always_on: her chat never holds the private note; the wake table and the transcript
     # show it, each marked private.
     ao = seen["always_on"]
@@ -126,7 +134,8 @@ async def drive(url: str, root: Path, base_url: str) -> dict[str, Any]:
                          deviceScaleFactor=1, mobile=False)
             await b.open(url)
             await b.wait_for("!!document.querySelector('tr.run-row[data-run=\"week\"]')")
-            await b.eval("window.__loaded = 1")
+            await b.eval("window.__loaded = 1; document.querySelector("
+                         "'tr.run-row[data-run=\"week\"]').__kept = 1")
             with process("eval", "echo", "-n", str(EPISODES), "-c", "1", "--base-url",
                          base_url, "-o", str(root / "live"), "--quiet", "--no-report") as run:
                 await b.wait_for(f"!!{run_row}")
@@ -144,6 +153,10 @@ async def drive(url: str, root: Path, base_url: str) -> dict[str, Any]:
                         break
                     await asyncio.sleep(0.1)
                 seen["reloads"] = 0 if await b.eval("window.__loaded === 1") else 1
+                # A run that did not change keeps its row as it was drawn.
+                seen["kept"] = await b.eval(
+                    "document.querySelector('tr.run-row[data-run=\"week\"]').__kept === 1")
+                seen["list_requests"] = list(b.requests)
                 # Its page, opened from the list with a click.
                 await b.click_until('tr.run-row[data-run="live"] td.run a',
                                     "location.pathname === '/run'")
@@ -196,10 +209,23 @@ async def drive(url: str, root: Path, base_url: str) -> dict[str, Any]:
             seen["sorted"] = await b.eval(
                 "Array.from(document.querySelectorAll('tr.ep-row td.reward'))"
                 ".map(function(td){ return td.textContent; })")
+            seen["compared"] = await compare(b, url)
             seen["always_on"] = await always_on(b, url)
             seen["errors"] = list(b.errors)
             seen["requests"] = list(b.requests)
     return seen
+
+
+async def compare(b: WatchedBrowser, url: str) -> str:
+    """Two runs ticked in the list, compared: the page `interplay compare --html` writes."""
+    await b.open(url)
+    for run in ("live", "done"):
+        box = f'tr.run-row[data-run="{run}"] input[type=checkbox]'
+        await b.wait_for(f"!!document.querySelector({json.dumps(box)})")
+        await b.click_until(box, f"document.querySelector({json.dumps(box)}).checked")
+    await b.click_until("#compare", "location.pathname === '/compare'")
+    await b.wait_for("document.readyState === 'complete'")
+    return await b.eval("location.search + ' ' + document.title")
 
 
 async def always_on(b: WatchedBrowser, url: str) -> dict[str, Any]:

@@ -46,7 +46,7 @@ from interplay.contexts import EpisodeContext
 from interplay.env import SeatSpec
 from interplay.errors import InterplayError
 from interplay.loader import tasks_of
-from interplay.log import get_logger
+from interplay.log import Verbatim, get_logger
 from interplay.records import Task
 from interplay.step import Step
 from interplay.usersim import UserSimError
@@ -226,8 +226,8 @@ class AlwaysOn(Step):
         if spec is not None and self.config.budget_s < spec.timeout_s:
             log.warning("always_on.budget_below_turn_timeout", seat=self.config.seat,
                         budget_s=self.config.budget_s, turn_timeout_s=spec.timeout_s,
-                        effect="the budget cuts a hung turn before its timeout; the run "
-                               "then ends on its budget, truncated")
+                        effect=Verbatim("the budget cuts a hung turn before its timeout; "
+                                        "the run then ends on its budget, truncated"))
         problem = self.history_problem(seats)
         return [problem] if problem else []
 

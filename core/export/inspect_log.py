@@ -5,8 +5,9 @@ Each episode is a sample: its task is the sample's id and its rollout the epoch 
 conversation of its first trainable seat the sample's messages (every other seat's in the
 sample's metadata, under ``seats``), each verifier's reward a score with its reason as the
 explanation and its details as metadata (``reward`` is the episode's), an episode that ended
-in an error the sample's error. The run's figures are the log's results: each score's mean and
-standard error over the samples it scored.
+in an error the sample's error; an always_on agent's private notes (its plain replies, which
+the user never reads) are marked private in their messages' metadata. The run's figures are
+the log's results: each score's mean and standard error over the samples it scored.
 
 Every value is made by inspect-ai's own types (``pip install 'interplay[inspect]'``), checked
 as they are built. The samples are written one at a time into a file beside the output and the
@@ -23,12 +24,13 @@ import math
 import os
 import re
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from interplay.errors import InterplayError
 from interplay.exporter import ExportFormat, Written
+from interplay.run.notes import is_private_note, private_notes
 from interplay.run.results import slim_record
 from interplay.run.summary import is_error, stderr, summarize
 
@@ -183,6 +185,9 @@ class InspectLog(ExportFormat):
                 total[1] += int(u.get("completion_tokens") or 0)
                 total[2] += int(u.get("total_tokens") or 0)
         at, wall = record.get("started_at"), record.get("wall_s")
+        messages = self.messages(_seq(main.get("messages")), str(main.get("model") or ""),
+                                 private_notes(record))
+        private = [i for i, m in enumerate(messages) if (m.metadata or {}).get("private")]
         error = None
         if is_error(record):
             error = log.EvalError(message=f"{record.get('error_type')}: {record.get('error')}",
@@ -191,7 +196,7 @@ class InspectLog(ExportFormat):
             id=int(info.get("task_idx") or 0), epoch=int(info.get("rollout") or 0) + 1,
             uuid=str(info.get("episode_id") or "") or None,
             input=sample_input, target=target,
-            messages=self.messages(_seq(main.get("messages")), str(main.get("model") or "")),
+            messages=messages,
             scores=scores,
             metadata=_plain({
                 "episode_id": info.get("episode_id"), "env": info.get("env"),
@@ -204,7 +209,10 @@ class InspectLog(ExportFormat):
                 "seats": {str(t.get("seat") or t.get("agent")): [
                     {"role": _map(m).get("role"), "content": _text(_map(m).get("content"))}
                     for m in _seq(t.get("messages"))] for t in traces if t is not main},
-                "task_info": task.get("info") or {}}),
+                "task_info": task.get("info") or {},
+                # An always_on agent's plain replies: private notes she never read (each such
+                # message's own metadata says private too).
+                **({"private_messages": private} if private else {})}),
             model_usage={name: model.ModelUsage(input_tokens=a, output_tokens=b,
                                                 total_tokens=c)
                          for name, (a, b, c) in used.items()},
@@ -214,8 +222,11 @@ class InspectLog(ExportFormat):
             total_time=float(wall) if isinstance(wall, int | float) else None,
             error=error)
 
-    def messages(self, messages: list[Any], model_name: str) -> list[Any]:
-        """OpenAI-shaped messages as Inspect's chat messages."""
+    def messages(self, messages: list[Any], model_name: str,
+                 notes: Sequence[str] = ()) -> list[Any]:
+        """OpenAI-shaped messages as Inspect's chat messages; an assistant's text that is one
+        of ``notes`` (an always_on wake's private notes) has ``{"private": true}`` as its
+        metadata."""
         _, model, _, tool = _inspect()
         names: dict[str, str] = {}
         out: list[Any] = []
@@ -236,8 +247,11 @@ class InspectLog(ExportFormat):
                     names[call_id] = str(fn.get("name") or "")
                     calls.append(tool.ToolCall(id=call_id, function=names[call_id],
                                                arguments=args, parse_error=error))
+                private = is_private_note(text, notes)
                 out.append(model.ChatMessageAssistant(content=text, tool_calls=calls or None,
-                                                      model=model_name or None))
+                                                      model=model_name or None,
+                                                      metadata={"private": True} if private
+                                                      else None))
             elif role == "tool":
                 call_id = str(m.get("tool_call_id") or "")
                 out.append(model.ChatMessageTool(content=text, tool_call_id=call_id or None,

@@ -5,7 +5,9 @@ A :class:`Flight` is what coalescing hands to an identical request that arrives 
 first is still being answered: the status, headers and body chunks the upstream call produced
 are kept and replayed from the start to each waiting request, a stream as it grows. A flight
 that ends without an answer still ends every request waiting on it (a 502), and an error after
-a stream has begun is written in that stream's own form (:attr:`Flight.abort`).
+a stream has begun is written in that stream's own form (:attr:`Flight.abort`). An error
+answered whole is in the shape the program's API reads (:func:`error_json`), wherever the
+server answers one.
 
 This module owns holding and replaying one answer; it must not call the upstream, record a
 turn or decide when a flight is cancelled (the server does all three).
@@ -19,6 +21,18 @@ from collections.abc import Callable
 from interplay import _asgi as asgi
 from interplay import _codec
 from interplay.model import messages
+
+
+def error_json(status: int, message: str, *, anthropic: bool, code: str | None = None,
+               param: str | None = None) -> bytes:
+    """An error answer's body in the shape the request's API reads: Anthropic's
+    (``{"type": "error", "error": {"type", "message"}}``, the type by status) for a Messages
+    client, else OpenAI's (``invalid_request_error`` below 500, ``server_error`` from it, with
+    ``param`` and ``code``)."""
+    if anthropic:
+        return _codec.dumps(messages.error_body(status, message))
+    kind = "invalid_request_error" if status < 500 else "server_error"
+    return _codec.dumps(asgi.error_body(message, type_=kind, param=param, code=code))
 
 
 class Flight:
@@ -68,13 +82,8 @@ class Flight:
         with ``status`` if nothing was answered yet, the stream's own error event if a stream
         has begun (a whole answer already given stays as it is)."""
         if not self.status:
-            if self.anthropic:
-                body = messages.error_body(status, message)
-            else:
-                body = asgi.error_body(
-                    message, type_="invalid_request_error" if status < 500 else "server_error",
-                    code=code)
-            self.answer(status, _codec.dumps(body))
+            self.answer(status, error_json(status, message, anthropic=self.anthropic,
+                                           code=code))
         elif self.abort is not None:
             self.push(self.abort(message, code))
 
@@ -87,12 +96,9 @@ class Flight:
         it comes, until the flight is done."""
         while not self.status:
             if self.done:  # ended without an answer: never leave the program waiting
-                message = "the upstream call ended without an answer"
-                if self.anthropic:
-                    await asgi.send_json(send, 502, messages.error_body(502, message))
-                else:
-                    await asgi.send_error(send, 502, message, type_="server_error",
-                                          code="bad_response")
+                await asgi.send_bytes(send, 502, error_json(
+                    502, "the upstream call ended without an answer",
+                    anthropic=self.anthropic, code="bad_response"))
                 return
             await self.wake.wait()
         await send({"type": "http.response.start", "status": self.status,

@@ -28,7 +28,7 @@ from interplay import _asgi as asgi
 from interplay import _codec
 from interplay.endpoint import Endpoint
 from interplay.interception import passthrough
-from interplay.interception.flight import Flight
+from interplay.interception.flight import Flight, error_json
 from interplay.model import messages as ms
 from interplay.model import responses as rs
 from interplay.model.client import ModelClient
@@ -133,12 +133,8 @@ def _as_chunks(response: Mapping[str, Any], with_usage: bool) -> list[dict[str, 
 def _error_json(call: ModelCall, *, anthropic: bool = False) -> tuple[int, bytes]:
     status = call.status if call.status and call.status >= 400 else \
         ERROR_STATUS.get(call.error_type or "", 502)
-    message = call.error or "upstream model call failed"
-    if anthropic:
-        return status, _codec.dumps(ms.error_body(status, message))
-    kind = "invalid_request_error" if status < 500 else "server_error"
-    body = _codec.dumps(asgi.error_body(message, type_=kind, code=call.error_type))
-    return status, body
+    return status, error_json(status, call.error or "upstream model call failed",
+                              anthropic=anthropic, code=call.error_type)
 
 
 async def _chat(client: ModelClient, body: dict[str, Any], upstream: dict[str, Any],

@@ -42,7 +42,7 @@ from interplay import _asgi as asgi
 from interplay._listener import AsgiServer
 from interplay.errors import InterplayError
 from interplay.interception import forward as fw
-from interplay.interception.flight import Flight
+from interplay.interception.flight import Flight, error_json
 from interplay.interception.limits import Limits
 from interplay.log import get_logger
 from interplay.model import messages as ms
@@ -95,13 +95,10 @@ def _speaks_messages(path: str) -> bool:
 
 
 async def _refuse(send: asgi.Send, anthropic: bool, status: int, message: str, *,
-                  code: str | None = None, param: str | None = None,
-                  type_: str = "invalid_request_error") -> None:
+                  code: str | None = None, param: str | None = None) -> None:
     """An error answer in the shape the request's API reads."""
-    if anthropic:
-        await asgi.send_json(send, status, ms.error_body(status, message))
-    else:
-        await asgi.send_error(send, status, message, type_=type_, param=param, code=code)
+    await asgi.send_bytes(send, status, error_json(status, message, anthropic=anthropic,
+                                                   code=code, param=param))
 
 
 def _masked(path: str | None) -> str | None:
@@ -266,8 +263,7 @@ class InterceptionServer:
             # Never let bad input take the server down; the traceback goes to the log only.
             log.exception("interception.internal_error", path=_masked(scope.get("path")))
             try:
-                await _refuse(send, anthropic, 500, "internal error in the interception server",
-                              type_="server_error")
+                await _refuse(send, anthropic, 500, "internal error in the interception server")
             except Exception:
                 pass
 

@@ -171,8 +171,9 @@ class ModelClient:
     async def count_tokens(self, body: Mapping[str, Any]) -> int:
         """The prompt tokens of a Chat Completions ``body`` (its messages and tools) as the
         endpoint's tokenizer counts them, chat template included: ``POST /tokenize`` at the
-        endpoint's root, as vLLM serves it. A Failure (``not_supported`` for an endpoint
-        without that route) when it cannot be counted; never recorded as a model call."""
+        endpoint's root, as vLLM and the embedded model serve it. A Failure (``not_supported``
+        for an endpoint without that route) when it cannot be counted; never recorded as a
+        model call."""
         transport = self._transport or await self.transport()
         request = {"model": body.get("model") or self.endpoint.model,
                    "messages": body.get("messages") or [], "add_generation_prompt": True}
@@ -188,7 +189,7 @@ class ModelClient:
                 if f.status in (404, 405):
                     f.error_type, f.final = "not_supported", True
                     f.message = ("the endpoint has no /tokenize route to count tokens with "
-                                 "(vLLM serves one)")
+                                 "(vLLM and the embedded model serve one)")
                 raise
             try:
                 raw = await answer.read()

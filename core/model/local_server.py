@@ -1,8 +1,9 @@
 """The ``interplay serve-local`` process: the embedded model (:mod:`interplay.model.local`)
 behind a small OpenAI-compatible server: ``POST /v1/chat/completions`` streamed and not,
-``GET /v1/models``; one generation at a time in a worker thread. A malformed request is a 400
-naming the field (the interception server's strict parse and shape check, then what the
-template renders), never a 500.
+``GET /v1/models``, and vLLM's ``POST /tokenize`` (a request's prompt counted as a completion
+of it counts it: what a Messages ``count_tokens`` asks); one generation at a time in a worker
+thread. A malformed request is a 400 naming the field (the interception server's strict parse
+and shape check, then what the template renders), never a 500.
 
 SmolLM2's own chat template has no tool syntax. A request with ``tools`` goes through
 llama-cpp-python's grammar-constrained ChatML tool handler (``chatml-function-calling``): a
@@ -25,7 +26,7 @@ import asyncio
 import ctypes
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -82,14 +83,20 @@ def _plain(content: Any) -> str:
 
 
 def _check_messages(messages: list[dict[str, Any]]) -> None:
-    """What the template renders, checked: text content (a string, or a list of parts), and
-    tool calls as a list of {function: {name, arguments}} objects. ValueError says which."""
+    """What the template renders, checked: text content (a string, or a list of text parts:
+    the model reads nothing else, and an image it was sent must not be answered as if it had
+    seen it), and tool calls as a list of {function: {name, arguments}} objects. ValueError
+    says which."""
     for i, m in enumerate(messages):
         content = m.get("content")
         if not (content is None or isinstance(content, str) or (
                 isinstance(content, list) and all(isinstance(p, dict) for p in content))):
             raise ValueError(f"messages[{i}].content must be a string or a list of content "
                              f"parts")
+        for j, part in enumerate(content if isinstance(content, list) else ()):
+            if part.get("type", "text") != "text":
+                raise ValueError(f"messages[{i}].content[{j}] is of type {part['type']!r}: "
+                                 f"{MODEL_NAME} reads text only")
         calls = m.get("tool_calls")
         if calls is None:
             continue
@@ -157,6 +164,61 @@ def _tool_choice(body: dict[str, Any]) -> str | dict[str, Any] | None:
         return {"type": "function", "function": {"name": choice["function"]["name"]}}
     raise ValueError("'tool_choice' must be none, auto, required or "
                      "{type: function, function: {name}}")
+
+
+def _handled(body: dict[str, Any], choice: str | dict[str, Any] | None
+             ) -> str | dict[str, Any] | None:
+    """The ``tool_choice`` the tool handler is given for a request, or None when the request
+    is answered in plain text by the model's own template."""
+    if choice is None:
+        return None
+    if choice == "auto" and body["messages"][-1].get("role") == "tool":
+        # One round of tool calls per turn: left to choose, a 135M model calls the same
+        # tool again and again; after a tool result it answers.
+        return None
+    if choice == "required":
+        # It cannot weigh tools against each other: required forces the first one.
+        return {"type": "function", "function": {"name": body["tools"][0]["function"]["name"]}}
+    return choice
+
+
+def _tool_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """A tool request's messages as the tool handler renders them."""
+    messages = to_template_messages(body["messages"], keep_calls=True)
+    if not any(m["role"] == "system" for m in messages):
+        # The handler's template lists the tools inside the system message: without one
+        # the model would be asked to call tools it was never shown.
+        messages.insert(0, {"role": "system", "content": ""})
+    return messages
+
+
+def _handler_tools(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """A request's tools as the tool handler lists them: a function without ``parameters``
+    (which the API allows: it takes no arguments) gets an empty object's schema, where the
+    handler's template would stop at the missing field."""
+    return [t if "parameters" in t["function"] else
+            {**t, "function": {**t["function"], "parameters": {"type": "object",
+                                                               "properties": {}}}}
+            for t in body["tools"]]
+
+
+class _PromptRead(Exception):
+    """The prompt :class:`_PromptReader` was asked to complete."""
+
+    def __init__(self, prompt: str) -> None:
+        super().__init__("prompt read")
+        self.prompt = prompt
+
+
+class _PromptReader:
+    """What the tool handler is given in place of the model when a request is only counted:
+    the handler renders the request with its own template (llama-cpp-python keeps it inside
+    the handler) and asks for a completion of it, which stops it there with that prompt."""
+
+    verbose = False
+
+    def create_completion(self, prompt: str, **_: Any) -> Any:
+        raise _PromptRead(prompt)
 
 
 def _json_arguments(text: str) -> str:
@@ -275,26 +337,16 @@ class LocalServer:
 
         handler = llama_chat_format.get_chat_completion_handler("chatml-function-calling")
         args = {k: kw[k] for k in _HANDLER_KEYS if k in kw}
-        messages = to_template_messages(body["messages"], keep_calls=True)
-        if not any(m["role"] == "system" for m in messages):
-            # The handler's template lists the tools inside the system message: without one
-            # the model would be asked to call tools it was never shown.
-            messages.insert(0, {"role": "system", "content": ""})
-        tools = body["tools"]
         if "seed" in kw:
             self.llm.set_seed(int(kw["seed"]))
-        if choice == "auto" and body["messages"][-1].get("role") == "tool":
-            # One round of tool calls per turn: left to choose, a 135M model calls the same
-            # tool again and again; after a tool result it answers.
+        handled = _handled(body, choice)
+        if handled is None:
             return self.llm.create_chat_completion(**kw)
-        if choice == "required":
-            # It cannot weigh tools against each other: required forces the first one.
-            choice = {"type": "function", "function": {"name": tools[0]["function"]["name"]}}
         # The handler asks its own completions for no limit: the request's max_tokens holds.
         self.llm.completion_cap = int(kw["max_tokens"])
         try:
-            result = handler(llama=self.llm, messages=messages, tools=tools,
-                             tool_choice=choice, **args)
+            result = handler(llama=self.llm, messages=_tool_messages(body),
+                             tools=_handler_tools(body), tool_choice=handled, **args)
         finally:
             self.llm.completion_cap = None
         if not _calls(result):
@@ -321,22 +373,20 @@ class LocalServer:
                  "meta": {"n_ctx": N_CTX, "n_threads": self.threads[0],
                           "n_threads_batch": self.threads[1]}}]})
             return
+        if method == "POST" and path == "/tokenize":
+            await self._tokenize(receive, send)
+            return
         if method != "POST" or path not in ("/v1/chat/completions", "/chat/completions"):
             await asgi.send_error(send, 404, f"no route {method} {path}", code="not_found")
             return
-        try:
-            body = request.parse(await asgi.read_body(receive, 32 << 20))
-            kw = self._kwargs(body)
-            choice = _tool_choice(body)
-            asked = Asked.of(body)
-        except asgi.BodyTooLarge:
-            await asgi.send_error(send, 413, "request body too large")
+
+        async def read(body: dict[str, Any]) -> Any:
+            return body, self._kwargs(body), _tool_choice(body), Asked.of(body)
+
+        taken = await self._taken(receive, send, read)
+        if taken is None:
             return
-        except asgi.ClientGone:
-            return
-        except (ValueError, TypeError) as exc:
-            await asgi.send_error(send, 400, str(exc) or "the request body is not valid JSON")
-            return
+        body, kw, choice, asked = taken
         try:
             if choice is not None:
                 async with self.lock:
@@ -362,6 +412,65 @@ class LocalServer:
             log.exception("local_model.generation_failed")
             await asgi.send_error(send, 500, f"generation failed: {type(exc).__name__}",
                                   type_="server_error")
+
+    @staticmethod
+    async def _taken(receive: asgi.Receive, send: asgi.Send,
+                     read: Callable[[dict[str, Any]], Awaitable[Any]]) -> Any:
+        """What ``read`` makes of the request's body; None when the body is refused (a 413,
+        or a 400 saying what ``read`` or the parse found wrong) or the client went away."""
+        try:
+            return await read(request.parse(await asgi.read_body(receive, 32 << 20)))
+        except asgi.BodyTooLarge:
+            await asgi.send_error(send, 413, "request body too large")
+        except asgi.ClientGone:
+            pass
+        except (ValueError, TypeError) as exc:
+            await asgi.send_error(send, 400, str(exc) or "the request body is not valid JSON")
+        return None
+
+    async def _tokenize(self, receive: asgi.Receive, send: asgi.Send) -> None:
+        """vLLM's ``POST /tokenize``: a conversation (``messages``, with its ``tools``) or a
+        ``prompt`` as token ids, ``count`` of them, beside the model's window."""
+        ids = await self._taken(receive, send,
+                                lambda body: asyncio.to_thread(self.prompt_ids, body))
+        if ids is None:
+            return
+        await asgi.send_json(send, 200, {"count": len(ids), "max_model_len": N_CTX,
+                                         "tokens": ids, "token_strs": None})
+
+    def prompt_ids(self, body: dict[str, Any]) -> list[int]:
+        """The token ids of what the model reads for ``body`` (a /tokenize request), as a
+        completion's ``prompt_tokens`` counts them: a ``prompt`` as it is; ``messages`` as
+        the chat completion of them reads them (the model's template, or the tool handler's
+        when the request asks for tools), the assistant's turn opened. ValueError names
+        what does not fit."""
+        if body.get("messages") is None and isinstance(body.get("prompt"), str):
+            special = body.get("add_special_tokens", True)
+            if not isinstance(special, bool):
+                raise ValueError("'add_special_tokens' must be a boolean")
+            return list(self.llm.tokenize(body["prompt"].encode("utf-8"), add_bos=special,
+                                          special=True))
+        if body.get("add_generation_prompt", True) is not True:
+            raise ValueError("'add_generation_prompt' must be true here: a conversation is "
+                             "counted as the model reads it, its answer begun")
+        request.check("chat.completions", body)
+        _check_messages(body["messages"])
+        if _handled(body, _tool_choice(body)) is not None:
+            from llama_cpp import llama_chat_format
+
+            handler = llama_chat_format.get_chat_completion_handler("chatml-function-calling")
+            try:
+                # As vLLM counts: the conversation and the answer's turn opened, before a
+                # forced call's name is written into it.
+                handler(llama=_PromptReader(), messages=_tool_messages(body),
+                        tools=_handler_tools(body), tool_choice="auto")
+            except _PromptRead as read:
+                return list(self.llm.tokenize(read.prompt.encode("utf-8"), add_bos=True,
+                                              special=True))
+            raise RuntimeError("the tool handler asked for no completion")
+        rendered = self.formatter(messages=to_template_messages(body["messages"]))
+        return list(self.llm.tokenize(rendered.prompt.encode("utf-8"),
+                                      add_bos=not rendered.added_special, special=True))
 
     def _generation(self, kw: dict[str, Any], asked: Asked,
                     stopped: Callable[[], bool] = lambda: False) -> Generation:

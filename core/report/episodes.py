@@ -16,6 +16,7 @@ from typing import Any
 
 from interplay.report import always_on, charts
 from interplay.report.plain import as_json, as_map, as_seq, as_text, fmt
+from interplay.run.notes import is_private_note, private_notes
 from interplay.run.results import finite_number
 from interplay.run.summary import is_error, scored_reward
 
@@ -58,7 +59,7 @@ def _message(m: Mapping[str, Any], notes: Sequence[str] = ()) -> dict[str, Any]:
     role = as_text(m.get("role")) or "?"
     text = _content_text(m.get("content"))
     return {"role": role, "role_class": role if role in _ROLES else "other",
-            "private": role == "assistant" and _is_note(text, notes),
+            "private": role == "assistant" and is_private_note(text, notes),
             "name": as_text(m.get("name")), "tool_call_id": as_text(m.get("tool_call_id")),
             "text": text,
             "tool_calls": [{"name": as_text(as_map(as_map(c).get("function")).get("name")),
@@ -68,32 +69,11 @@ def _message(m: Mapping[str, Any], notes: Sequence[str] = ()) -> dict[str, Any]:
                            for c in as_seq(m.get("tool_calls"))]}
 
 
-def _is_note(text: str, notes: Sequence[str]) -> bool:
-    """Whether an assistant's text is one of an always_on wake's private notes: what it
-    wrote that the user never reads (a wake's notes are recorded joined by blank lines)."""
-    text = text.strip()
-    if not text:
-        return False
-    for note in notes:
-        if text == note or note.startswith(text + "\n\n") or note.endswith("\n\n" + text) \
-                or f"\n\n{text}\n\n" in note:
-            return True
-    return False
-
-
 def _messages(messages: Any, notes: Sequence[str] = ()) -> list[dict[str, Any]]:
     if messages is not None and not isinstance(messages, list | tuple):
         # Not a list of messages: shown as what it is rather than dropped.
         return [_message({"role": "?", "content": messages})]
     return [_message(as_map(m), notes) for m in as_seq(messages)]
-
-
-def _notes(record: Any) -> list[str]:
-    """The private notes of an always_on record's wakes (none for any other episode)."""
-    timeline = as_map(record).get("timeline")
-    return [note.strip() for e in map(as_map, as_seq(timeline))
-            if e.get("kind") == "wake" and isinstance(note := e.get("private_note"), str)
-            and note.strip()]
 
 
 def _rewards(rewards: Any, judged: Collection[str]) -> list[dict[str, Any]]:
@@ -189,7 +169,7 @@ def episode_view(i: int, ep: Mapping[str, Any], judged: Collection[str]) -> dict
     turns = as_map(ep.get("metrics")).get("turns")
     stops = _stops(ep)
     record = as_map(ep.get("results")).get("always_on")
-    notes = _notes(record)
+    notes = private_notes(ep)
     view = always_on.view(record)
     if view is not None:
         view["timeline_chart"] = charts.always_on_timeline(as_map(record))

@@ -20,7 +20,14 @@ from interplay.report import charts
 from interplay.report.episodes import seat_name
 from interplay.report.plain import as_map, as_seq, as_text, fmt
 from interplay.run.results import finite_number
-from interplay.run.summary import completion_text, metric_text, reward_text, scored_reward
+from interplay.run.summary import (
+    TRUNCATED_LABEL,
+    completion_text,
+    metric_text,
+    reward_text,
+    scored_reward,
+    truncated_text,
+)
 
 RULE = ("Rewards, pass@k and metrics are over the completed episodes (a metric over those that "
         "recorded it, its count beside it when that is fewer). An episode that ended in an "
@@ -51,6 +58,9 @@ def summary_view(summary: Mapping[str, Any]) -> dict[str, Any]:
     else:
         figures.append((f"mean reward ± se ({summary.get('scored', 0)} scored)",
                         reward_text(summary), "reward"))
+        if (truncated := truncated_text(summary)) is not None:
+            # Averaged in above, so said beside it: never averaged in unmarked.
+            figures.append((TRUNCATED_LABEL, truncated, "truncated"))
     figures += [
         ("error episodes (not scored)", fmt(summary.get("error_episodes", 0)), "errors"),
         ("tokens", f"{tokens.get('total_tokens', 0):,}", "tokens"),

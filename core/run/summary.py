@@ -347,6 +347,19 @@ def reward_text(summary: Mapping[str, Any]) -> str:
     return text
 
 
+#: How the terminal and the report name the episodes a limit cut short.
+TRUNCATED_LABEL = "truncated (cut short by a limit, scored as far as they went)"
+
+
+def truncated_text(summary: Mapping[str, Any]) -> str | None:
+    """How many episodes a limit cut short and the mean reward without them, as the terminal
+    and the report show it beside the mean of all; None when none was."""
+    if not summary.get("truncated"):
+        return None
+    return (f"{summary['truncated']}; reward without them "
+            f"{_fmt(summary.get('reward_mean_untruncated'))}")
+
+
 def completion_text(summary: Mapping[str, Any]) -> str:
     """How many episodes completed, of how many, as the terminal and the report show it."""
     of = summary.get("expected") or summary.get("episodes") or 0
@@ -380,10 +393,8 @@ def format_summary(summary: Mapping[str, Any], *, title: str = "") -> str:
     if not per_seat:
         rows.append((f"reward (mean ± se, {summary.get('scored', 0)} scored)",
                      reward_text(summary)))
-    if summary.get("truncated"):
-        rows.append(("truncated (cut short by a limit, scored as far as they went)",
-                     f"{summary['truncated']}; reward without them "
-                     f"{_fmt(summary.get('reward_mean_untruncated'))}"))
+    if (truncated := truncated_text(summary)) is not None:
+        rows.append((TRUNCATED_LABEL, truncated))
     for k, v in summary.get("pass_at_k", {}).items():
         rows.append((f"pass@{k}", _fmt(v)))
     for k, v in summary.get("pass_hat_k", {}).items():

@@ -41,7 +41,7 @@ from interplay.report.episodes import episode_view
 from interplay.report.figures import table_seats
 from interplay.report.page import render_figures, render_to, template
 from interplay.run.results import SUMMARY_FILE
-from interplay.view.folder import Folder, Hub, card, differing, masked, refresh
+from interplay.view.folder import Folder, Hub, card, differing, masked
 from interplay.view.runs import RunIndex, read_json, rows_query, run_state
 
 log = get_logger("interplay.view")
@@ -137,7 +137,7 @@ def make_app(folder: Folder, hub: Hub, *, allowed_hosts: list[str] | None = None
         found = await asyncio.to_thread(cards)
         for c in found:
             if c["reading"]:
-                _read_soon(folder, hub, c["key"])  # once: then its index reads on its own
+                _read_soon(folder, c["key"])  # once: then its index reads on its own
         found.sort(key=lambda c: (-(c["started_at"] or 0.0), c["key"]))
         return _json({"root": str(folder.root), "runs": found, "truncated": folder.truncated})
 
@@ -145,7 +145,7 @@ def make_app(folder: Folder, hub: Hub, *, allowed_hosts: list[str] | None = None
         run = folder.get(_one(request, "run"))
         found = await asyncio.to_thread(card, run)
         if found["reading"]:
-            _read_soon(folder, hub, run.key)
+            _read_soon(folder, run.key)
         return _json(found)
 
     async def run_page(request: Request) -> Response:
@@ -191,8 +191,9 @@ def make_app(folder: Folder, hub: Hub, *, allowed_hosts: list[str] | None = None
         return _html(await asyncio.to_thread(_figures, index))
 
     async def find(request: Request) -> Response:
-        """The runs in which a task passed (or failed, or was not scored): each run's index
-        read for it."""
+        """The runs in which a task passed (or failed, or ran): each run's index read to the
+        end of its episodes file for it, so that no run answers from what it had read so far
+        (a large run still being read, a line not yet followed)."""
         try:
             task = int(_one(request, "task"))
         except ValueError:
@@ -205,6 +206,7 @@ def make_app(folder: Folder, hub: Hub, *, allowed_hosts: list[str] | None = None
             out = []
             for run in sorted(folder.all(), key=lambda r: r.key):
                 index = folder.index(run.key)
+                index.refresh(functools.partial(folder.on_read, run.key))
                 page = index.rows_page(rows_query(
                     {"task": str(task), "limit": "all",
                      "reward": "" if outcome == "any" else outcome}))
@@ -327,9 +329,9 @@ async def _not_allowed(request: Request, exc: Exception) -> Response:
                     headers={**HEADERS, "allow": "GET, HEAD"}, media_type="application/json")
 
 
-def _read_soon(folder: Folder, hub: Hub, key: str) -> None:
+def _read_soon(folder: Folder, key: str) -> None:
     """Read a run's index in the background (its line in the list says it is being read
-    meanwhile), and tell the pages as it fills."""
+    meanwhile); the pages are told as it fills and when it is read (``Folder.on_read``)."""
     try:
         if key in folder.reading or folder.get(key).index is not None:
             return
@@ -340,7 +342,6 @@ def _read_soon(folder: Folder, hub: Hub, key: str) -> None:
     async def read() -> None:
         try:
             await asyncio.to_thread(folder.index, key)
-            await refresh(folder, hub, key)
         except LookupError:
             pass
         finally:

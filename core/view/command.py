@@ -79,7 +79,8 @@ class Viewer:
             await self.server.start()
         except OSError as exc:
             if self.port != DEFAULT_PORT or exc.errno != errno.EADDRINUSE:
-                raise InterplayError(f"cannot serve on {self.host}:{self.port} "
+                shown = f"[{self.host}]" if ":" in self.host else self.host
+                raise InterplayError(f"cannot serve on {shown}:{self.port} "
                                      f"({exc.strerror or exc}); choose another --port or "
                                      f"--host") from None
             # The usual port is taken (another view): the system's choice.
@@ -126,9 +127,9 @@ def add_view(sub: Any) -> None:
     p.add_argument("folder", nargs="?", default="results",
                    help="the folder that holds the runs (default: results)")
     p.add_argument("--host", default="127.0.0.1",
-                   help="the address to serve on (default 127.0.0.1: this machine only; "
-                   "0.0.0.0 lets anyone who reaches this machine read every run: there is no "
-                   "login)")
+                   help="the address to serve on (default 127.0.0.1: this machine only, as "
+                   "::1 is over IPv6; 0.0.0.0 or :: lets anyone who reaches this machine read "
+                   "every run: there is no login)")
     p.add_argument("--port", type=int, default=DEFAULT_PORT,
                    help=f"the port (default {DEFAULT_PORT}, or a free one when it is taken; "
                    f"0: a free one)")

@@ -24,7 +24,7 @@ import attrs
 
 from interplay.log import get_logger
 from interplay.report.plain import as_map, as_text
-from interplay.run.config import RESUME_IGNORED, flatten
+from interplay.run.config import RESUME_IGNORED, flatten, without_credentials
 from interplay.run.results import CONFIG_FILE, EPISODES_FILE, RUNNING_FILE, SIDE_DIR, SUMMARY_FILE
 from interplay.view.runs import RunIndex, State, mtime, read_json, run_state
 
@@ -198,9 +198,14 @@ _SECRET = re.compile(r"(api_?key|secret|password|passwd|authorization|bearer|(^|
 
 
 def masked(config: Any) -> Any:
-    """``config`` as the view shows it: every header's value and every text under a key that
-    names a secret replaced by ``***`` (config.json keeps no key, but an endpoint's
-    ``headers`` may carry one)."""
+    """``config`` as the view shows it: masked as config.json keeps it
+    (:func:`~interplay.run.config.without_credentials`: a URL's credentials, an endpoint's
+    header values), whoever wrote it (an older interplay, a hand), and beyond that every
+    header's value and every text under a key that names a secret replaced by ``***``."""
+    return _masked(without_credentials(config))
+
+
+def _masked(config: Any) -> Any:
     if isinstance(config, Mapping):
         out = {}
         for k, v in config.items():
@@ -210,10 +215,10 @@ def masked(config: Any) -> Any:
             elif isinstance(v, str) and _SECRET.search(key) and not key.endswith("_var"):
                 out[key] = "***"
             else:
-                out[key] = masked(v)
+                out[key] = _masked(v)
         return out
     if isinstance(config, list):
-        return [masked(v) for v in config]
+        return [_masked(v) for v in config]
     return config
 
 
@@ -230,7 +235,7 @@ def card(run: Run) -> dict[str, Any]:
     writing), else from its index (``reading``: not read yet)."""
     folder = run.folder
     stored = as_map(read_json(folder / CONFIG_FILE))
-    config = as_map(stored.get("config"))
+    config = as_map(masked(stored.get("config")))
     model = as_map(config.get("model"))
     summary = read_json(folder / SUMMARY_FILE)
     episodes_at, summary_at = mtime(folder / EPISODES_FILE), mtime(folder / SUMMARY_FILE)
@@ -273,8 +278,9 @@ def card(run: Run) -> dict[str, Any]:
 
 
 def _settings(config: Mapping[str, Any]) -> dict[str, Any]:
-    """A run's settings as dotted keys, without where it wrote and how fast it ran."""
-    flat = flatten(masked(config))
+    """A run's settings (its config as :func:`masked` shows it) as dotted keys, without
+    where it wrote and how fast it ran."""
+    flat = flatten(config)
     return {k: v for k, v in flat.items() if k.split(".")[0] not in RESUME_IGNORED
             and k not in ("env.name", "output") and not isinstance(v, dict | list)}
 
@@ -350,8 +356,10 @@ def _in_loop(loop: asyncio.AbstractEventLoop) -> bool:
 
 async def refresh(folder: Folder, hub: Hub, key: str, *, tell: bool = True) -> None:
     """Read what a run's episodes file gained and tell the pages (with ``tell``, even when
-    it gained nothing: another of its files changed). One refresh of a run at a time; asked
-    again meanwhile, it runs once more after."""
+    it gained nothing: another of its files changed). A change of one run is told as that
+    run's (the list asks for its line alone); the list of runs as a whole is told only when
+    runs come or go, or a run's config changes (which settings differ between runs). One
+    refresh of a run at a time; asked again meanwhile, it runs once more after."""
     try:
         run = folder.get(key)
     except LookupError:
@@ -370,7 +378,6 @@ async def refresh(folder: Folder, hub: Hub, key: str, *, tell: bool = True) -> N
                                                   lambda: hub.publish(_changed(run)))
             if changed or tell:
                 hub.publish(_changed(run))
-                hub.publish({"kind": "runs"})
             if not run.again:
                 break
             tell = True
@@ -437,7 +444,7 @@ async def _follow(folder: Folder, hub: Hub, stop: asyncio.Event, poll_s: float |
 
 async def _changes(folder: Folder, hub: Hub, paths: list[str]) -> None:
     keys: set[str] = set()
-    rescan = False
+    rescan = configured = False
     for path in paths:
         name = os.path.basename(path)
         if not Path(path).is_relative_to(folder.root):
@@ -445,9 +452,10 @@ async def _changes(folder: Folder, hub: Hub, paths: list[str]) -> None:
         key = folder.key_of(path)
         if key is not None and name in RUN_FILES:
             keys.add(key)
+            configured = configured or name == CONFIG_FILE
         elif name in RUN_FILES or key is None:
             rescan = True  # a new run, a folder made or removed
-    if rescan and await asyncio.to_thread(folder.scan):
+    if (rescan and await asyncio.to_thread(folder.scan)) or configured:
         hub.publish({"kind": "runs"})
     for key in keys:
         await refresh(folder, hub, key)

@@ -59,6 +59,9 @@
   if (runsBody) {
     var cards = [], found = null, seen = {};
     var ticked = {};
+    // Each run's row as last drawn, with the card it was drawn from: a row whose card did
+    // not change is kept as it is (its tick, its selection), never drawn again.
+    var drawn = {};
 
     var ci = function(c){
       if (c.reading && (c.scored === null || c.scored === undefined)) return 'reading…';
@@ -74,69 +77,107 @@
     var kv = function(obj){
       return Object.keys(obj || {}).map(function(k){ return k + ' ' + fmt(obj[k]); }).join(', ') || '-';
     };
+    var runRow = function(c){
+      var tr = element('tr', 'run-row');
+      tr.dataset.run = c.key;
+      tr.dataset.state = c.state;
+      var box = element('input');
+      box.type = 'checkbox';
+      box.checked = !!ticked[c.key];
+      box.title = 'tick two runs to compare them';
+      box.addEventListener('change', function(){
+        if (box.checked) ticked[c.key] = 1; else delete ticked[c.key];
+        document.getElementById('compare').disabled = Object.keys(ticked).length < 2;
+      });
+      var td = element('td'); td.appendChild(box); tr.appendChild(td);
+      var link = element('a', '', c.key === '.' ? '(this folder)' : c.key);
+      link.href = '/run?id=' + encodeURIComponent(c.key);
+      td = element('td', 'run'); td.appendChild(link); tr.appendChild(td);
+      if (c.regraded_from) td.appendChild(element('div', 'muted', 'regrade of ' + c.regraded_from));
+      tr.appendChild(element('td', '', c.env));
+      tr.appendChild(element('td', '', c.model));
+      td = element('td', 'settings');
+      Object.keys(c.settings).forEach(function(k){
+        var line = element('div', '', k + ' = ' + JSON.stringify(c.settings[k]));
+        line.title = line.textContent;
+        td.appendChild(line);
+      });
+      tr.appendChild(td);
+      var eps = c.episodes === null || c.episodes === undefined ? '-' : String(c.episodes);
+      tr.appendChild(element('td', 'num episodes', eps + (c.expected ? ' / ' + c.expected : '')));
+      tr.appendChild(element('td', 'num reward', ci(c)));
+      tr.appendChild(element('td', 'num', kv(c.pass_hat_k)));
+      td = element('td', 'err', kv(c.errors));
+      if (c.bad_lines) td.appendChild(element('div', 'cause', c.bad_lines + ' unreadable line(s)'));
+      tr.appendChild(td);
+      td = element('td', 'state-' + c.state, c.state);
+      td.title = c.state_text;
+      tr.appendChild(td);
+      tr.appendChild(element('td', '', when(c.started_at)));
+      tr.appendChild(element('td', '', c.state === 'running' ? '-' : when(c.ended_at)));
+      return tr;
+    };
     var drawRuns = function(){
       var want = document.getElementById('f-runs').value.trim().toLowerCase();
       var state = document.getElementById('f-state').value;
-      var frag = document.createDocumentFragment(), shown = 0;
+      var shown = [], keys = {};
       cards.forEach(function(c){
+        keys[c.key] = 1;
         if (found && !found[c.key]) return;
         if (state && c.state !== state) return;
         if (want && (c.key + ' ' + c.env + ' ' + c.model).toLowerCase().indexOf(want) < 0) return;
-        shown++;
-        var tr = element('tr', 'run-row');
-        tr.dataset.run = c.key;
-        tr.dataset.state = c.state;
-        var box = element('input');
-        box.type = 'checkbox';
-        box.checked = !!ticked[c.key];
-        box.title = 'tick two runs to compare them';
-        box.addEventListener('change', function(){
-          if (box.checked) ticked[c.key] = 1; else delete ticked[c.key];
-          document.getElementById('compare').disabled = Object.keys(ticked).length < 2;
-        });
-        var td = element('td'); td.appendChild(box); tr.appendChild(td);
-        var link = element('a', '', c.key === '.' ? '(this folder)' : c.key);
-        link.href = '/run?id=' + encodeURIComponent(c.key);
-        td = element('td', 'run'); td.appendChild(link); tr.appendChild(td);
-        if (c.regraded_from) td.appendChild(element('div', 'muted', 'regrade of ' + c.regraded_from));
-        tr.appendChild(element('td', '', c.env));
-        tr.appendChild(element('td', '', c.model));
-        td = element('td', 'settings');
-        Object.keys(c.settings).forEach(function(k){
-          var line = element('div', '', k + ' = ' + JSON.stringify(c.settings[k]));
-          line.title = line.textContent;
-          td.appendChild(line);
-        });
-        tr.appendChild(td);
-        var eps = c.episodes === null || c.episodes === undefined ? '-' : String(c.episodes);
-        tr.appendChild(element('td', 'num episodes', eps + (c.expected ? ' / ' + c.expected : '')));
-        tr.appendChild(element('td', 'num reward', ci(c)));
-        tr.appendChild(element('td', 'num', kv(c.pass_hat_k)));
-        td = element('td', 'err', kv(c.errors));
-        if (c.bad_lines) td.appendChild(element('div', 'cause', c.bad_lines + ' unreadable line(s)'));
-        tr.appendChild(td);
-        td = element('td', 'state-' + c.state, c.state);
-        td.title = c.state_text;
-        tr.appendChild(td);
-        tr.appendChild(element('td', '', when(c.started_at)));
-        tr.appendChild(element('td', '', c.state === 'running' ? '-' : when(c.ended_at)));
-        var mark = c.key + ' ' + c.episodes + ' ' + c.state;
-        if (seen[c.key] !== undefined && seen[c.key] !== mark) tr.classList.add('updated');
-        seen[c.key] = mark;
-        frag.appendChild(tr);
+        var made = JSON.stringify(c), kept = drawn[c.key];
+        if (!kept || kept.made !== made) {
+          kept = drawn[c.key] = {made: made, tr: runRow(c)};
+          var mark = c.key + ' ' + c.episodes + ' ' + c.state;
+          if (seen[c.key] !== undefined && seen[c.key] !== mark) kept.tr.classList.add('updated');
+          seen[c.key] = mark;
+        }
+        shown.push(kept.tr);
       });
-      runsBody.textContent = '';
-      runsBody.appendChild(frag);
-      text(document.getElementById('runs-shown'), shown + ' of ' + cards.length + ' runs');
+      Object.keys(drawn).forEach(function(k){ if (!keys[k]) delete drawn[k]; });
+      // Rows put in order where they are not: a kept row stays in the page untouched.
+      shown.forEach(function(tr, i){
+        if (runsBody.children[i] !== tr) runsBody.insertBefore(tr, runsBody.children[i] || null);
+      });
+      while (runsBody.children.length > shown.length) runsBody.removeChild(runsBody.lastChild);
+      text(document.getElementById('runs-shown'), shown.length + ' of ' + cards.length + ' runs');
       document.getElementById('runs-empty').hidden = cards.length > 0;
+    };
+    var said = function(){
+      status.textContent = 'live: ' + cards.filter(function(c){ return c.state === 'running'; }).length +
+        ' running, updated ' + new Date().toLocaleTimeString();
     };
     var loadRuns = single(function(){
       return fetch('/api/runs').then(function(r){ return r.json(); }).then(function(got){
         cards = got.runs;
         document.getElementById('runs-truncated').hidden = !got.truncated;
         drawRuns();
-        status.textContent = 'live: ' + cards.filter(function(c){ return c.state === 'running'; }).length +
-          ' running, updated ' + new Date().toLocaleTimeString();
+        said();
+      });
+    });
+    // A run that changed: its line alone is asked for again (the settings that set it apart
+    // are kept from the list, which is read again when runs come or go or a config changes).
+    var changedRuns = {};
+    var loadChanged = single(function(){
+      var keys = Object.keys(changedRuns);
+      changedRuns = {};
+      return Promise.all(keys.map(function(k){
+        return fetch('/api/run?run=' + encodeURIComponent(k)).then(function(r){ return r.json(); });
+      })).then(function(got){
+        var missing = false;
+        got.forEach(function(c){
+          var i = cards.findIndex(function(old){ return old.key === c.key; });
+          if (c.error || i < 0) { missing = true; return; }
+          c.settings = cards[i].settings;
+          cards[i] = c;
+        });
+        if (missing) { loadRuns(); return; }
+        cards.sort(function(a, b){
+          return (b.started_at || 0) - (a.started_at || 0) || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0);
+        });
+        drawRuns();
+        said();
       });
     });
     ['f-runs', 'f-state'].forEach(function(id){
@@ -172,7 +213,11 @@
       drawRuns();
     });
     loadRuns();
-    follow(function(){ loadRuns(); });
+    follow(function(changes){
+      if (changes.some(function(c){ return c.kind !== 'run' || !c.run; })) { loadRuns(); return; }
+      changes.forEach(function(c){ changedRuns[c.run] = 1; });
+      loadChanged();
+    });
     return;
   }
 

@@ -272,6 +272,47 @@ def test_another_version_is_said_when_it_first_starts(claude_bin: str, tmp_path:
     assert len(said) == 1 and "9.9.9" in said[0] and CLAUDE_CODE_VERSION in said[0]
 
 
+async def test_it_waits_as_long_as_the_seat_and_stays_offline(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What Claude Code is started with, as it sees it: its waits for a model answer (request,
+    first byte, idle) no shorter than the seat's turn, which is longer here than the
+    harness's own limit; telemetry, updates and error reports off; the trace's route, key
+    and home, never the user's."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-the-users-own")
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "the-users-own"))
+    seen = tmp_path / "environment"
+    fake = tmp_path / "claude"
+    fake.write_text(f'#!/bin/sh\nif [ "$1" = --version ]; then echo "{CLAUDE_CODE_VERSION} '
+                    f'(Claude Code)"; exit 0; fi\nenv > {seen}\nexit 0\n')
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    with ScriptedModel(["never asked"]) as model:
+        resources = RunResources(endpoint=model.endpoint)
+        harness = ClaudeCodeHarness(ClaudeCodeConfig(binary=str(fake), timeout_s=300.0,
+                                                     state_dir=str(tmp_path / "state")))
+        agent = Agent(name="assistant", harness=harness, client=resources.client(),
+                      spec=SeatSpec(harness="claude-code", timeout_s=900.0))
+        try:
+            await agent.run(Task(idx=0, prompt="hello"))
+        finally:
+            await agent.aclose()
+            await resources.aclose()
+    env = dict(line.partition("=")[::2] for line in seen.read_text().splitlines()
+               if "=" in line)
+    assert {k: env.get(k) for k in ("API_TIMEOUT_MS", "CLAUDE_STREAM_FIRST_BYTE_TIMEOUT_MS",
+                                    "API_FORCE_IDLE_TIMEOUT")} == {
+        "API_TIMEOUT_MS": "900000", "CLAUDE_STREAM_FIRST_BYTE_TIMEOUT_MS": "900000",
+        "API_FORCE_IDLE_TIMEOUT": "0"}
+    assert {k: env.get(k) for k in ("DISABLE_TELEMETRY", "DISABLE_AUTOUPDATER",
+                                    "DISABLE_ERROR_REPORTING",
+                                    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC")} == dict.fromkeys(
+        ("DISABLE_TELEMETRY", "DISABLE_AUTOUPDATER", "DISABLE_ERROR_REPORTING",
+         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"), "1")
+    assert env["ANTHROPIC_API_KEY"] != "sk-the-users-own"
+    assert env["ANTHROPIC_BASE_URL"].startswith("http://127.0.0.1:")
+    assert env["CLAUDE_CONFIG_DIR"].startswith(str(tmp_path / "state"))
+    assert env["HOME"].startswith(str(tmp_path / "state"))
+
+
 async def test_a_crash_ends_the_exchange_with_its_last_words(tmp_path: Path) -> None:
     crash = tmp_path / "claude"
     crash.write_text(f'#!/bin/sh\nif [ "$1" = --version ]; then echo "{CLAUDE_CODE_VERSION} '

@@ -1,0 +1,38 @@
+"""An always_on episode's private notes: what its agent wrote that the user never reads (each
+wake's plain replies, recorded as the wake's ``private_note`` in the record's timeline), and
+whether a message of a transcript is one. Whatever shows a transcript (the report and
+``interplay view``, the Inspect export) marks those messages private, as the wake table does.
+
+Reads an episode record as its line holds it (dicts), defensively; no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+
+def private_notes(episode: Any) -> list[str]:
+    """The private notes of an episode record's always_on wakes (none for any other
+    episode)."""
+    results = episode.get("results") if isinstance(episode, Mapping) else None
+    record = results.get("always_on") if isinstance(results, Mapping) else None
+    timeline = record.get("timeline") if isinstance(record, Mapping) else None
+    if not isinstance(timeline, list | tuple):
+        return []
+    return [note.strip() for e in timeline if isinstance(e, Mapping)
+            and e.get("kind") == "wake" and isinstance(note := e.get("private_note"), str)
+            and note.strip()]
+
+
+def is_private_note(text: str, notes: Sequence[str]) -> bool:
+    """Whether an assistant's text is one of the private notes (a wake's notes are recorded
+    joined by blank lines)."""
+    text = text.strip()
+    if not text:
+        return False
+    for note in notes:
+        if text == note or note.startswith(text + "\n\n") or note.endswith("\n\n" + text) \
+                or f"\n\n{text}\n\n" in note:
+            return True
+    return False
