@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import signal
 import sys
 from collections.abc import Mapping, Sequence
@@ -142,8 +143,9 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def _summary(obj: Any) -> str:
-    """The first line of what was registered's docstring; an env file is read for it (one
-    that cannot be read says why, and the rest of the list is still shown)."""
+    """The first sentence of what was registered's docstring (:func:`first_sentence`); an env
+    file is read for it (one that cannot be read says why, and the rest of the list is still
+    shown)."""
     from interplay.env import EnvFile
     from interplay.loader import file_env
 
@@ -152,8 +154,16 @@ def _summary(obj: Any) -> str:
             obj = file_env(obj)
         except InterplayError as exc:
             return f"(cannot be loaded: {exc.message})"
-    doc = (getattr(obj, "__doc__", None) or "").strip()
-    return doc.splitlines()[0] if doc else ""
+    return first_sentence(getattr(obj, "__doc__", None) or "")
+
+
+def first_sentence(doc: str) -> str:
+    """A docstring's first sentence on one line: its first paragraph's lines joined, up to
+    the first stop followed by a capital (a sentence wrapped over two lines is read whole;
+    ``e.g. the`` does not end one)."""
+    paragraph = " ".join(re.split(r"\n\s*\n", doc.strip())[0].split())
+    end = re.search(r"[.!?](?=\s+[A-Z`])", paragraph)
+    return paragraph[:end.end()] if end else paragraph
 
 
 # -- interplay eval ---------------------------------------------------------------------------

@@ -45,9 +45,12 @@ class SeatSpec:
     #: Whether the seat's traces are training data (export and token capture take only trainable
     #: seats).
     trainable: bool = True
-    #: Times a failed one-shot run is run again (never a chat: the user's side cannot be replayed).
+    #: Times a failed one-shot run is run again (never a chat: the user's side cannot be
+    #: replayed); one model call's retries are its endpoint's max_retries.
     retries: int = 0
-    #: Seconds one segment (a turn) of the seat may take before it ends as a timeout.
+    #: Seconds one segment (a turn) of the seat may take before it ends as a timeout: every
+    #: model call in it (each up to its endpoint's timeout_s per attempt, max_retries times
+    #: again) and its tool calls; docs/config.md, "Time limits, and how they combine".
     timeout_s: float = 600.0
 
 

@@ -15,7 +15,7 @@ import attrs
 import pytest
 
 from interplay import InterplayError, plugins
-from interplay.cli import main
+from interplay.cli import LIST_KINDS, first_sentence, main
 from interplay.describe import DESCRIBE_KINDS, describe, names, reference_pages, text
 from interplay.settings import field_docs, settings_of
 
@@ -148,6 +148,22 @@ def test_describe_kind_lists_its_names(capsys: pytest.CaptureFixture[str]) -> No
     assert {"contains", "exact", "regex", "rubric", "payoff"} <= set(listed)
     assert main(["describe", "envs", "--json"]) == 0
     assert "echo" in json.loads(capsys.readouterr().out)
+
+
+def test_list_gives_each_name_the_first_sentence_of_its_docstring_whole(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # The relay's first sentence ends inside its first line; the tau2 step's runs over two.
+    assert main(["list", "steps"]) == 0
+    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()}
+    assert "two chat sessions, relayed.  [interplay]" in lines["relay"]
+    assert "It writes" not in lines["relay"]
+    assert first_sentence("Reads one paragraph, e.g. the first:\n    its lines joined.\n\n"
+                          "Not the second.") == "Reads one paragraph, e.g. the first: its " \
+                                               "lines joined."
+    for kind in LIST_KINDS:
+        assert main(["list", kind, "--json"]) == 0
+        for row in json.loads(capsys.readouterr().out):
+            assert row["summary"].endswith((".", ")")) or not row["summary"], (kind, row)
 
 
 def test_an_unknown_name_or_kind_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:

@@ -4,6 +4,7 @@ resolves into a run), and every TOML block of the run's settings loads as a conf
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import re
 import shlex
@@ -85,6 +86,50 @@ def test_every_command_line_in_the_docs_parses(page: str, argv: list[str]) -> No
             return  # a file of the reader's own, or a plugin's name: parsing is what holds
         _, env, _ = resolve(cli._cli_data(parsed))
     assert env.name == parsed.env
+
+
+def test_the_command_reference_names_every_command_and_option() -> None:
+    """docs/cli.md's synopsis has an entry for each subcommand the parser has, naming each of
+    its options (in one spelling at least) and each choice of a KIND argument; the global
+    options are on the page."""
+    page = ROOT / "docs" / "cli.md"
+    (synopsis,) = [body for _, body in blocks(page, "text")]
+    entries: dict[str, str] = {}
+    command = ""
+    for line in synopsis.splitlines():
+        if line.startswith("interplay "):
+            command = line.split()[1]
+        entries[command] = entries.get(command, "") + line + "\n"
+    parser = cli.build_parser()
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    assert set(sub.choices) <= set(entries), sorted(set(sub.choices) - set(entries))
+
+    def named(option: str, text: str) -> bool:
+        return re.search(rf"(?<![\w-]){re.escape(option)}(?![\w-])", text) is not None
+
+    missing = []
+    for name, subparser in sub.choices.items():
+        for action in subparser._actions:
+            options = [o for o in action.option_strings if o not in ("-h", "--help")]
+            if options and not any(named(o, entries[name]) for o in options):
+                missing.append(f"{name} {'/'.join(options)}")
+            if not options and action.choices and action.dest == "kind":
+                missing += [f"{name} KIND {c}" for c in action.choices
+                            if not named(c, entries[name])]
+    text = page.read_text()
+    missing += [o for a in parser._actions for o in a.option_strings
+                if o not in ("-h", "--help") and not named(o, text)]
+    assert not missing, missing
+
+
+def test_the_development_page_says_what_each_extra_adds() -> None:
+    """docs/development.md's table of extras has a row for each extra pyproject.toml
+    declares, for a plugin's author choosing what to install."""
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    rows = re.findall(r"^\| `([\w-]+)` \|", (ROOT / "docs" / "development.md").read_text(),
+                      re.M)
+    assert set(extras) <= set(rows), sorted(set(extras) - set(rows))
 
 
 def test_the_commands_checked_include_every_page_that_shows_one() -> None:

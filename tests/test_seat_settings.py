@@ -10,9 +10,10 @@ import json
 import socket
 from pathlib import Path
 
+import cattrs
 import pytest
 
-from interplay import cli
+from interplay import cli, lookup
 from interplay.contexts import SeatSpec
 from interplay.endpoint import Endpoint
 from interplay.run.episode import seat_settings
@@ -85,6 +86,11 @@ def test_a_seat_that_sets_only_its_base_url_sends_the_runs_model_and_sampling(
     assert user["model"]["model"] == "the-run-model"
     assert user["sampling"] == {"max_tokens": 96, "temperature": 0.3}
     assert stored["seats"]["assistant"]["model_is_the_runs"] is True
+    # Each seat's harness settings as its harness reads them: the chat harness's defaults
+    # (its cap on one reply's model calls among them), which the env leaves as they are.
+    chat = cattrs.Converter().unstructure(lookup("harnesses", "chat").Config())
+    assert stored["seats"]["assistant"]["harness"] == "chat" and "max_turns" in chat
+    assert stored["seats"]["assistant"]["harness_config"] == chat
 
 
 def _free_port() -> int:

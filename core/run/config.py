@@ -71,7 +71,9 @@ class RunConfig:
     env: dict[str, Any] = attrs.Factory(dict)
     #: Tasks to run (the first n of the taskset); None runs them all.
     n: int | None = None
-    #: Episodes per task (pass@k and pass^k are given for k up to it).
+    #: Episodes per task. pass@k and pass^k are given for k = 1, 2, 4, ... below it and for
+    #: k = it (counting the scored rollouts of the task that has fewest): -r 6 gives k = 1, 2,
+    #: 4, 6.
     rollouts: int = 1
     #: Episodes at once; None: 8, or 1 on the embedded local model, which answers one
     #: request at a time (more would only queue calls into their timeouts).
@@ -175,15 +177,21 @@ def resolve(data: Mapping[str, Any]) -> tuple[RunConfig, Env, dict[str, Any]]:
 
 def resolved_seats(env: Env, cfg: RunConfig) -> dict[str, Any]:
     """Every seat of ``env`` as this run fills it (the env's defaults, the run's model and
-    the run's seat settings: :func:`interplay.run.episode.seat_settings`), as plain data with
-    credentials masked: what config.json records under ``seats``."""
+    the run's seat settings: :func:`interplay.run.episode.seat_settings`), its
+    ``harness_config`` with the harness's own defaults filled in (the harness reads them
+    so), as plain data with credentials masked: what config.json records under ``seats``."""
     from interplay.run.episode import RunResources
 
     resources = RunResources(endpoint=cfg.model, seats=cfg.seats)
     plain = cattrs.Converter()
     out = {}
     for seat in env.seats:
-        spec = plain.unstructure(resources.seat(env, seat))
+        filled = resources.seat(env, seat)
+        spec = plain.unstructure(filled)
+        harness_cfg = config_mod.structure(filled.harness_config,
+                                           plugins.get("harnesses", filled.harness).Config,
+                                           path=f"seats.{seat}.harness_config")
+        spec["harness_config"] = plain.unstructure(harness_cfg)
         if spec.get("model") is None:
             spec["model"] = plain.unstructure(cfg.model)
             spec["model_is_the_runs"] = True

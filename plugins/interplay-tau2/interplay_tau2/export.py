@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from interplay import ExportFormat, InterplayError, Written
+from interplay import ExportFormat, InterplayError, Written, lookup
 from interplay_tau2 import domains
 from interplay_tau2.env import Tau2Env
 from interplay_tau2.exchange import RESULTS_KEY
@@ -78,8 +78,11 @@ def _info(tau: Any, stored: Mapping[str, Any], env: Mapping[str, Any]) -> Any:
     model = config.get("model") or {}
     environment = tau.registry.get_env_constructor(
         domains.env_name(env["domain"], env.get("policy", "")))()
+    sim = env.get("user_sim") or "tau2"
+    # tau2's guidelines are what its own simulator is prompted with; another user sim's
+    # prompt is its own, which the file does not claim to know.
     guidelines = tau.user_simulator.get_global_user_sim_guidelines(
-        use_tools=environment.user_tools is not None)
+        use_tools=environment.user_tools is not None) if sim == "tau2" else None
 
     def llm(seat: str) -> tuple[str, dict[str, Any]]:
         filled = (stored.get("seats") or {}).get(seat)
@@ -97,8 +100,12 @@ def _info(tau: Any, stored: Mapping[str, Any], env: Mapping[str, Any]) -> Any:
         return str(endpoint.get("model") or "embedded"), args
 
     agent_llm, agent_args = llm(env.get("seat", "assistant"))
-    user_llm, user_args = llm(env.get("user_seat", "user"))
-    sim = env.get("user_sim") or "tau2"
+    user_llm: str | None
+    user_args: dict[str, Any] | None
+    if _plays_with_a_model(sim, env.get("user_sim_settings") or {}):
+        user_llm, user_args = llm(env.get("user_seat", "user"))
+    else:  # her words are the sim's own: no model, no sampling
+        user_llm, user_args = None, None
     return tau.simulation.Info(
         git_commit="", num_trials=int(config.get("rollouts") or 1),
         max_steps=int(env.get("max_steps", 100)), max_errors=int(env.get("max_errors", 10)),
@@ -108,6 +115,17 @@ def _info(tau: Any, stored: Mapping[str, Any], env: Mapping[str, Any]) -> Any:
         agent_info=tau.simulation.AgentInfo(implementation="interplay", llm=agent_llm,
                                             llm_args=agent_args),
         environment_info=environment.get_info(), seed=config.get("seed"))
+
+
+def _plays_with_a_model(sim: str, settings: Mapping[str, Any]) -> bool:
+    """Whether the user sim ``sim`` with ``settings`` plays her on a seat's model (its
+    ``seats()``); True when that cannot be told here (the sim's plugin is not installed)."""
+    try:
+        made = lookup("user-sims", sim)()
+        made.configure(dict(settings))
+    except InterplayError:
+        return True
+    return bool(made.seats())
 
 
 def _without_userinfo(url: str) -> str:

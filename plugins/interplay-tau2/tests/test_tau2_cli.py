@@ -125,6 +125,8 @@ def test_eval_then_export_gives_tau2_a_results_file_it_scores_to_the_same_reward
     assert results.info.agent_info.llm_args["max_tokens"] == 512
     assert results.info.user_info.llm_args["max_tokens"] == 256
     assert results.info.user_info.implementation == "interplay user sim tau2"
+    assert results.info.user_info.global_simulation_guidelines.startswith(
+        "# User Simulation Guidelines")
     assert {(s.agent_cost, s.user_cost) for s in results.simulations} == {(0.0, 0.0)}
     # Written with the mode of every other export.
     assert (out_dir / "tau2-results.json").stat().st_mode & 0o777 == \

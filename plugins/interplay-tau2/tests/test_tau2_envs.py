@@ -26,7 +26,7 @@ from interplay import (
     lookup,
 )
 from interplay.testing import ScriptedReply, ScriptedRequest, isolated_plugins, run_scripted
-from interplay_tau2 import domains
+from interplay_tau2 import domains, export
 
 
 def env(env_domain: str = "mock", **settings: Any) -> Any:
@@ -365,6 +365,23 @@ async def test_a_seat_whose_turn_failed_keeps_its_stop_and_the_other_says_whose(
     assert run.episode.reward == 0.0  # scored, as tau2 scores a premature end
     stops = {t.seat: t.stop_condition for t in run.episode.traces}
     assert stops == {"assistant": "max_turns", "user": "agent_error"}
+
+
+def test_the_results_file_says_who_played_the_user_and_with_what(sims: None) -> None:
+    """tau2-results.json's user_info: tau2's simulator with its guidelines and her seat's model
+    and sampling; a user sim without a model with neither (her words were the sim's own)."""
+    endpoint = {"model": "m", "base_url": "http://127.0.0.1:9/v1"}
+    stored = {"config": {"model": endpoint, "rollouts": 1},
+              "seats": {seat: {"model": endpoint, "sampling": {"max_tokens": n}}
+                        for seat, n in (("assistant", 512), ("user", 256))}}
+    tau = domains.tau2()
+    own = export._info(tau, stored, {"domain": "mock"}).user_info
+    assert (own.implementation, own.llm) == ("interplay user sim tau2", "m")
+    assert own.llm_args == {"max_tokens": 256, "api_base": "http://127.0.0.1:9/v1"}
+    assert own.global_simulation_guidelines
+    terse = export._info(tau, stored, {"domain": "mock", "user_sim": "test_terse"}).user_info
+    assert terse.implementation == "interplay user sim test_terse"
+    assert (terse.llm, terse.llm_args, terse.global_simulation_guidelines) == (None, None, None)
 
 
 def test_the_plugin_guides_example_subclasses_tau2s_verifier_inside_its_hook() -> None:
