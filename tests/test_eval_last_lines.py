@@ -170,3 +170,30 @@ def test_the_last_line_says_what_ended_most_episodes_and_nothing_when_few() -> N
         "interplay: error: no episode completed: all 1 ended in verifier_error: verifier mine: "
         "KeyError: 'x' (mine/v.py:3); a verifier failed (the error names where in its code): "
         "mend it; then regrade it")
+
+
+def test_a_refused_request_is_not_sent_again_unchanged() -> None:
+    """A 400 is the request as the run's config made it: the last line asks for a new run
+    with the setting changed, never --retry-errors, which would send it again as it was."""
+    from interplay.run.summary import error_line
+
+    rerun = "interplay eval --resume DIR --retry-errors"
+    vllm = ("seat 'assistant': HTTP 400: This model's maximum context length is 2048 tokens. "
+            "However, you requested 2100 tokens (1588 in the messages, 512 in the completion).")
+    line = error_line(_summary([("bad_request", vllm)] * 3, completed=1), rerun=rerun)
+    assert line is not None and line.startswith("interplay: warning: 3 of 4 episodes")
+    assert "outgrew the model's context window: lower model.sampling.max_tokens" in line
+    assert "--retry-errors" not in line and line.endswith(
+        "then start a new run with another -o (--resume keeps the run's config)")
+    embedded = "seat 'user' (its own endpoint seats.user.model, http://127.0.0.1:9/v1): HTTP " \
+               "400: Requested tokens (2049) exceed context window of 2048"
+    line = error_line(_summary([("bad_request", embedded)], completed=0), rerun=rerun)
+    assert line is not None and "lower seats.user.model.sampling.max_tokens" in line
+    field = "seat 'assistant': HTTP 400: 'temperature' must be at most 2"
+    line = error_line(_summary([("bad_request", field)], completed=0), rerun=rerun)
+    assert line == (
+        f"interplay: error: no episode completed: all 1 ended in bad_request: {field}; the "
+        "endpoint refused the request the run's config made (its answer says why): change "
+        "that setting, or serve another model; sent again unchanged, it is refused again; "
+        "then "
+        "start a new run with another -o (--resume keeps the run's config)")

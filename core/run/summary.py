@@ -214,6 +214,19 @@ _REMEDIES: dict[str, list[tuple[tuple[str, ...], str, str]]] = {
     ],
     "auth_error": [((), "the endpoint refused the key: set {ep}.api_key_var to the variable "
                         "holding a valid one", "resume")],
+    # What was sent is the run's config: a change to it is a new run, and the same request
+    # sent again (--retry-errors) is refused again.
+    "bad_request": [
+        (("context",), "the conversation outgrew the model's context window: lower "
+                       "{ep}.sampling.max_tokens or the env's turns, or serve the model with "
+                       "a longer window", "new_run"),
+        (("too long",), "the conversation outgrew the model's context window: lower "
+                        "{ep}.sampling.max_tokens or the env's turns, or serve the model with "
+                        "a longer window", "new_run"),
+        ((), "the endpoint refused the request the run's config made (its answer says why): "
+             "change that setting, or serve another model; sent again unchanged, it is "
+             "refused again", "new_run"),
+    ],
     "not_found": [((), "check {ep}.base_url (it often ends in /v1) and the model's name "
                        "({ep}.model)", "new_run")],
     "rate_limited": [((), "lower -c, or give retries more room ({ep}.max_retries, "
