@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from interplay import cli, whole_record
+from interplay import whole_record
 from interplay.testing import ScriptedModel, run_interplay
 from interplay_tau2 import scripted
 
@@ -95,7 +95,8 @@ def test_a_third_partys_user_sim_and_verifier_run_on_tau2_retail(
     assert summary["metrics"]["tau2_brief"] == 1.0
     # tau2's results file names who played the user, and claims none of tau2's own
     # simulator's guidelines for her.
-    assert cli.main(["export", str(out), "--format", "tau2"]) == 0
+    exported = run_interplay("export", str(out), "--format", "tau2", env=extension)
+    assert exported.returncode == 0, exported.stderr
     info = json.loads((out / "tau2-results.json").read_text())["info"]["user_info"]
     assert info["implementation"] == "interplay user sim impatient-customer"
     assert info["global_simulation_guidelines"] is None
