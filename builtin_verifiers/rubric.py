@@ -72,7 +72,8 @@ class RubricConfig:
     #: What the judge scores, each from 0 to 1 ([[verifiers.criteria]] rows: name, description,
     #: weight); a subclass may fix them in its Config's default.
     criteria: list[Criterion] = attrs.Factory(list)
-    #: The judge's endpoint; None is the run's.
+    #: The judge's endpoint, laid over the run's key by key as a seat's model table is (one
+    #: that names only its model keeps the run's server and key); None is the run's.
     judge: Endpoint | None = None
     #: Whose transcript the judge reads.
     seat: str = "assistant"

@@ -30,6 +30,11 @@ from interplay.errors import InterplayError
 T = TypeVar("T")
 
 
+#: The metadata key of an attrs field (not an init argument) that a config table structured
+#: into its class fills with the table's keys: what the table gave, told from the defaults.
+GIVEN_KEYS = "interplay_given_keys"
+
+
 def make_config_converter() -> cattrs.Converter:
     """A strict converter for config: unknown keys and wrong types are errors."""
     conv = cattrs.Converter(forbid_extra_keys=True, detailed_validation=True)
@@ -130,13 +135,17 @@ def make_config_converter() -> cattrs.Converter:
     def settled(cls: type) -> Any:
         # A table laid over a default (``_over_defaults``) arrives as the instance itself.
         from_dict = cattrs.gen.make_dict_structure_fn(cls, conv)
+        given = next((f.name for f in attrs.fields(cls) if f.metadata.get(GIVEN_KEYS)), None)
 
         def hook(value: Any, typ: Any) -> Any:
             if isinstance(value, cls):
                 return value
             if not _is_table(value):
                 raise _TypeMismatch("a table", value)
-            return from_dict(value, typ)
+            made = from_dict(value, typ)
+            if given is not None:
+                object.__setattr__(made, given, frozenset(value))
+            return made
 
         return hook
 

@@ -205,11 +205,26 @@ class Endpoint:
     #: sampled (required_prefix_token_ids), for the endpoint to continue from them rather than
     #: re-tokenize the conversation.
     continue_tokens: bool = True
+    # The keys of the config table this endpoint was structured from (None: made in code,
+    # every field meant as it is): what :meth:`over` lays over the run's endpoint.
+    _given: frozenset[str] | None = attrs.field(
+        default=None, init=False, eq=False, repr=False, metadata={config.GIVEN_KEYS: True})
 
     def __attrs_post_init__(self) -> None:
         problem = _problem(self)
         if problem is not None:
             raise InterplayError(problem)
+
+    def over(self, run: Endpoint) -> Endpoint:
+        """This endpoint as a judge, a user sim or any setting of its own reaches it: a config
+        table (``judge = {model = "gpt-4o"}``) laid over the run's endpoint key by key, as a
+        seat's model table is (:func:`seat_endpoint`), so a judge that names only its model
+        keeps the run's server, key and timeouts; an endpoint made in code, as it is."""
+        if self._given is None or self is run:
+            return self
+        mine = cattrs.Converter().unstructure(self)
+        return config.structure(seat_endpoint(run, {k: mine[k] for k in self._given}),
+                                Endpoint)
 
     def api_key(self) -> str:
         if not self.api_key_var:

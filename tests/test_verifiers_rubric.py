@@ -24,6 +24,7 @@ from interplay.builtin_verifiers.rubric import (
     is_rubric,
     parse_verdict,
 )
+from interplay.config import structure
 from interplay.endpoint import Endpoint
 from interplay.env import Env, SeatSpec
 from interplay.errors import InterplayError
@@ -137,6 +138,36 @@ async def test_a_separate_judge_endpoint() -> None:
     assert episode.reward == pytest.approx(0.875)
     assert episode.judge_calls[0].model == "judge-model"
     assert episode.rewards[0].info["judge_model"] == "judge-model"
+
+
+async def test_a_judge_table_naming_only_its_model_keeps_the_runs_server() -> None:
+    """`judge = {model = "judge-model"}` (a config table) is laid over the run's endpoint key
+    by key, as a seat's model table is: the judge is asked on the run's server with the
+    run's sampling, under its own model name (not the embedded model, an Endpoint's default
+    server), and the run's own calls are left as they were."""
+    judge = structure({"model": "judge-model"}, Endpoint, path="judge")
+    episode, requests = await judged([GOOD], judge=judge)
+    judged_requests = [r for r in requests if is_judge(r)]
+    assert len(judged_requests) == 1 and judged_requests[0].body["model"] == "judge-model"
+    assert [r.body["model"] for r in requests if not is_judge(r)] == ["scripted"]
+    assert episode.reward == pytest.approx(0.875)
+    assert episode.judge_calls[0].model == "judge-model"
+
+
+def test_an_endpoint_table_is_laid_over_the_runs_key_by_key() -> None:
+    run = structure({"base_url": "https://api.example/v1", "model": "big", "api_key_var": "KEY",
+                     "timeout_s": 300, "sampling": {"temperature": 0.5}}, Endpoint)
+    own = structure({"model": "small", "sampling": {"top_p": 0.9}}, Endpoint).over(run)
+    assert (own.base_url, own.model, own.api_key_var, own.timeout_s) == (
+        "https://api.example/v1", "small", "KEY", 300)
+    assert own.sampling == {"temperature": 0.5, "top_p": 0.9}
+    # Another server keeps none of the run's credentials; the embedded model is one too.
+    elsewhere = structure({"base_url": "http://127.0.0.1:8000/v1"}, Endpoint).over(run)
+    assert (elsewhere.model, elsewhere.api_key_var, elsewhere.timeout_s) == ("big", None, 300)
+    embedded = structure({"base_url": None}, Endpoint).over(run)
+    assert embedded.base_url is None and embedded.api_key_var is None
+    # Made in code, an endpoint means every field as it is.
+    assert Endpoint(model="x").over(run) == Endpoint(model="x")
 
 
 async def test_the_judge_can_read_the_users_side_of_a_relay() -> None:

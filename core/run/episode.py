@@ -59,9 +59,17 @@ class RunResources:
         self._gateway: ToolGateway | None = None
         self._gateway_lock = asyncio.Lock()
         self._seat_cache: dict[tuple[str, str], SeatSpec] = {}
+        self._laid: dict[int, tuple[Endpoint, Endpoint]] = {}
 
     def client(self, endpoint: Endpoint | None = None) -> ModelClient:
-        return self.models.client(endpoint or self.endpoint)
+        """A client of ``endpoint`` laid over the run's (:meth:`Endpoint.over`: a judge's
+        table that names only its model keeps the run's server), of the run's when None."""
+        if endpoint is None:
+            return self.models.client(self.endpoint)
+        laid = self._laid.get(id(endpoint))
+        if laid is None or laid[0] is not endpoint:
+            laid = self._laid[id(endpoint)] = (endpoint, endpoint.over(self.endpoint))
+        return self.models.client(laid[1])
 
     def seat(self, env: Env, seat: str) -> SeatSpec:
         """The seat's settings (:func:`seat_settings`): the env's defaults under the run's."""

@@ -40,8 +40,9 @@ _NL_LOCK = threading.Lock()
 @attrs.define
 class Tau2RewardConfig:
     #: The judge of natural-language assertions (any OpenAI-compatible endpoint, called through
-    #: interplay's client with tau2's judge prompt); None: the run's endpoint (the embedded
-    #: model when the run has none).
+    #: interplay's client with tau2's judge prompt), laid over the run's endpoint key by key
+    #: as a seat's model table is; None: the run's endpoint (the embedded model when the run
+    #: has none).
     judge: Endpoint | None = None
 
 
