@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +32,11 @@ def make_kind(name: str, settings: dict[str, Any], path: str | None = None) -> S
 def write(kind: ScenarioKind, output: Path, *, seed: int, count: int) -> int:
     """Write ``count`` tasks of ``kind`` from ``seed`` to ``output``; the bytes written."""
     output.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{output.name}.", dir=output.parent)
+    # Made as the run's files and exports are (open's mode, under the umask), not mkstemp's
+    # 0600: a taskset is shared with whoever runs it.
+    tmp = str(output.parent / f".{output.name}.{uuid.uuid4().hex}")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
+        with open(tmp, "x", encoding="utf-8", newline="\n") as fh:
             for task in generate_tasks(kind, seed=seed, count=count):
                 fh.write(task_line(task) + "\n")
         os.replace(tmp, output)

@@ -7,6 +7,7 @@ the right thing and missed by one that makes the goal's mistake (early purchase,
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import types
@@ -60,6 +61,11 @@ def test_the_command_writes_the_same_bytes_in_another_process(tmp_path: Path) ->
     assert "wrote 25 errands tasks (seeds 3-27)" in done.stderr
     expected = lines(Errands(ErrandsConfig(days=3)), 25, seed=3)
     assert path.read_text().splitlines() == expected
+    # Made as a run's files are, under the umask (not a temporary file's 0600).
+    umask = os.umask(0)
+    os.umask(umask)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~umask
+    assert [p.name for p in tmp_path.iterdir()] == ["a.jsonl"]
 
 
 @pytest.mark.parametrize(("knobs", "why"), [
