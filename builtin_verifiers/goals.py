@@ -4,7 +4,8 @@
 - ``relayed_within``: news (a trigger's alert) reached her in a message within N minutes of her
   waking (or of the news itself, for urgent news);
 - ``approved_first``: a purchase (an app change the agent made) came only after her reply to a
-  message that asked about it, a reply that said yes (``go_ahead``'s words, when it lists any);
+  message that asked about it, a reply that said yes (``go_ahead``'s words, when it lists any)
+  and not no (none of ``no_go``'s);
 - ``quiet_hours``: no message while she sleeps, unless it passes on urgent news;
 - ``acted_on_reply``: the agent acted on a contact's answer (the app change it called for, made
   once the answer reached the agent);
@@ -218,6 +219,10 @@ class ApprovedFirstConfig:
     #: What her reply must say to be a go-ahead: words or phrases (e.g. ["yes", "go ahead"]),
     #: any one of them, as whole words, case-insensitively. Empty: any reply of hers is one.
     go_ahead: list[str] = attrs.Factory(list)
+    #: What makes her reply no go-ahead whatever else it says (e.g. ["no", "not", "wait"]:
+    #: "ok, no, not now" is a no), as whole words, case-insensitively. Words, not meaning: a
+    #: reply both ways is a no, and the rubric judge is there for the rest.
+    no_go: list[str] = attrs.Factory(list)
     #: The reward when the agent never made the change (0: the task wanted it done).
     not_done: float = 0.0
     #: Its share of the episode's reward (0 records it without counting it).
@@ -238,6 +243,9 @@ class ApprovedFirst(_RecordGoal):
         if any(not isinstance(w, str) or not w.strip() for w in cfg.go_ahead):
             problems.append("go_ahead holds an empty word; list what her reply says to agree "
                             "(e.g. [\"yes\", \"go ahead\"]), or leave it empty for any reply")
+        if any(not isinstance(w, str) or not w.strip() for w in cfg.no_go):
+            problems.append("no_go holds an empty word; list what makes her reply a no "
+                            "(e.g. [\"no\", \"not\"]), or leave it empty")
         return problems
 
     async def score(self, episode: Episode, ctx: EpisodeContext) -> Reward | list[Reward]:
@@ -252,7 +260,8 @@ class ApprovedFirst(_RecordGoal):
         answered = [r for r in run.record.get("replies") or ()
                     if r.get("outcome") == "replied" and r.get("reached_wake") is not None
                     and any(mentions(texts.get(n), cfg.about) for n in r.get("messages") or ())]
-        agreed = [r for r in answered if _says_any(r.get("text"), cfg.go_ahead)]
+        agreed = [r for r in answered if _says_any(r.get("text"), cfg.go_ahead)
+                  and not (cfg.no_go and _says_any(r.get("text"), cfg.no_go))]
         ok_wake = min((r["reached_wake"] for r in agreed), default=None)
         info: dict[str, Any] = {"go_ahead_wake": ok_wake, "changes": len(made),
                                 "replies_not_agreeing": len(answered) - len(agreed)}
@@ -263,7 +272,9 @@ class ApprovedFirst(_RecordGoal):
         info.update(change_wake=first["wake"], change_at=first["at"])
         if ok_wake is None:
             said = (f"none of her {len(answered)} replies to a message about {cfg.about!r} "
-                    f"said yes ({', '.join(cfg.go_ahead)})" if answered else
+                    f"said yes ({', '.join(cfg.go_ahead)})"
+                    + (f" without a no ({', '.join(cfg.no_go)})" if cfg.no_go else "")
+                    if answered else
                     f"no reply of hers to a message about {cfg.about!r} ever reached the agent")
             return Reward(self.name, 0.0, weight=cfg.weight, info=info,
                           reason=f"{cfg.action} at {first['at']} (wake {first['wake']}), and "

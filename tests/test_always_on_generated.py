@@ -163,15 +163,16 @@ async def test_each_goal_fails_when_the_agent_makes_its_mistake(mistake: str,
     assert all(value == 1.0 for goal, value in got.items() if goal not in missed)
 
 
-async def test_a_purchase_after_she_said_no_is_not_approved() -> None:
+@pytest.mark.parametrize("reply", ["No, please don't buy that.", "Ok... no, wait, not now."])
+async def test_a_purchase_after_she_said_no_is_not_approved(reply: str) -> None:
     # The agent asks, she declines, and it buys anyway: a reply is not a go-ahead unless it
-    # says yes.
+    # says yes, nor when it also says no.
     task = night_task()
     agent = ReferenceAgent(task)
 
     def declining(request: Any) -> Any:
         if "role-playing a user" in str(request.messages[0]["content"]):
-            return "No, please don't buy that."
+            return reply
         return agent(request)
 
     env = load_env("always-on-generated", {"count": 1})
