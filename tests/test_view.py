@@ -141,7 +141,11 @@ def test_rows_filter_sort_page_and_search_the_messages(tmp_path: Path) -> None:
     append(folder, *[episode(i, reward=i / 4, text=f"word{i}") for i in range(4)],
            episode(4, error_type="timeout"), episode(5, text="needle", long=True))
     index = RunIndex(folder, "run")
+    # Not read yet: its counts are said to be what was read so far, not the run's.
+    unread = index.rows_page(rows_query({}))
+    assert (unread["total"], unread["complete"]) == (0, False)
     index.refresh()
+    assert index.rows_page(rows_query({}))["complete"] is True
     assert (folder / "episodes" / "ep-5-0.json").is_file()  # the long one's side file
 
     def tasks(**params: str) -> list[int]:

@@ -520,10 +520,12 @@ class RunIndex:
 
     def rows_page(self, q: RowsQuery) -> dict[str, Any]:
         """A page of the table for ``q``: the rows (as the static page holds them, with the
-        seats' columns of the run's summary), how many match, how many there are, and the
-        names the rows' indices stand for."""
+        seats' columns of the run's summary), how many match, how many there are, whether
+        that is the whole of the episodes file (``complete``: false while a large run is
+        still being read, its counts so far), and the names the rows' indices stand for."""
         seats = self.seats()
         with self._lock:
+            complete = self.caught_up
             rows = list(self.rows)
             seats_of = list(self.seats_of)
             stops = list(self.stops)
@@ -570,7 +572,8 @@ class RunIndex:
             by_seat = seats_of[row[0]]
             row[5] = [by_seat.get(s) for s in seats]
             out.append(row)
-        return {"total": len(rows), "matched": len(matched), "offset": q.offset,
+        return {"total": len(rows), "matched": len(matched), "complete": complete,
+                "offset": q.offset,
                 "rows": out, "stops": stops, "seats": seats,
                 "errors": sorted({r[6] for r in rows if r[6]})}
 

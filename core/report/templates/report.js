@@ -10,7 +10,7 @@
   var col = {};
   table.columns.forEach(function(name, i){ col[name] = i; });
   var stops = table.stops;            // stop-condition names, by the index a row holds
-  var all = table.rows, shown = all, total = all.length, page = 0;
+  var all = table.rows, shown = all, total = all.length, page = 0, sofar = '';
   var sort = {key: 'task', desc: false};
   var body = document.getElementById('episodes-body');
   var asked = 0;                      // the latest request for rows (live): older answers go
@@ -102,7 +102,7 @@
     rows.forEach(function(row){ frag.appendChild(rowElement(row)); });
     body.textContent = '';
     body.appendChild(frag);
-    document.getElementById('shown').textContent = shown.length + ' of ' + total + ' shown';
+    document.getElementById('shown').textContent = shown.length + ' of ' + total + ' shown' + sofar;
     document.getElementById('page-of').textContent = 'page ' + (page + 1) + ' of ' + pages;
     document.getElementById('pager').hidden = pages < 2;
     markSort();
@@ -192,6 +192,7 @@
       stops = got.stops;
       total = got.total;
       shown = {length: got.matched};
+      sofar = got.complete === false ? ' (so far: the run is still being read)' : '';
       var pages = Math.max(1, Math.ceil(got.matched / PAGE));
       if (page > pages - 1) { page = pages - 1; load(); return; }
       options('f-error', got.errors, 3);
