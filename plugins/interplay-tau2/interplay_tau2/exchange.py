@@ -323,11 +323,15 @@ def _arguments(call: Any) -> dict[str, Any]:
 
 def persona(task: Any, *, user_tools: bool) -> Person:
     """Who the user is, for any user sim: the task's user scenario as tau2 renders it for its
-    own simulator, her persona, and what tau2's sim needs to know (whether she has tools)."""
+    own simulator, her persona, her instructions as tau2 structures them (``info
+    ["instructions"]``: reason for the call, what she knows and does not, how she goes about
+    it; or their text), and what tau2's sim needs to know (whether she has tools)."""
     scenario = task.user_scenario
+    given = scenario.instructions
+    instructions = given.model_dump() if hasattr(given, "model_dump") else str(given)
     return Person(description=str(scenario.persona or "a customer"), scenario=str(scenario),
-                  info={"done_marker": STOP_TOKEN, "tau2": {"task_id": task.id,
-                                                            "user_tools": user_tools}})
+                  info={"done_marker": STOP_TOKEN, "instructions": instructions,
+                        "tau2": {"task_id": task.id, "user_tools": user_tools}})
 
 
 def user_messages(said: Answer) -> list[Message]:

@@ -25,8 +25,15 @@ from interplay import (
     load_env,
     lookup,
 )
-from interplay.testing import ScriptedReply, ScriptedRequest, isolated_plugins, run_scripted
-from interplay_tau2 import domains, export
+from interplay.testing import (
+    ScriptedModel,
+    ScriptedReply,
+    ScriptedRequest,
+    isolated_plugins,
+    run_interplay,
+    run_scripted,
+)
+from interplay_tau2 import domains, export, scripted
 
 
 def env(env_domain: str = "mock", **settings: Any) -> Any:
@@ -342,6 +349,29 @@ async def test_any_user_sim_plays_the_customer_and_her_done_is_tau2s_stop(
     assert record["termination_reason"] == "user_stop" and run.episode.reward == 1.0
     assert [t.seat for t in run.episode.traces] == ["assistant"]
     assert run.episode.trace("assistant").stop_condition == "user_done"
+
+
+@pytest.mark.slow  # an `interplay` process imports tau2
+def test_the_tau_user_sim_reads_the_tasks_instructions_section_by_section(
+        tmp_path: Path) -> None:
+    """interplay's own `tau` user sim (the interplay-user-sims plugin, found as a user's
+    `interplay` finds it) on tau2-retail gets the task's instructions as tau2 structures them
+    (reason for the call, what she knows, what she does not), each in its section of her
+    prompt, not tau2's whole rendered scenario as her reason for calling."""
+    with ScriptedModel(lambda request: ScriptedReply.text("###STOP###")) as model:
+        done = run_interplay(
+            "eval", "tau2-retail", "--set", 'env.task_ids=["0"]', "--set", "env.user_sim=tau",
+            "--base-url", model.base_url, "-o", str(tmp_path / "run"), "-q", "--no-report",
+            env=scripted.OFFLINE_ENVIRON)
+        prompts = {str(r.messages[0]["content"]) for r in model.requests}
+    assert done.returncode == 0, done.stderr
+    (prompt,) = prompts
+    reason = prompt.split("Reason for your call", 1)[1].split("What you know", 1)[0]
+    assert "order #W2378156" in reason and "Yusuf Rossi" not in reason
+    known = prompt.split("What you know", 1)[1].split("What you do not know", 1)[0]
+    assert "You are Yusuf Rossi in zip code 19122." in known
+    assert "You do not remember your email address." in prompt.split("What you do not know")[1]
+    assert "Instructions:" not in prompt and "Domain: retail" not in prompt
 
 
 async def test_a_user_sim_that_raises_is_a_user_error_at_its_own_line(sims: None) -> None:

@@ -2,7 +2,8 @@
 
 The instruction set is the reason for the call, what she knows, what she does not know, and
 how to go about the task: from the task (``info.instructions``, or the key ``info_key`` names;
-tau2's ``user_scenario`` with its ``instructions`` table is read too), else from the settings,
+tau2's ``user_scenario`` with its ``instructions`` table is read too), else from the person
+(``info["instructions"]``: the tau2 envs give each task's own there), else from the settings,
 else the person's scenario as the reason for the call. She opens with the reason alone, gives
 a piece of what she knows only when the assistant asks for it, and says she does not know
 anything not in her instructions rather than making it up.
@@ -139,8 +140,11 @@ class TauUser(LlmUserSim):
         cfg: TauConfig = self.config
         task = self.ctx.task
         raw = task.info.get(cfg.info_key)
+        given = person.info.get("instructions")
         if raw is not None:
             instructions = instructions_from(raw, f"task {task.idx} info.{cfg.info_key}")
+        elif given is not None:
+            instructions = instructions_from(given, f"task {task.idx}'s person: instructions")
         elif cfg.instructions.render():
             instructions = cfg.instructions
         else:
