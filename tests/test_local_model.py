@@ -192,14 +192,11 @@ async def test_count_tokens_on_the_embedded_model_counts_what_its_answers_read(
     assert bad.status_code == 400 and "messages" in bad.json()["error"]["message"]
 
 
-def test_the_tool_handlers_own_completions_keep_to_the_requests_max_tokens(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_tool_handlers_own_completions_keep_to_the_requests_max_tokens() -> None:
     """Left to choose (auto), llama-cpp-python's tool handler asks the completions that write a
     call's arguments for no limit (up to the window), whatever the request's max_tokens: a
     135M model's message_user text ran for minutes in an always_on month, until the next
     completion was refused for a full context. The server holds each one to max_tokens."""
-    from llama_cpp import llama_chat_format
-
     from interplay.model.local import model_path
     from interplay.model.local_server import LocalServer
 
@@ -214,7 +211,8 @@ def test_the_tool_handlers_own_completions_keep_to_the_requests_max_tokens(
         return {"choices": [{"message": {"role": "assistant", "content": None, "tool_calls": [
             {"id": "c", "type": "function", "function": {"name": "t", "arguments": "{}"}}]}}]}
 
-    monkeypatch.setattr(llama_chat_format, "get_chat_completion_handler", lambda name: handler)
+    # In place of llama-cpp-python's handler, one that asks as its auto path asks.
+    server.tool_handler = handler
     body = {"model": "m", "max_tokens": 7, "tools": [{"type": "function", "function": {
         "name": "t", "parameters": {"type": "object", "properties": {}}}}],
         "messages": [{"role": "user", "content": "hi"}]}

@@ -298,6 +298,9 @@ class LocalServer:
             eos_token=self.llm._model.token_get_text(eos) if eos != -1 else "",
             bos_token=self.llm._model.token_get_text(bos) if bos != -1 else "",
             stop_token_ids=[eos])
+        #: llama-cpp-python's grammar-constrained tool handler (see the module doc).
+        self.tool_handler = llama_chat_format.get_chat_completion_handler(
+            "chatml-function-calling")
         # Seats take turns (a user and an assistant, two players), so consecutive requests
         # rarely share a prefix; keeping each conversation's evaluated state lets the next
         # request of that conversation skip re-reading it (interplay.model.local_states).
@@ -333,9 +336,6 @@ class LocalServer:
     def _with_tools(self, body: dict[str, Any], kw: dict[str, Any],
                     choice: str | dict[str, Any]) -> dict[str, Any]:
         """A completion through the grammar-constrained tool handler (see the module doc)."""
-        from llama_cpp import llama_chat_format
-
-        handler = llama_chat_format.get_chat_completion_handler("chatml-function-calling")
         args = {k: kw[k] for k in _HANDLER_KEYS if k in kw}
         if "seed" in kw:
             self.llm.set_seed(int(kw["seed"]))
@@ -345,7 +345,7 @@ class LocalServer:
         # The handler asks its own completions for no limit: the request's max_tokens holds.
         self.llm.completion_cap = int(kw["max_tokens"])
         try:
-            result = handler(llama=self.llm, messages=_tool_messages(body),
+            result = self.tool_handler(llama=self.llm, messages=_tool_messages(body),
                              tools=_handler_tools(body), tool_choice=handled, **args)
         finally:
             self.llm.completion_cap = None
@@ -456,13 +456,10 @@ class LocalServer:
         request.check("chat.completions", body)
         _check_messages(body["messages"])
         if _handled(body, _tool_choice(body)) is not None:
-            from llama_cpp import llama_chat_format
-
-            handler = llama_chat_format.get_chat_completion_handler("chatml-function-calling")
             try:
                 # As vLLM counts: the conversation and the answer's turn opened, before a
                 # forced call's name is written into it.
-                handler(llama=_PromptReader(), messages=_tool_messages(body),
+                self.tool_handler(llama=_PromptReader(), messages=_tool_messages(body),
                         tools=_handler_tools(body), tool_choice="auto")
             except _PromptRead as read:
                 return list(self.llm.tokenize(read.prompt.encode("utf-8"), add_bos=True,

@@ -14,7 +14,6 @@ import attrs
 import cattrs
 
 from interplay import config as config_mod
-from interplay import plugins
 from interplay.endpoint import Endpoint, redact_url, sampling_problem
 from interplay.env import Env
 from interplay.errors import InterplayError
@@ -180,7 +179,7 @@ def resolved_seats(env: Env, cfg: RunConfig) -> dict[str, Any]:
     the run's seat settings: :func:`interplay.run.episode.seat_settings`), its
     ``harness_config`` with the harness's own defaults filled in (the harness reads them
     so), as plain data with credentials masked: what config.json records under ``seats``."""
-    from interplay.run.episode import RunResources
+    from interplay.run.episode import RunResources, seat_harness
 
     resources = RunResources(endpoint=cfg.model, seats=cfg.seats)
     plain = cattrs.Converter()
@@ -188,10 +187,7 @@ def resolved_seats(env: Env, cfg: RunConfig) -> dict[str, Any]:
     for seat in env.seats:
         filled = resources.seat(env, seat)
         spec = plain.unstructure(filled)
-        harness_cfg = config_mod.structure(filled.harness_config,
-                                           plugins.get("harnesses", filled.harness).Config,
-                                           path=f"seats.{seat}.harness_config")
-        spec["harness_config"] = plain.unstructure(harness_cfg)
+        spec["harness_config"] = plain.unstructure(seat_harness(filled, seat)[1])
         if spec.get("model") is None:
             spec["model"] = plain.unstructure(cfg.model)
             spec["model_is_the_runs"] = True
@@ -206,6 +202,8 @@ RESERVED_SAMPLING = ("messages", "model", "stream", "tools")
 def check_seats(env: Env, resources: Any) -> None:
     """Resolve every seat now (harness names, harness settings, sampling) so a typo fails
     before any model is called; then the env's steps check the seats as resolved."""
+    from interplay.run.episode import seat_harness
+
     for seat in env.seats:
         spec = resources.seat(env, seat)
         endpoint = spec.model or resources.endpoint
@@ -217,9 +215,7 @@ def check_seats(env: Env, resources: Any) -> None:
                                          "remove it from the sampling settings")
             if problem := sampling_problem(sampling, where):
                 raise InterplayError(problem)
-        harness_cls = plugins.get("harnesses", spec.harness)
-        config_mod.structure(spec.harness_config, harness_cls.Config,
-                             path=f"seats.{seat}.harness_config")
+        seat_harness(spec, seat)
     env.check_seats({seat: resources.seat(env, seat) for seat in env.seats})
 
 

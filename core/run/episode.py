@@ -154,6 +154,14 @@ def seat_settings(default: SeatSpec, endpoint: Endpoint, given: Mapping[str, Any
     return config_mod.structure(merged, SeatSpec, path=where)
 
 
+def seat_harness(spec: SeatSpec, seat: str) -> tuple[type[Any], Any]:
+    """The harness class a seat is filled with and its settings (``harness_config`` over the
+    harness's own defaults, checked)."""
+    cls = plugins.get("harnesses", spec.harness)
+    return cls, config_mod.structure(spec.harness_config, cls.Config,
+                                     path=f"seats.{seat}.harness_config")
+
+
 class EpisodeContext:
     """What an env's steps reach during one episode: the run's
     :class:`interplay.contexts.EpisodeContext`, with the env, the run's resources and the
@@ -207,9 +215,7 @@ class EpisodeContext:
         if key in self._agents:
             return self._agents[key]
         spec = self.resources.seat(self.env, seat)
-        harness_cls = plugins.get("harnesses", spec.harness)
-        harness_cfg = config_mod.structure(spec.harness_config, harness_cls.Config,
-                                           path=f"seats.{seat}.harness_config")
+        harness_cls, harness_cfg = seat_harness(spec, seat)
         endpoint = spec.model or self.resources.endpoint
         agent = Agent(name=key, seat=seat, harness=harness_cls(harness_cfg),
                       client=self.resources.client(endpoint), spec=spec, episode=self,

@@ -182,6 +182,12 @@ def _common_error(causes: Counter[tuple[str, str]]) -> dict[str, Any] | None:
     return {"error_type": error_type, "error": error, "episodes": n}
 
 
+#: The advice for a request past the model's context window (its 400 says so in more than
+#: one way).
+_OUTGROWN = ("the conversation outgrew the model's context window: lower "
+             "{ep}.sampling.max_tokens or the env's turns, or serve the model with a longer "
+             "window")
+
 #: What to change for an error, by type: the first remedy whose words all occur in the error's
 #: text (lowercased), else the type's last one (no words). Each says what follows the change:
 #: ``resume`` (the run resumed with --retry-errors: what it changes may differ on resume),
@@ -217,12 +223,8 @@ _REMEDIES: dict[str, list[tuple[tuple[str, ...], str, str]]] = {
     # What was sent is the run's config: a change to it is a new run, and the same request
     # sent again (--retry-errors) is refused again.
     "bad_request": [
-        (("context",), "the conversation outgrew the model's context window: lower "
-                       "{ep}.sampling.max_tokens or the env's turns, or serve the model with "
-                       "a longer window", "new_run"),
-        (("too long",), "the conversation outgrew the model's context window: lower "
-                        "{ep}.sampling.max_tokens or the env's turns, or serve the model with "
-                        "a longer window", "new_run"),
+        (("context",), _OUTGROWN, "new_run"),
+        (("too long",), _OUTGROWN, "new_run"),
         ((), "the endpoint refused the request the run's config made (its answer says why): "
              "change that setting, or serve another model; sent again unchanged, it is "
              "refused again", "new_run"),
