@@ -57,7 +57,7 @@ from interplay.log import get_logger
 from interplay.model.local import LocalTokenizer, local_tokenizer
 from interplay.model.retries import Failure as AttemptFailure
 from interplay.model.retries import Policy as RetryPolicy
-from interplay.model.wire import assistant_message, request_messages
+from interplay.model.wire import assistant_message, request_messages, request_tool_names
 from interplay.plugins import describe_kinds, is_kind
 from interplay.processes import (
     ProgramDirs,
@@ -208,6 +208,7 @@ __all__ = [
     "refusal_reason",
     "reply_target_of",
     "request_messages",
+    "request_tool_names",
     "run_episode",
     "run_program",
     "set_up_user_sim",

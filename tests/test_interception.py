@@ -15,7 +15,7 @@ import httpx
 import openai
 import pytest
 
-from interplay import assistant_message, config, request_messages
+from interplay import assistant_message, config, request_messages, request_tool_names
 from interplay.endpoint import Endpoint
 from interplay.env import Env, SeatSpec
 from interplay.errors import InterplayError
@@ -308,6 +308,26 @@ async def test_a_namespaces_tools_reach_a_chat_model_by_qualified_names(rig: Rig
     assert assistant_message(rig.calls[0]).tool_calls[0].name == "mcp__interplay__find_order"
     assert request_messages(rig.calls[1])[1].tool_calls[0].name == \
         "mcp__interplay__find_order"
+    # And the tools it offered, by the names the model saw (the namespace's in front).
+    assert request_tool_names(rig.calls[1]) == ["exec_command", "mcp__interplay__find_order"]
+
+
+def test_the_tools_a_recorded_request_offered_in_each_api() -> None:
+    fn = {"name": "find", "parameters": {"type": "object"}}
+    chat = ModelCall(id="a", request={"messages": [], "tools": [{"type": "function",
+                                                                 "function": fn}]})
+    responses = ModelCall(id="b", api="responses", request={"input": "hi", "tools": [
+        {"type": "function", **fn}, {"type": "web_search"},
+        {"type": "namespace", "name": "mcp__interplay", "tools": [{"type": "function", **fn}]}]})
+    messages = ModelCall(id="c", api="messages", request={"messages": [], "tools": [
+        {"name": "find", "input_schema": {"type": "object"}},
+        {"name": "web_search", "type": "web_search_20250305"}]})
+    assert request_tool_names(chat) == ["find"]
+    assert request_tool_names(responses) == ["find", "mcp__interplay__find"]  # hosted: none
+    assert request_tool_names(messages) == ["find"]  # Anthropic-defined tools are not sent on
+    for unreadable in ({"input": 3, "tools": "x"}, {"messages": [], "tools": "x"}, {}):
+        assert request_tool_names(ModelCall(id="d", request=unreadable)) == []
+    assert request_tool_names(ModelCall(id="e", api="messages", request={"tools": [{}]})) == []
 
 
 def test_sync_callers_serve_from_a_thread() -> None:

@@ -18,7 +18,7 @@ import pytest
 from anthropic.types import Message as AnthropicMessage
 from anthropic.types import MessageTokensCount, RawMessageStreamEvent
 
-from interplay import assistant_message, request_messages
+from interplay import assistant_message, request_messages, request_tool_names
 from interplay.interception import InterceptionServer, Limits
 from interplay.model import messages as ms
 from interplay.model.client import ModelClient
@@ -180,6 +180,7 @@ async def test_a_tool_call_and_its_result(rig: Rig, stream: bool) -> None:
     # The records read back as the conversation the model saw.
     call = rig.calls[-1]
     assert [m.role for m in request_messages(call)] == ["user", "assistant", "tool", "user"]
+    assert request_tool_names(call) == ["lookup"]
     said = assistant_message(rig.calls[0])
     assert said is not None and [(c.id, c.name, c.arguments) for c in said.tool_calls] == [
         ("toolu_7", "lookup", '{"word": "zebra"}')]

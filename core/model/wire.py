@@ -232,6 +232,28 @@ def request_messages(call: ModelCall) -> list[Message]:
     return out
 
 
+def request_tool_names(call: ModelCall) -> list[str]:
+    """The names of the tools a recorded request offered, as a Chat Completions model sees
+    them (a Responses namespace's tools as ``<namespace>__<name>``); a request that cannot be
+    read offered none."""
+    body: Any = call.request or {}
+    try:
+        if call.api == "messages":
+            tools, _ = ms.chat_tools(body)
+        elif "messages" not in body and "input" in body:
+            tools = rs.responses_to_chat(body).get("tools") or []
+        else:
+            tools = body.get("tools") or []
+    except (ms.BadRequest, rs.BadRequest):
+        return []
+    names = []
+    for tool in tools if isinstance(tools, list) else ():
+        fn = tool.get("function") if isinstance(tool, Mapping) else None
+        if isinstance(fn, Mapping) and isinstance(fn.get("name"), str):
+            names.append(fn["name"])
+    return names
+
+
 def _arguments(value: Any) -> str:
     return value if isinstance(value, str) else _codec.dumps({} if value is None
                                                               else value).decode()

@@ -40,6 +40,8 @@ PROVIDER = "interplay"
 #: tools in the namespace ``mcp__<name>`` (``mcp__interplay__message_user`` to a Chat
 #: Completions model, through the interception server).
 MCP_SERVER = "interplay"
+#: What the names of the env's tools start with, as the model is offered them.
+TOOL_PREFIX = f"mcp__{MCP_SERVER}__"
 #: The environment variable that carries the trace's tool-gateway token to codex (its MCP
 #: server's ``bearer_token_env_var``).
 TOKEN_VAR = "INTERPLAY_MCP_TOKEN"

@@ -141,3 +141,11 @@ def last_line(stderr: bytes, errors: Sequence[str]) -> str:
         return errors[-1]
     lines = [ln for ln in stderr.decode(errors="replace").splitlines() if ln.strip()]
     return lines[-1].strip() if lines else "no output"
+
+
+def mcp_line(stderr: bytes) -> str:
+    """Why codex went on without the tool gateway: the last line of its stderr about its MCP
+    client, else its last line."""
+    lines = [ln.strip() for ln in stderr.decode(errors="replace").splitlines() if ln.strip()]
+    about = [ln for ln in lines if "mcp" in ln.lower()]
+    return (about or lines or ["no output"])[-1]

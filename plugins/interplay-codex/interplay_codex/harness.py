@@ -51,12 +51,19 @@ from interplay import (
     get_logger,
     not_runnable,
     refusal_reason,
+    request_tool_names,
     start_process,
     text_prompt,
 )
 from interplay_codex import command_line as cl
 from interplay_codex.command_line import CodexConfig
-from interplay_codex.events import CodexRun, last_line, read_event, segment_messages
+from interplay_codex.events import (
+    CodexRun,
+    last_line,
+    mcp_line,
+    read_event,
+    segment_messages,
+)
 from interplay_codex.process_tree import kill_tagged, kill_tree
 from interplay_codex.session import TraceState, close_state, session_of, trace_state
 
@@ -170,6 +177,14 @@ class CodexHarness(Harness):
             return Segment(messages, stop_condition="error", error_type="codex_failed",
                            error=f"codex exited with code {run.exit_code}: "
                                  f"{last_line(run.stderr, run.errors)}")
+        if tools is not None and calls and not any(
+                name.startswith(cl.TOOL_PREFIX) for c in calls for name in request_tool_names(c)):
+            # codex goes on without an MCP server it could not start (its stderr says why):
+            # the model would be answered "unsupported call" for every tool of the env.
+            return Segment(messages, stop_condition="error", error_type="tools_unreachable",
+                           error=f"codex could not reach the env's tools: its MCP server "
+                                 f"{cl.MCP_SERVER!r} (the tool gateway) did not start, and its "
+                                 f"model was offered none of them: {mcp_line(run.stderr)}")
         if not messages or messages[-1].role != "assistant":
             return Segment(messages, stop_condition="error", error_type="codex_failed",
                            error="codex finished without a recorded model answer")

@@ -219,6 +219,31 @@ def test_codex_lives_through_always_on_week_from_the_cli(codex_bin: str,
                                                               "tool_error")]
 
 
+async def test_a_gateway_codex_cannot_reach_ends_the_segment_saying_so(codex_bin: str,
+                                                                     tmp_path: Path) -> None:
+    """codex goes on without an MCP server it cannot start (exit code 0, nothing in its
+    events): the segment ends as ``tools_unreachable``, quoting codex's stderr, not as a turn
+    in which every call of an env tool was "unsupported"."""
+    elsewhere = ["-c", 'mcp_servers.interplay.url="http://127.0.0.1:9/mcp"']
+    with ScriptedModel(Shop()) as model:
+        env = lookup("envs", "user-sim-tools")()
+        resources = RunResources(endpoint=model.endpoint, seats={"assistant": {
+            "harness": "codex",
+            "harness_config": {"state_dir": str(tmp_path), "extra_args": elsewhere}}})
+        try:
+            episode = await run_episode(env, next(iter(env.tasks())), resources=resources)
+        finally:
+            await resources.aclose()
+        offered_names = [offered(r) for r in model.requests if r.body.get("tools")]
+    trace = episode.trace("assistant")
+    assert (trace.stop_condition, trace.error_type) == ("error", "tools_unreachable")
+    assert trace.error is not None and "could not reach the env's tools" in trace.error
+    assert "127.0.0.1:9/mcp" in trace.error  # codex's own line about its MCP client
+    assert offered_names and not any(n.startswith(PREFIX) for o in offered_names for n in o)
+    assert trace.tool_runs == []
+    assert episode.results["world"]["orders"]["1042"]["status"] == "pending"
+
+
 async def run_week(harness: str) -> Episode:
     with ScriptedModel(Week()) as model:
         env = lookup("envs", "always-on-week")()
@@ -238,8 +263,11 @@ async def test_codex_and_chat_leave_the_same_world_and_timeline(codex_bin: str) 
     ours, theirs = chat.results["always_on"], codex.results["always_on"]
     # The world's apps, the changelog and every timeline entry (wakes with their tool calls
     # and arguments, changes by the agent, fires, the user's reads), to the byte.
+    # The timeline first: where the two runs part is what a failure needs to show.
+    for mine, other in zip(ours["timeline"], theirs["timeline"], strict=False):
+        assert other == mine
+    assert len(theirs["timeline"]) == len(ours["timeline"])
     assert theirs["apps"] == ours["apps"]
-    assert theirs["timeline"] == ours["timeline"]
     assert theirs["conversation"] == ours["conversation"]
     assert [(r.name, r.value) for r in codex.rewards] == [(r.name, r.value)
                                                            for r in chat.rewards]
