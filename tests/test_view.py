@@ -136,6 +136,24 @@ def test_a_replaced_or_shortened_file_is_read_again_from_its_start(tmp_path: Pat
     assert [r[2] for r in index.rows] == [5]
 
 
+def test_a_config_rewritten_by_resume_is_read_again(tmp_path: Path) -> None:
+    folder = run_folder(tmp_path, "run")
+    append(folder, episode(0), episode(1, reward=0.0))
+    index = RunIndex(folder, "run")
+    index.refresh()
+    assert index.summary()["pass_at_k"]["1"] == pytest.approx(0.5)
+    version = index.version
+    # --resume with a model timeout raised (and, for the figures, a pass threshold moved).
+    stored = json.loads((folder / "config.json").read_text())
+    stored["config"]["model"]["timeout_s"] = 4321.0
+    stored["config"]["pass_threshold"] = 0.0
+    (folder / "config.json").write_text(json.dumps(stored))
+    assert index.refresh() is True and index.version > version
+    assert index.config["model"]["timeout_s"] == 4321.0
+    assert index.summary()["pass_at_k"]["1"] == pytest.approx(1.0)
+    assert index.refresh() is False  # read once
+
+
 def test_rows_filter_sort_page_and_search_the_messages(tmp_path: Path) -> None:
     folder = run_folder(tmp_path, "run")
     append(folder, *[episode(i, reward=i / 4, text=f"word{i}") for i in range(4)],

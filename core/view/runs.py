@@ -34,8 +34,9 @@ from interplay.run.results import (
     EPISODES_FILE,
     RUNNING_FILE,
     SUMMARY_FILE,
-    judged_in,
+    judged_names,
     pair_of,
+    recorded_verifiers,
     slim_record,
     whole_record,
 )
@@ -248,13 +249,39 @@ class RunIndex:
         self._lock = threading.RLock()
         self._reading = threading.Lock()
         self._reset()
-        stored = as_map(read_json(folder / CONFIG_FILE))
-        self.stored: Mapping[str, Any] = stored
-        self.config: Mapping[str, Any] = as_map(stored.get("config"))
-        self.judged = judged_in(folder)
+        self._config_ident: tuple[int, int, int, int] | None = None
+        self.stored: Mapping[str, Any] = {}
+        self.config: Mapping[str, Any] = {}
+        self.judged: set[str] = set()
         self.threshold = pass_threshold(self.config)
+        self._read_config()
         #: Whether the last refresh read to the end of the file.
         self.caught_up = False
+
+    def _read_config(self) -> bool:
+        """Read the run's config.json when it changed since it was last read (``--resume``
+        rewrites it when how an endpoint is reached changed); True when it was read again."""
+        path = self.folder / CONFIG_FILE
+        try:
+            st = path.stat()
+        except OSError:
+            return False
+        ident = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        if ident == self._config_ident:
+            return False
+        stored = as_map(read_json(path))
+        if not stored:
+            return False  # being written: read at the next refresh
+        again = self._config_ident is not None
+        with self._lock:
+            self._config_ident = ident
+            self.stored = stored
+            self.config = as_map(stored.get("config"))
+            self.judged = judged_names(recorded_verifiers(stored))
+            self.threshold = pass_threshold(self.config)
+            if again:
+                self.version += 1  # the figures are made again, with what it says now
+        return again
 
     def _reset(self) -> None:
         self.rows: list[list[Any]] = []
@@ -286,6 +313,7 @@ class RunIndex:
         """Read what episodes.jsonl gained since the last call; True when rows changed.
         ``on_block`` is called after each block read (the view tells its pages then)."""
         with self._reading:
+            configured = self._read_config()
             try:
                 st = self.path.stat()
             except OSError:
@@ -299,9 +327,9 @@ class RunIndex:
                     self._ident = ident
                     if had:
                         self.version += 1
-            changed = False
+            changed = configured
             if st is not None and size > self.offset:
-                changed = self._read(size, on_block)
+                changed = self._read(size, on_block) or changed
             # Caught up: every whole line read (what follows is a line being written).
             self.caught_up = self.offset >= size or not self._whole_line_after(self.offset)
             return changed
