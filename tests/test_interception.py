@@ -325,9 +325,12 @@ def test_the_tools_a_recorded_request_offered_in_each_api() -> None:
     assert request_tool_names(chat) == ["find"]
     assert request_tool_names(responses) == ["find", "mcp__interplay__find"]  # hosted: none
     assert request_tool_names(messages) == ["find"]  # Anthropic-defined tools are not sent on
-    for unreadable in ({"input": 3, "tools": "x"}, {"messages": [], "tools": "x"}, {}):
+    for unreadable in ({"input": 3, "tools": "x"}, {"messages": [], "tools": [3, {}]}, {}):
         assert request_tool_names(ModelCall(id="d", request=unreadable)) == []
     assert request_tool_names(ModelCall(id="e", api="messages", request={"tools": [{}]})) == []
+    deferred = {"name": "later", "input_schema": {}, "defer_loading": True}
+    assert request_tool_names(ModelCall(id="f", api="messages",
+                                        request={"tools": [deferred]})) == []
 
 
 def test_sync_callers_serve_from_a_thread() -> None:

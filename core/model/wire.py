@@ -233,24 +233,28 @@ def request_messages(call: ModelCall) -> list[Message]:
 
 
 def request_tool_names(call: ModelCall) -> list[str]:
-    """The names of the tools a recorded request offered, as a Chat Completions model sees
-    them (a Responses namespace's tools as ``<namespace>__<name>``); a request that cannot be
-    read offered none."""
+    """The names of the function tools a recorded request offered, as a Chat Completions model
+    sees them (a Responses namespace's tools as ``<namespace>__<name>``; hosted and
+    Anthropic-defined tools, which no Chat Completions model is sent, left out)."""
     body: Any = call.request or {}
-    try:
+    raw = body.get("tools") if isinstance(body, Mapping) else None
+    names: list[str] = []
+    for tool in raw if isinstance(raw, list) else ():
+        if not isinstance(tool, Mapping):
+            continue
+        kind, name = tool.get("type"), tool.get("name")
         if call.api == "messages":
-            tools, _ = ms.chat_tools(body)
-        elif "messages" not in body and "input" in body:
-            tools = rs.responses_to_chat(body).get("tools") or []
-        else:
-            tools = body.get("tools") or []
-    except (ms.BadRequest, rs.BadRequest):
-        return []
-    names = []
-    for tool in tools if isinstance(tools, list) else ():
-        fn = tool.get("function") if isinstance(tool, Mapping) else None
-        if isinstance(fn, Mapping) and isinstance(fn.get("name"), str):
-            names.append(fn["name"])
+            if kind in (None, "custom") and isinstance(name, str) \
+                    and tool.get("defer_loading") is not True:
+                names.append(name)
+        elif kind == "namespace" and isinstance(tool.get("tools"), list):
+            names += [rs.qualified_name(name, m["name"]) for m in tool["tools"]
+                      if isinstance(m, Mapping) and m.get("type") == "function"
+                      and isinstance(m.get("name"), str)]
+        elif kind == "function":
+            fn = tool.get("function", tool)  # Chat Completions nests it; Responses does not
+            if isinstance(fn, Mapping) and isinstance(fn.get("name"), str):
+                names.append(fn["name"])
     return names
 
 
