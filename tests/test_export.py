@@ -191,6 +191,44 @@ def test_hf_datasets_open_with_load_from_disk(echo_run: Path, tmp_path: Path) ->
         export(echo_run, tmp_path, ExportOptions(format="hf"))
 
 
+def test_an_always_on_agents_private_notes_are_marked_in_the_sft_meta(tmp_path: Path) -> None:
+    # The agent writes to her with message_user, then a plain reply: a private note she never
+    # reads; the SFT row's meta says which of its messages are such notes.
+    scenario = tmp_path / "day.json"
+    scenario.write_text(json.dumps({
+        "start": "2025-06-02T08:00", "end": "PT4H", "timezone": "Europe/Berlin",
+        "user": {"name": "Dana", "timezone": "Europe/Berlin", "awake": ["07:00", "23:00"]},
+        "tasks": [{"prompt": "plan my day"}]}))
+
+    def handler(request: ScriptedRequest) -> ScriptedReply:
+        msgs = request.messages
+        if "role-playing a user" in str(msgs[0]["content"]):
+            return ScriptedReply.text("sounds good")
+        if msgs[-1]["role"] == "tool":
+            return ScriptedReply.text("private thoughts")
+        if "plan my day" in str(msgs[-1]["content"]):
+            return ScriptedReply.tool_call("message_user", {"text": "Your day is free"})
+        return ScriptedReply.tool_call("stay_quiet", {})
+
+    with ScriptedModel(handler) as model:
+        run_eval(tmp_path / "run", model.base_url, str(scenario))
+    [row] = read_lines(export(tmp_path / "run", tmp_path / "sft.jsonl",
+                              ExportOptions(format="sft", meta=True)).output)
+    private = row["meta"]["private_messages"]
+    said = [i for i, m in enumerate(row["messages"]) if m["role"] == "assistant"]
+    assert private and set(private) < set(said)
+    assert {row["messages"][i]["content"] for i in private} == {"private thoughts"}
+    # Without --meta the row is the conversation alone, as for any env.
+    [plain] = read_lines(export(tmp_path / "run", tmp_path / "plain.jsonl",
+                                ExportOptions(format="sft")).output)
+    assert set(plain) == {"messages", "tools"}
+    # A dataset folder has the column, and an env without private notes does not.
+    datasets = pytest.importorskip("datasets")
+    ds = datasets.load_from_disk(str(export(tmp_path / "run", tmp_path / "hf",
+                                            ExportOptions(format="hf")).output))
+    assert ds.column_names[-1] == "private_messages" and ds[0]["private_messages"] == private
+
+
 def test_hf_datasets_of_rl_traces_and_of_no_rows_open_too(echo_run: Path,
                                                           tmp_path: Path) -> None:
     datasets = pytest.importorskip("datasets")

@@ -17,7 +17,7 @@ import math
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -28,6 +28,7 @@ from interplay.errors import InterplayError
 from interplay.export import rows as rw
 from interplay.export.groups import Advantage, Groups, group_id
 from interplay.log import get_logger
+from interplay.run.notes import keeps_private_notes, private_notes
 from interplay.run.results import CONFIG_FILE, EPISODES_FILE, iter_episodes, whole_record
 
 log = get_logger("interplay.export")
@@ -118,7 +119,7 @@ def export(run: str | Path, output: str | Path | None = None,
     try:
         groups = Groups()
         spill = work / "rows"
-        trainable, found = _collect(episodes, spill, opts, groups, result)
+        trainable, found, private = _collect(episodes, spill, opts, groups, result)
         if opts.kind == "rl" and trainable and not found:
             raise InterplayError(
                 f"{folder}: no model call of a trainable seat recorded token ids (the endpoint "
@@ -127,7 +128,8 @@ def export(run: str | Path, output: str | Path | None = None,
         final = work / "final.jsonl"
         _finish(spill, final, opts, groups, result)
         if opts.format == "hf":
-            _write_dataset(final, out, work, opts.kind, opts.unit, result.rows)
+            _write_dataset(final, out, work, opts.kind, opts.unit, result.rows,
+                           private=private)
         else:
             os.replace(final, out)
     finally:
@@ -204,12 +206,13 @@ def _reward(value: Any) -> float | None:
 
 
 def _collect(episodes: Path, spill: Path, opts: ExportOptions, groups: Groups,
-             result: ExportResult) -> tuple[int, bool]:
+             result: ExportResult) -> tuple[int, bool, bool]:
     """Write the rows of every trace the filters keep; return how many trainable traces
-    there were (in episodes without an error) and whether some captured tokens."""
+    there were (in episodes without an error), whether some captured tokens, and whether
+    SFT rows' meta marks private notes (an always_on run's)."""
     skipped = rw.Skipped()
     counts = result.skipped
-    found = False
+    found = private = False
     trainable = 0
     seats_seen: set[str] = set()
     serial = 0
@@ -225,6 +228,8 @@ def _collect(episodes: Path, spill: Path, opts: ExportOptions, groups: Groups,
             record = whole_record(record, episodes)
             info = record.get("info") or {}
             task_idx, rollout = int(info.get("task_idx", 0)), int(info.get("rollout") or 0)
+            notes = private_notes(record) if opts.kind == "sft" and with_meta \
+                and keeps_private_notes(record) else None
             for trace in rw.trainable_traces(record, opts.seats):
                 trainable += 1
                 seats_seen.update((rw.seat_of(trace), str(trace.get("agent"))))
@@ -250,8 +255,15 @@ def _collect(episodes: Path, spill: Path, opts: ExportOptions, groups: Groups,
                 head = _codec.dumps({"g": group, "k": key, "r": reward, "t": serial})
                 meta = rw.meta(record, trace) if with_meta else None
                 for row in made:
-                    if meta is not None:
-                        row = {**meta, **row} if opts.kind == "rl" else {**row, "meta": meta}
+                    if meta is not None and opts.kind == "rl":
+                        row = {**meta, **row}
+                    elif meta is not None:
+                        if notes is not None:
+                            # The agent's plain replies, which the user never read.
+                            private = True
+                            meta = {**meta, "private_messages": rw.private_messages(
+                                row["messages"], notes)}
+                        row = {**row, "meta": meta}
                     fh.write(head + _SEP + _codec.dumps(row) + b"\n")
     if skipped.calls_without_ids:
         counts["calls without token ids"] = skipped.calls_without_ids
@@ -264,7 +276,7 @@ def _collect(episodes: Path, spill: Path, opts: ExportOptions, groups: Groups,
                "them --unit call)"] = skipped.not_extending
     result.notes += [f"--seat {seat}: no trainable trace of it in an episode without an "
                      f"error" for seat in opts.seats if seat not in seats_seen]
-    return trainable, found
+    return trainable, found, private
 
 
 def _count(counts: dict[str, int], reason: str) -> None:
@@ -324,8 +336,9 @@ def _require_datasets() -> Any:
     return datasets
 
 
-def features(kind: str, unit: str) -> Any:
-    """The dataset's columns and their types."""
+def features(kind: str, unit: str, *, private: bool = False) -> Any:
+    """The dataset's columns and their types (``private``: SFT rows with the indices of
+    their private notes, an always_on run's)."""
     ds = _require_datasets()
     text, integer, real = ds.Value("string"), ds.Value("int64"), ds.Value("float64")
     meta = {"episode_id": text, "task_idx": integer, "rollout": integer, "seat": text,
@@ -334,7 +347,8 @@ def features(kind: str, unit: str) -> Any:
         call = {"id": text, "type": text, "function": {"name": text, "arguments": text}}
         message = {"role": text, "content": text, "name": text, "tool_call_id": text,
                    "tool_calls": ds.List(call)}
-        return ds.Features({"messages": ds.List(message), "tools": text, **meta})
+        marks = {"private_messages": ds.List(ds.Value("int32"))} if private else {}
+        return ds.Features({"messages": ds.List(message), "tools": text, **meta, **marks})
     return ds.Features({"group": text, "advantage": real, **meta,
                         "call" if unit == "call" else "calls": integer,
                         "prompt_ids": ds.List(ds.Value("int32")),
@@ -352,18 +366,10 @@ def dataset_rows(path: str, kind: str) -> Iterator[dict[str, Any]]:
             row = _codec.loads(line)
             if kind == "sft":
                 meta = row.pop("meta", {})
-                row["messages"] = [{**m, "content": _text(m.get("content"))}
+                row["messages"] = [{**m, "content": rw.content_text(m.get("content"))}
                                    for m in row["messages"]]
                 row = {**row, "tools": json.dumps(row["tools"]), **meta}
             yield row
-
-
-def _text(content: Any) -> str | None:
-    if content is None or isinstance(content, str):
-        return content
-    if isinstance(content, Sequence):
-        return "".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
-    return str(content)
 
 
 # What pyarrow's JSON reader parses at once (the library's default is 10 MB): a tenth of it
@@ -372,14 +378,14 @@ _JSON_CHUNK = 1 << 20
 
 
 def _write_dataset(final: Path, out: Path, work: Path, kind: str, unit: str,
-                   rows: int) -> None:
+                   rows: int, *, private: bool = False) -> None:
     """The dataset folder from the exported lines. RL lines are already the dataset's rows, so
     the library reads them with pyarrow's JSON reader (2.4 times as fast as rows handed over
     from Python); SFT rows are reshaped first (:func:`dataset_rows`). No rows is an empty
     dataset with the same columns, in one shard (the library's readers refuse an empty file,
     and an empty dataset saved as no shard does not load)."""
     datasets = _require_datasets()
-    schema = features(kind, unit)
+    schema = features(kind, unit, private=private)
     bars = datasets.is_progress_bar_enabled()
     datasets.disable_progress_bars()
     try:

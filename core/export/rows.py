@@ -13,6 +13,8 @@ from typing import Any
 
 import attrs
 
+from interplay.run.notes import is_private_note
+
 #: A trace's stop conditions that mean it was cut short rather than finished.
 CUT_SHORT = frozenset({"max_turns", "timeout", "error", "cancelled"})
 
@@ -64,6 +66,22 @@ def sft_row(trace: Mapping[str, Any]) -> dict[str, Any] | None:
     if last < 0:
         return None
     return {"messages": [_message(m) for m in messages[:last + 1]], "tools": tools_of(trace)}
+
+
+def private_messages(messages: Sequence[Mapping[str, Any]], notes: Sequence[str]) -> list[int]:
+    """The indices of an SFT row's ``messages`` that are an always_on agent's private notes
+    (``notes``: its plain replies, which the user never reads)."""
+    return [i for i, m in enumerate(messages) if m.get("role") == "assistant"
+            and is_private_note(content_text(m.get("content")) or "", notes)]
+
+
+def content_text(content: Any) -> str | None:
+    """A message's content as text (the text parts of a list joined); None stays None."""
+    if content is None or isinstance(content, str):
+        return content
+    if isinstance(content, Sequence):
+        return "".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
+    return str(content)
 
 
 def _message(m: Mapping[str, Any]) -> dict[str, Any]:

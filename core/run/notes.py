@@ -1,7 +1,8 @@
 """An always_on episode's private notes: what its agent wrote that the user never reads (each
 wake's plain replies, recorded as the wake's ``private_note`` in the record's timeline), and
 whether a message of a transcript is one. Whatever shows a transcript (the report and
-``interplay view``, the Inspect export) marks those messages private, as the wake table does.
+``interplay view``, the Inspect export, an SFT export's ``meta``) marks those messages
+private, as the wake table does.
 
 Reads an episode record as its line holds it (dicts), defensively; no I/O.
 """
@@ -10,6 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+
+def keeps_private_notes(episode: Any) -> bool:
+    """Whether an episode record is one whose agent's plain replies are private notes (an
+    always_on episode's), whether or not it wrote any."""
+    results = episode.get("results") if isinstance(episode, Mapping) else None
+    return isinstance(results, Mapping) and isinstance(results.get("always_on"), Mapping)
 
 
 def private_notes(episode: Any) -> list[str]:
