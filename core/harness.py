@@ -122,6 +122,14 @@ class Harness:
     async def close(self, ctx: SegmentContext) -> None:
         """Release what this harness holds for one trace (called once, also after errors)."""
 
+    def check(self) -> list[str]:
+        """What keeps this harness from running on this machine, one line each saying what to
+        change (a program it starts that is not installed); none by default. A run asks every
+        seat's harness when it starts, before its results folder is made and before any
+        episode, on the machine its episodes run on (not on a Ray cluster's driver), and
+        stops on the first problem; never when a run is only read (regrade, export)."""
+        return []
+
     def can_resume(self) -> bool:
         """Can this harness continue an exchange? Derived from the contract, not declared."""
         return type(self).resume is not Harness.resume or self.accepts_messages

@@ -448,6 +448,26 @@ def test_a_model_endpoint_the_nodes_cannot_reach_is_one_error(
     assert results.read_episodes(tmp_path / "run" / "episodes.jsonl") == []
 
 
+def test_a_harness_program_the_nodes_lack_is_one_error(
+        tmp_path: Path, scripted_model: ScriptedFactory, ray_cluster: Cluster) -> None:
+    """Each node is asked whether the seats' harnesses can run there (the driver is not:
+    the episodes run on the nodes)."""
+    model = scripted_model()
+    missing = tmp_path / "no-codex"
+    proc = run_cli("eval", "echo", "-n", "2", "--executor", "ray", "--ray-address",
+                   ray_cluster.address, "--base-url", model.base_url,
+                   "-o", str(tmp_path / "run"), "--no-report", "--quiet",
+                   "--set", 'seats.assistant.harness="codex"',
+                   "--set", f"seats.assistant.harness_config.binary={json.dumps(str(missing))}",
+                   env=_env(ray_cluster, INTERPLAY_LOAD_PLUGINS="codex"))
+    assert proc.returncode == 2, proc.stderr
+    (error,) = [line for line in proc.stderr.splitlines() if "error" in line.lower()]
+    assert error.startswith("interplay: error: on node ")
+    assert f": seats.assistant: harness 'codex': binary {str(missing)!r} not found" in error
+    assert model.requests == []
+    assert results.read_episodes(tmp_path / "run" / "episodes.jsonl") == []
+
+
 # -- settings -----------------------------------------------------------------------------------
 
 

@@ -219,6 +219,17 @@ def check_seats(env: Env, resources: Any) -> None:
     env.check_seats({seat: resources.seat(env, seat) for seat in env.seats})
 
 
+def check_harnesses(env: Env, resources: Any) -> None:
+    """Ask every seat's harness whether it can run here (:meth:`interplay.Harness.check`)
+    before any episode starts: the first problem is the run's one-line error."""
+    from interplay.run.episode import seat_harness
+
+    for seat in env.seats:
+        cls, settings = seat_harness(resources.seat(env, seat), seat)
+        for problem in cls(settings).check():
+            raise InterplayError(f"seats.{seat}: {problem}")
+
+
 def flatten(data: Any, prefix: str = "") -> dict[str, Any]:
     """Dotted keys to leaf values (``{"a": {"b": 1}}`` -> ``{"a.b": 1}``)."""
     if isinstance(data, Mapping) and data:

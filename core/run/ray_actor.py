@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from interplay import log as log_mod
 from interplay import plugins
+from interplay.errors import InterplayError
 from interplay.records import Task
 from interplay.run import config, results
 from interplay.run.episode import RunResources
@@ -74,6 +75,12 @@ class EpisodeActor:
         self._resources = RunResources(endpoint=cfg.model, seats=cfg.seats,
                                        interception=cfg.interception,
                                        max_connections=share * max(1, len(env.seats)))
+        try:
+            # The seats' programs, where the episodes will run.
+            config.check_harnesses(env, self._resources)
+        except InterplayError as exc:
+            report["error"] = str(exc)
+            return report
         for endpoint in endpoints(cfg, env, self._resources):
             reason = await _unreachable(str(endpoint.base_url))
             if reason:

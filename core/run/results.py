@@ -31,6 +31,7 @@ from interplay.log import get_logger
 from interplay.records import Episode, Task, converter
 from interplay.run.config import (
     RunConfig,
+    check_harnesses,
     config_differences,
     give_again,
     masked_credentials,
@@ -290,6 +291,7 @@ def prepare(data: dict[str, Any],
         except InterplayError as exc:
             raise _unloadable(resume, output, stored, exc) from None
         executor_for(cfg)  # its settings checked before anything is written
+        _check_harnesses(cfg, env)
         changed = config_differences(without_credentials(stored),
                                      without_credentials(resolved))
         if changed:
@@ -310,6 +312,7 @@ def prepare(data: dict[str, Any],
     cfg, env, resolved = resolve(data)
     tasks = list(env.tasks())  # a taskset that cannot be read is refused before the folder
     executor_for(cfg)  # its settings checked before the folder is made
+    _check_harnesses(cfg, env)
     output = Path(str(cfg.output))
     if holds_episodes(output) or _is_regrade(output):
         raise InterplayError(f"{output} already holds a run; continue it with --resume {output} "
@@ -358,6 +361,16 @@ def discard_unstarted(output: Path) -> None:
         (output / SIDE_DIR).rmdir()  # only the run's own, empty folder: never a user's file
     with contextlib.suppress(OSError):
         output.rmdir()  # only if empty
+
+
+def _check_harnesses(cfg: RunConfig, env: Env) -> None:
+    """The seats' harnesses asked whether they can run on this machine, when the episodes
+    run on it (a Ray cluster's nodes are asked by their actors)."""
+    if cfg.executor == "ray":
+        return
+    from interplay.run.episode import RunResources
+
+    check_harnesses(env, RunResources(endpoint=cfg.model, seats=cfg.seats))
 
 
 def _unloadable(resume: str, output: Path, stored: Mapping[str, Any],

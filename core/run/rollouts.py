@@ -36,7 +36,7 @@ from interplay.errors import InterplayError
 from interplay.loader import load_env
 from interplay.log import get_logger
 from interplay.records import Episode, Task
-from interplay.run.config import DEFAULT_CONCURRENCY, check_seats
+from interplay.run.config import DEFAULT_CONCURRENCY, check_harnesses, check_seats
 from interplay.run.episode import RunResources
 from interplay.run.local import run_pairs
 from interplay.run.results import EPISODES_FILE, EpisodeLog
@@ -92,6 +92,7 @@ class Rollouts:
             endpoint=self.model, seats=seats,
             max_connections=concurrency * max(1, len(self.env.seats)))
         check_seats(self.env, self.resources)
+        check_harnesses(self.env, self.resources)
         self._output = Path(output) if output is not None else None
         self._calls = 0
 

@@ -124,6 +124,15 @@ class ClaudeCodeHarness(Harness):
         if state is not None:
             log.debug("claude_code.closed", agent=ctx.trace.agent, segments=state.segments)
 
+    def check(self) -> list[str]:
+        """Claude Code installed where the run starts (it says how to install it if not); a
+        version other than the pinned one is said then."""
+        try:
+            self.binary()
+        except InterplayError as exc:
+            return [str(exc)]
+        return []
+
     # -- running Claude Code ---------------------------------------------------------------------
 
     def binary(self) -> str:

@@ -256,7 +256,22 @@ async def test_a_missing_cli_says_how_to_install_it(tmp_path: Path) -> None:
     assert f"@anthropic-ai/claude-code@{CLAUDE_CODE_VERSION}" in message
 
 
-def test_another_version_is_said_when_it_first_starts(claude_bin: str, tmp_path: Path) -> None:
+def test_a_missing_cli_stops_the_run_before_it_starts(tmp_path: Path) -> None:
+    with ScriptedModel(["Hello."]) as model:
+        out = interplay_cli("eval", "echo", "-n", "1", "--base-url", model.base_url,
+                            "-o", str(tmp_path / "run"), "--no-report",
+                            "--set", 'seats.assistant.harness="claude-code"',
+                            "--set", f"seats.assistant.harness_config.binary="
+                                     f"{json.dumps(str(tmp_path / 'claude'))}", timeout=300)
+        assert model.requests == []
+    assert out.returncode == 2
+    [line] = out.stderr.splitlines()
+    assert line.startswith("interplay: error: seats.assistant: harness 'claude-code': ")
+    assert f"@anthropic-ai/claude-code@{CLAUDE_CODE_VERSION}" in line
+    assert not (tmp_path / "run").exists()
+
+
+def test_another_version_is_said_when_the_run_starts(claude_bin: str, tmp_path: Path) -> None:
     fake = tmp_path / "claude"
     fake.write_text(f'#!/bin/sh\nif [ "$1" = --version ]; then echo "9.9.9 (Claude Code)"; '
                     f'exit 0; fi\nexec {claude_bin} "$@"\n')
@@ -268,8 +283,11 @@ def test_another_version_is_said_when_it_first_starts(claude_bin: str, tmp_path:
                             "--set", f"seats.assistant.harness_config.binary="
                                      f"{json.dumps(str(fake))}", timeout=300)
     assert out.returncode == 0, out.stderr
-    said = [line for line in out.stderr.splitlines() if "claude_code.version_differs" in line]
-    assert len(said) == 1 and "9.9.9" in said[0] and CLAUDE_CODE_VERSION in said[0]
+    lines = out.stderr.splitlines()
+    said = [i for i, line in enumerate(lines) if "claude_code.version_differs" in line]
+    assert len(said) == 1 and "9.9.9" in lines[said[0]] and CLAUDE_CODE_VERSION in lines[said[0]]
+    # Before the run's first line: when it starts, not when its first episode does.
+    assert said[0] < next(i for i, line in enumerate(lines) if "episodes to run" in line)
 
 
 async def test_it_waits_as_long_as_the_seat_and_stays_offline(

@@ -119,6 +119,14 @@ class CodexHarness(Harness):
         if state is not None:
             log.debug("codex.closed", agent=ctx.trace.agent, segments=state.segments)
 
+    def check(self) -> list[str]:
+        """codex installed where the run starts (it says how to install it if not)."""
+        try:
+            self.binary()
+        except InterplayError as exc:
+            return [str(exc)]
+        return []
+
     # -- running codex ---------------------------------------------------------------------------
 
     def binary(self) -> str:

@@ -40,6 +40,7 @@ from interplay.testing import (
     ScriptedRequest,
     descendants,
     mentioning,
+    run_interplay,
     survivors,
 )
 from interplay_codex import command_line
@@ -355,6 +356,21 @@ async def test_missing_binary_says_how_to_install(tmp_path: Path) -> None:
             await agent.aclose()
             await resources.aclose()
     assert model.requests == []
+
+
+def test_a_missing_binary_stops_the_run_before_it_starts(tmp_path: Path) -> None:
+    with ScriptedModel(["Hello."]) as model:
+        out = run_interplay("eval", "echo", "-n", "1", "--base-url", model.base_url,
+                            "-o", str(tmp_path / "run"), "--no-report",
+                            "--set", 'seats.assistant.harness="codex"',
+                            "--set", f"seats.assistant.harness_config.binary="
+                                     f"{json.dumps(str(tmp_path / 'no-codex'))}")
+        assert model.requests == []
+    assert out.returncode == 2
+    [line] = out.stderr.splitlines()
+    assert line.startswith("interplay: error: seats.assistant: harness 'codex': ")
+    assert "npm install --prefix .venv/npm @openai/codex@0.169.0" in line
+    assert not (tmp_path / "run").exists()
 
 
 async def test_a_codex_that_cannot_run_is_a_config_error(tmp_path: Path) -> None:
