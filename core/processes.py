@@ -53,7 +53,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import functools
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -510,3 +512,16 @@ def find_program(name: str, configured: str | None, *, harness: str, hint: str) 
     if found is None:
         raise InterplayError(f"harness {harness!r}: {name!r} is not installed; {hint}")
     return found
+
+
+@functools.cache
+def program_version(binary: str) -> str | None:
+    """The version ``binary --version`` prints (its first ``N.N.N``), or None when it prints
+    none or cannot be run; asked once per executable."""
+    try:
+        done = subprocess.run([binary, "--version"], capture_output=True, timeout=30,
+                              stdin=subprocess.DEVNULL, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    found = re.search(rb"\d+\.\d+\.\d+", done.stdout)
+    return found.group().decode() if found else None

@@ -18,12 +18,9 @@ what it did, or keep anything between segments.
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 import os
-import re
-import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -178,19 +175,6 @@ def find_claude(binary: str | None = None) -> str:
     """The ``claude`` executable: ``binary`` if given, else next to the running Python (the
     venv's bin), else on PATH. InterplayError with the install command when there is none."""
     return find_program("claude", binary, harness="claude-code", hint=INSTALL_HINT)
-
-
-@functools.cache
-def installed_version(binary: str) -> str | None:
-    """The version ``binary --version`` prints (``2.1.328 (Claude Code)``), or None when it
-    prints none; asked once per executable."""
-    try:
-        done = subprocess.run([binary, "--version"], capture_output=True, timeout=30,
-                              stdin=subprocess.DEVNULL, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    found = re.search(rb"\d+\.\d+\.\d+", done.stdout)
-    return found.group().decode() if found else None
 
 
 def seat_max_tokens(sampling: Mapping[str, object]) -> int | None:

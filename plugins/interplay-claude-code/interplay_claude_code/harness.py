@@ -50,6 +50,7 @@ from interplay import (
     ToolRun,
     get_logger,
     not_runnable,
+    program_version,
     refusal_reason,
     run_program,
     text_prompt,
@@ -75,7 +76,7 @@ log = get_logger("interplay.claude_code")
 
 #: Bytes of Claude Code's stderr kept on the trace per segment.
 KEEP_STDERR = 16 * 1024
-#: The versions already said to differ from the pinned one (said once per executable).
+#: The executables already said to be of another version than the pinned one.
 _warned: set[str] = set()
 
 
@@ -140,8 +141,9 @@ class ClaudeCodeHarness(Harness):
         it. Another version than the pinned one is said once per executable."""
         if self._binary is None:
             self._binary = cl.find_claude(self.config.binary)
-            version = cl.installed_version(self._binary)
-            if version != cl.CLAUDE_CODE_VERSION and self._binary not in _warned:
+            version = program_version(self._binary)
+            # None: it cannot say (its start will say why it cannot run, if it cannot).
+            if version not in (None, cl.CLAUDE_CODE_VERSION) and self._binary not in _warned:
                 _warned.add(self._binary)
                 # The version it is tested with, as the package to install.
                 log.warning("claude_code.version_differs", version=version,

@@ -25,8 +25,9 @@ from interplay import find_program, owner_tag
 
 #: The codex CLI version this harness is tested against.
 CODEX_VERSION = "0.169.0"
+NPM_PACKAGE = "@openai/codex"
 INSTALL_HINT = (f"install the codex CLI into the venv with "
-                f"`npm install --prefix .venv/npm @openai/codex@{CODEX_VERSION}` and link "
+                f"`npm install --prefix .venv/npm {NPM_PACKAGE}@{CODEX_VERSION}` and link "
                 f".venv/npm/node_modules/.bin/codex into .venv/bin (or run `bash .ci/setup "
                 f"--test`), or set harness_config.binary to its path")
 #: The environment variable that carries the trace's secret to codex (its provider's env_key).

@@ -50,6 +50,7 @@ from interplay import (
     ToolRun,
     get_logger,
     not_runnable,
+    program_version,
     refusal_reason,
     request_tool_names,
     start_process,
@@ -68,6 +69,8 @@ from interplay_codex.process_tree import kill_tagged, kill_tree
 from interplay_codex.session import TraceState, close_state, session_of, trace_state
 
 log = get_logger("interplay.codex")
+#: The executables already said to be of another version than the pinned one.
+_warned: set[str] = set()
 
 #: Bytes of codex's stderr kept on the trace per segment.
 KEEP_STDERR = 16 * 1024
@@ -130,9 +133,18 @@ class CodexHarness(Harness):
     # -- running codex ---------------------------------------------------------------------------
 
     def binary(self) -> str:
-        """The codex executable (resolved once); InterplayError saying how to install it."""
+        """The codex executable (resolved once); InterplayError saying how to install it.
+        Another version than the pinned one is said once per executable."""
         if self._binary is None:
             self._binary = cl.find_codex(self.config.binary)
+            version = program_version(self._binary)
+            # None: it cannot say (its start will say why it cannot run, if it cannot).
+            if version not in (None, cl.CODEX_VERSION) and self._binary not in _warned:
+                _warned.add(self._binary)
+                # The version it is tested with, as the package to install.
+                log.warning("codex.version_differs", version=version,
+                            package=f"{cl.NPM_PACKAGE}@{cl.CODEX_VERSION}",
+                            binary_path=self._binary)
         return self._binary
 
     async def _segment(self, ctx: SegmentContext, state: TraceState,
@@ -140,7 +152,8 @@ class CodexHarness(Harness):
         route = await ctx.route()
         tools = await ctx.tool_route()
         tag = uuid.uuid4().hex
-        binary = self.binary()
+        # The first time, `codex --version` runs (a Node start-up): not on the run's loop.
+        binary = self._binary or await asyncio.to_thread(self.binary)
 
         def argv() -> list[str]:
             return cl.argv(binary, self.config, base_url=route.base_url,

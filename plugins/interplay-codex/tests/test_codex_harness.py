@@ -373,6 +373,28 @@ def test_a_missing_binary_stops_the_run_before_it_starts(tmp_path: Path) -> None
     assert not (tmp_path / "run").exists()
 
 
+def test_another_version_is_said_when_the_run_starts(codex_bin: str, tmp_path: Path) -> None:
+    fake = tmp_path / "codex"
+    fake.write_text(f'#!/bin/sh\nif [ "$1" = --version ]; then echo "codex-cli 9.9.9"; '
+                    f'exit 0; fi\nexec {codex_bin} "$@"\n')
+    fake.chmod(0o755)
+    with ScriptedModel(["Hello."]) as model:
+        out = run_interplay("eval", "echo", "-n", "1", "--base-url", model.base_url,
+                            "-o", str(tmp_path / "run"), "--no-report",
+                            "--set", 'seats.assistant.harness="codex"',
+                            "--set", f"seats.assistant.harness_config.binary="
+                                     f"{json.dumps(str(fake))}",
+                            "--set", "seats.assistant.harness_config.state_dir="
+                                     f"{json.dumps(str(tmp_path / 'state'))}")
+    assert out.returncode == 0, out.stderr
+    lines = out.stderr.splitlines()
+    said = [i for i, line in enumerate(lines) if "codex.version_differs" in line]
+    assert len(said) == 1 and "9.9.9" in lines[said[0]]
+    assert "@openai/codex@0.169.0" in lines[said[0]]
+    # Before the run's first line: when it starts, not when its first episode does.
+    assert said[0] < next(i for i, line in enumerate(lines) if "episodes to run" in line)
+
+
 async def test_a_codex_that_cannot_run_is_a_config_error(tmp_path: Path) -> None:
     """An executable that is not a program (exec refuses it): one line naming the setting,
     no model call, no retries, nothing left behind."""
