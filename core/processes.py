@@ -53,7 +53,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import functools
 import os
 import re
 import secrets
@@ -514,14 +513,25 @@ def find_program(name: str, configured: str | None, *, harness: str, hint: str) 
     return found
 
 
-@functools.cache
-def program_version(binary: str) -> str | None:
-    """The version ``binary --version`` prints (its first ``N.N.N``), or None when it prints
-    none or cannot be run; asked once per executable."""
-    try:
-        done = subprocess.run([binary, "--version"], capture_output=True, timeout=30,
-                              stdin=subprocess.DEVNULL, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
+#: The executables :func:`other_version` asked already, and the lock that asks each once.
+_asked: set[str] = set()
+_asked_lock = threading.Lock()
+
+
+def other_version(binary: str, pinned: str) -> str | None:
+    """The version ``binary --version`` prints (its first ``N.N.N``) when it is not
+    ``pinned``: what a harness warns of. Asked once per executable in a process (None every
+    time after); None too when it is the pinned one, or when it prints none or cannot be run
+    (its start says why, if it cannot)."""
+    with _asked_lock:
+        if binary in _asked:
+            return None
+        _asked.add(binary)
+        try:
+            done = subprocess.run([binary, "--version"], capture_output=True, timeout=30,
+                                  stdin=subprocess.DEVNULL, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
     found = re.search(rb"\d+\.\d+\.\d+", done.stdout)
-    return found.group().decode() if found else None
+    version = found.group().decode() if found else None
+    return None if version in (None, pinned) else version

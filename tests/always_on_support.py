@@ -13,12 +13,12 @@ from typing import Any, ClassVar
 
 import attrs
 
-from interplay import hookimpl
+from interplay import cli, hookimpl
 from interplay.env import Env
 from interplay.hookspecs import Register
 from interplay.loader import env_from_toml
 from interplay.records import Episode
-from interplay.testing import ScriptedReply, ScriptedRequest, run_scripted
+from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest, run_scripted
 from interplay.usersim import Answer, Read, UserSim
 from interplay.world import App, app_tool
 
@@ -166,3 +166,34 @@ def timeline(episode: Episode, kind: str | None = None) -> list[dict[str, Any]]:
 
 def wakes(episode: Episode) -> list[dict[str, Any]]:
     return timeline(episode, "wake")
+
+
+#: What the agent of :func:`run_note_day` writes that she never reads.
+PRIVATE_NOTE = "private thoughts"
+
+
+def run_note_day(tmp_path: Path) -> Path:
+    """``interplay eval`` of a four-hour always_on day on the scripted model (both seats): the
+    agent writes to her once (message_user), then a plain reply, :data:`PRIVATE_NOTE`: a
+    private note she never reads. Its results folder (``tmp_path / "run"``)."""
+    scenario = tmp_path / "day.json"
+    scenario.write_text(json.dumps({
+        "start": "2025-06-02T08:00", "end": "PT4H", "timezone": "Europe/Berlin",
+        "user": {"name": "Dana", "timezone": "Europe/Berlin", "awake": ["07:00", "23:00"]},
+        "tasks": [{"prompt": "plan my day"}]}))
+
+    def handler(request: ScriptedRequest) -> ScriptedReply:
+        msgs = request.messages
+        if "role-playing a user" in str(msgs[0]["content"]):
+            return ScriptedReply.text("sounds good")
+        if msgs[-1]["role"] == "tool":
+            return ScriptedReply.text(PRIVATE_NOTE)
+        if "plan my day" in str(msgs[-1]["content"]):
+            return ScriptedReply.tool_call("message_user", {"text": "Your day is free"})
+        return ScriptedReply.tool_call("stay_quiet", {})
+
+    out = tmp_path / "run"
+    with ScriptedModel(handler) as model:
+        assert cli.main(["eval", str(scenario), "--base-url", model.base_url, "-o", str(out),
+                         "--quiet", "--no-report"]) == 0
+    return out

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from always_on_support import PRIVATE_NOTE, run_note_day
 
 from interplay import ExportFormat, InterplayError, Written, cli, hookimpl
 from interplay.export import ExportOptions, export
@@ -192,32 +193,14 @@ def test_hf_datasets_open_with_load_from_disk(echo_run: Path, tmp_path: Path) ->
 
 
 def test_an_always_on_agents_private_notes_are_marked_in_the_sft_meta(tmp_path: Path) -> None:
-    # The agent writes to her with message_user, then a plain reply: a private note she never
-    # reads; the SFT row's meta says which of its messages are such notes.
-    scenario = tmp_path / "day.json"
-    scenario.write_text(json.dumps({
-        "start": "2025-06-02T08:00", "end": "PT4H", "timezone": "Europe/Berlin",
-        "user": {"name": "Dana", "timezone": "Europe/Berlin", "awake": ["07:00", "23:00"]},
-        "tasks": [{"prompt": "plan my day"}]}))
-
-    def handler(request: ScriptedRequest) -> ScriptedReply:
-        msgs = request.messages
-        if "role-playing a user" in str(msgs[0]["content"]):
-            return ScriptedReply.text("sounds good")
-        if msgs[-1]["role"] == "tool":
-            return ScriptedReply.text("private thoughts")
-        if "plan my day" in str(msgs[-1]["content"]):
-            return ScriptedReply.tool_call("message_user", {"text": "Your day is free"})
-        return ScriptedReply.tool_call("stay_quiet", {})
-
-    with ScriptedModel(handler) as model:
-        run_eval(tmp_path / "run", model.base_url, str(scenario))
+    # A private note she never reads: the SFT row's meta says which of its messages are such.
+    run_note_day(tmp_path)
     [row] = read_lines(export(tmp_path / "run", tmp_path / "sft.jsonl",
                               ExportOptions(format="sft", meta=True)).output)
     private = row["meta"]["private_messages"]
     said = [i for i, m in enumerate(row["messages"]) if m["role"] == "assistant"]
     assert private and set(private) < set(said)
-    assert {row["messages"][i]["content"] for i in private} == {"private thoughts"}
+    assert {row["messages"][i]["content"] for i in private} == {PRIVATE_NOTE}
     # Without --meta the row is the conversation alone, as for any env.
     [plain] = read_lines(export(tmp_path / "run", tmp_path / "plain.jsonl",
                                 ExportOptions(format="sft")).output)

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from always_on_support import PRIVATE_NOTE, run_note_day
 
 from interplay import cli
 from interplay.errors import InterplayError
@@ -165,34 +166,13 @@ def test_without_inspect_ai_the_line_says_what_to_install(
     assert sorted(p.name for p in run.iterdir()) == before  # nothing written, half or whole
 
 
-def test_an_always_on_agents_private_notes_are_marked_private(
-        tmp_path: Path, scripted_model: Callable[..., ScriptedModel]) -> None:
-    # The agent writes to her with message_user, then a plain reply: a private note she never
-    # reads, which the transcript must not pass off as a reply to her.
-    scenario = tmp_path / "day.json"
-    scenario.write_text(json.dumps({
-        "start": "2025-06-02T08:00", "end": "PT4H", "timezone": "Europe/Berlin",
-        "user": {"name": "Dana", "timezone": "Europe/Berlin", "awake": ["07:00", "23:00"]},
-        "tasks": [{"prompt": "plan my day"}]}))
-
-    def handler(request: ScriptedRequest) -> ScriptedReply:
-        msgs = request.messages
-        if "role-playing a user" in str(msgs[0]["content"]):
-            return ScriptedReply.text("sounds good")
-        if msgs[-1]["role"] == "tool":
-            return ScriptedReply.text("private thoughts")
-        if "plan my day" in str(msgs[-1]["content"]):
-            return ScriptedReply.tool_call("message_user", {"text": "Your day is free"})
-        return ScriptedReply.tool_call("stay_quiet", {})
-
-    model = scripted_model(handler)
-    out = tmp_path / "run"
-    assert cli.main(["eval", str(scenario), "--base-url", model.base_url, "-o", str(out),
-                     "--quiet", "--no-report"]) == 0
+def test_an_always_on_agents_private_notes_are_marked_private(tmp_path: Path) -> None:
+    # A private note she never reads: the transcript must not pass it off as a reply to her.
+    out = run_note_day(tmp_path)
     path, _ = export_plugged("inspect", out, tmp_path / "2026-01-01T00-00-00_day.json")
     [sample] = inspect_log.read_eval_log(str(path)).samples
     said = [i for i, m in enumerate(sample.messages) if m.role == "assistant"]
     private = [i for i in said if (sample.messages[i].metadata or {}).get("private")]
-    assert private and {sample.messages[i].text for i in private} == {"private thoughts"}
+    assert private and {sample.messages[i].text for i in private} == {PRIVATE_NOTE}
     assert all(sample.messages[i].metadata is None for i in said if i not in private)
     assert sample.metadata["private_messages"] == private

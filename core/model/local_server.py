@@ -182,24 +182,20 @@ def _handled(body: dict[str, Any], choice: str | dict[str, Any] | None
     return choice
 
 
-def _tool_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
-    """A tool request's messages as the tool handler renders them."""
+def _handler_request(body: dict[str, Any]) -> dict[str, Any]:
+    """A tool request's ``messages`` and ``tools`` as the tool handler renders them."""
     messages = to_template_messages(body["messages"], keep_calls=True)
     if not any(m["role"] == "system" for m in messages):
         # The handler's template lists the tools inside the system message: without one
         # the model would be asked to call tools it was never shown.
         messages.insert(0, {"role": "system", "content": ""})
-    return messages
-
-
-def _handler_tools(body: dict[str, Any]) -> list[dict[str, Any]]:
-    """A request's tools as the tool handler lists them: a function without ``parameters``
-    (which the API allows: it takes no arguments) gets an empty object's schema, where the
-    handler's template would stop at the missing field."""
-    return [t if "parameters" in t["function"] else
-            {**t, "function": {**t["function"], "parameters": {"type": "object",
-                                                               "properties": {}}}}
-            for t in body["tools"]]
+    # A function without ``parameters`` (which the API allows: it takes no arguments) gets an
+    # empty object's schema, where the handler's template would stop at the missing field.
+    tools = [t if "parameters" in t["function"] else
+             {**t, "function": {**t["function"], "parameters": {"type": "object",
+                                                                "properties": {}}}}
+             for t in body["tools"]]
+    return {"messages": messages, "tools": tools}
 
 
 class _PromptRead(Exception):
@@ -345,8 +341,8 @@ class LocalServer:
         # The handler asks its own completions for no limit: the request's max_tokens holds.
         self.llm.completion_cap = int(kw["max_tokens"])
         try:
-            result = self.tool_handler(llama=self.llm, messages=_tool_messages(body),
-                             tools=_handler_tools(body), tool_choice=handled, **args)
+            result = self.tool_handler(llama=self.llm, **_handler_request(body),
+                                       tool_choice=handled, **args)
         finally:
             self.llm.completion_cap = None
         if not _calls(result):
@@ -459,8 +455,8 @@ class LocalServer:
             try:
                 # As vLLM counts: the conversation and the answer's turn opened, before a
                 # forced call's name is written into it.
-                self.tool_handler(llama=_PromptReader(), messages=_tool_messages(body),
-                        tools=_handler_tools(body), tool_choice="auto")
+                self.tool_handler(llama=_PromptReader(), **_handler_request(body),
+                                  tool_choice="auto")
             except _PromptRead as read:
                 return list(self.llm.tokenize(read.prompt.encode("utf-8"), add_bos=True,
                                               special=True))

@@ -6,6 +6,7 @@ a pytest plugin with fixtures (``interplay.testing.pytest_plugin``), and :func:`
 :func:`survivors` and :func:`mentioning` to check that what a run started is gone once it ends;
 :func:`run_interplay` (the ``interplay`` command in a subprocess, as a user runs it),
 :func:`npm_program` (an agent program from npm, installed for the tests that run it),
+:func:`eval_with_harness` (a one-episode run with a harness in the assistant seat),
 :data:`needs_local_model` and :func:`captured_log` (the process log of a block, to search for
 what must never be logged).
 
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from interplay.testing.cli import (
         command_env,
+        eval_with_harness,
         interplay_command,
         needs_local_model,
         npm_program,
@@ -46,9 +48,11 @@ _MODULES = {"ScriptedModel": "scripted", "ScriptedReply": "script",
             "survivors": "processes", "mentioning": "processes",
             "read_script": "script_file", "npm_program": "cli",
             "run_interplay": "cli", "interplay_command": "cli", "command_env": "cli",
+            "eval_with_harness": "cli",
             "needs_local_model": "cli", "captured_log": "logs"}
 __all__ = ["ScriptedModel", "ScriptedReply", "ScriptedRequest", "ScriptedRun",
            "ScriptedTokenizer", "ScriptedToolCall", "captured_log", "command_env", "descendants",
+           "eval_with_harness",
            "interplay_command", "isolated_plugins", "mentioning", "needs_local_model",
            "npm_program", "read_script", "run_interplay", "run_scripted", "survivors"]
 

@@ -3,17 +3,20 @@ script (or ``python -m interplay.cli``) in a subprocess, with the plugin allow- 
 of the test's own environment taken away, so what is installed is what the command finds.
 Also :data:`needs_local_model`, the marks of a test that runs on the embedded model, and
 :func:`npm_program`, an agent program from npm (codex, Claude Code) installed into the venv
-for the tests that run it."""
+for the tests that run it, and :func:`eval_with_harness`, a one-episode run with a harness in
+the assistant seat, as a user starts it."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -47,6 +50,25 @@ def run_interplay(*args: str, env: Mapping[str, str] | None = None, timeout: flo
     """``interplay ARGS...`` in a subprocess, its output captured as text."""
     return subprocess.run([*interplay_command(), *args], capture_output=True, text=True,
                           env=command_env(env), timeout=timeout, cwd=cwd)
+
+
+def eval_with_harness(harness: str, out: Path, *, timeout: float = 300,
+                      **harness_config: Any) -> tuple[subprocess.CompletedProcess[str], int]:
+    """``interplay eval echo -n 1`` in a subprocess, as a user runs it, with ``harness`` in the
+    assistant seat and ``harness_config`` its settings (``binary=...``), results in ``out``,
+    on a scripted model that answers "Hello.": the command's result, and how many requests
+    the model got. What a program harness's user meets as a run starts (its program missing,
+    of another version)."""
+    from interplay.testing.scripted import ScriptedModel
+
+    settings = [arg for key, value in harness_config.items()
+                for arg in ("--set", f"seats.assistant.harness_config.{key}={json.dumps(value)}")]
+    with ScriptedModel(["Hello."]) as model:
+        done = run_interplay("eval", "echo", "-n", "1", "--base-url", model.base_url,
+                             "-o", str(out), "--no-report",
+                             "--set", f"seats.assistant.harness={json.dumps(harness)}",
+                             *settings, timeout=timeout)
+        return done, len(model.requests)
 
 
 def npm_program(name: str, package: str, version: str) -> str:

@@ -50,7 +50,7 @@ from interplay import (
     ToolRun,
     get_logger,
     not_runnable,
-    program_version,
+    other_version,
     refusal_reason,
     run_program,
     text_prompt,
@@ -76,8 +76,6 @@ log = get_logger("interplay.claude_code")
 
 #: Bytes of Claude Code's stderr kept on the trace per segment.
 KEEP_STDERR = 16 * 1024
-#: The executables already said to be of another version than the pinned one.
-_warned: set[str] = set()
 
 
 class ClaudeCodeHarness(Harness):
@@ -141,12 +139,10 @@ class ClaudeCodeHarness(Harness):
         it. Another version than the pinned one is said once per executable."""
         if self._binary is None:
             self._binary = cl.find_claude(self.config.binary)
-            version = program_version(self._binary)
-            # None: it cannot say (its start will say why it cannot run, if it cannot).
-            if version not in (None, cl.CLAUDE_CODE_VERSION) and self._binary not in _warned:
-                _warned.add(self._binary)
+            other = other_version(self._binary, cl.CLAUDE_CODE_VERSION)
+            if other is not None:
                 # The version it is tested with, as the package to install.
-                log.warning("claude_code.version_differs", version=version,
+                log.warning("claude_code.version_differs", version=other,
                             package=f"{cl.NPM_PACKAGE}@{cl.CLAUDE_CODE_VERSION}",
                             binary_path=self._binary)
         return self._binary

@@ -32,6 +32,7 @@ from interplay.testing import (
     ScriptedReply,
     ScriptedRequest,
     captured_log,
+    eval_with_harness,
     mentioning,
 )
 from interplay.testing import run_interplay as interplay_cli
@@ -257,14 +258,9 @@ async def test_a_missing_cli_says_how_to_install_it(tmp_path: Path) -> None:
 
 
 def test_a_missing_cli_stops_the_run_before_it_starts(tmp_path: Path) -> None:
-    with ScriptedModel(["Hello."]) as model:
-        out = interplay_cli("eval", "echo", "-n", "1", "--base-url", model.base_url,
-                            "-o", str(tmp_path / "run"), "--no-report",
-                            "--set", 'seats.assistant.harness="claude-code"',
-                            "--set", f"seats.assistant.harness_config.binary="
-                                     f"{json.dumps(str(tmp_path / 'claude'))}", timeout=300)
-        assert model.requests == []
-    assert out.returncode == 2
+    out, requests = eval_with_harness("claude-code", tmp_path / "run",
+                                      binary=str(tmp_path / "claude"))
+    assert (out.returncode, requests) == (2, 0)
     [line] = out.stderr.splitlines()
     assert line.startswith("interplay: error: seats.assistant: harness 'claude-code': ")
     assert f"@anthropic-ai/claude-code@{CLAUDE_CODE_VERSION}" in line
@@ -276,12 +272,7 @@ def test_another_version_is_said_when_the_run_starts(claude_bin: str, tmp_path: 
     fake.write_text(f'#!/bin/sh\nif [ "$1" = --version ]; then echo "9.9.9 (Claude Code)"; '
                     f'exit 0; fi\nexec {claude_bin} "$@"\n')
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
-    with ScriptedModel(["Hello."]) as model:
-        out = interplay_cli("eval", "echo", "-n", "1", "--base-url", model.base_url,
-                            "-o", str(tmp_path / "run"), "--no-report",
-                            "--set", 'seats.assistant.harness="claude-code"',
-                            "--set", f"seats.assistant.harness_config.binary="
-                                     f"{json.dumps(str(fake))}", timeout=300)
+    out, _ = eval_with_harness("claude-code", tmp_path / "run", binary=str(fake))
     assert out.returncode == 0, out.stderr
     lines = out.stderr.splitlines()
     said = [i for i, line in enumerate(lines) if "claude_code.version_differs" in line]

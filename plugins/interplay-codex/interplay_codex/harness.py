@@ -50,7 +50,7 @@ from interplay import (
     ToolRun,
     get_logger,
     not_runnable,
-    program_version,
+    other_version,
     refusal_reason,
     request_tool_names,
     start_process,
@@ -69,8 +69,6 @@ from interplay_codex.process_tree import kill_tagged, kill_tree
 from interplay_codex.session import TraceState, close_state, session_of, trace_state
 
 log = get_logger("interplay.codex")
-#: The executables already said to be of another version than the pinned one.
-_warned: set[str] = set()
 
 #: Bytes of codex's stderr kept on the trace per segment.
 KEEP_STDERR = 16 * 1024
@@ -137,12 +135,10 @@ class CodexHarness(Harness):
         Another version than the pinned one is said once per executable."""
         if self._binary is None:
             self._binary = cl.find_codex(self.config.binary)
-            version = program_version(self._binary)
-            # None: it cannot say (its start will say why it cannot run, if it cannot).
-            if version not in (None, cl.CODEX_VERSION) and self._binary not in _warned:
-                _warned.add(self._binary)
+            other = other_version(self._binary, cl.CODEX_VERSION)
+            if other is not None:
                 # The version it is tested with, as the package to install.
-                log.warning("codex.version_differs", version=version,
+                log.warning("codex.version_differs", version=other,
                             package=f"{cl.NPM_PACKAGE}@{cl.CODEX_VERSION}",
                             binary_path=self._binary)
         return self._binary

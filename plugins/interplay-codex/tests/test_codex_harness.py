@@ -39,8 +39,8 @@ from interplay.testing import (
     ScriptedReply,
     ScriptedRequest,
     descendants,
+    eval_with_harness,
     mentioning,
-    run_interplay,
     survivors,
 )
 from interplay_codex import command_line
@@ -359,14 +359,9 @@ async def test_missing_binary_says_how_to_install(tmp_path: Path) -> None:
 
 
 def test_a_missing_binary_stops_the_run_before_it_starts(tmp_path: Path) -> None:
-    with ScriptedModel(["Hello."]) as model:
-        out = run_interplay("eval", "echo", "-n", "1", "--base-url", model.base_url,
-                            "-o", str(tmp_path / "run"), "--no-report",
-                            "--set", 'seats.assistant.harness="codex"',
-                            "--set", f"seats.assistant.harness_config.binary="
-                                     f"{json.dumps(str(tmp_path / 'no-codex'))}")
-        assert model.requests == []
-    assert out.returncode == 2
+    out, requests = eval_with_harness("codex", tmp_path / "run",
+                                      binary=str(tmp_path / "no-codex"))
+    assert (out.returncode, requests) == (2, 0)
     [line] = out.stderr.splitlines()
     assert line.startswith("interplay: error: seats.assistant: harness 'codex': ")
     assert "npm install --prefix .venv/npm @openai/codex@0.169.0" in line
@@ -378,14 +373,8 @@ def test_another_version_is_said_when_the_run_starts(codex_bin: str, tmp_path: P
     fake.write_text(f'#!/bin/sh\nif [ "$1" = --version ]; then echo "codex-cli 9.9.9"; '
                     f'exit 0; fi\nexec {codex_bin} "$@"\n')
     fake.chmod(0o755)
-    with ScriptedModel(["Hello."]) as model:
-        out = run_interplay("eval", "echo", "-n", "1", "--base-url", model.base_url,
-                            "-o", str(tmp_path / "run"), "--no-report",
-                            "--set", 'seats.assistant.harness="codex"',
-                            "--set", f"seats.assistant.harness_config.binary="
-                                     f"{json.dumps(str(fake))}",
-                            "--set", "seats.assistant.harness_config.state_dir="
-                                     f"{json.dumps(str(tmp_path / 'state'))}")
+    out, _ = eval_with_harness("codex", tmp_path / "run", binary=str(fake),
+                               state_dir=str(tmp_path / "state"))
     assert out.returncode == 0, out.stderr
     lines = out.stderr.splitlines()
     said = [i for i, line in enumerate(lines) if "codex.version_differs" in line]
