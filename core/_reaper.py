@@ -12,6 +12,11 @@ they would when asked, then whatever is left is stopped (SIGSTOP, scanning again
 new forks) and killed. A group is forgotten once it has no process left, so a group id reused
 later by someone else's process is not touched.
 
+A line may also be ``exec`` and a JSON list, a command to run once the processes are ended:
+what a sandbox backend started outside this machine's process tree (containers) is removed by
+a command of its own, given the run's tag to find them. Each command runs once, in the order
+given, for up to :data:`COMMAND_S`; what it prints is not read.
+
 It runs as a script of the standard library alone (``-I``: no site or user paths of the
 caller, nothing of interplay imported), so it starts in a few tens of milliseconds and holds
 a few megabytes. It must not import interplay or anything outside the standard library.
@@ -20,9 +25,11 @@ a few megabytes. It must not import interplay or anything outside the standard l
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import select
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable
@@ -31,6 +38,29 @@ from collections.abc import Callable, Iterable
 GRACE_S = 2.0
 #: How often, while the interplay process lives, groups with no process left are forgotten.
 PRUNE_S = 5.0
+#: How long each cleanup command (an ``exec`` line) may take once the process is gone.
+COMMAND_S = 60.0
+
+
+def _command(line: bytes) -> list[str] | None:
+    """The argv of an ``exec`` line, or None."""
+    if not line.startswith(b"exec "):
+        return None
+    try:
+        argv = json.loads(line[5:])
+    except ValueError:
+        return None
+    if isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv):
+        return argv
+    return None
+
+
+def _run_commands(commands: list[list[str]]) -> None:
+    for argv in commands:
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, timeout=COMMAND_S, check=False,
+                           start_new_session=True)
 
 
 def _group_exists(pgid: int) -> bool:
@@ -118,6 +148,7 @@ def main(argv: list[str]) -> int:
     for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTSTP):
         signal.signal(sig, signal.SIG_IGN)
     groups: set[int] = set()
+    commands: list[list[str]] = []
     pending = b""
     pruned = time.monotonic()
     while True:
@@ -130,12 +161,17 @@ def main(argv: list[str]) -> int:
             if not data:
                 break
             *lines, pending = (pending + data).split(b"\n")
-            groups.update(int(line) for line in lines if line.strip().isdigit())
+            for line in lines:
+                if line.strip().isdigit():
+                    groups.add(int(line))
+                elif (argv := _command(line)) is not None and argv not in commands:
+                    commands.append(argv)
         if time.monotonic() - pruned >= PRUNE_S:
             groups = {g for g in groups if _group_exists(g)}
             pruned = time.monotonic()
     has_proc = os.path.isdir("/proc")
     sweep(groups, (lambda gs: scan(var, tag, gs)) if has_proc else None)
+    _run_commands(commands)
     return 0
 
 

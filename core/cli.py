@@ -32,8 +32,8 @@ if TYPE_CHECKING:
     from interplay.run.config import RunConfig
     from interplay.run.runner import RunOutcome
 
-LIST_KINDS = ("harnesses", "user-sims", "steps", "verifiers", "envs", "export-formats",
-              "scenario-kinds")
+LIST_KINDS = ("harnesses", "user-sims", "steps", "verifiers", "sandboxes", "envs",
+              "export-formats", "scenario-kinds")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -118,7 +118,7 @@ def cmd_plugins(args: argparse.Namespace) -> int:
 
 def add_list(sub: Any) -> None:
     p = sub.add_parser("list", help="list registered harnesses, user-sims, steps, verifiers, "
-                       "envs, export formats or scenario kinds")
+                       "sandboxes, envs, export formats or scenario kinds")
     p.add_argument("kind", choices=LIST_KINDS)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_list)
@@ -192,6 +192,9 @@ def add_eval(sub: Any) -> None:
     p.add_argument("--ray-address", metavar="ADDRESS", help="with --executor ray: the cluster "
                    "to run on (auto, HOST:PORT, ray://HOST:PORT); default: RAY_ADDRESS, else "
                    "a local cluster started for the run")
+    p.add_argument("--sandbox", metavar="KIND", help="where the agents work: a sandbox "
+                   "backend (`interplay list sandboxes`: docker, local) or none; default: "
+                   "docker for an env or task that needs one")
     p.add_argument("-s", "--seed", type=int, help="the run's seed (default 0)")
     p.add_argument("-m", "--model", help="model name sent to the endpoint")
     p.add_argument("--base-url", help="OpenAI-compatible base URL (default: the embedded "
@@ -228,6 +231,8 @@ def _cli_data(args: argparse.Namespace) -> dict[str, Any]:
         if not args.resume:
             raise InterplayError("--retry-errors goes with --resume DIR")
         flags["retry_errors"] = True
+    if args.sandbox is not None:
+        flags["sandbox"] = {"kind": args.sandbox}
     model = {k: v for k, v in (("model", args.model), ("base_url", args.base_url),
                                ("api_key_var", args.api_key_var)) if v is not None}
     if model:

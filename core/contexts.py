@@ -23,6 +23,7 @@ import attrs
 from interplay.clock import Clock
 from interplay.endpoint import Endpoint
 from interplay.records import EpisodeInfo, Message, ModelCall, Task, ToolRun, Trace
+from interplay.sandbox import Sandbox
 from interplay.tools import CallOutcome, Tool
 
 
@@ -176,6 +177,11 @@ class SegmentContext(Protocol):
         """This trace's own route to its seat's tools (None when the seat has none)."""
         ...
 
+    async def sandbox(self) -> Sandbox | None:
+        """The episode's sandbox when this seat works in one (started, with the task's
+        workspace in place, on first use); None when it works in none."""
+        ...
+
 
 class ChatSession(Protocol):
     """An exchange held open turn by turn with one agent (``async with agent.chat(task) as
@@ -278,6 +284,12 @@ class EpisodeContext(Protocol):
     def agent(self, seat: str, *, name: str | None = None) -> SeatAgent:
         """The agent filling ``seat`` in this episode (made on first use; ``name`` makes
         another agent in the same seat)."""
+        ...
+
+    async def sandbox(self) -> Sandbox | None:
+        """The episode's sandbox (started, with the task's workspace in place, on first use;
+        kept until the episode is scored, so a verifier runs commands in what the agent
+        left); None when the run gives this episode none."""
         ...
 
     def fail(self, error_type: str, error: str) -> None:

@@ -30,8 +30,8 @@ from interplay.settings import field_docs, settings_of, type_text
 
 #: What ``describe`` takes: every registered kind, ``model`` (the endpoint a run calls) and
 #: ``run`` (the run's own settings, the top-level keys of a config file).
-DESCRIBE_KINDS: tuple[str, ...] = ("envs", "steps", "verifiers", "harnesses", "user-sims",
-                                   "scenario-kinds", "model", "run")
+DESCRIBE_KINDS: tuple[str, ...] = ("envs", "steps", "verifiers", "harnesses", "sandboxes",
+                                   "user-sims", "scenario-kinds", "model", "run")
 #: The one name of the ``model`` kind.
 MODEL = "model"
 #: The one name of the ``run`` kind.
@@ -262,7 +262,7 @@ def _markdown_settings(settings: list[dict[str, Any]]) -> list[str]:
 
 
 TITLES = {"envs": "Envs", "steps": "Steps", "verifiers": "Verifiers",
-          "harnesses": "Harnesses", "user-sims": "User sims",
+          "harnesses": "Harnesses", "sandboxes": "Sandboxes", "user-sims": "User sims",
           "scenario-kinds": "Scenario kinds", "model": "Model", "run": "The run"}
 
 

@@ -74,6 +74,15 @@ class Env:
     name: ClassVar[str] = ""
     Config: ClassVar[type] = NoConfig
     seats: ClassVar[Mapping[str, SeatSpec]] = {"assistant": SeatSpec()}
+    #: Whether every episode needs a sandbox to work in (its tasks are work in files): with
+    #: none configured it gets the ``docker`` one, and a run that gives it none is refused.
+    #: An env that does not need one still gets one for a task that brings a workspace, or
+    #: when the run names a sandbox.
+    needs_sandbox: ClassVar[bool] = False
+    #: The seats whose agents work in the episode's sandbox, when it has one (their chat
+    #: harness's bash, python and text_editor tools run in it; a program harness runs inside
+    #: it). A user sim's seat stays outside.
+    sandbox_seats: ClassVar[frozenset[str]] = frozenset({"assistant"})
     #: What the run gives this env beside its own settings; set by the loader.
     options: EnvOptions = EnvOptions()
     #: The verifiers ``options.verifiers`` names, made by the loader (which knows the

@@ -23,6 +23,7 @@ from interplay.config import settle
 from interplay.contexts import SegmentContext
 from interplay.errors import InterplayError
 from interplay.records import Message, Task
+from interplay.sandbox import SandboxNeeds
 
 
 @attrs.define
@@ -129,6 +130,14 @@ class Harness:
         episode, on the machine its episodes run on (not on a Ray cluster's driver), and
         stops on the first problem; never when a run is only read (regrade, export)."""
         return []
+
+    def sandbox_needs(self) -> SandboxNeeds:
+        """What this harness needs of the sandbox its seat works in, asked before the
+        sandbox starts: paths of this machine brought in read-only (its program) and
+        whether a program inside calls the model boundary (so the sandbox's network must let
+        it out). Nothing by default: the ``chat`` harness's tools run commands inside and its
+        model calls are made from here."""
+        return SandboxNeeds()
 
     def can_resume(self) -> bool:
         """Can this harness continue an exchange? Derived from the contract, not declared."""

@@ -83,6 +83,20 @@ def register_verifiers(register: Register) -> None:
 
 
 @hookspec
+def register_sandboxes(register: Register) -> None:
+    """Register sandbox backends: where an agent works, one sandbox per episode.
+
+    Fires once per process, the first time anything looks up a sandbox backend (or lists
+    plugins).
+
+    :param register: ``register(sandbox_class, name=None)``. ``sandbox_class`` is a subclass
+        of :class:`interplay.Sandbox` with ``start(plan)``, ``exec(argv, ...)``,
+        ``read_file``/``write_file``, ``put``/``get``, ``reach(url)`` and ``stop()``;
+        ``name`` defaults to its ``name`` attribute (what a run's ``sandbox.kind`` takes).
+    """
+
+
+@hookspec
 def register_envs(register: Register) -> None:
     """Register envs: a taskset, steps, verifiers and seats, bundled under one name.
 
@@ -127,6 +141,7 @@ HOOK_KINDS: dict[str, str] = {
     "register_user_sims": "user-sims",
     "register_steps": "steps",
     "register_verifiers": "verifiers",
+    "register_sandboxes": "sandboxes",
     "register_envs": "envs",
     "register_export_formats": "export-formats",
     "register_scenario_kinds": "scenario-kinds",

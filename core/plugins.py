@@ -45,6 +45,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "interplay.builtin_harnesses.plugin",
     "interplay.builtin_envs.plugin",
     "interplay.builtin_verifiers.plugin",
+    "interplay.builtin_sandboxes.plugin",
     "interplay.export.plugin",
 )
 

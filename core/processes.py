@@ -53,6 +53,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import json
 import os
 import re
 import secrets
@@ -63,7 +64,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -95,13 +96,16 @@ _tag: str | None = None
 _unavailable = False
 _lock = threading.Lock()
 _fork_hook = False
+#: The ``exec`` lines told to this process's reaper (:func:`reap_with`).
+_commands: set[bytes] = set()
 
 
 def _forget_in_child() -> None:
     """A forked child (no exec) is a process of its own: its children get a reaper of their
     own, and it lets go of the parent's pipe."""
-    global _reaper, _tag, _lock
+    global _reaper, _tag, _lock, _commands
     _lock = threading.Lock()
+    _commands = set()
     if _reaper is not None:
         with contextlib.suppress(OSError):
             os.close(_reaper.fd)
@@ -152,19 +156,36 @@ def _running() -> _Reaper | None:
 
 
 def _register(pgid: int) -> None:
+    _tell_reaper(b"%d\n" % pgid, pgid=pgid)
+
+
+def reap_with(argv: Sequence[str]) -> bool:
+    """Have this process's reaper run ``argv`` once this process is gone, however it went
+    (``kill -9`` included), after it has ended this process's children: how a sandbox
+    backend removes what it started outside this machine's process tree (containers found by
+    :func:`owner_tag`'s value). Registered once per distinct argv; the command gets a minute.
+    Whether a reaper will run it (False where there is none: Windows)."""
+    line = b"exec " + json.dumps(list(argv)).encode() + b"\n"
+    with _lock:
+        if line in _commands:
+            return True
+        _commands.add(line)
+    return _tell_reaper(line)
+
+
+def _tell_reaper(line: bytes, *, pgid: int | None = None) -> bool:
     global _reaper
-    line = b"%d\n" % pgid
     for _ in range(2):
         reaper = _running()
         if reaper is None:
-            return
+            return False
         try:
             os.write(reaper.fd, line)
-            return
+            return True
         except BlockingIOError:
             # The reaper is not reading (stopped by hand?): the tag still finds the group.
             log.warning("processes.reaper_busy", pgid=pgid)
-            return
+            return False
         except OSError:
             # The reaper is gone (killed by hand): a new one, with the same tag.
             log.warning("processes.reaper_lost", pid=reaper.pid)
@@ -175,6 +196,15 @@ def _register(pgid: int) -> None:
                         os.close(reaper.fd)
                     with contextlib.suppress(ChildProcessError):
                         os.waitpid(reaper.pid, os.WNOHANG)
+            # A new reaper knows nothing yet: the commands it must run are told again.
+            with _lock:
+                again = [c for c in _commands if c != line]
+            for command in again:
+                with contextlib.suppress(OSError):
+                    new = _running()
+                    if new is not None:
+                        os.write(new.fd, command)
+    return False
 
 
 def owner_tag() -> tuple[str, str] | None:
@@ -284,10 +314,12 @@ class _Sink:
     when the program has exited: as many bytes as the pipe holds then (a child still writing
     to it does not keep this reading)."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, fd: int, keep: int | None) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, fd: int, keep: int | None,
+                 collect: Callable[[bytes], None] | None = None) -> None:
         self.loop = loop
         self.fd = fd
         self.keep = keep
+        self.collect = collect
         self.data = bytearray()
         self.open = True
         os.set_blocking(fd, False)
@@ -304,6 +336,9 @@ class _Sink:
         if not chunk:
             self.close()
             return 0
+        if self.collect is not None:
+            self.collect(chunk)
+            return len(chunk)
         self.data += chunk
         if self.keep is not None and len(self.data) > 2 * self.keep:
             del self.data[:-self.keep]
@@ -377,7 +412,10 @@ class _Feed:
 
 async def run_program(argv: Sequence[str], *, stdin: bytes = b"", timeout_s: float,
                       cwd: str | None = None, env: Mapping[str, str] | None = None,
-                      keep_stderr: int | None = None) -> ProgramRun:
+                      keep_stderr: int | None = None,
+                      on_stdout: Callable[[bytes], None] | None = None,
+                      on_stderr: Callable[[bytes], None] | None = None,
+                      tag: str | None = None) -> ProgramRun:
     """Run ``argv`` (through :func:`start_process`) with ``stdin`` on its standard input, until
     it exits or ``timeout_s`` passes, then end everything it started: its process group, and
     every process carrying this run's tag (:data:`PROGRAM_VAR`), in the group or not.
@@ -387,9 +425,11 @@ async def run_program(argv: Sequence[str], *, stdin: bytes = b"", timeout_s: flo
     program left in the background may hold them for as long as it lives. Once the program
     has exited, what it wrote is all in the pipes (a write to a pipe is done when it returns)
     and is read without waiting for their end. Raises the OSError of a program that could not
-    start (see :func:`not_runnable`); cancelled, it ends them first."""
+    start (see :func:`not_runnable`); cancelled, it ends them first. ``on_stdout`` and
+    ``on_stderr``, when given, are handed each chunk as it is read instead of its being kept
+    (a caller that bounds what it keeps); ``tag`` is the run's tag (default: a new one)."""
     loop = asyncio.get_running_loop()
-    tag = secrets.token_hex(16)
+    tag = tag or secrets.token_hex(16)
     env = {**(os.environ if env is None else env), PROGRAM_VAR: tag}
     mine: list[int] = []  # the descriptors still open here, closed on every way out
     try:
@@ -408,7 +448,8 @@ async def run_program(argv: Sequence[str], *, stdin: bytes = b"", timeout_s: flo
     for fd in (stdin_r, out_w, err_w):  # the program's ends: it holds its own copies
         os.close(fd)
     feed = _Feed(loop, stdin_w, stdin)
-    out, err = _Sink(loop, out_r, None), _Sink(loop, err_r, keep_stderr)
+    out = _Sink(loop, out_r, None, on_stdout)
+    err = _Sink(loop, err_r, keep_stderr, on_stderr)
     timed_out = False
     try:
         try:

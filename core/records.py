@@ -12,6 +12,7 @@ round-trip tests hold the two to one form).
 
 from __future__ import annotations
 
+import os
 from array import array
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -156,6 +157,71 @@ def message_from_openai(data: Mapping[str, Any]) -> Message:
 
 
 @attrs.frozen
+class Repo:
+    """A git repository a task's workspace starts from, checked out on this machine and put
+    into the sandbox (so it needs no network inside)."""
+
+    #: The repository: a folder on this machine, or a URL ``git clone`` reads (offline: a
+    #: folder or a ``file://`` URL); a relative path is read from the taskset's folder.
+    url: str
+    #: The commit (or tag, or branch) to check out; null: the repository's default head.
+    commit: str | None = None
+
+
+@attrs.frozen
+class Workspace:
+    """What a task brings to the sandbox its agent works in: an image (by name, or built from
+    a Dockerfile), files, a folder, a git repository at a commit, setup commands. Everything
+    is in place before the agent's first segment; what the agent changed in ``workdir`` is
+    recorded on the episode (:class:`SandboxRecord`). Relative paths are read from the
+    taskset's folder."""
+
+    #: The image the sandbox starts from, by a name its backend knows (docker: an image on
+    #: the daemon); null: the backend's default (docker: sandbox.image).
+    image: str | None = None
+    #: A Dockerfile the image is built from instead (its folder is the build context), built
+    #: once per content and cached.
+    dockerfile: str | None = None
+    #: The folder the agent works in, inside the sandbox: its commands' working folder and
+    #: where files, folder and repo go; null: the image's own working folder, else
+    #: /workspace.
+    workdir: str | None = None
+    #: Files written before the agent starts: path (relative to workdir, or absolute) ->
+    #: text.
+    files: dict[str, str] = attrs.Factory(dict)
+    #: A folder on this machine whose contents are copied into workdir.
+    folder: str | None = None
+    #: A git repository checked out into workdir (before folder and files go in).
+    repo: Repo | None = None
+    #: Shell commands (bash -c) run in workdir, in order, after files, folder and repo are
+    #: in; each must exit 0, or the episode ends as a sandbox_error saying which failed.
+    setup: list[str] = attrs.Factory(list)
+    #: Environment variables of every command run in the sandbox.
+    env: dict[str, str] = attrs.Factory(dict)
+    #: CPUs for this task's sandbox, over the backend's setting (null: the backend's).
+    cpus: float | None = None
+    #: Memory in MB for this task's sandbox, over the backend's setting (null: the
+    #: backend's).
+    memory_mb: int | None = None
+
+    def resolved(self, base: str | None) -> Workspace:
+        """This workspace with its relative paths (dockerfile, folder, a repo's folder) read
+        from ``base`` (the taskset's folder; None: left relative) and ``~`` expanded."""
+        def at(path: str | None) -> str | None:
+            if path is None or "://" in path:
+                return path
+            if path.startswith("~"):
+                return os.path.expanduser(path)
+            if path.startswith("/") or base is None:
+                return path
+            return f"{base.rstrip('/')}/{path}"
+
+        repo = self.repo if self.repo is None else attrs.evolve(self.repo, url=at(self.repo.url))
+        return attrs.evolve(self, dockerfile=at(self.dockerfile), folder=at(self.folder),
+                            repo=repo)
+
+
+@attrs.frozen
 class Task:
     """One row of a taskset.
 
@@ -177,6 +243,9 @@ class Task:
     #: Anything else the env's steps and verifiers read (e.g. a user's persona, a starting world);
     #: each env's describe names the keys its example row holds.
     info: dict[str, Any] = attrs.Factory(dict)
+    #: What the task brings to the sandbox its agent works in (an image, files, a repository,
+    #: setup commands); null: nothing of its own (the run's sandbox, if any, starts empty).
+    workspace: Workspace | None = None
     # The messages synthesized from system_prompt and a text prompt, made once (so their wire
     # forms are too, and every request and the trace hold the same ones).
     _system: Message | None = attrs.field(default=None, init=False, eq=False, hash=False,
@@ -190,7 +259,8 @@ class Task:
         ``system_prompt`` before: it is reused, not made (and encoded) again, when it still
         matches."""
         # Made directly: attrs.evolve looks the fields up on every call, once per model call here.
-        task = Task(self.idx, prompt, self.system_prompt, self.answer, self.info)
+        task = Task(self.idx, prompt, self.system_prompt, self.answer, self.info,
+                    self.workspace)
         if system is not None and system.role == "system" and system.content == self.system_prompt:
             object.__setattr__(task, "_system", system)
         return task
@@ -381,6 +451,82 @@ class Reward:
     info: dict[str, Any] = attrs.Factory(dict)
 
 
+@attrs.define
+class CommandRecord:
+    """One command run in a sandbox for the run itself (a setup command, a test), as it
+    ended: its output (stdout then stderr) kept to a bound, with how much was left out."""
+
+    #: The command, as given.
+    command: str
+    #: Its exit code; null when it was stopped before it exited.
+    exit_code: int | None = None
+    #: Its output, bounded (its middle left out past the bound).
+    output: str = ""
+    #: Bytes of output left out.
+    output_cut: int = 0
+    #: Whether it was stopped at its time limit.
+    timed_out: bool = False
+    #: Seconds it ran.
+    duration_s: float = 0.0
+
+
+@attrs.frozen
+class FileChange:
+    """One file of a workspace the episode changed."""
+
+    #: Its path, relative to the workspace.
+    path: str
+    #: ``added``, ``modified`` or ``deleted``.
+    status: str
+    #: Its size in bytes (before it was deleted, for a deleted one).
+    size: int = 0
+
+
+@attrs.define
+class WorkspaceChanges:
+    """What changed in a sandbox's workspace between the end of its setup and the end of the
+    episode's steps: the files, and a unified diff of the text ones, each bounded."""
+
+    #: The files added, modified or deleted, by path.
+    files: list[FileChange] = attrs.Factory(list)
+    #: Changed files left out of ``files`` past its bound.
+    files_cut: int = 0
+    #: The unified diff of the changed text files, bounded.
+    diff: str = ""
+    #: Bytes of the diff left out.
+    diff_cut: int = 0
+    #: Why a change is missing from the diff or the list (binary files, a workspace too
+    #: large to compare), when one is.
+    note: str | None = None
+
+
+@attrs.define
+class SandboxRecord:
+    """The sandbox an episode's agent worked in: which, how long it took to start, set up
+    and remove, its setup commands' outcomes and what the episode changed in it."""
+
+    #: The sandbox backend (docker, local, ...).
+    kind: str
+    #: The image it ran (docker), as named or built; null for a backend without images.
+    image: str | None = None
+    #: The workspace folder inside it.
+    workdir: str = ""
+    #: Seconds to start it (an image built included) and put the task's files in.
+    start_s: float = 0.0
+    #: The task's setup commands, as they ended.
+    setup: list[CommandRecord] = attrs.Factory(list)
+    #: Seconds the setup commands took.
+    setup_s: float = 0.0
+    #: What the episode changed in the workspace; null when it never got that far.
+    changes: WorkspaceChanges | None = None
+    #: Seconds to remove it.
+    stop_s: float = 0.0
+    #: What its backend records of it (its container, network, limits).
+    info: dict[str, Any] = attrs.Factory(dict)
+    #: Why it could not start, be set up or be read, in one line; null when it could.
+    error: str | None = None
+
+
 @attrs.frozen
 class EpisodeInfo:
     """What every trace of one episode shares."""
@@ -470,6 +616,8 @@ class Episode:
     metrics: dict[str, float] = attrs.Factory(dict)
     #: The model calls LLM judges made while scoring.
     judge_calls: list[ModelCall] = attrs.Factory(list)
+    #: The sandbox its agent worked in (start, setup, what changed); null when it had none.
+    sandbox: SandboxRecord | None = None
     #: What ended it in an error, in one line; null when it completed.
     error: str | None = None
     #: The kind of error; null when none.

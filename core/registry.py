@@ -18,6 +18,7 @@ from interplay.errors import InterplayError
 from interplay.exporter import ExportFormat
 from interplay.generator import ScenarioKind
 from interplay.harness import Harness
+from interplay.sandbox import Sandbox
 from interplay.step import Step
 from interplay.usersim import UserSim
 from interplay.verifier import Verifier
@@ -28,6 +29,7 @@ KIND_BASES: dict[str, type] = {
     "user-sims": UserSim,
     "steps": Step,
     "verifiers": Verifier,
+    "sandboxes": Sandbox,
     "envs": Env,
     "export-formats": ExportFormat,
     "scenario-kinds": ScenarioKind,
@@ -35,7 +37,8 @@ KIND_BASES: dict[str, type] = {
 KINDS: tuple[str, ...] = tuple(KIND_BASES)
 #: One of each kind, for messages ("unknown harness 'x'").
 SINGULAR: dict[str, str] = {"harnesses": "harness", "user-sims": "user sim", "steps": "step",
-                            "verifiers": "verifier", "envs": "env",
+                            "verifiers": "verifier", "sandboxes": "sandbox",
+                            "envs": "env",
                             "export-formats": "export format",
                             "scenario-kinds": "scenario kind"}
 

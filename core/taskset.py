@@ -30,21 +30,31 @@ from interplay.records import Task, converter
 
 log = get_logger("interplay.taskset")
 
-TASK_FIELDS = ("idx", "prompt", "system_prompt", "answer", "info")
+TASK_FIELDS = ("idx", "prompt", "system_prompt", "answer", "info", "workspace")
 
 
-def task_from_row(row: Mapping[str, Any], default_idx: int) -> Task:
+def task_from_row(row: Mapping[str, Any], default_idx: int, *,
+                  base: Path | None = None) -> Task:
+    """A task from a row of its fields (any other key kept in ``info``); the relative paths
+    of its workspace are read from ``base`` (the taskset's folder)."""
     data = {k: row[k] for k in TASK_FIELDS if k in row}
     extra = {k: v for k, v in row.items() if k not in TASK_FIELDS}
     data.setdefault("idx", default_idx)
     data["info"] = {**extra, **dict(data.get("info") or {})}
-    return converter().structure(data, Task)
+    if isinstance(data.get("workspace"), str):  # a dataset's column of JSON text
+        data["workspace"] = json.loads(data["workspace"])
+    task = converter().structure(data, Task)
+    if task.workspace is not None:
+        task = attrs.evolve(task, workspace=task.workspace.resolved(
+            None if base is None else str(base)))
+    return task
 
 
 def load_jsonl(path: str | Path) -> list[Task]:
     """The tasks of a JSON Lines file, one object per line (blank lines skipped): the Task
-    fields (``idx``, ``prompt``, ``system_prompt``, ``answer``, ``info``) taken by name, any
-    other key kept in ``info``; ``idx`` defaults to the line's position among the tasks.
+    fields (``idx``, ``prompt``, ``system_prompt``, ``answer``, ``info``, ``workspace``)
+    taken by name, any other key kept in ``info``; ``idx`` defaults to the line's position
+    among the tasks; a workspace's relative paths are read from the file's folder.
     A missing file or a line that is not a task raises a one-line InterplayError."""
     p = Path(path)
     if not p.exists():
@@ -62,7 +72,7 @@ def load_jsonl(path: str | Path) -> list[Task]:
             try:
                 if not isinstance(row, dict):
                     raise ValueError("a row must be a JSON object")
-                tasks.append(task_from_row(row, len(tasks)))
+                tasks.append(task_from_row(row, len(tasks), base=p.parent.resolve()))
             except InterplayError as exc:
                 raise InterplayError(f"{p}:{lineno}: {exc.message}") from None
             except Exception as exc:
@@ -98,11 +108,11 @@ class DatasetTaskset:
     file or a glob of them (parquet, JSON or JSON lines, CSV), or a dataset on the Hugging
     Face Hub (``config`` names its configuration), read from the local cache when offline.
     ``split`` may be left out when there is one. Columns map to a task's fields: ``prompt``
-    (text, or a list of messages), and, when the dataset has them, ``answer`` and
-    ``system_prompt``; ``info`` lists the columns kept in the task's info (default: every
-    other column). A task's idx is its row's number in the split (or the dataset's own
-    ``idx`` column), so a row keeps its idx whatever ``shuffle`` (seeded by ``seed``) and
-    ``limit`` (the first rows after shuffling) take.
+    (text, or a list of messages), and, when the dataset has them, ``answer``,
+    ``system_prompt`` and ``workspace``; ``info`` lists the columns kept in the task's info
+    (default: every other column). A task's idx is its row's number in the split (or the
+    dataset's own ``idx`` column), so a row keeps its idx whatever ``shuffle`` (seeded by
+    ``seed``) and ``limit`` (the first rows after shuffling) take.
     """
 
     dataset: str
@@ -111,6 +121,9 @@ class DatasetTaskset:
     prompt: str = "prompt"
     answer: str | None = None
     system_prompt: str | None = None
+    #: The column of each task's workspace (an object, or its JSON text); None: the
+    #: ``workspace`` column when there is one.
+    workspace: str | None = None
     info: list[str] | None = None
     limit: int | None = attrs.field(default=None, validator=attrs.validators.optional(
         attrs.validators.ge(1)))
@@ -123,7 +136,8 @@ class DatasetTaskset:
         columns = list(data.column_names)
         fields = {"prompt": self._column(self.prompt, "prompt", columns),
                   "answer": self._column(self.answer, "answer", columns),
-                  "system_prompt": self._column(self.system_prompt, "system_prompt", columns)}
+                  "system_prompt": self._column(self.system_prompt, "system_prompt", columns),
+                  "workspace": self._column(self.workspace, "workspace", columns)}
         taken = {c for c in fields.values() if c is not None}
         kept = self.info if self.info is not None else [
             c for c in columns if c not in taken and c != "idx"]
@@ -153,7 +167,11 @@ class DatasetTaskset:
                     info["idx"] = own
             values["info"] = info
             try:
-                tasks.append(converter().structure(values, Task))
+                where = Path(self.dataset).expanduser()
+                folder = where if where.is_dir() else where.parent
+                if base is not None and not folder.is_absolute():
+                    folder = base / folder
+                tasks.append(task_from_row(values, n, base=folder.resolve()))
             except Exception as exc:
                 why = explain(exc, "task")
                 raise InterplayError(f"taskset {self.dataset!r} row {n}: bad task row: "

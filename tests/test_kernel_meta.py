@@ -78,6 +78,7 @@ def test_the_docs_examples_register_what_they_say(tmp_path: Path) -> None:
         assert info.error is None
         assert info.registered == {"harnesses": ["shout"], "user-sims": ["impatient"],
                                    "steps": ["repeat"], "verifiers": ["brief"],
+                                   "sandboxes": ["scratch"],
                                    "envs": ["greetings", "quiz"],
                                    "export-formats": ["rewards"],
                                    "scenario-kinds": ["plants"]}

@@ -21,6 +21,8 @@ from interplay.harness import Harness, Segment
 from interplay.hookspecs import Register
 from interplay.loader import env_class
 from interplay.records import Episode, Message, Reward, Task
+from interplay.run.episode import sandbox_backend
+from interplay.sandbox import Sandbox
 from interplay.step import Step
 from interplay.usersim import Answer, Read, UserSim
 from interplay.verifier import Verifier
@@ -146,6 +148,35 @@ def test_hook_register_verifiers(register_plugin: RegisterPlugin) -> None:
     verifier = plugins.get("verifiers", "test_one")()
     assert verifier.check([]) == ["needs at least one step"]
     assert verifier.check([SayStep()]) == []
+
+
+@attrs.define
+class FolderConfig:
+    #: How many CPUs it pretends to have.
+    cpus: int = 1
+
+
+class FolderSandbox(Sandbox):
+    """A sandbox registered by a test plugin."""
+
+    name = "test_folder"
+    Config = FolderConfig
+    isolated = False
+
+
+def test_hook_register_sandboxes(register_plugin: RegisterPlugin) -> None:
+    def register_sandboxes(register: Register) -> None:
+        register(FolderSandbox)
+
+    register_plugin(make_plugin("s", register_sandboxes=register_sandboxes))
+    assert plugins.get("sandboxes", "test_folder") is FolderSandbox
+    # A run's sandbox table names it by kind; its other keys are its settings, checked.
+    cls, settings = sandbox_backend("test_folder", {"kind": "test_folder", "cpus": 4})
+    assert cls is FolderSandbox and settings == FolderConfig(cpus=4)
+    with pytest.raises(InterplayError, match="sandbox: unknown key gpus"):
+        sandbox_backend("test_folder", {"kind": "test_folder", "gpus": 1})
+    with pytest.raises(InterplayError, match=r"unknown sandbox 'nope'.*test_folder"):
+        sandbox_backend("nope", {"kind": "nope"})
 
 
 def test_hook_register_envs(register_plugin: RegisterPlugin, tmp_path: Path) -> None:

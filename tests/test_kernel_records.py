@@ -13,17 +13,23 @@ from hypothesis import strategies as st
 
 from interplay import InterplayError, _codec, records, splicing
 from interplay.records import (
+    CommandRecord,
     Episode,
     EpisodeInfo,
+    FileChange,
     Message,
     ModelCall,
+    Repo,
     Reward,
+    SandboxRecord,
     Task,
     Tokens,
     ToolCall,
     ToolRun,
     Trace,
     Usage,
+    Workspace,
+    WorkspaceChanges,
     make_converter,
 )
 
@@ -50,6 +56,13 @@ messages = st.builds(
     tool_calls=st.lists(tool_calls, max_size=2).map(tuple),
     tool_call_id=st.none() | text,
 )
+repos = st.builds(Repo, url=text, commit=st.none() | text)
+workspaces = st.builds(
+    Workspace, image=st.none() | text, dockerfile=st.none() | text, workdir=st.none() | text,
+    files=st.dictionaries(text, text, max_size=2), folder=st.none() | text,
+    repo=st.none() | repos, setup=st.lists(text, max_size=2),
+    env=st.dictionaries(text, text, max_size=2), cpus=st.none() | finite,
+    memory_mb=st.none() | small_int)
 tasks = st.builds(
     Task,
     idx=st.integers(min_value=0, max_value=10**6),
@@ -57,7 +70,22 @@ tasks = st.builds(
     system_prompt=st.none() | text,
     answer=json_value,
     info=json_object,
+    workspace=st.none() | workspaces,
 )
+command_records = st.builds(CommandRecord, command=text, exit_code=st.none() | small_int,
+                            output=text, output_cut=small_int, timed_out=st.booleans(),
+                            duration_s=finite)
+file_changes = st.builds(FileChange, path=text,
+                         status=st.sampled_from(["added", "modified", "deleted"]),
+                         size=small_int)
+workspace_changes = st.builds(WorkspaceChanges, files=st.lists(file_changes, max_size=2),
+                              files_cut=small_int, diff=text, diff_cut=small_int,
+                              note=st.none() | text)
+sandbox_records = st.builds(
+    SandboxRecord, kind=text, image=st.none() | text, workdir=text, start_s=finite,
+    setup=st.lists(command_records, max_size=2), setup_s=finite,
+    changes=st.none() | workspace_changes, stop_s=finite, info=json_object,
+    error=st.none() | text)
 usages = st.builds(Usage, small_int, small_int, small_int)
 token_ids = st.none() | st.lists(st.integers(min_value=0, max_value=300_000), max_size=5)
 tokens = st.builds(Tokens, prompt_ids=token_ids, completion_ids=token_ids,
@@ -93,14 +121,16 @@ episodes = st.builds(
     Episode,
     info=episode_infos, task=tasks, traces=st.lists(traces, max_size=2), results=json_object,
     rewards=st.lists(rewards, max_size=2), reward=st.none() | finite, metrics=metrics,
-    judge_calls=st.lists(model_calls, max_size=1), error=st.none() | text,
-    error_type=st.none() | text, started_at=finite, wall_s=finite,
+    judge_calls=st.lists(model_calls, max_size=1), sandbox=st.none() | sandbox_records,
+    error=st.none() | text, error_type=st.none() | text, started_at=finite, wall_s=finite,
 )
 
 STRATEGIES: dict[type, st.SearchStrategy[Any]] = {
     ToolCall: tool_calls, Message: messages, Task: tasks, Usage: usages, Tokens: tokens,
     ModelCall: model_calls, ToolRun: tool_runs, Reward: rewards, EpisodeInfo: episode_infos,
-    Trace: traces, Episode: episodes,
+    Trace: traces, Episode: episodes, Repo: repos, Workspace: workspaces,
+    CommandRecord: command_records, FileChange: file_changes,
+    WorkspaceChanges: workspace_changes, SandboxRecord: sandbox_records,
 }
 
 

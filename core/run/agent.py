@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from interplay.gateway import ToolGateway, ToolRoute
     from interplay.interception import InterceptionServer, TraceRoute
     from interplay.model.client import ModelClient
+    from interplay.sandbox import Sandbox
     from interplay.tools import Tool
 
 log = get_logger("interplay.run.agent")
@@ -68,6 +69,10 @@ class EpisodeHost(Protocol):
     def add_trace(self, trace: Trace) -> None: ...
 
     def drop_trace(self, trace: Trace) -> None: ...
+
+    def sandboxed(self, seat: str) -> bool: ...
+
+    async def sandbox(self) -> Sandbox | None: ...
 
 
 class SegmentClient:
@@ -222,6 +227,20 @@ class SegmentContext:
                 self._tool_route = self._tool_gateway.open_trace(self)
         return self._tool_route
 
+    @property
+    def sandboxed(self) -> bool:
+        """Whether this seat works in the episode's sandbox."""
+        episode = self.agent.episode
+        return episode is not None and episode.sandboxed(self.agent.seat)
+
+    async def sandbox(self) -> Sandbox | None:
+        """The episode's sandbox when this seat works in one (started on first use); None
+        when it works in none (or the agent is in no episode)."""
+        episode = self.agent.episode
+        if episode is None or not episode.sandboxed(self.agent.seat):
+            return None
+        return await episode.sandbox()
+
     async def _release(self) -> None:
         if self._route is not None:
             server = await self.agent.interception_server()
@@ -319,6 +338,14 @@ class ChatSession:
                     raise InterplayError("turn(context=...) needs at least the new input")
                 run = self.agent.harness.resume(inputs if context is None else list(context),
                                                 self.ctx)
+            if self.ctx.sandboxed:
+                # Started (an image built, the task's setup run) before the segment and
+                # outside its time limit; a failure ends the episode as a sandbox_error.
+                try:
+                    await self.ctx.sandbox()
+                except BaseException:
+                    run.close()
+                    raise
             segment = await self._run_segment(run)
             self.turns += 1
             self.trace.messages = [*inputs, *segment.messages]

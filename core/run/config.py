@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -20,6 +20,7 @@ from interplay.errors import InterplayError
 from interplay.interception.limits import Limits
 from interplay.loader import load_env, options_given
 from interplay.log import get_logger
+from interplay.records import Task
 
 log = get_logger("interplay.run")
 
@@ -103,6 +104,11 @@ class RunConfig:
     seats: dict[str, dict[str, Any]] = attrs.Factory(dict)
     #: What the interception server takes from the harness programs that talk to it.
     interception: Limits = attrs.Factory(Limits)
+    #: Where the agents work: the sandbox backend under ``kind`` (`interplay list
+    #: sandboxes`: docker, local, a plugin's; "none": no sandbox; unset: docker for an env
+    #: or task that needs one, else none) and that backend's settings beside it (`interplay
+    #: describe sandboxes NAME`), e.g. {kind = "docker", network = "model", cpus = 2}.
+    sandbox: dict[str, Any] = attrs.Factory(dict)
     #: An episode passes (for pass@k and pass^k) when its reward is at least this.
     pass_threshold: float = 1.0
     #: The results folder; None: results/ENV-TIMESTAMP.
@@ -128,6 +134,7 @@ FLAGS: dict[str, str] = {
     "ray_address": "--ray-address", "seed": "-s, --seed", "model.model": "-m, --model",
     "model.base_url": "--base-url", "model.api_key_var": "--api-key-var",
     "pass_threshold": "--pass-threshold", "output": "-o, --output",
+    "sandbox.kind": "--sandbox",
     "retry_errors": "--retry-errors (with --resume)"}
 
 
@@ -158,6 +165,18 @@ def resolve(data: Mapping[str, Any]) -> tuple[RunConfig, Env, dict[str, Any]]:
         # NaN passes nothing and fails nothing: every pass@k would silently read 0.
         raise InterplayError(f"pass_threshold: must be a finite number, got "
                              f"{cfg.pass_threshold}")
+    kind = cfg.sandbox.get("kind", "")
+    if not isinstance(kind, str):
+        raise InterplayError(f"sandbox.kind: expected the name of a sandbox backend, got "
+                             f"{kind!r}")
+    if kind not in ("", "none"):
+        from interplay.run.episode import sandbox_backend
+
+        sandbox_backend(kind, cfg.sandbox)  # an unknown backend or a bad setting: refused now
+    elif len(cfg.sandbox) > (1 if "kind" in cfg.sandbox else 0):
+        extra = sorted(k for k in cfg.sandbox if k != "kind")[0]
+        raise InterplayError(f"sandbox.{extra}: set sandbox.kind too (the backend whose "
+                             f"setting it is: `interplay list sandboxes`)")
     env = load_env(cfg.env_name, cfg.env_settings())
     unknown = set(cfg.seats) - set(env.seats)
     if unknown:
@@ -166,7 +185,7 @@ def resolve(data: Mapping[str, Any]) -> tuple[RunConfig, Env, dict[str, Any]]:
     env.check()
     from interplay.run.episode import RunResources
 
-    check_seats(env, RunResources(endpoint=cfg.model, seats=cfg.seats))
+    check_seats(env, RunResources(endpoint=cfg.model, seats=cfg.seats, sandbox=cfg.sandbox))
     plain = cattrs.Converter()
     resolved = plain.unstructure(cfg)
     resolved["env"] = {"name": cfg.env_name, **plain.unstructure(env.config),
@@ -181,7 +200,7 @@ def resolved_seats(env: Env, cfg: RunConfig) -> dict[str, Any]:
     so), as plain data with credentials masked: what config.json records under ``seats``."""
     from interplay.run.episode import RunResources, seat_harness
 
-    resources = RunResources(endpoint=cfg.model, seats=cfg.seats)
+    resources = RunResources(endpoint=cfg.model, seats=cfg.seats, sandbox=cfg.sandbox)
     plain = cattrs.Converter()
     out = {}
     for seat in env.seats:
@@ -219,15 +238,60 @@ def check_seats(env: Env, resources: Any) -> None:
     env.check_seats({seat: resources.seat(env, seat) for seat in env.seats})
 
 
-def check_harnesses(env: Env, resources: Any) -> None:
-    """Ask every seat's harness whether it can run here (:meth:`interplay.Harness.check`)
-    before any episode starts: the first problem is the run's one-line error."""
+def check_harnesses(env: Env, resources: Any, tasks: Sequence[Task] | None = None) -> None:
+    """Ask every seat's harness whether it can run here (:meth:`interplay.Harness.check`),
+    and the sandbox the episodes work in (:func:`check_sandbox`), before any episode starts:
+    the first problem is the run's one-line error."""
     from interplay.run.episode import seat_harness
 
     for seat in env.seats:
         cls, settings = seat_harness(resources.seat(env, seat), seat)
         for problem in cls(settings).check():
             raise InterplayError(f"seats.{seat}: {problem}")
+    check_sandbox(env, resources, tasks)
+
+
+def check_sandbox(env: Env, resources: Any, tasks: Sequence[Task] | None = None) -> None:
+    """Refuse a run whose episodes cannot get the sandbox they work in, in one line saying
+    what to install or set: an env (or a task of ``tasks``) that needs one where the run
+    gives none, a backend that cannot run here (no daemon), a workspace or a seat's harness
+    the backend cannot serve, a sandbox named for an env none of whose seats works in one."""
+    from interplay.records import Workspace
+    from interplay.run.episode import seat_harness
+
+    settings = resources.sandbox_settings
+    given = str(settings.get("kind") or "")
+    with_workspace = [t for t in tasks or () if t.workspace is not None]
+    if given == "none":
+        if env.needs_sandbox or with_workspace:
+            what = (f"env {env.name!r} needs a sandbox" if env.needs_sandbox else
+                    f"task {with_workspace[0].idx} brings a workspace")
+            raise InterplayError(f"sandbox.kind = \"none\": {what}; run it with --sandbox "
+                                 f"docker (a Docker Engine) or --sandbox local (a folder of "
+                                 f"this machine, no isolation)")
+        return
+    backend = resources.sandbox_backend(env, with_workspace[0] if with_workspace else None)
+    if backend is None:
+        return
+    seats = sorted(env.sandbox_seats & set(env.seats))
+    if not seats:
+        raise InterplayError(f"sandbox.kind = {given or 'docker'!r}: no seat of env "
+                             f"{env.name!r} works in a sandbox (its seats: "
+                             f"{', '.join(env.seats)}); leave sandbox.kind unset")
+    cls, cfg = backend
+    sandbox = cls(cfg)
+    for problem in sandbox.check():
+        raise InterplayError(problem)
+    needs = {}
+    for seat in seats:
+        harness, harness_cfg = seat_harness(resources.seat(env, seat), seat)
+        needs[seat] = harness(harness_cfg).sandbox_needs()
+    for task in with_workspace or [None]:
+        workspace = task.workspace if task is not None else Workspace()
+        for seat, need in needs.items():
+            for problem in sandbox.problems(workspace or Workspace(), need):
+                where = f"task {task.idx}: " if task is not None else ""
+                raise InterplayError(f"seats.{seat}: {where}{problem}")
 
 
 def flatten(data: Any, prefix: str = "") -> dict[str, Any]:

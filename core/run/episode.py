@@ -26,8 +26,10 @@ from interplay.endpoint import Endpoint, redact_url, seat_endpoint
 from interplay.env import Env, SeatSpec
 from interplay.errors import InterplayError, describe_exception
 from interplay.log import get_logger
-from interplay.records import Episode, EpisodeInfo, Reward, Task, Trace
+from interplay.records import Episode, EpisodeInfo, Reward, SandboxRecord, Task, Trace
+from interplay.run import workspace
 from interplay.run.agent import Agent
+from interplay.sandbox import Sandbox, SandboxError, SandboxNeeds
 from interplay.usersim import UserSimError
 
 if TYPE_CHECKING:
@@ -45,7 +47,8 @@ class RunResources:
 
     def __init__(self, *, endpoint: Endpoint, models: Models | None = None,
                  seats: Mapping[str, Mapping[str, Any]] | None = None,
-                 max_connections: int = 64, interception: Limits | None = None) -> None:
+                 max_connections: int = 64, interception: Limits | None = None,
+                 sandbox: Mapping[str, Any] | None = None) -> None:
         if models is None:
             from interplay.model.client import Models
 
@@ -60,6 +63,9 @@ class RunResources:
         self._gateway_lock = asyncio.Lock()
         self._seat_cache: dict[tuple[str, str], SeatSpec] = {}
         self._laid: dict[int, tuple[Endpoint, Endpoint]] = {}
+        #: The run's ``sandbox`` table: its ``kind`` and that backend's settings.
+        self.sandbox_settings: dict[str, Any] = dict(sandbox or {})
+        self._backends: dict[str, tuple[type[Sandbox], Any]] = {}
 
     def client(self, endpoint: Endpoint | None = None) -> ModelClient:
         """A client of ``endpoint`` laid over the run's (:meth:`Endpoint.over`: a judge's
@@ -81,6 +87,17 @@ class RunResources:
             self._seat_cache[key] = seat_settings(env.seats[seat], self.endpoint,
                                                   self.seat_overrides.get(seat, {}), seat)
         return self._seat_cache[key]
+
+    def sandbox_backend(self, env: Env, task: Task | None) -> tuple[type[Sandbox], Any] | None:
+        """The sandbox backend an episode of ``env`` on ``task`` works in, with its settings
+        (:func:`sandbox_kind`); None when it works in none."""
+        kind = sandbox_kind(self.sandbox_settings, env, task)
+        if kind is None:
+            return None
+        found = self._backends.get(kind)
+        if found is None:
+            found = self._backends[kind] = sandbox_backend(kind, self.sandbox_settings)
+        return found
 
     async def interception(self) -> InterceptionServer:
         async with self._interception_lock:
@@ -154,6 +171,28 @@ def seat_settings(default: SeatSpec, endpoint: Endpoint, given: Mapping[str, Any
     return config_mod.structure(merged, SeatSpec, path=where)
 
 
+def sandbox_kind(settings: Mapping[str, Any], env: Env, task: Task | None) -> str | None:
+    """Which sandbox backend an episode works in: the run's ``sandbox.kind``; unset,
+    ``docker`` when the env needs a sandbox or the task brings a workspace (else none);
+    ``"none"``: none."""
+    kind = str(settings.get("kind") or "")
+    if kind == "none":
+        return None
+    if kind:
+        return kind
+    if env.needs_sandbox or (task is not None and task.workspace is not None):
+        return "docker"
+    return None
+
+
+def sandbox_backend(kind: str, settings: Mapping[str, Any]) -> tuple[type[Sandbox], Any]:
+    """The backend registered as ``kind`` and the run's settings for it (``sandbox.*`` but
+    ``kind``), checked."""
+    cls = plugins.get("sandboxes", kind)
+    own = {k: v for k, v in settings.items() if k != "kind"}
+    return cls, config_mod.structure(own, cls.Config, path="sandbox")
+
+
 def seat_harness(spec: SeatSpec, seat: str) -> tuple[type[Any], Any]:
     """The harness class a seat is filled with and its settings (``harness_config`` over the
     harness's own defaults, checked)."""
@@ -183,6 +222,9 @@ class EpisodeContext:
         self._agents: dict[str, Agent] = {}
         #: The error a step ended the episode in without raising (``fail``): type and text.
         self.failure: tuple[str, str] | None = None
+        #: The episode's sandbox once started (or its start tried), with its record.
+        self._ready: workspace.Ready | None = None
+        self._sandbox_lock = asyncio.Lock()
 
     @property
     def rng(self) -> random.Random:
@@ -196,6 +238,56 @@ class EpisodeContext:
     def fail(self, error_type: str, error: str) -> None:
         if self.failure is None:
             self.failure = (error_type, error)
+
+    def sandboxed(self, seat: str) -> bool:
+        """Whether the agent in ``seat`` works in the episode's sandbox."""
+        return seat in self.env.sandbox_seats and \
+            self.resources.sandbox_backend(self.env, self.task) is not None
+
+    async def sandbox(self) -> Sandbox | None:
+        """The episode's sandbox, started with the task's workspace on first use (a start
+        that failed raises its SandboxError again); None when the episode has none."""
+        backend = self.resources.sandbox_backend(self.env, self.task)
+        if backend is None:
+            return None
+        async with self._sandbox_lock:
+            if self._ready is None:
+                cls, settings = backend
+                self._ready = workspace.made(cls, settings)
+                labels = {"episode": self.info.episode_id, "env": self.env.name,
+                          "task": str(self.info.task_idx), "rollout": str(self.info.rollout)}
+                await workspace.prepare(self._ready, self.task.workspace, self.sandbox_needs(),
+                                        labels)
+            elif self._ready.record.error is not None:
+                raise SandboxError(self._ready.record.error)
+        return self._ready.sandbox
+
+    def sandbox_needs(self) -> list[SandboxNeeds]:
+        """What the harnesses of the seats that work in the sandbox need of it."""
+        out = []
+        for seat in sorted(self.env.sandbox_seats & set(self.env.seats)):
+            cls, settings = seat_harness(self.resources.seat(self.env, seat), seat)
+            out.append(cls(settings).sandbox_needs())
+        return out
+
+    @property
+    def sandbox_record(self) -> SandboxRecord | None:
+        """The record of the episode's sandbox, once its start was tried."""
+        return self._ready.record if self._ready is not None else None
+
+    async def workspace_changes(self) -> None:
+        """What the episode changed in its sandbox's workspace, read once (nothing when it
+        has no sandbox, or its start failed)."""
+        if self._ready is not None and self._ready.record.error is None:
+            try:
+                await workspace.changes(self._ready)
+            except SandboxError as exc:
+                self._ready.record.error = f"reading what changed: {exc}"
+
+    async def close_sandbox(self) -> None:
+        """Remove the episode's sandbox (idempotent)."""
+        if self._ready is not None:
+            await workspace.stop(self._ready)
 
     def release(self) -> None:
         """Drop this episode's agents (the episode is over; they point back here)."""
@@ -238,6 +330,8 @@ async def run_episode(env: Env, task: Task, *, resources: RunResources, rollout:
     try:
         return await _run(ctx, env, task)
     finally:
+        # After scoring (the verifiers ran commands in it), however the episode ended.
+        await asyncio.shield(ctx.close_sandbox())
         # Agents point back at the context that holds them: break the cycle, so a finished
         # episode is freed when its last reference goes rather than at the next full garbage
         # collection (with 1000 live episodes, a collection of seconds' worth of garbage).
@@ -258,7 +352,7 @@ async def _run(ctx: EpisodeContext, env: Env, task: Task) -> Episode:
         _mark_open_traces(ctx, "cancelled")
         raise
     except Exception as exc:
-        if isinstance(exc, UserSimError):
+        if isinstance(exc, UserSimError | SandboxError):
             episode.error = str(exc)
         elif isinstance(exc, InterplayError):
             episode.error = f"{type(exc).__name__}: {exc}"
@@ -266,6 +360,7 @@ async def _run(ctx: EpisodeContext, env: Env, task: Task) -> Episode:
             named = f"step {step.name!r}: " if step is not None else ""
             episode.error = named + describe_exception(exc, step)
         episode.error_type = "user_error" if isinstance(exc, UserSimError) else \
+            "sandbox_error" if isinstance(exc, SandboxError) else \
             "config_error" if isinstance(exc, InterplayError) else "env_error"
         log.warning("episode.step_failed", episode_id=info.episode_id, env=env.name,
                     error_type=episode.error_type, exception_type=type(exc).__name__)
@@ -278,6 +373,8 @@ async def _run(ctx: EpisodeContext, env: Env, task: Task) -> Episode:
     _mark_open_traces(ctx, "error" if episode.error else "episode_ended")
     episode.traces = list(ctx.traces)
     episode.results = ctx.results
+    await ctx.workspace_changes()
+    episode.sandbox = ctx.sandbox_record
     if episode.error_type in (None, "user_error"):
         # A seat's own failure (its model call, its turn's time) is the cause, also of a
         # user sim that could not answer because its seat's model failed.

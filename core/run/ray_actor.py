@@ -73,7 +73,7 @@ class EpisodeActor:
         self._env = env
         share = int(setup["share"])
         self._resources = RunResources(endpoint=cfg.model, seats=cfg.seats,
-                                       interception=cfg.interception,
+                                       interception=cfg.interception, sandbox=cfg.sandbox,
                                        max_connections=share * max(1, len(env.seats)))
         try:
             # The seats' programs, where the episodes will run.

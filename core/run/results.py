@@ -291,7 +291,7 @@ def prepare(data: dict[str, Any],
         except InterplayError as exc:
             raise _unloadable(resume, output, stored, exc) from None
         executor_for(cfg)  # its settings checked before anything is written
-        _check_harnesses(cfg, env)
+        _check_harnesses(cfg, env, tasks)
         changed = config_differences(without_credentials(stored),
                                      without_credentials(resolved))
         if changed:
@@ -312,7 +312,7 @@ def prepare(data: dict[str, Any],
     cfg, env, resolved = resolve(data)
     tasks = list(env.tasks())  # a taskset that cannot be read is refused before the folder
     executor_for(cfg)  # its settings checked before the folder is made
-    _check_harnesses(cfg, env)
+    _check_harnesses(cfg, env, tasks)
     output = Path(str(cfg.output))
     if holds_episodes(output) or _is_regrade(output):
         raise InterplayError(f"{output} already holds a run; continue it with --resume {output} "
@@ -363,14 +363,15 @@ def discard_unstarted(output: Path) -> None:
         output.rmdir()  # only if empty
 
 
-def _check_harnesses(cfg: RunConfig, env: Env) -> None:
+def _check_harnesses(cfg: RunConfig, env: Env, tasks: list[Task]) -> None:
     """The seats' harnesses asked whether they can run on this machine, when the episodes
     run on it (a Ray cluster's nodes are asked by their actors)."""
     if cfg.executor == "ray":
         return
     from interplay.run.episode import RunResources
 
-    check_harnesses(env, RunResources(endpoint=cfg.model, seats=cfg.seats))
+    check_harnesses(env, RunResources(endpoint=cfg.model, seats=cfg.seats,
+                                      sandbox=cfg.sandbox), tasks)
 
 
 def _unloadable(resume: str, output: Path, stored: Mapping[str, Any],

@@ -86,7 +86,7 @@ async def run(cfg: RunConfig, env: Env, resolved: Mapping[str, Any], output: Pat
     if resources is None:
         resources = RunResources(
             endpoint=cfg.model, seats=cfg.seats, interception=cfg.interception,
-            max_connections=cfg.concurrency * max(1, len(env.seats)))
+            sandbox=cfg.sandbox, max_connections=cfg.concurrency * max(1, len(env.seats)))
     log.info("runner.start", env=env.name, episodes=len(pairs), done_before=len(have),
              concurrency=cfg.concurrency, output_path=str(output))
     recorder = _Recorder(EpisodeLog(episodes_path), records, progress)

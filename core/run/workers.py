@@ -287,6 +287,7 @@ async def _serve(reader: asyncio.StreamReader, out: asyncio.StreamWriter) -> Non
     concurrency = int(setup["concurrency"])
     seed = int(setup["seed"])
     resources = RunResources(endpoint=cfg.model, seats=cfg.seats, interception=cfg.interception,
+                             sandbox=cfg.sandbox,
                              max_connections=concurrency * max(1, len(env.seats)))
     running: set[asyncio.Task[None]] = set()
 

@@ -1,0 +1,14 @@
+"""Registers the builtin sandbox backends (listed in interplay.plugins.DEFAULT_PLUGINS)."""
+
+from __future__ import annotations
+
+from interplay.hookspecs import Register, hookimpl
+
+
+@hookimpl
+def register_sandboxes(register: Register) -> None:
+    from interplay.builtin_sandboxes.docker import DockerSandbox
+    from interplay.builtin_sandboxes.local import LocalSandbox
+
+    register(DockerSandbox)
+    register(LocalSandbox)
