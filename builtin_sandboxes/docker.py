@@ -37,7 +37,7 @@ import sys
 import tarfile
 import time
 import urllib.parse
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -46,7 +46,14 @@ import attrs
 from interplay.builtin_sandboxes import engine
 from interplay.builtin_sandboxes.netns import Forwarder
 from interplay.log import get_logger
-from interplay.processes import PROGRAM_VAR, end_tagged, owner_tag, reap_with
+from interplay.processes import (
+    PROGRAM_VAR,
+    end_tagged,
+    forget_program,
+    note_program,
+    owner_tag,
+    reap_with,
+)
 from interplay.records import Workspace
 from interplay.sandbox import (
     EXEC_TIMEOUT_S,
@@ -246,7 +253,8 @@ class DockerSandbox(Sandbox):
     async def exec(self, argv: Sequence[str], *, cwd: str | None = None,
                    env: Mapping[str, str] | None = None, stdin: bytes | str | None = None,
                    timeout_s: float | None = None, user: str | None = None,
-                   output_bytes: int = OUTPUT_BYTES) -> ExecResult:
+                   output_bytes: int = OUTPUT_BYTES,
+                   on_stdout: Callable[[bytes], None] | None = None) -> ExecResult:
         if not argv or not all(isinstance(a, str) for a in argv):
             raise ValueError("exec takes a non-empty list of strings")
         cid = self._container()
@@ -267,12 +275,12 @@ class DockerSandbox(Sandbox):
             workdir=self._path(cwd) if cwd else self._workdir,
             user=user or self.config.user or "")
         exec_id = str(created["Id"])
-        out, err = BoundedOutput(output_bytes), BoundedOutput(output_bytes)
+        out, err = BoundedOutput(output_bytes, on_stdout), BoundedOutput(output_bytes)
         self._running[tag] = None
         self._watch_disk()
         t0 = time.monotonic()
         stream = asyncio.ensure_future(self._daemon.exec_stream(exec_id, data, out, err))
-        exited = asyncio.ensure_future(self._exited(exec_id, cid, stream))
+        exited = asyncio.ensure_future(self._exited(exec_id, cid, tag, stream))
         timed_out = False
         try:
             done, _ = await asyncio.wait({stream, exited}, timeout=limit,
@@ -290,6 +298,7 @@ class DockerSandbox(Sandbox):
                 stream.cancel()
                 raise
             exited.cancel()
+            forget_program(tag)
         reason = self._running.pop(tag, None)
         inspected = await self._daemon.call(api.exec_inspect, exec_id)
         code = inspected.get("ExitCode")
@@ -311,7 +320,8 @@ class DockerSandbox(Sandbox):
     def _wall_spent(self) -> str:
         return f"the sandbox's wall time of {self.config.wall_s:g} s (sandbox.wall_s) is spent"
 
-    async def _exited(self, exec_id: str, cid: str, stream: asyncio.Future[None]) -> int | None:
+    async def _exited(self, exec_id: str, cid: str, tag: str,
+                      stream: asyncio.Future[None]) -> int | None:
         """Wait until the command's own process has exited (not what it left holding its
         output): by a pidfd on it when the daemon's /proc is this machine's, else by asking
         the daemon. Its host pid, when known."""
@@ -325,6 +335,10 @@ class DockerSandbox(Sandbox):
             if pid:
                 break
             await asyncio.sleep(0.005)
+        if pid and _in_container(pid, cid):
+            # The command's own process as this machine sees it: the requests it makes with
+            # a trace's secret are its own (interplay.processes.caller).
+            note_program(tag, pid)
         fd = _pidfd_of(pid, cid)
         if fd is not None:
             loop = asyncio.get_running_loop()

@@ -26,7 +26,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -144,7 +144,8 @@ class LocalSandbox(Sandbox):
     async def exec(self, argv: Sequence[str], *, cwd: str | None = None,
                    env: Mapping[str, str] | None = None, stdin: bytes | str | None = None,
                    timeout_s: float | None = None, user: str | None = None,
-                   output_bytes: int = OUTPUT_BYTES) -> ExecResult:
+                   output_bytes: int = OUTPUT_BYTES,
+                   on_stdout: Callable[[bytes], None] | None = None) -> ExecResult:
         if not argv or not all(isinstance(a, str) for a in argv):
             raise ValueError("exec takes a non-empty list of strings")
         if user not in (None, "", getpass.getuser(), str(os.getuid())):
@@ -155,7 +156,7 @@ class LocalSandbox(Sandbox):
             return ExecResult(exit_code=None, stopped=self._wall_spent())
         asked = EXEC_TIMEOUT_S if timeout_s is None else timeout_s
         limit = min(asked, left)
-        out, err = BoundedOutput(output_bytes), BoundedOutput(output_bytes)
+        out, err = BoundedOutput(output_bytes, on_stdout), BoundedOutput(output_bytes)
         data = stdin.encode() if isinstance(stdin, str) else (stdin or b"")
         t0 = time.monotonic()
         try:

@@ -24,6 +24,7 @@ import socket
 import threading
 from typing import Any
 
+from interplay.interception import callers
 from interplay.log import get_logger
 from interplay.sandbox import SandboxError
 
@@ -97,7 +98,7 @@ class Forwarder:
                     self._pipes.add(task)
                 self.connections += 1
                 try:
-                    await _pipe(reader, writer, host, port)
+                    await _pipe(reader, writer, host, port, self.pid)
                 finally:
                     if task is not None:
                         self._pipes.discard(task)
@@ -117,12 +118,21 @@ class Forwarder:
 
 
 async def _pipe(inside_r: asyncio.StreamReader, inside_w: asyncio.StreamWriter, host: str,
-                port: int) -> None:
+                port: int, netns_pid: int) -> None:
+    peer = inside_w.get_extra_info("peername")
+    # Which process inside holds the connection, so the server can tell the program's own
+    # requests from a command's that uses its secret (interplay.interception.callers).
+    holder = None if not peer else await asyncio.to_thread(
+        callers.holder, peer[0], int(peer[1]), port, netns_pid)
     try:
         here_r, here_w = await asyncio.open_connection(host, port)
     except OSError:
         inside_w.close()
         return
+    local = here_w.get_extra_info("sockname")
+    local_port = int(local[1]) if local else None
+    if local_port is not None and holder is not None:
+        callers.carried(local_port, holder)
 
     async def copy(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
         try:
@@ -139,3 +149,5 @@ async def _pipe(inside_r: asyncio.StreamReader, inside_w: asyncio.StreamWriter, 
     finally:
         for w in (inside_w, here_w):
             w.close()
+        if local_port is not None and holder is not None:
+            callers.carried(local_port, None)

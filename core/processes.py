@@ -247,6 +247,72 @@ def popen(args: list[str], *, env: Mapping[str, str] | None = None,
     return proc
 
 
+#: The program each tagged run started, by its tag: the process a harness started itself (on
+#: this machine, or a sandbox's command seen from here), whose model calls are its own.
+_programs: dict[str, int] = {}
+
+
+def note_program(tag: str, pid: int) -> None:
+    """Remember that ``pid`` is the program the run tagged ``tag`` started (:func:`caller`)."""
+    _programs[tag] = pid
+
+
+def forget_program(tag: str) -> None:
+    _programs.pop(tag, None)
+
+
+#: The programs whose processes are shells: a command a program runs goes through one.
+SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "fish", "ash", "busybox"})
+
+
+def caller(pid: int) -> str | None:
+    """Who process ``pid`` (Linux ``/proc``) is to the program runs interplay started:
+    ``program`` when it is the program a segment started (its run's tag says which), or a
+    process that one started without going through a shell (a launcher's child, a wrapper
+    script's program); ``other`` for anything else: a command the program ran (it goes
+    through a shell), one that left the program's tree (a double fork), one that carries no
+    run's tag. None where it cannot be told (no ``/proc``, the process gone, or this process
+    itself)."""
+    if pid == os.getpid():
+        return None
+    environ = _read(f"/proc/{pid}/environ")
+    if environ is None:
+        return None
+    prefix = f"{PROGRAM_VAR}=".encode()
+    tag = next((e[len(prefix):].decode(errors="replace") for e in environ.split(b"\0")
+                if e.startswith(prefix)), None)
+    root = _programs.get(tag) if tag is not None else None
+    if root is None:
+        return "other"
+    for _ in range(64):
+        if pid == root:
+            return "program"
+        if pid <= 1 or _is_shell(pid):
+            return "other"
+        stat = _read(f"/proc/{pid}/stat")
+        if stat is None:
+            return "other"
+        pid = int(stat[stat.rfind(b")") + 2:].split()[1])
+    return "other"
+
+
+def _read(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def _is_shell(pid: int) -> bool:
+    try:
+        exe = os.path.basename(os.readlink(f"/proc/{pid}/exe"))
+    except OSError:
+        comm = _read(f"/proc/{pid}/comm")
+        exe = comm.decode(errors="replace").strip() if comm else ""
+    return exe.removesuffix(" (deleted)") in SHELLS
+
+
 def end_tagged(var: str, tag: str, *, grace_s: float = 1.0, wait_s: float = 10.0) -> int:
     """End every live process whose environment holds ``var=tag`` (Linux ``/proc``; none
     elsewhere), as the reaper ends a run's: SIGTERM and up to ``grace_s`` to stop as asked,
@@ -447,6 +513,7 @@ async def run_program(argv: Sequence[str], *, stdin: bytes = b"", timeout_s: flo
         raise
     for fd in (stdin_r, out_w, err_w):  # the program's ends: it holds its own copies
         os.close(fd)
+    note_program(tag, proc.pid)
     feed = _Feed(loop, stdin_w, stdin)
     out = _Sink(loop, out_r, None, on_stdout)
     err = _Sink(loop, err_r, keep_stderr, on_stderr)
@@ -468,6 +535,7 @@ async def run_program(argv: Sequence[str], *, stdin: bytes = b"", timeout_s: flo
         finally:
             stdout, stderr = out.take(), err.take()
             strays = await asyncio.shield(asyncio.to_thread(end_tagged, PROGRAM_VAR, tag))
+            forget_program(tag)
             if strays:
                 log.debug("processes.strays_ended", pid=proc.pid, count=strays)
     return ProgramRun(exit_code=proc.returncode, stdout=stdout, stderr=stderr,

@@ -409,6 +409,11 @@ class ModelCall:
     #: (None: not asked, or the call failed). They are kept here rather than in
     #: ``response``, which then holds the answer without them.
     tokens: Tokens | None = None
+    #: Who sent it, for a call a program made through the interception server: ``program``
+    #: (the harness's program itself), ``other`` (another process with the trace's secret: a
+    #: command the program ran; never training data), or null (not known: no /proc, or a
+    #: call made in-process).
+    caller: str | None = None
     # The assistant Message of ``response`` (interplay.assistant_message), with the response
     # it was read from: made once, not stored.
     _message: tuple[bytes, Message | None] | None = attrs.field(default=None, init=False,

@@ -23,7 +23,7 @@ handed a sandbox.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -106,15 +106,20 @@ class ExecResult:
 
 class BoundedOutput:
     """A stream's bytes kept to a bound as they arrive: the first half of the bound and the
-    last half, the middle counted (what :class:`ExecResult` reports)."""
+    last half, the middle counted (what :class:`ExecResult` reports). ``listener``, when
+    given, is handed every chunk as it arrives, whatever is kept."""
 
-    def __init__(self, bound: int = OUTPUT_BYTES) -> None:
+    def __init__(self, bound: int = OUTPUT_BYTES,
+                 listener: Callable[[bytes], None] | None = None) -> None:
         self.bound = max(0, bound)
         self.head = bytearray()
         self.tail = bytearray()
         self.total = 0
+        self.listener = listener
 
     def add(self, data: bytes) -> None:
+        if self.listener is not None:
+            self.listener(data)
         self.total += len(data)
         room = self.bound // 2 - len(self.head)
         if room > 0:
@@ -236,12 +241,14 @@ class Sandbox:
     async def exec(self, argv: Sequence[str], *, cwd: str | None = None,
                    env: Mapping[str, str] | None = None, stdin: bytes | str | None = None,
                    timeout_s: float | None = None, user: str | None = None,
-                   output_bytes: int = OUTPUT_BYTES) -> ExecResult:
+                   output_bytes: int = OUTPUT_BYTES,
+                   on_stdout: Callable[[bytes], None] | None = None) -> ExecResult:
         """Run ``argv`` inside (``cwd`` default :attr:`workdir`, ``env`` over the workspace's,
         ``stdin`` fed to it, ``user`` a name or uid inside) until it exits or ``timeout_s``
         passes (default :data:`EXEC_TIMEOUT_S`); then everything it started is ended. Each
-        of stdout and stderr is kept to ``output_bytes``. Never raises for what the command
-        did; SandboxError when it cannot be run at all (the sandbox is gone)."""
+        of stdout and stderr is kept to ``output_bytes``; ``on_stdout`` is handed stdout's
+        chunks as they arrive (a program's events, read live). Never raises for what the
+        command did; SandboxError when it cannot be run at all (the sandbox is gone)."""
         raise NotImplementedError(f"sandbox {self.name!r} does not implement exec()")
 
     async def read_file(self, path: str, *, max_bytes: int = 16 * 1024 * 1024) -> bytes:

@@ -93,7 +93,8 @@ def _splice_call(c: ModelCall) -> dict[str, Any]:
             "first_token_s": c.first_token_s, "finish_reason": c.finish_reason,
             "streamed": c.streamed, "attempts": c.attempts, "status": c.status,
             "error": c.error, "error_type": c.error_type,
-            "tokens": None if c.tokens is None else _splice_tokens(c.tokens)}
+            "tokens": None if c.tokens is None else _splice_tokens(c.tokens),
+            "caller": c.caller}
 
 
 def _splice_tokens(t: Tokens) -> dict[str, Any]:

@@ -99,7 +99,7 @@ model_calls = st.builds(
     started_at=finite, latency_s=finite, first_token_s=st.none() | finite,
     finish_reason=st.none() | text, streamed=st.booleans(), attempts=small_int,
     status=st.none() | small_int, error=st.none() | text, error_type=st.none() | text,
-    tokens=st.none() | tokens,
+    tokens=st.none() | tokens, caller=st.none() | st.sampled_from(["program", "other"]),
 )
 tool_runs = st.builds(ToolRun, call_id=text, name=text, duration_s=finite,
                       error_type=st.none() | text)

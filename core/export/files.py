@@ -267,6 +267,8 @@ def _collect(episodes: Path, spill: Path, opts: ExportOptions, groups: Groups,
                     fh.write(head + _SEP + _codec.dumps(row) + b"\n")
     if skipped.calls_without_ids:
         counts["calls without token ids"] = skipped.calls_without_ids
+    if skipped.calls_by_others:
+        counts["calls another process made with the trace's secret"] = skipped.calls_by_others
     if skipped.retokenized:
         counts["traces the endpoint re-tokenized (a reply's ids differ from those sampled; "
                "serve the model where model.continue_tokens is taken, or export them "

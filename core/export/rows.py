@@ -129,6 +129,9 @@ class Skipped:
     #: Traces whose calls do not extend each other because the endpoint re-tokenized a reply
     #: the model sampled (it did not continue from the sampled ids).
     retokenized: int = 0
+    #: Calls another process made with the trace's secret (a command the program ran: the
+    #: call's ``caller`` is ``other``), never the agent's.
+    calls_by_others: int = 0
 
 
 def _ids(tokens: Mapping[str, Any], key: str) -> list[int] | None:
@@ -142,6 +145,9 @@ def call_rows(trace: Mapping[str, Any], skipped: Skipped) -> Iterator[dict[str, 
     completion token was sampled) and the call's ``finish_reason``."""
     for index, call in enumerate(trace.get("model_calls") or ()):
         if not isinstance(call, Mapping) or call.get("error_type") is not None:
+            continue
+        if call.get("caller") == "other":
+            skipped.calls_by_others += 1
             continue
         tokens = call.get("tokens")
         if not isinstance(tokens, Mapping):

@@ -41,6 +41,7 @@ import attrs
 from interplay import _asgi as asgi
 from interplay._listener import AsgiServer
 from interplay.errors import InterplayError
+from interplay.interception import callers
 from interplay.interception import forward as fw
 from interplay.interception.flight import Flight, error_json
 from interplay.interception.limits import Limits
@@ -316,6 +317,9 @@ class InterceptionServer:
         if api == "messages.count_tokens":
             await self._count_tokens(route, raw, send)
             return
+        # Who sent it: the trace's program, or another process with its secret. Asked before
+        # the flights are looked at: nothing may come between that and a new flight's start.
+        sender = await asyncio.to_thread(callers.who, scope.get("client"), self._server.port)
         key = (route.secret, api, raw)
         flight = self._flights.get(key)
         if flight is not None:
@@ -332,7 +336,8 @@ class InterceptionServer:
                               code=exc.code)
                 return
             flight = self._flights[key] = Flight(key, anthropic=anthropic)
-            task = asyncio.create_task(self._produce(route, api, body, upstream, flight))
+            task = asyncio.create_task(self._produce(route, api, body, upstream, flight,
+                                                     sender))
             flight.task = task
             route._flights.add(flight)
             self._tasks.add(task)
@@ -422,7 +427,8 @@ class InterceptionServer:
         return upstream
 
     async def _produce(self, route: TraceRoute, api: str, body: dict[str, Any],
-                       upstream: dict[str, Any], flight: Flight) -> None:
+                       upstream: dict[str, Any], flight: Flight,
+                       sender: str | None = None) -> None:
         t0 = time.monotonic()
         stream = bool(upstream.get("stream"))
         failure: Exception | None = None
@@ -450,6 +456,7 @@ class InterceptionServer:
         # One request is one recorded turn: the request as the program sent it (the answer as
         # the program got it is the call's response: the forwarders see to that).
         call.api, call.request, call.streamed = api, body, stream
+        call.caller = sender
         self._record(route, call)
         if failure is not None:
             log.error("interception.forward_failed", api=api, call_id=call.id, exc_info=failure)
@@ -494,7 +501,7 @@ class InterceptionServer:
                 return
             route.calls += 1
             log.info("interception.call", api=record.api, call_id=record.id,
-                     streamed=record.streamed, status=record.status,
+                     streamed=record.streamed, status=record.status, caller=record.caller,
                      error_type=record.error_type, latency_s=round(record.latency_s, 4))
             try:
                 route.on_call(record)

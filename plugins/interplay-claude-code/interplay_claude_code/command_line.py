@@ -2,13 +2,13 @@
 Claude Code segment.
 
 Claude Code runs headless (``claude -p``, its answer as ``stream-json`` events) pointed at the
-trace's route through the interception server (``ANTHROPIC_BASE_URL``, the trace's secret as
-``ANTHROPIC_API_KEY``: the Messages route), in a config home of the trace's own, with the
+trace's route through the interception server (``ANTHROPIC_BASE_URL``: the Messages route),
+in a config home of the trace's own, with the
 seat's model for every model name it may use, offline and quiet. The first segment is started
 with a session id interplay chooses (``--session-id``); every later one resumes it
 (``--resume``). The env's system prompt is read from a file (no argument length limit, not
 shown by ``ps``), the tool gateway is its only MCP server (a config file naming the gateway,
-whose bearer token Claude Code reads from :data:`TOKEN_VAR`: no secret is written to disk),
+with the trace's token; the trace's files are readable by its user alone),
 and its own built-in tools are off unless the seat's settings name them. The prompt comes on
 stdin. Also: finding the ``claude`` executable and reading its version.
 
@@ -20,13 +20,11 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections.abc import Mapping
-from pathlib import Path
 
 import attrs
 
-from interplay import find_program
+from interplay import ProgramConfig, find_program
 
 #: The Claude Code CLI version this harness is tested against.
 CLAUDE_CODE_VERSION = "2.1.328"
@@ -38,9 +36,6 @@ INSTALL_HINT = (f"install Claude Code into the venv with `npm install --prefix .
 #: The name Claude Code knows the tool gateway by: the model sees the env's tools as
 #: ``mcp__interplay__<tool>``.
 MCP_SERVER = "interplay"
-#: The environment variable that carries the trace's tool-gateway token to Claude Code (the
-#: MCP config's ``Authorization`` header reads it).
-TOKEN_VAR = "INTERPLAY_MCP_TOKEN"
 #: Seconds Claude Code waits for the tool gateway to answer its handshake and tool list.
 MCP_STARTUP_S = 30
 #: Seconds Claude Code waits for a tool call beyond the slowest tool's own timeout, so that
@@ -56,20 +51,19 @@ _MODEL_VARS = ("ANTHROPIC_MODEL", "ANTHROPIC_SMALL_FAST_MODEL", "ANTHROPIC_DEFAU
 _NOT_PASSED = ("ANTHROPIC_", "CLAUDE_", "AWS_BEARER_TOKEN_BEDROCK")
 
 
+#: Claude Code's own tools a seat working in a sandbox gets when its settings name none.
+SANDBOX_TOOLS = ("Bash", "Read", "Edit", "Write", "Glob", "Grep")
+
+
 @attrs.define
-class ClaudeCodeConfig:
+class ClaudeCodeConfig(ProgramConfig):
     """Settings of the Claude Code harness (a seat's ``harness_config``)."""
 
-    #: The ``claude`` executable; None looks next to the running Python (the venv's bin) and
-    #: then on PATH.
-    binary: str | None = None
-    #: Wall-time limit of one segment; past it Claude Code and everything it started are
-    #: killed.
-    timeout_s: float = attrs.field(default=600.0, validator=attrs.validators.gt(0))
     #: Claude Code's own tools the model may use (``["Bash", "Read", "Edit"]``, ...), each
-    #: allowed without asking. None by default: the seat's tools are the env's, through the
-    #: tool gateway.
-    builtin_tools: list[str] = attrs.Factory(list)
+    #: allowed without asking. null: none on this machine (the seat's tools are the env's,
+    #: through the tool gateway); inside the episode's sandbox, Bash, Read, Edit, Write, Glob
+    #: and Grep, which then work on the task's workspace.
+    builtin_tools: list[str] | None = None
     #: Claude Code's limit on model calls in one segment (``--max-turns``); None: no limit but
     #: ``timeout_s``.
     max_turns: int | None = attrs.field(
@@ -78,17 +72,6 @@ class ClaudeCodeConfig:
     #: discovery or background fetches, so the seat is what interplay configures. False runs
     #: Claude Code as installed (it then reads a configured workdir's CLAUDE.md).
     bare: bool = True
-    #: More ``claude`` arguments, passed on every segment (resumes too).
-    extra_args: list[str] = attrs.Factory(list)
-    #: The directory Claude Code works in (created if missing, kept). None gives every trace a
-    #: fresh temp dir, removed when the trace closes.
-    workdir: str | None = None
-    #: Where the per-trace directories (the config home, and the workdir unless configured)
-    #: are made. None is the system temp dir.
-    state_dir: str | None = None
-    #: Claude Code's own retries of a failed request to the interception server (which
-    #: already retries the real endpoint with the seat's policy).
-    max_retries: int = attrs.field(default=0, validator=attrs.validators.ge(0))
     #: The output tokens Claude Code asks for per model call (``CLAUDE_CODE_MAX_OUTPUT_TOKENS``)
     #: unless the seat's sampling sets ``max_tokens``. Of a model it does not know it otherwise
     #: asks 32,000, which a server with a 32K window (vLLM's ``max_model_len``) refuses for
@@ -96,15 +79,24 @@ class ClaudeCodeConfig:
     max_output_tokens: int | None = attrs.field(
         default=8192, validator=attrs.validators.optional(attrs.validators.ge(1)))
 
+    def tools(self, inside: bool) -> list[str]:
+        """The built-in tools it runs with, inside a sandbox or not."""
+        if self.builtin_tools is not None:
+            return list(self.builtin_tools)
+        return list(SANDBOX_TOOLS) if inside else []
+
 
 def argv(binary: str, cfg: ClaudeCodeConfig, *, model: str, session_id: str, resume: bool,
-         system_prompt_file: Path | None, mcp_config_file: Path | None) -> list[str]:
+         system_prompt_file: str | None, mcp_config_file: str | None,
+         settings_file: str | None = None, inside: bool = False) -> list[str]:
     """The ``claude`` command line of one segment (the prompt comes on stdin): a new session
-    ``session_id``, or (``resume``) that session continued."""
+    ``session_id``, or (``resume``) that session continued; ``inside``: in the episode's
+    sandbox (its own tools on unless the settings say otherwise)."""
+    tools = cfg.tools(inside)
     out = [binary, "-p", "--output-format", "stream-json", "--verbose", "--model", model,
-           # Built-in tools off unless named, and only the MCP servers given here: the seat's
-           # tools are the env's.
-           "--tools", ",".join(cfg.builtin_tools), "--strict-mcp-config",
+           # Built-in tools off unless named (or in a sandbox), and only the MCP servers given
+           # here: the seat's tools are the env's.
+           "--tools", ",".join(tools), "--strict-mcp-config",
            # No user, project or local settings files: a configured workdir's .claude/ does
            # not reconfigure the seat.
            "--setting-sources", ""]
@@ -112,10 +104,10 @@ def argv(binary: str, cfg: ClaudeCodeConfig, *, model: str, session_id: str, res
         out.append("--bare")
     out += ["--resume", session_id] if resume else ["--session-id", session_id]
     if system_prompt_file is not None:
-        out += ["--system-prompt-file", str(system_prompt_file)]
-    allowed = list(cfg.builtin_tools)
+        out += ["--system-prompt-file", system_prompt_file]
+    allowed = list(tools)
     if mcp_config_file is not None:
-        out += ["--mcp-config", str(mcp_config_file)]
+        out += ["--mcp-config", mcp_config_file]
         allowed.append(f"mcp__{MCP_SERVER}")
     if allowed:
         # Headless, Claude Code asks no one: a tool it would ask about is refused. These it
@@ -123,34 +115,40 @@ def argv(binary: str, cfg: ClaudeCodeConfig, *, model: str, session_id: str, res
         out += ["--allowedTools", ",".join(allowed)]
     if cfg.max_turns is not None:
         out += ["--max-turns", str(cfg.max_turns)]
+    if settings_file is not None:
+        out += ["--settings", settings_file]
     return [*out, *cfg.extra_args]
 
 
-def mcp_config(url: str, tool_timeout_s: float) -> dict[str, object]:
-    """The MCP config naming the tool gateway as Claude Code's only server: its bearer token is
-    read from :data:`TOKEN_VAR` when Claude Code starts (so the file holds no secret), and a
-    call may take the slowest tool's own timeout (``tool_timeout_s``) and a margin."""
+def mcp_config(url: str, token: str, tool_timeout_s: float) -> dict[str, object]:
+    """The MCP config naming the tool gateway as Claude Code's only server, with the trace's
+    token (the file is the trace's, readable by Claude Code's user alone: its commands do not
+    find the token in their environment), and a call may take the slowest tool's own timeout
+    (``tool_timeout_s``) and a margin."""
     timeout_ms = (math.ceil(tool_timeout_s) + MCP_CALL_MARGIN_S) * 1000
     return {"mcpServers": {MCP_SERVER: {
         "type": "http", "url": url,
-        "headers": {"Authorization": f"Bearer ${{{TOKEN_VAR}}}"},
+        "headers": {"Authorization": f"Bearer {token}"},
         "timeout": timeout_ms}}}
 
 
-def environment(*, home: Path, base_url: str, secret: str, model: str, wait_s: float,
-                tools_token: str | None, tool_timeout_s: float, max_retries: int,
+def environment(base: Mapping[str, str], *, home: str, base_url: str, model: str,
+                wait_s: float, tool_timeout_s: float, max_retries: int,
                 max_output_tokens: int | None) -> dict[str, str]:
-    """Claude Code's environment for one segment: this process's, without anything that would
-    point it elsewhere (:data:`_NOT_PASSED`), with the trace's config home, route and secret,
-    the seat's model under every name, and ``wait_s`` (the longer of the seat's and the
-    harness's turn limits) as the longest it waits for an answer: its own request, first-byte
-    and idle timeouts would otherwise end a slow model's call first."""
-    out = {k: v for k, v in os.environ.items() if not k.startswith(_NOT_PASSED)}
+    """Claude Code's environment for one segment: ``base`` (this process's on this machine;
+    inside a sandbox, none) without anything that would point it elsewhere
+    (:data:`_NOT_PASSED`), with the trace's config home and route, the seat's model under
+    every name, and ``wait_s`` (the longer of the seat's and the harness's turn limits) as
+    the longest it waits for an answer: its own request, first-byte and idle timeouts would
+    otherwise end a slow model's call first. Neither the trace's secret nor the gateway's
+    token is in it (the secret comes from :func:`settings`' key helper, the token in the MCP
+    config): the commands Claude Code runs inherit its environment."""
+    out = {k: v for k, v in base.items() if not k.startswith(_NOT_PASSED)}
     wait_ms = str(math.ceil(wait_s * 1000))
     out.update({
-        "HOME": str(home), "CLAUDE_CONFIG_DIR": str(home / ".claude"),
+        "HOME": home, "CLAUDE_CONFIG_DIR": f"{home}/.claude",
         # Claude Code appends /v1/messages to its base URL.
-        "ANTHROPIC_BASE_URL": base_url.removesuffix("/v1"), "ANTHROPIC_API_KEY": secret,
+        "ANTHROPIC_BASE_URL": base_url.removesuffix("/v1"),
         **dict.fromkeys(_MODEL_VARS, model),
         # Offline and quiet: no telemetry, update checks, error reports or other traffic.
         "DISABLE_TELEMETRY": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
@@ -164,11 +162,17 @@ def environment(*, home: Path, base_url: str, secret: str, model: str, wait_s: f
         "MCP_TIMEOUT": str(MCP_STARTUP_S * 1000),
         "MCP_TOOL_TIMEOUT": str((math.ceil(tool_timeout_s) + MCP_CALL_MARGIN_S) * 1000),
     })
-    if tools_token is not None:
-        out[TOKEN_VAR] = tools_token
     if max_output_tokens is not None:
         out["CLAUDE_CODE_MAX_OUTPUT_TOKENS"] = str(max_output_tokens)
     return out
+
+
+def settings(key_file: str) -> dict[str, object]:
+    """Claude Code's settings for one segment: its API key read by a helper command from the
+    trace's own file (``apiKeyHelper``), not from its environment, which the commands it runs
+    inherit (its own scrubbing of their environment needs bubblewrap, which cannot run in a
+    container)."""
+    return {"apiKeyHelper": f"cat {key_file}"}
 
 
 def find_claude(binary: str | None = None) -> str:
@@ -184,14 +188,6 @@ def seat_max_tokens(sampling: Mapping[str, object]) -> int | None:
         if isinstance(value, int) and not isinstance(value, bool):
             return value
     return None
-
-
-def write_private(path: Path, text: str) -> Path:
-    """``text`` in ``path``, readable by this user alone."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-    return path
 
 
 def dump_json(value: object) -> str:

@@ -1,26 +1,22 @@
-"""What one Claude Code process did, read from its ``stream-json`` events and from the model
-calls the trace recorded during its segment.
+"""What one Claude Code process did, read from its ``stream-json`` events.
 
 Claude Code prints one JSON event per line on stdout: ``system``/``init`` says which MCP servers
 it reached, ``assistant`` and ``user`` events carry the model's tool calls and their results,
-and ``result`` ends the segment (its final text, turns, usage, and whether it failed). The
-messages a segment added are not read from the events but from the last answered model call:
-the model's own view of its tool calls, their results and the final answer.
+and ``result`` ends the segment (its final text, turns, usage, and whether it failed). (The
+messages a segment added are read from the model calls the trace recorded: the kernel's
+program harness base.)
 
-This module owns reading Claude Code's output into a :class:`ClaudeRun` and a segment's
-messages; it must not start or stop Claude Code or write to the trace.
+This module owns reading Claude Code's output into a :class:`ClaudeRun`; it must not start or
+stop Claude Code or write to the trace.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 import attrs
-
-from interplay import Message, ModelCall, assistant_message, request_messages
 
 #: The fields of the ``result`` event kept on the trace.
 RESULT_FIELDS = ("subtype", "is_error", "num_turns", "stop_reason", "terminal_reason",
@@ -128,38 +124,6 @@ def duration_s(use: ToolUse) -> float:
     except ValueError:
         return 0.0
     return max(0.0, (ended - began).total_seconds())
-
-
-def _text(message: Message) -> str:
-    return message.text.strip()
-
-
-def segment_messages(calls: Sequence[ModelCall], prompt: str) -> list[Message]:
-    """The messages one segment added, as the model saw them.
-
-    The last answered call of the conversation holds the segment's whole history (Claude Code
-    resends it every time): everything after the user message carrying ``prompt``, then that
-    call's answer. Claude Code's own system-role messages (its environment) are left out: they
-    stay in the model calls.
-    """
-    answered = [c for c in calls if c.response is not None and c.error_type is None]
-    wanted = prompt.strip()
-    for call in reversed(answered):
-        history = request_messages(call)
-        start = next((i for i in range(len(history) - 1, -1, -1)
-                      if history[i].role == "user" and wanted and wanted in _text(history[i])),
-                     None)
-        if start is None:
-            continue
-        new = [m for m in history[start + 1:] if m.role != "system"]
-        reply = assistant_message(call)
-        return [*new, reply] if reply is not None else new
-    if not answered:
-        return []
-    # No call carries the prompt as it was sent (a prompt Claude Code rewrote): the last
-    # call's answer alone.
-    reply = assistant_message(answered[-1])
-    return [reply] if reply is not None else []
 
 
 def last_line(stderr: bytes, run: ClaudeRun) -> str:

@@ -14,14 +14,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
-from collections.abc import Sequence
-from pathlib import Path
+from collections.abc import Mapping, Sequence
 from typing import Literal
 
 import attrs
 
-from interplay import find_program, owner_tag
+from interplay import ProgramConfig, find_program, owner_tag
 
 #: The codex CLI version this harness is tested against.
 CODEX_VERSION = "0.169.0"
@@ -32,10 +30,6 @@ INSTALL_HINT = (f"install the codex CLI into the venv with "
                 f"--test`), or set harness_config.binary to its path")
 #: The environment variable that carries the trace's secret to codex (its provider's env_key).
 KEY_VAR = "INTERPLAY_CODEX_KEY"
-#: The environment variable that tags every process of one codex run (codex passes it to the
-#: commands it runs, which pass it on), so the ones that left codex's process tree (``setsid``,
-#: double forks; codex itself only ends their process group) are found and killed at the end.
-RUN_VAR = "INTERPLAY_CODEX_RUN"
 PROVIDER = "interplay"
 #: The name codex knows the tool gateway by (``mcp_servers.<name>``): the model sees the env's
 #: tools in the namespace ``mcp__<name>`` (``mcp__interplay__message_user`` to a Chat
@@ -56,39 +50,27 @@ Sandbox = Literal["read-only", "workspace-write", "danger-full-access"]
 
 
 @attrs.define
-class CodexConfig:
+class CodexConfig(ProgramConfig):
     """Settings of the codex harness (a seat's ``harness_config``)."""
 
-    #: The codex executable; None looks next to the running Python (the venv's bin) and then
-    #: on PATH.
-    binary: str | None = None
-    #: codex's sandbox for the shell commands the model runs.
-    sandbox: Sandbox = "workspace-write"
-    #: Wall-time limit of one segment; past it codex's process tree is killed.
-    timeout_s: float = attrs.field(default=600.0, validator=attrs.validators.gt(0))
-    #: Extra arguments for ``codex exec`` (placed before the prompt, also on resume), e.g.
-    #: ``["-c", "model_reasoning_effort=\"low\""]``.
-    extra_args: list[str] = attrs.Factory(list)
-    #: The directory codex works in (created if missing, kept). None gives every trace a fresh
-    #: temp dir, removed when the trace closes.
-    workdir: str | None = None
-    #: Where the per-trace directories (CODEX_HOME, and the workdir unless configured) are
-    #: made. None is the system temp dir.
-    state_dir: str | None = None
-    #: codex's own request and stream retries against the interception server (which already
-    #: retries the real endpoint).
-    max_retries: int = attrs.field(default=0, validator=attrs.validators.ge(0))
+    #: codex's own sandbox for the shell commands the model runs; null: "workspace-write" on
+    #: this machine, "danger-full-access" inside the episode's sandbox (the container is the
+    #: sandbox there, and codex's own cannot work inside one).
+    sandbox: Sandbox | None = None
 
 
 def argv(binary: str, cfg: CodexConfig, *, base_url: str, model: str,
-         instructions: str | None, subcommand: Sequence[str], run_tag: str | None = None,
-         tools_url: str | None = None, tool_timeout_s: float = 30.0) -> list[str]:
+         instructions: str | None, subcommand: Sequence[str],
+         run_tag: tuple[str, str] | None = None, tools_url: str | None = None,
+         tool_timeout_s: float = 30.0, inside: bool = False) -> list[str]:
     """The codex command line of one segment (the prompt comes on stdin: ``-``);
     ``instructions`` are codex's developer instructions; ``subcommand`` is empty for a fresh
-    session or ``["resume", thread_id]``; ``run_tag`` is set as :data:`RUN_VAR` in the
-    commands' environment; ``tools_url`` is the tool gateway codex is given as an MCP server
-    (its token in :data:`TOKEN_VAR`), with calls allowed up to ``tool_timeout_s`` (the slowest
-    tool's own timeout)."""
+    session or ``["resume", thread_id]``; ``run_tag`` (variable, value), the segment's tag, is
+    set in the commands' environment by codex itself; ``tools_url`` is the tool gateway codex
+    is given as an MCP server (its token in :data:`TOKEN_VAR`), with calls allowed up to
+    ``tool_timeout_s`` (the slowest tool's own timeout); ``inside``: codex runs in the
+    episode's sandbox."""
+    sandbox = cfg.sandbox or ("danger-full-access" if inside else "workspace-write")
     p = f"model_providers.{PROVIDER}"
     out = [binary, "exec", "--skip-git-repo-check", "--json",
            "-c", f"model_provider={PROVIDER}",
@@ -106,7 +88,12 @@ def argv(binary: str, cfg: CodexConfig, *, base_url: str, model: str,
            # shell left) stalled every segment, whether or not the model ran a command.
            "--disable", "shell_snapshot",
            # Before `resume`, which has no -s of its own and otherwise drops to read-only.
-           "-s", cfg.sandbox,
+           "-s", sandbox,
+           # The commands it runs get neither the trace's secret nor the gateway's token
+           # (codex's own defaults leave out *KEY*, *TOKEN*; named here so a setting that
+           # lifts those defaults does not hand them on).
+           "-c", f"shell_environment_policy.exclude=[{toml_string(KEY_VAR)}, "
+                 f"{toml_string(TOKEN_VAR)}]",
            "-m", model]
     if instructions:
         out += ["-c", f"developer_instructions={toml_string(instructions)}"]
@@ -121,9 +108,10 @@ def argv(binary: str, cfg: CodexConfig, *, base_url: str, model: str,
                 "-c", f"{m}.tool_timeout_sec={math.ceil(tool_timeout_s) + MCP_CALL_MARGIN_S}"]
     if run_tag is not None:
         # Set by codex itself too, so a shell_environment_policy that inherits nothing still
-        # tags the commands: with this segment's tag, and with the run's, which ends them if
-        # the run is killed.
-        out += ["-c", f"shell_environment_policy.set.{RUN_VAR}={toml_string(run_tag)}"]
+        # tags the commands: with this segment's tag (codex runs them in sessions of their
+        # own; the tag finds them at the segment's end), and with the run's, which ends them
+        # if the run is killed.
+        out += ["-c", f"shell_environment_policy.set.{run_tag[0]}={toml_string(run_tag[1])}"]
         owner = owner_tag()
         if owner is not None:
             out += ["-c", f"shell_environment_policy.set.{owner[0]}={toml_string(owner[1])}"]
@@ -132,11 +120,12 @@ def argv(binary: str, cfg: CodexConfig, *, base_url: str, model: str,
     return [*out, *subcommand, "-"]
 
 
-def environment(*, home: Path, secret: str, run_tag: str,
+def environment(base: Mapping[str, str], *, home: str, secret: str,
                 tools_token: str | None) -> dict[str, str]:
-    """codex's environment for one segment: this process's, with its CODEX_HOME, the trace's
-    secret, the segment's tag and, when the seat has tools, the gateway token."""
-    out = {**os.environ, "CODEX_HOME": str(home), KEY_VAR: secret, RUN_VAR: run_tag}
+    """codex's environment for one segment: ``base`` (this process's on this machine; inside
+    a sandbox, none), with its CODEX_HOME, the trace's secret and, when the seat has tools,
+    the gateway token."""
+    out = {**base, "CODEX_HOME": home, KEY_VAR: secret}
     if tools_token is not None:
         out[TOKEN_VAR] = tools_token
     return out

@@ -1,15 +1,13 @@
-"""What one codex process did, read from its ``--json`` events and from the model calls the
-trace recorded during its segment.
+"""What one codex process did, read from its ``--json`` events.
 
 codex prints one JSON event per line on stdout: ``thread.started`` gives the session's id,
 ``turn.completed`` its usage, ``error``/``turn.failed`` what stopped it, and ``item.*`` events
 the commands and patches it ran itself and the calls of env tools that failed before the tool
-gateway answered them. The messages a segment added are not read from the events but from the
-last answered model call: the model's own view of its function calls, their outputs and the
-final answer.
+gateway answered them. (The messages a segment added are read from the model calls the trace
+recorded: the kernel's program harness base.)
 
-This module owns reading codex's output into a :class:`CodexRun` and a segment's messages; it
-must not start or stop codex or write to the trace.
+This module owns reading codex's output into a :class:`CodexRun`; it must not start or stop
+codex or write to the trace.
 """
 
 from __future__ import annotations
@@ -21,7 +19,7 @@ from typing import Any
 
 import attrs
 
-from interplay import Message, ModelCall, assistant_message, request_messages
+from interplay import Message, ToolRun
 
 #: Tool items codex runs itself, by the name the model calls them.
 _TOOL_ITEMS = {"command_execution": "exec_command", "file_change": "apply_patch"}
@@ -112,26 +110,21 @@ def read_event(line: bytes, run: CodexRun) -> None:
             run.warnings.append(str(item.get("message")))
 
 
-def segment_messages(calls: Sequence[ModelCall], prompt: str) -> list[Message]:
-    """The messages one segment added, as the model saw them.
-
-    The last answered call's request holds the segment's whole history (codex resends it every
-    time): everything after the user message carrying ``prompt``, then that call's answer.
-    """
-    answered = [c for c in calls if c.response is not None and c.error_type is None]
-    if not answered:
-        return []
-    call = answered[-1]
-    history = request_messages(call)
-    start = None
-    for i in range(len(history) - 1, -1, -1):
-        if history[i].role == "user" and (start is None or history[i].text == prompt):
-            start = i
-            if history[i].text == prompt:
-                break
-    new = history[start + 1:] if start is not None else []
-    reply = assistant_message(call)
-    return [*new, reply] if reply is not None else new
+def tool_runs(run: CodexRun, messages: Sequence[Message],
+              recorded: Sequence[ToolRun]) -> list[ToolRun]:
+    """The tools codex ran itself, each paired with the model's call of it (by name, in
+    order, past those the gateway recorded already: the env's tools it answered)."""
+    known = {r.call_id for r in recorded}
+    ids = {name: [c.id for m in messages for c in m.tool_calls
+                  if c.name == name and c.id not in known]
+           for name in {item[1] for item in run.tool_items}}
+    out = []
+    for item_id, called, name, duration, error_type in run.tool_items:
+        pool = ids.get(called) or []
+        call_id = pool.pop(0) if pool else item_id
+        out.append(ToolRun(call_id=call_id, name=name, duration_s=round(duration, 4),
+                           error_type=error_type))
+    return out
 
 
 def last_line(stderr: bytes, errors: Sequence[str]) -> str:

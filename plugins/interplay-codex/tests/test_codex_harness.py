@@ -233,9 +233,9 @@ async def test_timeout_kills_codex_and_removes_its_home(codex_bin: str, tmp_path
         assert trace.error == "segment exceeded 6 s"  # the session cancelled the segment
         assert len(model.requests) == 1
         segment = trace.info["codex"]["segments"][0]
-        assert segment["cancelled"] is True and segment["exit_code"] not in (0, None)
+        assert segment["cancelled"] is True
     else:
-        assert trace.error == "codex exceeded 8 s"
+        assert trace.error == "codex exceeded 8 s (harness_config.timeout_s)"
         # The model's call and the command codex was still running when it was killed.
         call = trace.messages[-1].tool_calls[0]
         assert call.name == "exec_command" and marker in call.arguments
@@ -506,7 +506,7 @@ def test_descriptors_that_stay_exhausted_end_codex_as_a_spawn_error(
     assert out["requests"] == 0
     [segment] = out["segments"]
     assert segment["exit_code"] is None
-    assert segment["errors"] == [out["error"].removeprefix("seat 'assistant': ")]
+    assert segment["start_error"] == out["error"].removeprefix("seat 'assistant': ")
 
 
 @pytest.mark.parametrize("setting", ["workdir", "state_dir"])
