@@ -157,9 +157,11 @@ class CommandHarness(ProgramHarness):
 
     def command(self, turn: Turn) -> Launch:
         cfg: CommandConfig = self.config
-        inside = turn.place.inside
-        python = "python3" if inside else sys.executable
-        bring = _INSIDE_BRING if inside else self._host_bring() if cfg.bring else ""
+        # In a sandbox of its own (not one whose commands run on this machine), the image's
+        # Python and the mounted paths; else this machine's.
+        apart = turn.place.sandbox is not None and turn.place.sandbox.isolated
+        python = "python3" if apart else sys.executable
+        bring = _INSIDE_BRING if apart else self._host_bring() if cfg.bring else ""
         program = [a.replace(PYTHON_PLACEHOLDER, python).replace(BRING_PLACEHOLDER, bring)
                    for a in cfg.argv]
         argv = [*program, turn.prompt] if cfg.prompt_via == "argv" else program

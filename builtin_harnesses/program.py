@@ -408,7 +408,8 @@ class ProgramHarness(Harness):
                               workdir=sandbox.workdir, binary=inside)
                 await sandbox.write_file(f"{root}/home/.interplay", "", mode=0o600)
             else:  # its commands run on this machine: folders of the trace's own here
-                dirs = ProgramDirs.make(self.name, state_dir=self.config.state_dir,
+                dirs = ProgramDirs.make(self.name,
+                                        state_dir=getattr(self.config, "state_dir", None),
                                         workdir=sandbox.workdir)
                 place = Place(sandbox=sandbox, root=str(dirs.root), home=str(dirs.home),
                               workdir=sandbox.workdir, dirs=dirs, binary=inside)

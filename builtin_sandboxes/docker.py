@@ -147,6 +147,8 @@ class DockerSandbox(Sandbox):
         self._disk_spent: str | None = None
         self._limits: dict[str, Any] = {}
         self._stopped = False
+        #: Images found on the daemon when the run started (each asked once).
+        self._seen_images: set[str] = set()
 
     # -- before the run ----------------------------------------------------------------------
 
@@ -169,6 +171,14 @@ class DockerSandbox(Sandbox):
             return ["sandbox.network = \"none\" lets nothing inside reach the model, and a "
                     "program runs inside: set sandbox.network = \"model\" (interplay's own "
                     "servers only)"]
+        if workspace.dockerfile is None and not self.config.pull:
+            name = workspace.image or self.config.image
+            if name not in self._seen_images:
+                try:
+                    self._daemon.client.inspect_image(name)
+                except Exception:
+                    return [self._missing(name)]
+                self._seen_images.add(name)
         return []
 
     # -- one episode ---------------------------------------------------------------------------
@@ -236,11 +246,13 @@ class DockerSandbox(Sandbox):
         if cfg.pull:
             await self._daemon.pull(name)
             return name
+        raise SandboxError(self._missing(name))
+
+    def _missing(self, name: str) -> str:
         hint = ("build it with `bash .ci/setup --test`, or from Debian's packages as "
                 "docs/sandboxes.md shows" if name == BASE_IMAGE else
                 f"`docker pull {name}` or `docker load` it, or set sandbox.pull = true")
-        raise SandboxError(f"image {name!r} is not on the Docker daemon at "
-                           f"{self._daemon.host}: {hint}")
+        return f"image {name!r} is not on the Docker daemon at {self._daemon.host}: {hint}"
 
     def _path(self, path: str) -> str:
         return path if path.startswith("/") else posixpath.join(self._workdir, path)

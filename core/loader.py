@@ -164,7 +164,8 @@ def env_from_toml(path: str | Path) -> type[Env]:
 
         name = "my-env"
         taskset = "tasks.jsonl"          # relative to this file; or a [taskset] table
-                                         # naming a dataset (interplay.taskset.DatasetTaskset)
+                                         # naming a dataset (interplay.taskset.DatasetTaskset),
+                                         # or the tasks themselves as [[tasks]] rows
         [seats.assistant]
         harness = "chat"
         [[steps]]
@@ -178,7 +179,7 @@ def env_from_toml(path: str | Path) -> type[Env]:
     data = config.read_toml(p)
     if looks_like_scenario(data):
         return scenario_env(p)
-    allowed = {"name", "description", "taskset", "seats", "steps", "verifiers"}
+    allowed = {"name", "description", "taskset", "tasks", "seats", "steps", "verifiers"}
     extra = set(data) - allowed
     if extra:
         raise InterplayError(f"{p}: unknown key {', '.join(sorted(extra))}; "
@@ -188,11 +189,26 @@ def env_from_toml(path: str | Path) -> type[Env]:
             raise InterplayError(f"{p}: {key} must be a string, got "
                                  f"{type(data[key]).__name__} {data[key]!r}")
     env_name = data.get("name") or p.stem
-    if "taskset" not in data:
-        raise InterplayError(f"{p}: missing value taskset; expected a JSONL path or a "
-                             f"[taskset] table naming a dataset")
-    source = data["taskset"]
-    if isinstance(source, dict):
+    if ("taskset" in data) == ("tasks" in data):
+        what = "both taskset and tasks" if "taskset" in data else "missing value taskset"
+        raise InterplayError(f"{p}: {what}; expected a JSONL path, a [taskset] table naming "
+                             f"a dataset, or [[tasks]] rows")
+    source = data.get("taskset")
+    rows = data.get("tasks")
+    inline: list[Task] = []
+    if rows is not None:
+        if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+            raise InterplayError(f"{p}: tasks must be [[tasks]] rows (tables), got "
+                                 f"{type(rows).__name__}")
+        for i, row in enumerate(rows):
+            try:
+                inline.append(taskset.task_from_row(row, i, base=p.parent.resolve()))
+            except InterplayError as exc:
+                raise InterplayError(f"{p}: tasks[{i}]: {exc.message}") from None
+            except Exception as exc:
+                raise InterplayError(f"{p}: tasks[{i}]: bad task row: "
+                                     f"{config.explain(exc, 'task')}") from None
+    elif isinstance(source, dict):
         source = config.structure(source, taskset.DatasetTaskset, path=f"{p}: taskset")
     elif not isinstance(source, str):
         raise InterplayError(f"{p}: taskset must be a path or a [taskset] table, got "
@@ -221,7 +237,7 @@ def env_from_toml(path: str | Path) -> type[Env]:
         source = str(p)
 
         def tasks(self) -> Iterable[Task]:
-            return taskset.load(source, base=p.parent)
+            return list(inline) if rows is not None else taskset.load(source, base=p.parent)
 
         def steps(self) -> list[Step]:
             return _build_all("steps", step_rows, "steps")

@@ -23,10 +23,10 @@ from typing import Any
 
 import attrs
 
-from interplay.config import explain
+from interplay.config import explain, structure
 from interplay.errors import InterplayError
 from interplay.log import get_logger
-from interplay.records import Task, converter
+from interplay.records import Task, Workspace, converter
 
 log = get_logger("interplay.taskset")
 
@@ -41,13 +41,22 @@ def task_from_row(row: Mapping[str, Any], default_idx: int, *,
     extra = {k: v for k, v in row.items() if k not in TASK_FIELDS}
     data.setdefault("idx", default_idx)
     data["info"] = {**extra, **dict(data.get("info") or {})}
-    if isinstance(data.get("workspace"), str):  # a dataset's column of JSON text
-        data["workspace"] = json.loads(data["workspace"])
+    workspace = data.pop("workspace", None)
+    if isinstance(workspace, str):  # a dataset's column of JSON text
+        try:
+            workspace = json.loads(workspace)
+        except ValueError:
+            raise InterplayError("workspace: not a JSON object") from None
     task = converter().structure(data, Task)
-    if task.workspace is not None:
-        task = attrs.evolve(task, workspace=task.workspace.resolved(
-            None if base is None else str(base)))
-    return task
+    if workspace is None:
+        return task
+    if not isinstance(workspace, Mapping):
+        raise InterplayError(f"workspace: expected a table (an object), got "
+                             f"{type(workspace).__name__}")
+    # Checked as a config table is: a string where a list of commands belongs is refused,
+    # not taken letter by letter.
+    made = structure(workspace, Workspace, path="workspace")
+    return attrs.evolve(task, workspace=made.resolved(None if base is None else str(base)))
 
 
 def load_jsonl(path: str | Path) -> list[Task]:

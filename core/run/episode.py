@@ -188,7 +188,10 @@ def sandbox_kind(settings: Mapping[str, Any], env: Env, task: Task | None) -> st
 def sandbox_backend(kind: str, settings: Mapping[str, Any]) -> tuple[type[Sandbox], Any]:
     """The backend registered as ``kind`` and the run's settings for it (``sandbox.*`` but
     ``kind``), checked."""
-    cls = plugins.get("sandboxes", kind)
+    try:
+        cls = plugins.get("sandboxes", kind)
+    except InterplayError as exc:
+        raise InterplayError(f"sandbox.kind: {exc.message}") from None
     own = {k: v for k, v in settings.items() if k != "kind"}
     return cls, config_mod.structure(own, cls.Config, path="sandbox")
 

@@ -8,7 +8,8 @@ a pytest plugin with fixtures (``interplay.testing.pytest_plugin``), and :func:`
 :func:`npm_program` (an agent program from npm, installed for the tests that run it),
 :func:`eval_with_harness` (a one-episode run with a harness in the assistant seat),
 :data:`needs_local_model` and :func:`captured_log` (the process log of a block, to search for
-what must never be logged).
+what must never be logged), and :func:`docker_problem` (why the docker sandbox cannot run
+here, if it cannot).
 
 The names are imported on first use, so that ``python -m interplay.testing.scripted`` runs the
 module once, as ``__main__``, rather than after this package has already imported it.
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from interplay.testing.episodes import ScriptedRun, isolated_plugins, run_scripted
     from interplay.testing.logs import captured_log
     from interplay.testing.processes import descendants, mentioning, survivors
+    from interplay.testing.sandbox import docker_problem
     from interplay.testing.script import (
         ScriptedReply,
         ScriptedRequest,
@@ -49,9 +51,11 @@ _MODULES = {"ScriptedModel": "scripted", "ScriptedReply": "script",
             "read_script": "script_file", "npm_program": "cli",
             "run_interplay": "cli", "interplay_command": "cli", "command_env": "cli",
             "eval_with_harness": "cli",
-            "needs_local_model": "cli", "captured_log": "logs"}
+            "needs_local_model": "cli", "captured_log": "logs",
+            "docker_problem": "sandbox"}
 __all__ = ["ScriptedModel", "ScriptedReply", "ScriptedRequest", "ScriptedRun",
            "ScriptedTokenizer", "ScriptedToolCall", "captured_log", "command_env", "descendants",
+           "docker_problem",
            "eval_with_harness",
            "interplay_command", "isolated_plugins", "mentioning", "needs_local_model",
            "npm_program", "read_script", "run_interplay", "run_scripted", "survivors"]

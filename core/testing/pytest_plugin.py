@@ -5,6 +5,8 @@ It registers the markers interplay's test helpers put on tests (``local_model``,
 warn of them. ``scripted_model(script)`` starts a :class:`~interplay.testing.ScriptedModel` and
 stops it after the test. ``scripted_episode(env, task, script)`` runs one episode against one
 from a plain (not async) test, so a plugin's tests need no async test runner.
+``docker_sandbox`` skips a test, saying why, where the docker sandbox cannot run (no daemon,
+no base image: :func:`~interplay.testing.docker_problem`).
 """
 
 from __future__ import annotations
@@ -55,3 +57,14 @@ def scripted_episode() -> Callable[..., Any]:
         return _aio.run(run_scripted(env, task, script, **kwargs))
 
     return run
+
+
+@pytest.fixture
+def docker_sandbox() -> None:
+    """For a test that runs episodes in the docker sandbox: skipped, saying why, where it
+    cannot run here (:func:`interplay.testing.docker_problem`)."""
+    from interplay.testing.sandbox import docker_problem
+
+    problem = docker_problem()
+    if problem is not None:
+        pytest.skip(f"the docker sandbox cannot run here: {problem}")

@@ -1,0 +1,206 @@
+"""codex inside the episode's docker sandbox: its native build brought in read-only, its own
+shell (exec_command) on the task's workspace, its model through the interception server over the
+sandbox's `model` network, scored by a test run in the sandbox; what it can reach, what its
+commands see of the trace's secret, and a call one of them forges with it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from interplay import (
+    Env,
+    EpisodeContext,
+    Reward,
+    RunResources,
+    SeatSpec,
+    Step,
+    Task,
+    Verifier,
+    Workspace,
+    run_episode,
+)
+from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("docker_sandbox", "codex_bin")]
+
+BUG = "def add(a, b):\n    return a - b\n"
+TEST = "import calc\nassert calc.add(2, 3) == 5, calc.add(2, 3)\nprint('ok')\n"
+
+
+class OneShot(Step):
+    name = "one_shot"
+
+    async def run(self, ctx: EpisodeContext) -> None:
+        await ctx.agent("assistant").run(ctx.task)
+
+
+class PassingTest(Verifier):
+    name = "test_passes"
+
+    async def score(self, episode: Any, ctx: EpisodeContext) -> Reward:
+        sandbox = await ctx.sandbox()
+        assert sandbox is not None
+        result = await sandbox.exec(["python3", "test_calc.py"])
+        return Reward(self.name, 1.0 if result.ok else 0.0, reason=result.output()[-300:])
+
+
+class Fix(Env):
+    name = "fix"
+    needs_sandbox = True
+    seats: ClassVar = {"assistant": SeatSpec(harness="codex")}
+
+    def tasks(self) -> list[Task]:
+        return [Task(0, "Make test_calc.py pass.", workspace=Workspace(
+            files={"calc.py": BUG, "test_calc.py": TEST}))]
+
+    def steps(self) -> list[Step]:
+        return [OneShot()]
+
+    def verifiers(self) -> list[Verifier]:
+        return [PassingTest()]
+
+
+def bash(command: str) -> ScriptedReply:
+    return ScriptedReply.tool_call("exec_command", {"cmd": command})
+
+
+def outputs(request: ScriptedRequest) -> list[str]:
+    return [str(m.get("content")) for m in request.messages if m.get("role") == "tool"]
+
+
+async def episode(handler: Any, **sandbox: Any) -> Any:
+    env = Fix()
+    with ScriptedModel(handler) as model:
+        resources = RunResources(endpoint=model.endpoint,
+                                 sandbox={"kind": "docker", **sandbox})
+        try:
+            return await run_episode(env, env.tasks()[0], resources=resources)
+        finally:
+            await resources.aclose()
+
+
+@pytest.mark.parametrize(("fix", "reward"), [("a + b", 1.0), ("a * b", 0.0)])
+async def test_codex_fixes_the_bug_with_its_own_bash_and_the_tests_score_it(
+        fix: str, reward: float) -> None:
+    def handler(request: ScriptedRequest) -> ScriptedReply:
+        if outputs(request):
+            return ScriptedReply.text("fixed")
+        return bash(f"sed -i 's/a - b/{fix}/' calc.py && cat calc.py")
+
+    ep = await episode(handler)
+    assert ep.error is None, ep.error
+    assert ep.reward == reward
+    trace = ep.trace("assistant")
+    [segment] = trace.info["codex"]["segments"]
+    assert segment["where"] == "sandbox" and segment["exit_code"] == 0
+    assert [(r.name, r.error_type) for r in trace.tool_runs] == [("exec_command", None)]
+    assert any(fix in m.text for m in trace.messages if m.role == "tool")
+    changed = {c.path: c.status for c in ep.sandbox.changes.files}
+    assert changed["calc.py"] == "modified"
+    assert f"+    return {fix}" in ep.sandbox.changes.diff
+    assert {c.caller for c in trace.model_calls} == {"program"}
+
+
+async def test_what_it_writes_outside_stays_inside_and_this_machines_files_stay_out(
+        tmp_path: Path) -> None:
+    secret_file = tmp_path / "host-secret.txt"
+    secret_file.write_text("only on the host")
+    outside = Path(f"/tmp/interplay-outside-{uuid.uuid4().hex}")
+    command = (f"echo escaped > {outside}; cat {secret_file} 2>&1; echo read=$?; "
+               f"ls {tmp_path} 2>&1; env; echo KEY:; "
+               f"tr '\\0' '\\n' < /proc/$PPID/environ | sed -n 's/^INTERPLAY_CODEX_KEY=//p'")
+
+    def handler(request: ScriptedRequest) -> ScriptedReply:
+        return ScriptedReply.text("done") if outputs(request) else bash(command)
+
+    ep = await episode(handler)
+    assert ep.error is None, ep.error
+    out = next(m.text for m in ep.trace("assistant").messages if m.role == "tool")
+    assert not await asyncio.to_thread(outside.exists)  # written inside the container
+    assert "only on the host" not in out and "read=1" in out
+    # Its commands' environment holds neither the trace's secret (codex's own does) nor the
+    # gateway's token.
+    environment, _, key = out.partition("KEY:")
+    assert len(key.strip()) > 20 and key.strip() not in environment
+    assert "INTERPLAY_CODEX_KEY" not in environment and "INTERPLAY_MCP_TOKEN" not in environment
+
+
+async def test_a_call_its_command_forges_with_the_secret_is_recorded_as_anothers() -> None:
+    # The command reads the key from codex's own environment and calls the interception
+    # server with it, posing as the agent.
+    forge = ("python3 - <<'PY'\n"
+             "import json, os, re, urllib.request\n"
+             "pid = os.getppid()\n"
+             "while True:  # up to codex, whose environment holds it\n"
+             "    raw = open('/proc/%d/environ' % pid, 'rb').read().split(b'\\0')\n"
+             "    env = dict(e.decode().split('=', 1) for e in raw if b'=' in e)\n"
+             "    if 'INTERPLAY_CODEX_KEY' in env:\n"
+             "        break\n"
+             "    pid = int(open('/proc/%d/stat' % pid).read().rsplit(')', 1)[1].split()[1])\n"
+             "key = env['INTERPLAY_CODEX_KEY']\n"
+             "cmd = open('/proc/%d/cmdline' % pid, 'rb').read().decode()\n"
+             "url = re.search(r'base_url=\"([^\"]+)\"', cmd).group(1) + '/chat/completions'\n"
+             "body = json.dumps({'model': 'm', 'messages': [{'role': 'user',\n"
+             "                   'content': 'forged'}]}).encode()\n"
+             "req = urllib.request.Request(url, data=body, headers={\n"
+             "    'Authorization': 'Bearer ' + key, 'Content-Type': 'application/json'})\n"
+             "print('forged', urllib.request.urlopen(req).status)\n"
+             "PY")
+
+    def handler(request: ScriptedRequest) -> ScriptedReply:
+        if any("forged" == str(m.get("content")) for m in request.messages):
+            return ScriptedReply.text("a forged answer")
+        return ScriptedReply.text("mine") if outputs(request) else bash(forge)
+
+    ep = await episode(handler)
+    assert ep.error is None, ep.error
+    trace = ep.trace("assistant")
+    assert [c.caller for c in trace.model_calls] == ["program", "other", "program"]
+    assert "forged 200" in next(m.text for m in trace.messages if m.role == "tool")
+    # The segment's conversation is the program's own, not the forged call's.
+    assert trace.messages[-1].text == "mine"
+
+
+async def test_a_second_turn_resumes_its_session_in_the_same_container() -> None:
+    class Chat(Step):
+        name = "chat"
+
+        async def run(self, ctx: EpisodeContext) -> None:
+            async with ctx.agent("assistant").chat(ctx.task) as session:
+                await session.turn()
+                await session.turn("And now show me the file.")
+
+    class TwoTurns(Fix):
+        def steps(self) -> list[Step]:
+            return [Chat()]
+
+    def handler(request: ScriptedRequest) -> ScriptedReply:
+        said = [str(m.get("content")) for m in request.messages if m.get("role") == "user"]
+        if len(outputs(request)) == 0 and not any("show me" in s for s in said):
+            return bash("sed -i 's/a - b/a + b/' calc.py")
+        if any("show me" in s for s in said) and len(outputs(request)) < 2:
+            return bash("cat calc.py")
+        return ScriptedReply.text("here it is")
+
+    env = TwoTurns()
+    with ScriptedModel(handler) as model:
+        resources = RunResources(endpoint=model.endpoint, sandbox={"kind": "docker"})
+        try:
+            ep = await run_episode(env, env.tasks()[0], resources=resources)
+        finally:
+            await resources.aclose()
+        second = next(r for r in model.requests
+                      if any("show me" in str(m.get("content")) for m in r.messages))
+    assert ep.error is None, ep.error
+    segments = ep.trace("assistant").info["codex"]["segments"]
+    assert [s["command"] for s in segments] == ["exec", "resume"]
+    assert len({s["thread_id"] for s in segments}) == 1
+    # The resumed session holds the first turn (codex's own history, in the sandbox).
+    assert "sed -i 's/a - b/a + b/' calc.py" in json.dumps(second.messages)
+    assert ep.reward == 1.0
