@@ -175,7 +175,8 @@ def test_hook_register_sandboxes(register_plugin: RegisterPlugin) -> None:
     assert cls is FolderSandbox and settings == FolderConfig(cpus=4)
     with pytest.raises(InterplayError, match="sandbox: unknown key gpus"):
         sandbox_backend("test_folder", {"kind": "test_folder", "gpus": 1})
-    with pytest.raises(InterplayError, match=r"^sandbox\.kind: unknown sandbox 'nope'.*test_folder"):
+    with pytest.raises(InterplayError,
+                       match=r"^sandbox\.kind: unknown sandbox 'nope'.*test_folder"):
         sandbox_backend("nope", {"kind": "nope"})
 
 
