@@ -28,27 +28,27 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import io
 import os
 import posixpath
+import re
 import secrets
-import signal
+import shutil
 import sys
 import tarfile
 import time
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import IO, Any, ClassVar, Literal
 
 import attrs
 
+from interplay._reaper import sweep
 from interplay.builtin_sandboxes import engine
 from interplay.builtin_sandboxes.netns import Forwarder
 from interplay.log import get_logger
 from interplay.processes import (
     PROGRAM_VAR,
-    end_tagged,
     forget_program,
     note_program,
     owner_tag,
@@ -75,6 +75,9 @@ Network = Literal["none", "model", "host"]
 BASE_IMAGE = "interplay-base:bookworm"
 #: Seconds between checks of what a container has written, while commands run in it.
 DISK_CHECK_S = 2.0
+#: Seconds a command's output stream may stay open once the command has ended and what it
+#: left running was ended (held by a process that escaped both its session and its tag).
+STREAM_GRACE_S = 10.0
 _CLEANUP = str(Path(__file__).with_name("_cleanup.py"))
 #: An owner label for a process without a reaper (no tag), so its containers still carry one.
 _UNTAGGED = f"{os.getpid()}-{secrets.token_hex(8)}"
@@ -141,10 +144,15 @@ class DockerSandbox(Sandbox):
         self._env: dict[str, str] = {}
         self._forwarder: Forwarder | None = None
         self._deadline = 0.0
-        #: The tags of the commands running, each with why it was stopped (None: it was not).
-        self._running: dict[str, str | None] = {}
+        #: The commands running, by tag.
+        self._running: dict[str, _Command] = {}
         self._disk_task: asyncio.Task[None] | None = None
+        self._disk_checked = 0.0
         self._disk_spent: str | None = None
+        #: Why a command was stopped at the sandbox's wall time, once one was.
+        self._wall_stopped: str | None = None
+        #: Where this machine lists the container's processes (its cgroup), when it can.
+        self._procs_file: str | None = None
         self._limits: dict[str, Any] = {}
         self._stopped = False
         #: Images found on the daemon when the run started (each asked once).
@@ -162,9 +170,9 @@ class DockerSandbox(Sandbox):
             return []
         return [f"sandbox 'docker': cannot reach the Docker daemon at {self._daemon.host} "
                 f"({why}): install docker.io and start it (dockerd --bridge=none "
-                f"--iptables=false, docs/sandboxes.md), name another with sandbox.host, or "
-                f"set sandbox.kind = \"local\" to run in a folder of this machine, without "
-                f"isolation"]
+                f"--iptables=false --ip-masq=false, docs/sandboxes.md), name another with "
+                f"sandbox.host, or set sandbox.kind = \"local\" to run in a folder of this "
+                f"machine, without isolation"]
 
     def problems(self, workspace: Workspace, needs: SandboxNeeds) -> list[str]:
         if needs.reach and self.config.network == "none":
@@ -194,8 +202,7 @@ class DockerSandbox(Sandbox):
     async def start(self, plan: SandboxPlan) -> None:
         cfg: DockerConfig = self.config
         ws = plan.workspace
-        self._image = await self._image_for(ws)
-        inspected = await self._daemon.has_image(self._image) or {}
+        self._image, inspected = await self._image_for(ws)
         own_dir = (inspected.get("Config") or {}).get("WorkingDir") or ""
         self._workdir = ws.workdir or own_dir or "/workspace"
         self._network = cfg.network or ("model" if plan.reach else "none")
@@ -219,10 +226,18 @@ class DockerSandbox(Sandbox):
             binds={m.source: {"bind": m.target, "mode": "ro"} for m in plan.mounts})
         labels = {engine.OWNER_LABEL: owner_value,
                   **{f"interplay.{k}": str(v) for k, v in plan.labels.items()}}
-        created = await self._daemon.call(
+        create = asyncio.ensure_future(self._daemon.call(
             api.create_container, self._image, command=["sleep", "infinity"],
             working_dir=self._workdir, labels=labels, host_config=host_config,
-            environment=self._env, hostname="sandbox", detach=True)
+            environment=self._env, hostname="sandbox", detach=True))
+        try:
+            created = await asyncio.shield(create)
+        except asyncio.CancelledError:
+            # Cancelled (Ctrl-C) while the daemon makes it: it is made all the same, in its
+            # thread; its id is waited for so that stop() removes it, not only the reaper.
+            with contextlib.suppress(Exception):
+                self._id = str((await asyncio.wait_for(create, 60))["Id"])
+            raise
         self._id = str(created["Id"])
         await self._daemon.call(api.start, self._id)
         state = (await self._daemon.call(api.inspect_container, self._id)).get("State") or {}
@@ -231,21 +246,25 @@ class DockerSandbox(Sandbox):
                                f"(exit code {state.get('ExitCode')}): the image needs "
                                f"`sleep` (coreutils or busybox)")
         self._deadline = time.monotonic() + cfg.wall_s
+        self._procs_file = _procs_file(int(state.get("Pid") or 0))
         if self._network == "model":
             self._forwarder = Forwarder(int(state["Pid"]))
         log.debug("sandbox.started", kind=self.name, container=self._id[:12],
                   network=self._network)
 
-    async def _image_for(self, ws: Workspace) -> str:
+    async def _image_for(self, ws: Workspace) -> tuple[str, dict[str, Any]]:
+        """The image the sandbox runs (built or pulled if need be), and its inspection."""
         cfg: DockerConfig = self.config
         if ws.dockerfile is not None:
-            return await self._daemon.build(ws.dockerfile, timeout_s=cfg.build_timeout_s)
+            name = await self._daemon.build(ws.dockerfile, timeout_s=cfg.build_timeout_s)
+            return name, await self._daemon.has_image(name) or {}
         name = ws.image or cfg.image
-        if await self._daemon.has_image(name) is not None:
-            return name
+        found = await self._daemon.has_image(name)
+        if found is not None:
+            return name, found
         if cfg.pull:
             await self._daemon.pull(name)
-            return name
+            return name, await self._daemon.has_image(name) or {}
         raise SandboxError(self._missing(name))
 
     def _missing(self, name: str) -> str:
@@ -274,84 +293,104 @@ class DockerSandbox(Sandbox):
             return ExecResult(exit_code=None, stopped=self._disk_spent)
         left = self._deadline - time.monotonic()
         if left <= 0:
-            return ExecResult(exit_code=None, stopped=self._wall_spent())
+            self._wall_stopped = self._wall_spent()
+            return ExecResult(exit_code=None, stopped=self._wall_stopped)
         asked = EXEC_TIMEOUT_S if timeout_s is None else timeout_s
         limit = min(asked, left)
         tag = secrets.token_hex(16)
         environment = {**self._env, **(env or {}), PROGRAM_VAR: tag}
         data = stdin.encode() if isinstance(stdin, str) else stdin
         api = self._daemon.client
-        created = await self._daemon.call(
-            api.exec_create, cid, list(argv), stdin=data is not None,
-            environment=[f"{k}={v}" for k, v in environment.items()],
-            workdir=self._path(cwd) if cwd else self._workdir,
-            user=user or self.config.user or "")
+        try:
+            created = await self._daemon.call(
+                api.exec_create, cid, list(argv), stdin=data is not None,
+                environment=[f"{k}={v}" for k, v in environment.items()],
+                workdir=self._path(cwd) if cwd else self._workdir,
+                user=user or self.config.user or "")
+        except SandboxError as exc:
+            raise await self._not_running(exc) from None
         exec_id = str(created["Id"])
         out, err = BoundedOutput(output_bytes, on_stdout), BoundedOutput(output_bytes)
-        self._running[tag] = None
-        self._watch_disk()
+        command = _Command(tag)
+        self._running[tag] = command
+        self._disk_due()
         t0 = time.monotonic()
-        stream = asyncio.ensure_future(self._daemon.exec_stream(exec_id, data, out, err))
-        exited = asyncio.ensure_future(self._exited(exec_id, cid, tag, stream))
+        requested: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        stream = asyncio.ensure_future(
+            self._daemon.exec_stream(exec_id, data, out, err, requested=requested))
+        ended = asyncio.ensure_future(self._ended(exec_id, cid, stream, requested, command))
         timed_out = False
         try:
-            done, _ = await asyncio.wait({stream, exited}, timeout=limit,
-                                         return_when=asyncio.FIRST_COMPLETED)
-            timed_out = not done
-        finally:
-            # Its end (an exit, its time limit, a cancellation): what it left running goes,
-            # found by its tag; then its output's stream closes.
-            await asyncio.shield(self._end(exec_id, tag, cid))
             try:
-                await asyncio.wait_for(asyncio.shield(stream), 10)
-            except (TimeoutError, SandboxError):
-                stream.cancel()
-            except asyncio.CancelledError:
-                stream.cancel()
-                raise
-            exited.cancel()
+                code = await asyncio.wait_for(asyncio.shield(ended), limit)
+            except TimeoutError:
+                timed_out, code = True, None
+        finally:
+            del self._running[tag]
             forget_program(tag)
-        reason = self._running.pop(tag, None)
-        inspected = await self._daemon.call(api.exec_inspect, exec_id)
-        code = inspected.get("ExitCode")
-        stopped = None
-        if reason is not None:
-            timed_out, stopped, code = False, reason, None
-        elif timed_out:
-            code = None
-            if limit < asked:
-                timed_out, stopped = False, self._wall_spent()
-        failure = stream.exception() if stream.done() and not stream.cancelled() else None
-        if failure is not None and code is None and not timed_out and stopped is None:
-            raise failure
-        return ExecResult(exit_code=code if isinstance(code, int) else None,
-                          stdout=out.text(), stderr=err.text(), timed_out=timed_out,
+            await asyncio.shield(self._finish(exec_id, cid, command, stream, requested, ended))
+        stdout, stderr, stopped = out.text(), err.text(), command.stopped
+        if stopped is not None:
+            timed_out, code = False, None
+        elif timed_out and limit < asked:
+            timed_out, stopped = False, self._wall_spent()
+            self._wall_stopped = stopped
+        elif code is not None and not command.leader:
+            # It never started: the daemon says why on stdout, as its exit code 126.
+            code, stdout, stderr = _not_started(argv[0], code, stdout, stderr)
+        return ExecResult(exit_code=code, stdout=stdout, stderr=stderr, timed_out=timed_out,
                           stdout_cut=out.cut, stderr_cut=err.cut,
                           duration_s=time.monotonic() - t0, stopped=stopped)
 
     def _wall_spent(self) -> str:
         return f"the sandbox's wall time of {self.config.wall_s:g} s (sandbox.wall_s) is spent"
 
-    async def _exited(self, exec_id: str, cid: str, tag: str,
-                      stream: asyncio.Future[None]) -> int | None:
-        """Wait until the command's own process has exited (not what it left holding its
-        output): by a pidfd on it when the daemon's /proc is this machine's, else by asking
-        the daemon. Its host pid, when known."""
+    async def _not_running(self, exc: SandboxError) -> SandboxError:
+        """What to say when a command could not be made: the container gone or stopped, as
+        the daemon tells it, else the daemon's own refusal."""
+        try:
+            info = await self._daemon.call(self._daemon.client.inspect_container, self._id)
+        except SandboxError:
+            return SandboxError("the sandbox's container is gone (removed outside interplay, "
+                                "or its daemon restarted)")
+        state = info.get("State") or {}
+        if state.get("Running"):
+            return exc
+        why = "killed for want of memory" if state.get("OOMKilled") else \
+            f"exit code {state.get('ExitCode')}"
+        return SandboxError(f"the sandbox's container has stopped ({why}): no command can run "
+                            f"in it")
+
+    async def _ended(self, exec_id: str, cid: str, stream: asyncio.Future[None],
+                     requested: asyncio.Future[None], command: _Command) -> int | None:
+        """Wait until the command's own process has exited (not whatever still holds its
+        output) and the daemon knows its exit code: the code, or None when the daemon never
+        tells it. By a pidfd on the process when the daemon's /proc is this machine's, else
+        by asking the daemon. The process's pid (this machine's) goes on ``command``."""
         api = self._daemon.client
-        pid = 0
-        for _ in range(200):
+        await asyncio.wait({requested, stream}, return_when=asyncio.FIRST_COMPLETED)
+        if not requested.done():
+            stream.result()  # it failed before the start was asked for: its error
+            return None
+        delay = 0.002
+        # Between the start asked for and the process made, the daemon knows neither its
+        # pid nor an exit code; one that could not start has an exit code and no pid.
+        while True:
             info = await self._daemon.call(api.exec_inspect, exec_id)
-            pid = int(info.get("Pid") or 0)
-            if not info.get("Running") and (pid or stream.done()):
-                return pid or None
-            if pid:
+            command.leader = int(info.get("Pid") or 0)
+            if info.get("ExitCode") is not None:
+                return int(info["ExitCode"])
+            if command.leader:
                 break
-            await asyncio.sleep(0.005)
-        if pid and _in_container(pid, cid):
+            if stream.done() and stream.exception() is not None:
+                raise stream.exception()  # type: ignore[misc]
+            await asyncio.sleep(delay)
+            delay = min(2 * delay, 0.05)
+        if _in_container(command.leader, cid):
             # The command's own process as this machine sees it: the requests it makes with
             # a trace's secret are its own (interplay.processes.caller).
-            note_program(tag, pid)
-        fd = _pidfd_of(pid, cid)
+            note_program(command.tag, command.leader)
+        fd = _pidfd_of(command.leader, cid)
         if fd is not None:
             loop = asyncio.get_running_loop()
             gone = loop.create_future()
@@ -364,64 +403,99 @@ class DockerSandbox(Sandbox):
             finally:
                 loop.remove_reader(fd)
                 os.close(fd)
-            return pid
+        else:
+            while True:
+                if not (await self._daemon.call(api.exec_inspect, exec_id)).get("Running"):
+                    break
+                await asyncio.sleep(0.1)
+        # The daemon records the exit code a moment after the process is gone.
+        delay, deadline = 0.002, time.monotonic() + 10
         while True:
-            if not (await self._daemon.call(api.exec_inspect, exec_id)).get("Running"):
-                return pid or None
-            await asyncio.sleep(0.2)
+            info = await self._daemon.call(api.exec_inspect, exec_id)
+            if info.get("ExitCode") is not None:
+                return int(info["ExitCode"])
+            if time.monotonic() > deadline:
+                return None
+            await asyncio.sleep(delay)
+            delay = min(2 * delay, 0.05)
 
-    async def _end(self, exec_id: str, tag: str, cid: str) -> None:
-        await asyncio.to_thread(end_tagged, PROGRAM_VAR, tag, grace_s=0.0)
-        # One that cleared its environment (env -i) still goes, by its own pid.
-        with contextlib.suppress(Exception):
-            info = await self._daemon.call(self._daemon.client.exec_inspect, exec_id)
-            pid = int(info.get("Pid") or 0)
-            if info.get("Running") and pid and _in_container(pid, cid):
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
+    async def _finish(self, exec_id: str, cid: str, command: _Command,
+                      stream: asyncio.Future[None], requested: asyncio.Future[None],
+                      ended: asyncio.Future[int | None]) -> None:
+        """A command's end (its exit, its time limit, a cancellation): what it left running
+        goes, then its output's stream closes."""
+        ended.cancel()
+        if not command.leader and requested.done():
+            # Asked to start and not seen started (its time limit or a cancellation came in
+            # that instant): its pid, so that it cannot start after its end and run on.
+            command.leader = await self._leader_of(exec_id)
+        await asyncio.to_thread(_end_processes, command.tag, command.leader, cid,
+                                self._procs_file)
+        try:
+            await asyncio.wait_for(asyncio.shield(stream), STREAM_GRACE_S)
+        except Exception:  # its error, or still held open past the grace: what came is kept
+            stream.cancel()
+        self._disk_due()
+
+    async def _leader_of(self, exec_id: str) -> int:
+        deadline = time.monotonic() + 5
+        with contextlib.suppress(SandboxError):
+            while time.monotonic() < deadline:
+                info = await self._daemon.call(self._daemon.client.exec_inspect, exec_id)
+                if info.get("Pid") or info.get("ExitCode") is not None:
+                    return int(info.get("Pid") or 0)
+                await asyncio.sleep(0.01)
+        return 0
 
     # -- disk ----------------------------------------------------------------------------------
 
-    def _watch_disk(self) -> None:
-        if self.config.disk_mb is None or (self._disk_task and not self._disk_task.done()):
+    def _disk_due(self) -> None:
+        """Check what the container has written, when a check is due: every DISK_CHECK_S
+        while commands run, and once after each (so that short commands writing fast are
+        caught by the next check, not only those running at one)."""
+        if (self.config.disk_mb is None or self._stopped or self._disk_spent is not None
+                or (self._disk_task is not None and not self._disk_task.done())):
             return
-        self._disk_task = asyncio.ensure_future(self._disk_watch())
+        wait = max(0.0, self._disk_checked + DISK_CHECK_S - time.monotonic())
+        self._disk_task = asyncio.ensure_future(self._disk_watch(wait))
 
-    async def _disk_watch(self) -> None:
+    async def _disk_watch(self, wait: float) -> None:
+        while True:
+            await asyncio.sleep(wait)
+            if self._stopped or self._disk_spent is not None:
+                return
+            await self._check_disk()
+            if not self._running:
+                return
+            wait = DISK_CHECK_S
+
+    async def _check_disk(self) -> None:
+        self._disk_checked = time.monotonic()
         limit = self.config.disk_mb * 1024 * 1024
-        api = self._daemon.client
-        while self._running and self._id is not None and not self._stopped:
-            await asyncio.sleep(DISK_CHECK_S)
-            try:
-                info = await self._daemon.call(api.inspect_container, self._id, size=True)
-            except SandboxError:
-                return
-            used = int(info.get("SizeRw") or 0)
-            if used > limit:
-                self._disk_spent = (f"the sandbox's disk limit of {self.config.disk_mb} MB "
-                                    f"(sandbox.disk_mb) is spent")
-                log.warning("sandbox.disk_spent", kind=self.name, container=self._id[:12],
-                            bytes=used)
-                for tag in list(self._running):
-                    self._running[tag] = self._disk_spent
-                    await asyncio.to_thread(end_tagged, PROGRAM_VAR, tag, grace_s=0.0)
-                return
+        try:
+            found = await self._daemon.call(self._daemon.client.containers, all=True,
+                                            size=True, filters={"id": self._id})
+        except SandboxError:
+            return
+        used = int((found[0] if found else {}).get("SizeRw") or 0)
+        if used <= limit or self._disk_spent is not None:
+            return
+        self._disk_spent = (f"the sandbox's disk limit of {self.config.disk_mb} MB "
+                            f"(sandbox.disk_mb) is spent")
+        log.warning("sandbox.disk_spent", kind=self.name, container=(self._id or "")[:12],
+                    bytes=used)
+        running = list(self._running.values())
+        for command in running:
+            command.stopped = self._disk_spent
+        await asyncio.gather(*(asyncio.to_thread(_end_processes, c.tag, c.leader,
+                                                 self._id or "", self._procs_file)
+                               for c in running))
 
     # -- files -----------------------------------------------------------------------------------
 
     async def read_file(self, path: str, *, max_bytes: int = 16 * 1024 * 1024) -> bytes:
-        data, _ = await self._daemon.get_tar(self._container(), self._path(path),
-                                                max_bytes=max_bytes + 64 * 1024)
-        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-            member = next((m for m in tar.getmembers()), None)
-            if member is None or not member.isfile():
-                raise IsADirectoryError(path) if member is not None and member.isdir() \
-                    else FileNotFoundError(path)
-            if member.size > max_bytes:
-                raise SandboxError(f"{path} is {member.size} bytes, more than the "
-                                   f"{max_bytes} asked for")
-            f = tar.extractfile(member)
-            return f.read() if f is not None else b""
+        return await self._daemon.read_tar(self._container(), self._path(path), _file_of,
+                                           max_bytes=max_bytes, file=True)
 
     async def write_file(self, path: str, data: bytes | str, *, mode: int = 0o644) -> None:
         content = data.encode() if isinstance(data, str) else data
@@ -429,14 +503,16 @@ class DockerSandbox(Sandbox):
                                    engine.tar_of([(self._path(path), content, mode)]))
 
     async def put(self, source: Path, target: str) -> None:
+        cid = self._container()
         data = await asyncio.to_thread(engine.tar_folder, source, self._path(target))
-        await self._daemon.put_tar(self._container(), data)
+        with data:
+            await self._daemon.put_tar(cid, data)
 
     async def get(self, source: str, target: Path, *,
                   max_bytes: int = 1024 * 1024 * 1024) -> None:
-        data, _ = await self._daemon.get_tar(self._container(), self._path(source),
-                                             max_bytes=max_bytes)
-        await asyncio.to_thread(_extract, data, target)
+        await self._daemon.read_tar(self._container(), self._path(source),
+                                    lambda stream: _extract(stream, target),
+                                    max_bytes=max_bytes)
 
     # -- network ---------------------------------------------------------------------------------
 
@@ -451,6 +527,7 @@ class DockerSandbox(Sandbox):
             raise NotReachable("sandbox.network = \"none\" lets nothing inside reach "
                                "interplay's servers: set sandbox.network = \"model\" "
                                "(interplay's model boundary and tool gateway only)")
+        self._container()  # removed: no namespace to listen in
         await self._forwarder.open("127.0.0.1", parsed.port)
         return url
 
@@ -472,10 +549,113 @@ class DockerSandbox(Sandbox):
                             reason=str(exc)[:200])
 
     def record(self) -> dict[str, Any]:
+        spent = self._disk_spent or self._wall_stopped
         return {"container": (self._id or "")[:12], "network": self._network,
                 "limits": dict(self._limits),
+                **({"stopped": spent} if spent is not None else {}),
                 **({"forwarded_connections": self._forwarder.connections}
                    if self._forwarder is not None else {})}
+
+
+@attrs.define
+class _Command:
+    """One command running in a sandbox: the tag in its environment, its process's pid on
+    this machine once known (the leader of its session: what it starts stays in that
+    session unless it leaves it, and keeps the tag unless it clears its environment), and
+    why it was stopped, when the sandbox stopped it."""
+
+    tag: str
+    leader: int = 0
+    stopped: str | None = None
+
+
+def _not_started(program: str, code: int, stdout: str, stderr: str) -> tuple[int, str, str]:
+    """A command the daemon could not start, as a shell tells it: 127 for a program not
+    found, 126 for anything else that kept it from running (no permission, a working folder
+    or user that is not there), the reason on stderr. The program never ran: what stdout
+    holds is the daemon's reason."""
+    said = stdout.strip().removesuffix(": unknown")
+    for prefix in ("OCI runtime exec failed: ", "exec failed: ",
+                   "unable to start container process: "):
+        said = said.removeprefix(prefix)
+    folder = re.search(r'chdir to cwd \("(.*)"\) set in config.json failed: (.*)', said)
+    if folder is not None:
+        return 126, "", f"cannot run {program} in {folder.group(1)}: {folder.group(2)}\n"
+    own = re.search(r'^exec: "(.*)": (.*)$', said)
+    if own is not None:
+        why = own.group(2)
+        return (127 if "not found" in why or "no such file" in why else 126), "", \
+            f"{program}: {why}\n{stderr}"
+    return code, "", f"{said}\n{stderr}" if said else stderr
+
+
+def _procs_file(init_pid: int) -> str | None:
+    """The file that lists the processes of the container whose init is ``init_pid`` (its
+    pids cgroup, v1 or v2), when this machine shows it; None: every process is looked at."""
+    try:
+        with open(f"/proc/{init_pid}/cgroup") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        where = "/sys/fs/cgroup" if controllers == "" else \
+            "/sys/fs/cgroup/pids" if "pids" in controllers.split(",") else None
+        if where is not None and os.path.isfile(f"{where}{path}/cgroup.procs"):
+            return f"{where}{path}/cgroup.procs"
+    return None
+
+
+def _command_processes(tag: str, leader: int, cid: str, procs_file: str | None) -> set[int]:
+    """The live processes of one command in container ``cid``: those of its session (the
+    session ``leader`` leads) and those carrying its tag."""
+    entry = f"{PROGRAM_VAR}={tag}".encode()
+    pids: list[int] | None = None
+    if procs_file is not None:
+        try:
+            with open(procs_file) as f:
+                pids = [int(line) for line in f.read().split()]
+        except (OSError, ValueError):
+            pids = None
+    listed = pids is not None
+    if pids is None:
+        pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    found: set[int] = set()
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # The command name may hold spaces and parentheses: fields start after the last ")".
+        fields = stat[stat.rfind(b")") + 2:].split()
+        if len(fields) < 4 or fields[0] in (b"Z", b"X"):
+            continue
+        mine = bool(leader) and int(fields[3]) == leader
+        if not mine:
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as f:
+                    mine = entry in f.read().split(b"\0")
+            except OSError:
+                continue
+        if mine and (listed or _in_container(pid, cid)):
+            found.add(pid)
+    return found
+
+
+def _end_processes(tag: str, leader: int, cid: str, procs_file: str | None) -> None:
+    """End what one command started and left running (:func:`_command_processes`), as the
+    reaper ends a run's: stopped, scanning again until nothing new forks, then killed; waits
+    (up to STREAM_GRACE_S) until they are gone. It blocks: call it in a thread."""
+    def find(_groups: set[int]) -> set[int]:
+        return _command_processes(tag, leader, cid, procs_file)
+
+    if not find(set()):
+        return
+    sweep(set(), find, grace_s=0.0)
+    deadline = time.monotonic() + STREAM_GRACE_S
+    while find(set()) and time.monotonic() < deadline:
+        time.sleep(0.01)
 
 
 def _in_container(pid: int, cid: str) -> bool:
@@ -497,25 +677,52 @@ def _pidfd_of(pid: int, cid: str) -> int | None:
         return None
 
 
-def _extract(data: bytes, target: Path) -> None:
-    """A tar of one path (a file, or a folder under its own name) unpacked into ``target``:
-    a folder's contents into the folder, a file as ``target`` itself."""
-    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-        members = tar.getmembers()
-        if not members:
+def _file_of(stream: IO[bytes]) -> bytes:
+    """The bytes of the one file a tar stream holds."""
+    with tarfile.open(fileobj=stream, mode="r|") as tar:
+        member = tar.next()
+        f = tar.extractfile(member) if member is not None and member.isfile() else None
+        if f is None:
+            raise FileNotFoundError(member.name if member is not None else "")
+        return f.read()
+
+
+def _extract(stream: IO[bytes], target: Path) -> None:
+    """A tar stream of one path (a file, or a folder under its own name) unpacked into
+    ``target``: a folder's contents into the folder, a file as ``target`` itself. Symbolic
+    links are kept as the links they are (a virtualenv's ``python -> /usr/bin/python3``):
+    nothing here follows one, and a member that would be written through one, or outside
+    ``target``, or that is not a file, folder or link (a device, a fifo) is left out."""
+    with tarfile.open(fileobj=stream, mode="r|") as tar:
+        first = tar.next()
+        if first is None:
             raise FileNotFoundError(str(target))
-        top = members[0].name.split("/", 1)[0]
-        if members[0].isfile() and len(members) == 1:
+        if first.isfile():
+            f = tar.extractfile(first)
             target.parent.mkdir(parents=True, exist_ok=True)
-            f = tar.extractfile(members[0])
-            target.write_bytes(f.read() if f is not None else b"")
+            with target.open("wb") as out:
+                if f is not None:
+                    shutil.copyfileobj(f, out)
             return
+        top = first.name.split("/", 1)[0]
         target.mkdir(parents=True, exist_ok=True)
-        keep = []
-        for m in members:
-            rel = m.name[len(top):].lstrip("/")
-            if not rel:
-                continue
-            m.name = rel
-            keep.append(m)
-        tar.extractall(target, members=keep, filter="data")
+        member: tarfile.TarInfo | None = first
+        while member is not None:
+            rel = member.name[len(top):].lstrip("/")
+            if rel:
+                member.name = rel
+                tar.extract(member, target, filter=_as_data)
+            member = tar.next()
+
+
+def _as_data(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
+    """tarfile's ``data`` filter, but a symbolic link keeps its target whatever it is (only
+    its own name is checked); what the filter refuses is left out rather than failing the
+    copy."""
+    try:
+        if member.issym():
+            checked = tarfile.data_filter(member.replace(linkname=".", deep=False), dest)
+            return checked.replace(linkname=member.linkname, deep=False)
+        return tarfile.data_filter(member, dest)
+    except tarfile.FilterError:
+        return None

@@ -16,18 +16,23 @@ This module owns talking to the daemon; it must not decide what a sandbox runs (
 from __future__ import annotations
 
 import asyncio
+import base64
 import concurrent.futures
+import contextlib
+import errno
 import hashlib
 import io
 import json
 import os
+import posixpath
 import ssl
 import tarfile
+import tempfile
 import threading
 import urllib.parse
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 
 from interplay.errors import InterplayError
 from interplay.log import get_logger
@@ -71,8 +76,10 @@ class Daemon:
         self._lock = threading.Lock()
         self._pool = concurrent.futures.ThreadPoolExecutor(THREADS,
                                                            thread_name_prefix="docker")
-        #: Build locks by image tag: one build of a context at a time in this process.
-        self.building: dict[str, asyncio.Lock] = {}
+        #: Build locks by image tag, each with the event loop it belongs to: one build of a
+        #: context at a time in this process. A lock is bound to one loop, and a process may
+        #: run several one after another (each asyncio.run of a rollout API's caller).
+        self._building: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Lock]] = {}
 
     @property
     def client(self) -> Any:
@@ -113,7 +120,7 @@ class Daemon:
                                 f"{str(why).strip().splitlines()[0] if why else exc}")
         if isinstance(exc, docker.errors.DockerException | OSError):
             return SandboxError(f"cannot reach the Docker daemon at {self.host} "
-                                f"({_first_line(exc)}); is it running?")
+                                f"({unreachable(exc)}); is it running?")
         return SandboxError(f"the Docker daemon at {self.host}: {type(exc).__name__}: "
                             f"{_first_line(exc)}")
 
@@ -124,16 +131,18 @@ class Daemon:
         except InterplayError as exc:
             return exc.message
         except Exception as exc:
-            return _first_line(exc)
+            return unreachable(exc)
         return None
 
     # -- exec --------------------------------------------------------------------------------
 
     async def exec_stream(self, exec_id: str, stdin: bytes | None, stdout: BoundedOutput,
-                          stderr: BoundedOutput) -> None:
+                          stderr: BoundedOutput, *,
+                          requested: asyncio.Future[None] | None = None) -> None:
         """Start exec ``exec_id`` attached, feed it ``stdin`` (then close its stdin), and read
         its frames into ``stdout`` and ``stderr`` until the stream ends (the command and
-        whatever held its output are gone). Cancelled, it closes the stream."""
+        whatever held its output are gone). ``requested`` is resolved once the start has been
+        asked for (from then on the command may run). Cancelled, it closes the stream."""
         reader, writer = await self._open()
         try:
             version = self.client.api_version
@@ -143,30 +152,37 @@ class Daemon:
                 f"Host: docker\r\nContent-Type: application/json\r\n"
                 f"Content-Length: {len(body)}\r\nConnection: Upgrade\r\nUpgrade: tcp\r\n\r\n"
                 .encode() + body)
+            if requested is not None and not requested.done():
+                requested.set_result(None)
             await writer.drain()
-            head = await reader.readuntil(b"\r\n\r\n")
+            try:
+                head = await reader.readuntil(b"\r\n\r\n")
+            except asyncio.IncompleteReadError:
+                raise SandboxError(f"the Docker daemon at {self.host} closed the connection "
+                                   f"before starting a command") from None
             status = head.split(b" ", 2)[1:2]
             if status not in ([b"101"], [b"200"]):
                 raise SandboxError(f"the Docker daemon at {self.host} would not start the "
                                    f"command: {head.splitlines()[0].decode(errors='replace')}")
-            if stdin:
-                writer.write(stdin)
-                await writer.drain()
-            if writer.can_write_eof():
-                writer.write_eof()
-            while True:
-                try:
-                    frame = await reader.readexactly(8)
-                except asyncio.IncompleteReadError:
-                    return
-                size = int.from_bytes(frame[4:8], "big")
-                sink = stderr if frame[0] == 2 else stdout
-                while size > 0:
-                    chunk = await reader.read(min(size, 1 << 16))
-                    if not chunk:
+            # Fed while its output is read: a command that writes as it reads (cat) would
+            # otherwise fill its output's buffers and stop reading, and the feed wait forever.
+            feeding = asyncio.ensure_future(_feed(writer, stdin))
+            try:
+                while True:
+                    try:
+                        frame = await reader.readexactly(8)
+                    except asyncio.IncompleteReadError:
                         return
-                    sink.add(chunk)
-                    size -= len(chunk)
+                    size = int.from_bytes(frame[4:8], "big")
+                    sink = stderr if frame[0] == 2 else stdout
+                    while size > 0:
+                        chunk = await reader.read(min(size, 1 << 16))
+                        if not chunk:
+                            return
+                        sink.add(chunk)
+                        size -= len(chunk)
+            finally:
+                feeding.cancel()
         except (ConnectionError, asyncio.LimitOverrunError) as exc:
             raise SandboxError(f"the Docker daemon at {self.host} dropped a command's "
                                f"output stream ({type(exc).__name__})") from None
@@ -217,8 +233,11 @@ class Daemon:
         context = dockerfile.parent
         digest = await asyncio.to_thread(context_digest, context, dockerfile.name)
         tag = f"{BUILT_REPOSITORY}:{digest[:20]}"
-        lock = self.building.setdefault(tag, asyncio.Lock())
-        async with lock:
+        loop = asyncio.get_running_loop()
+        held = self._building.get(tag)
+        if held is None or held[0] is not loop:
+            held = self._building[tag] = (loop, asyncio.Lock())
+        async with held[1]:
             if await self.has_image(tag) is not None:
                 return tag
             log.info("sandbox.image_build", image=tag, context_path=str(context))
@@ -255,36 +274,123 @@ class Daemon:
 
     # -- archives ----------------------------------------------------------------------------
 
-    async def put_tar(self, container: str, data: bytes) -> None:
-        """Unpack ``data`` (a tar whose names are paths from ``/``) in ``container``."""
+    async def put_tar(self, container: str, data: bytes | IO[bytes]) -> None:
+        """Unpack ``data`` (a tar whose names are paths from ``/``, as bytes or a file read
+        from where it is) in ``container``."""
         ok = await self.call(self.client.put_archive, container, "/", data)
         if not ok:
             raise SandboxError(f"the Docker daemon at {self.host} would not take the files")
 
-    async def get_tar(self, container: str, path: str, *,
-                      max_bytes: int) -> tuple[bytes, dict[str, Any]]:
-        """The tar of ``path`` in ``container`` (its stat beside), up to ``max_bytes``;
-        FileNotFoundError when there is no such path, SandboxError past the bound."""
-        docker = sdk()
+    async def read_tar(self, container: str, path: str, read: Callable[[IO[bytes]], T], *,
+                       max_bytes: int, file: bool = False) -> T:
+        """``read(stream)`` of the tar of ``path`` in ``container`` as it arrives (in this
+        daemon's threads; what it returns is returned). A symbolic link at ``path`` is
+        followed (a link inside a folder stays a link). ``file``: ``path`` must be a file of
+        at most ``max_bytes`` (IsADirectoryError, or SandboxError, told before any of it is
+        read); else the stream raises SandboxError once it has given ``max_bytes``.
+        FileNotFoundError when there is no such path.
 
-        def run() -> tuple[bytes, dict[str, Any]]:
-            try:
-                stream, stat = self.client.get_archive(container, path)
-            except docker.errors.NotFound:
-                raise FileNotFoundError(path) from None
-            buf = io.BytesIO()
-            for chunk in stream:
-                buf.write(chunk)
-                if buf.tell() > max_bytes:
-                    raise SandboxError(f"{path} is larger than {max_bytes} bytes as a tar")
-            return buf.getvalue(), stat
-
+        The archive's response is closed before this returns, however ``read`` ends: the
+        daemon holds the container's lock while it streams one, and every later call on the
+        container (a file put in) would wait until it is closed."""
         try:
-            return await asyncio.get_running_loop().run_in_executor(self._pool, run)
-        except (FileNotFoundError, SandboxError):
+            return await asyncio.get_running_loop().run_in_executor(
+                self._pool, self._archive, container, path, read, max_bytes, file)
+        except (FileNotFoundError, IsADirectoryError, SandboxError):
             raise
         except Exception as exc:
             raise self.error(exc) from None
+
+    def _archive(self, container: str, path: str, read: Callable[[IO[bytes]], T],
+                 max_bytes: int, file: bool) -> T:
+        docker = sdk()
+        client = self.client
+        url = (f"{client.base_url}/v{client.api_version}/containers/"
+               f"{urllib.parse.quote(container, safe='')}/archive")
+        asked = path
+        for _ in range(_LINKS_FOLLOWED):
+            response = client.get(url, params={"path": path}, stream=True,
+                                  headers={"Accept-Encoding": "identity"})
+            with contextlib.closing(response):
+                if response.status_code == 404:
+                    if "no such container" in response.text.lower():
+                        raise SandboxError("the sandbox's container is gone (removed outside "
+                                           "interplay, or its daemon restarted)")
+                    raise FileNotFoundError(asked)
+                if response.status_code >= 400:
+                    raise docker.errors.APIError(str(response.status_code), response=response,
+                                                 explanation=response.text)
+                stat = _path_stat(response.headers.get("X-Docker-Container-Path-Stat"))
+                mode = int(stat.get("mode") or 0)
+                if mode & _MODE_SYMLINK:
+                    target = str(stat.get("linkTarget") or "")
+                    path = posixpath.normpath(posixpath.join(posixpath.dirname(path), target))
+                    continue
+                size = int(stat.get("size") or 0)
+                if file and mode & _MODE_DIR:
+                    raise IsADirectoryError(asked)
+                if file and size > max_bytes:
+                    raise SandboxError(f"{asked} is {size} bytes, more than the {max_bytes} "
+                                       f"asked for")
+                bound = max_bytes + _TAR_SLACK if file else max_bytes
+                return read(_Bounded(response.raw, bound, asked, max_bytes))
+        raise SandboxError(f"{asked}: more than {_LINKS_FOLLOWED} symbolic links in a row")
+
+
+class _Bounded(io.RawIOBase):
+    """A response's body read as a file, SandboxError once more than ``bound`` bytes came."""
+
+    def __init__(self, raw: Any, bound: int, path: str, asked: int) -> None:
+        self.raw = raw
+        self.bound = bound
+        self.path = path
+        self.asked = asked
+        self.total = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.raw.read(len(buffer))
+        self.total += len(data)
+        if self.total > self.bound:
+            raise SandboxError(f"{self.path} holds more than {self.asked} bytes (the most "
+                               f"asked for)")
+        buffer[:len(data)] = data
+        return len(data)
+
+
+#: How many symbolic links in a row a path is followed through (Linux's own limit).
+_LINKS_FOLLOWED = 40
+#: The Engine API's stat of a path: Go's os.FileMode bits.
+_MODE_DIR = 1 << 31
+_MODE_SYMLINK = 1 << 27
+#: A file's tar holds its header and padding beside its bytes.
+_TAR_SLACK = 64 * 1024
+
+
+def _path_stat(header: str | None) -> dict[str, Any]:
+    if not header:
+        return {}
+    try:
+        found = json.loads(base64.b64decode(header))
+    except ValueError:
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+async def _feed(writer: asyncio.StreamWriter, data: bytes | None) -> None:
+    """``data`` to a command's stdin, then its end. A command that exits without reading it
+    all just does not get the rest."""
+    try:
+        view = memoryview(data or b"")
+        for start in range(0, len(view), 1 << 16):
+            writer.write(view[start:start + (1 << 16)])
+            await writer.drain()
+        if writer.can_write_eof():
+            writer.write_eof()
+    except OSError:  # the command's stdin is closed (it exited): the rest is not for it
+        pass
 
 
 _daemons: dict[str, Daemon] = {}
@@ -321,6 +427,32 @@ def _tls_files() -> dict[str, Any]:
     if (where / "cert.pem").is_file() and (where / "key.pem").is_file():
         out["client_cert"] = (str(where / "cert.pem"), str(where / "key.pem"))
     return out
+
+
+#: What a failure to connect means, by the errno at its root.
+_UNREACHABLE = {errno.ENOENT: "no such socket", errno.ECONNREFUSED: "nothing listens there",
+                errno.EACCES: "permission denied: run as root or join its group",
+                errno.ETIMEDOUT: "timed out", errno.EHOSTUNREACH: "no route to it"}
+
+
+def unreachable(exc: BaseException) -> str:
+    """Why a connection to a daemon failed, in a few words: what the OS error at the root of
+    the client's chain of exceptions means, else the exception's first line."""
+    seen: set[int] = set()
+    todo: list[BaseException] = [exc]
+    while todo:
+        found = todo.pop()
+        if id(found) in seen:
+            continue
+        seen.add(id(found))
+        if isinstance(found, OSError) and found.errno in _UNREACHABLE:
+            return _UNREACHABLE[found.errno]
+        todo.extend(a for a in found.args if isinstance(a, BaseException))
+        todo.extend(e for e in (found.__cause__, found.__context__) if e is not None)
+        reason = getattr(found, "reason", None)  # urllib3's errors keep theirs here
+        if isinstance(reason, BaseException):
+            todo.append(reason)
+    return _first_line(exc)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -368,19 +500,24 @@ def tar_of(entries: Sequence[tuple[str, bytes, int]]) -> bytes:
     return buf.getvalue()
 
 
-def tar_folder(source: Path, target: str) -> bytes:
+def tar_folder(source: Path, target: str) -> IO[bytes]:
     """A tar of the file or folder ``source`` placed at ``target`` (a folder's contents under
-    ``target``), symlinks kept as links."""
+    ``target``), symlinks kept as links, in a temporary file (a folder may be large)."""
     if not source.exists():
         raise FileNotFoundError(str(source))
-    buf = io.BytesIO()
+    out = tempfile.TemporaryFile()
     base = target.strip("/")
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        if source.is_dir():
-            tar.add(str(source), arcname=base or ".", recursive=True)
-        else:
-            tar.add(str(source), arcname=base)
-    return buf.getvalue()
+    try:
+        with tarfile.open(fileobj=out, mode="w") as tar:
+            if source.is_dir():
+                tar.add(str(source), arcname=base or ".", recursive=True)
+            else:
+                tar.add(str(source), arcname=base)
+        out.seek(0)
+    except BaseException:
+        out.close()
+        raise
+    return out
 
 
 def labels_filter(labels: Mapping[str, str]) -> dict[str, list[str]]:

@@ -19,6 +19,7 @@ files or setup (the run does, through the contract).
 from __future__ import annotations
 
 import asyncio
+import errno
 import getpass
 import os
 import shutil
@@ -158,14 +159,20 @@ class LocalSandbox(Sandbox):
         limit = min(asked, left)
         out, err = BoundedOutput(output_bytes, on_stdout), BoundedOutput(output_bytes)
         data = stdin.encode() if isinstance(stdin, str) else (stdin or b"")
+        folder = str(self._path(cwd)) if cwd else self.workdir
         t0 = time.monotonic()
+        if not await asyncio.to_thread(os.path.isdir, folder):
+            # Told apart from a program not found (which a missing folder would read as).
+            return ExecResult(exit_code=126, stderr=f"cannot run {argv[0]} in {folder}: no "
+                              f"such folder\n")
         try:
-            run = await run_program(list(argv), stdin=data, timeout_s=limit,
-                                    cwd=str(self._path(cwd)) if cwd else self.workdir,
+            run = await run_program(list(argv), stdin=data, timeout_s=limit, cwd=folder,
                                     env={**self._env, **(env or {})},
                                     on_stdout=out.add, on_stderr=err.add)
         except OSError as exc:
-            return ExecResult(exit_code=127, stderr=f"{argv[0]}: {exc.strerror or exc}\n",
+            # As a shell tells it: 127 for a program not found, 126 for one that cannot run.
+            code = 127 if exc.errno in (errno.ENOENT, errno.ENOTDIR) else 126
+            return ExecResult(exit_code=code, stderr=f"{argv[0]}: {exc.strerror or exc}\n",
                               duration_s=time.monotonic() - t0)
         code = run.exit_code
         if code is not None and code < 0:

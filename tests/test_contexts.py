@@ -140,7 +140,7 @@ def test_the_check_finds_what_an_implementation_lacks() -> None:
     assert missing(Half(), contexts.EpisodeContext) == [
         "info: missing", "resources: missing", "clock: missing", "results: missing",
         "metrics: missing", "traces: missing", "rng: missing", "agent(name): not taken",
-        "fail: missing"]
+        "sandbox: missing", "fail: missing"]
 
 
 def test_the_public_names_are_the_protocols() -> None:

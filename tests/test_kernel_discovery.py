@@ -85,7 +85,8 @@ def _listed(run: Run, kind: str, **kwargs: Any) -> dict[str, dict[str, Any]]:
 
 
 BUILTINS = {"interplay.builtin_harnesses.plugin", "interplay.builtin_envs.plugin",
-            "interplay.builtin_verifiers.plugin", "interplay.export.plugin"}
+            "interplay.builtin_verifiers.plugin", "interplay.builtin_sandboxes.plugin",
+            "interplay.export.plugin"}
 
 
 def test_installed_plugin_is_discovered_through_its_entry_point(run: Run) -> None:

@@ -16,7 +16,8 @@ RUNTIME_MODULES = [
     "interplay.run.runner", "interplay.run.workers",
     "interplay.report", "interplay.run.episode", "interplay.run.agent", "interplay.testing",
     "interplay.testing.scripted", "interplay.builtin_harnesses.plugin",
-    "interplay.builtin_envs.plugin", "interplay.builtin_verifiers.plugin", "interplay.gateway",
+    "interplay.builtin_envs.plugin", "interplay.builtin_verifiers.plugin",
+    "interplay.builtin_sandboxes.plugin", "interplay.gateway",
     "interplay.view", "interplay.view.app",
 ]
 TEST_ONLY = ["httpx", "pytest", "hypothesis"]
@@ -51,7 +52,7 @@ def test_the_wheel_carries_the_builtins_and_the_report_template(tmp_path: Path) 
     src = tmp_path / "src"
     src.mkdir()
     for name in ("pyproject.toml", "README.md", "core", "builtin_harnesses", "builtin_envs",
-                 "builtin_verifiers"):
+                 "builtin_verifiers", "builtin_sandboxes"):
         copy = shutil.copytree if (root / name).is_dir() else shutil.copy
         copy(root / name, src / name)
     done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps",
@@ -66,5 +67,6 @@ def test_the_wheel_carries_the_builtins_and_the_report_template(tmp_path: Path) 
     assert {f"interplay/view/templates/{name}"
             for name in ("runs.html.j2", "view.js", "view.css", "icon.svg")} <= names
     assert {"interplay/builtin_harnesses/plugin.py", "interplay/builtin_envs/plugin.py",
-            "interplay/builtin_verifiers/plugin.py", "interplay/builtin_envs/data/echo.jsonl",
+            "interplay/builtin_verifiers/plugin.py", "interplay/builtin_sandboxes/plugin.py",
+            "interplay/builtin_envs/data/echo.jsonl",
             "interplay/builtin_envs/data/always_on_month.json"} <= names

@@ -114,7 +114,7 @@ def test_the_local_backend_refuses_a_task_that_names_an_image(tmp_path: Path) ->
     path.write_text('[[tasks]]\nprompt = "a"\n[tasks.workspace]\nimage = "python:3.12"\n'
                     '[[steps]]\nkind = "one_shot"\n')
     cfg, env, _ = resolve({"env": {"name": str(path)}, "sandbox": {"kind": "local"}})
-    with pytest.raises(InterplayError, match=r"^seats\.assistant: task 0: sandbox 'local' has "
+    with pytest.raises(InterplayError, match=r"^task 0: sandbox 'local' has "
                                              r"no images, and a task names its image"):
         check_sandbox(env, RunResources(endpoint=cfg.model, sandbox=cfg.sandbox),
                       list(env.tasks()))

@@ -258,6 +258,7 @@ def check_sandbox(env: Env, resources: Any, tasks: Sequence[Task] | None = None)
     the backend cannot serve, a sandbox named for an env none of whose seats works in one."""
     from interplay.records import Workspace
     from interplay.run.episode import seat_harness
+    from interplay.sandbox import SandboxNeeds
 
     settings = resources.sandbox_settings
     given = str(settings.get("kind") or "")
@@ -287,10 +288,13 @@ def check_sandbox(env: Env, resources: Any, tasks: Sequence[Task] | None = None)
         harness, harness_cfg = seat_harness(resources.seat(env, seat), seat)
         needs[seat] = harness(harness_cfg).sandbox_needs()
     for task in with_workspace or [None]:
-        workspace = task.workspace if task is not None else Workspace()
+        workspace = (task.workspace if task is not None else None) or Workspace()
+        where = f"task {task.idx}: " if task is not None else ""
+        # What the workspace alone cannot have (its image) is the task's; the rest a seat's.
+        for problem in sandbox.problems(workspace, SandboxNeeds()):
+            raise InterplayError(f"{where}{problem}")
         for seat, need in needs.items():
-            for problem in sandbox.problems(workspace or Workspace(), need):
-                where = f"task {task.idx}: " if task is not None else ""
+            for problem in sandbox.problems(workspace, need):
                 raise InterplayError(f"seats.{seat}: {where}{problem}")
 
 

@@ -175,11 +175,14 @@ def _listing(root: Path) -> dict[str, Entry]:
         return out
     for path in sorted(root.rglob("*")):
         rel = path.relative_to(root).as_posix()
-        if rel.split("/", 1)[0] in SKIPPED or path.is_dir():
+        if rel.split("/", 1)[0] in SKIPPED:
             continue
+        # A link first: one to a folder is a change of its own, not a folder to skip.
         if path.is_symlink():
             target = str(path.readlink()).encode()
             out[rel] = Entry(len(target), "link:" + hashlib.sha256(target).hexdigest())
+            continue
+        if path.is_dir():
             continue
         h = hashlib.sha256()
         with path.open("rb") as f:
