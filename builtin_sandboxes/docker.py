@@ -249,6 +249,13 @@ class DockerSandbox(Sandbox):
         self._procs_file = _procs_file(int(state.get("Pid") or 0))
         if self._network == "model":
             self._forwarder = Forwarder(int(state["Pid"]))
+        if cfg.user:
+            made = await self.exec(["sh", "-c", 'mkdir -p "$1" && chown "$2" "$1"', "sh",
+                                    self._workdir, cfg.user], user="0")
+            if not made.ok:
+                raise SandboxError(f"could not give the working folder {self._workdir} to "
+                                   f"sandbox.user {cfg.user!r}: "
+                                   f"{made.output()[-300:].strip()}")
         log.debug("sandbox.started", kind=self.name, container=self._id[:12],
                   network=self._network)
 
@@ -501,18 +508,36 @@ class DockerSandbox(Sandbox):
         content = data.encode() if isinstance(data, str) else data
         await self._daemon.put_tar(self._container(),
                                    engine.tar_of([(self._path(path), content, mode)]))
+        await self._own(self._path(path))
 
     async def put(self, source: Path, target: str) -> None:
         cid = self._container()
         data = await asyncio.to_thread(engine.tar_folder, source, self._path(target))
         with data:
             await self._daemon.put_tar(cid, data)
+        await self._own(self._path(target), tree=True)
 
-    async def get(self, source: str, target: Path, *,
-                  max_bytes: int = 1024 * 1024 * 1024) -> None:
-        await self._daemon.read_tar(self._container(), self._path(source),
-                                    lambda stream: _extract(stream, target),
-                                    max_bytes=max_bytes)
+    async def _own(self, path: str, *, tree: bool = False) -> None:
+        """Give what was put at ``path`` to ``sandbox.user``, with the folders the daemon made
+        for it below the working folder (``tree``: everything under it too): the daemon
+        unpacks files as root, and commands run as that user must be able to change them.
+        Nothing to do when commands run as the image's user."""
+        user = self.config.user
+        if not user:
+            return
+        folders = []
+        parent = posixpath.dirname(path)
+        while parent.startswith(self._workdir.rstrip("/") + "/"):
+            folders.append(parent)
+            parent = posixpath.dirname(parent)
+        commands = [["chown", "-R", user, path]] if tree else []
+        if folders or not tree:
+            commands.append(["chown", user, *([] if tree else [path]), *folders])
+        for argv in commands:
+            result = await self.exec(argv, user="0")
+            if not result.ok:
+                raise SandboxError(f"could not give {path} to sandbox.user {user!r}: "
+                                   f"{result.output()[-300:].strip()}")
 
     # -- network ---------------------------------------------------------------------------------
 

@@ -242,6 +242,25 @@ async def test_a_container_removed_under_it_is_a_clear_error(started: Started) -
     await sandbox.stop()
 
 
+async def test_files_put_in_belong_to_the_sandboxs_user(started: Started, tmp_path: Path) -> None:
+    folder = tmp_path / "repo"
+    (folder / "pkg").mkdir(parents=True)
+    (folder / "pkg" / "mod.py").write_text("x = 1\n")
+    sandbox = await started({"user": "nobody"})
+    await sandbox.put(folder, "repo")
+    await sandbox.write_file("deep/down/notes.txt", "a\n")
+    whoami = await sandbox.exec(["id", "-un"])
+    assert whoami.stdout.strip() == "nobody"
+    # What was put in, the folders made for it and the working folder itself: all writable.
+    wrote = await sandbox.exec(["sh", "-c", "echo y >> repo/pkg/mod.py && touch repo/pkg/new.py"
+                                " && echo b >> deep/down/notes.txt && touch deep/down/more"
+                                " && touch here"])
+    assert wrote.ok, wrote.output()
+    owners = await sandbox.exec(["stat", "-c", "%U %n", ".", "repo", "repo/pkg/mod.py", "deep",
+                                 "deep/down", "deep/down/notes.txt"])
+    assert {line.split()[0] for line in owners.stdout.splitlines()} == {"nobody"}
+
+
 async def test_many_sandboxes_at_once(started: Started) -> None:
     boxes = await asyncio.gather(*(started({"cpus": 0.25, "memory_mb": 64}) for _ in range(12)))
     assert len({b.record()["container"] for b in boxes}) == 12
