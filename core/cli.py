@@ -66,11 +66,11 @@ def _more_commands() -> list[Any]:
     from interplay.generation import add_generate
     from interplay.model.local_server import add_serve_local
     from interplay.regrade import add_regrade
-    from interplay.report import add_report
+    from interplay.report import add_label, add_report
     from interplay.view import add_view
 
-    return [add_serve_local, add_report, add_export, add_regrade, add_compare, add_describe,
-            add_generate, add_view]
+    return [add_serve_local, add_report, add_label, add_export, add_regrade, add_compare,
+            add_describe, add_generate, add_view]
 
 
 # -- interplay plugins -------------------------------------------------------------------------

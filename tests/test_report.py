@@ -126,7 +126,7 @@ def test_tool_calls_rewards_and_reasons_render(tmp_path: Path) -> None:
     assert "tool call lookup" in page and "call_1" in page
     assert "&lt;b&gt;x&lt;/b&gt;" in page and "found &lt;it&gt;" in page
     assert "half &lt;right&gt;" in page and "rubric" in page
-    assert "result of call_1" in page
+    assert 'result of <span class="call-id">call_1</span>' in page
 
 
 def test_a_judges_criteria_are_shown_for_every_rubric_verifier(tmp_path: Path) -> None:

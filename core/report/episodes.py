@@ -61,6 +61,7 @@ def _message(m: Mapping[str, Any], notes: Sequence[str] = ()) -> dict[str, Any]:
     return {"role": role, "role_class": role if role in _ROLES else "other",
             "private": role == "assistant" and is_private_note(text, notes),
             "name": as_text(m.get("name")), "tool_call_id": as_text(m.get("tool_call_id")),
+            "segment": "",
             "text": text,
             "tool_calls": [{"name": as_text(as_map(as_map(c).get("function")).get("name")),
                             "id": as_text(as_map(c).get("id")),
@@ -69,11 +70,35 @@ def _message(m: Mapping[str, Any], notes: Sequence[str] = ()) -> dict[str, Any]:
                            for c in as_seq(m.get("tool_calls"))]}
 
 
-def _messages(messages: Any, notes: Sequence[str] = ()) -> list[dict[str, Any]]:
+def _messages(messages: Any, notes: Sequence[str] = (),
+              starts: Sequence[int] = ()) -> list[dict[str, Any]]:
+    """The messages as the page shows them; ``starts``: where each segment's messages begin
+    (the first the launch, each later one a resume), each such message marked."""
     if messages is not None and not isinstance(messages, list | tuple):
         # Not a list of messages: shown as what it is rather than dropped.
         return [_message({"role": "?", "content": messages})]
-    return [_message(as_map(m), notes) for m in as_seq(messages)]
+    out = [_message(as_map(m), notes) for m in as_seq(messages)]
+    for n, at in enumerate(starts, start=1):
+        if 0 <= at < len(out) and not out[at].get("segment"):
+            out[at]["segment"] = f"segment {n}: " + ("launch" if n == 1 else "resume")
+    return out
+
+
+def segment_starts(t: Mapping[str, Any]) -> list[int]:
+    """Where each of a trace's segments begins among its messages (the kernel records it in
+    ``info["segment_starts"]``; a record without it has none)."""
+    return [at for at in as_seq(as_map(t.get("info")).get("segment_starts"))
+            if type(at) is int and at >= 0]
+
+
+def episode_turns(ep: Mapping[str, Any]) -> float | int | None:
+    """An episode's turns: the count its env records (``metrics.turns``), else the most
+    segments any of its seats ran; None when neither is known."""
+    turns = as_map(ep.get("metrics")).get("turns")
+    if finite_number(turns):
+        return turns  # type: ignore[no-any-return]
+    counts = [len(segment_starts(as_map(t))) for t in as_seq(ep.get("traces"))]
+    return max(counts) if counts and max(counts) > 0 else None
 
 
 def _rewards(rewards: Any, judged: Collection[str]) -> list[dict[str, Any]]:
@@ -106,7 +131,10 @@ def _call(n: int, c: Mapping[str, Any]) -> dict[str, str]:
             "completion_tokens": fmt(usage.get("completion_tokens")),
             "finish_reason": as_text(c.get("finish_reason")), "attempts": fmt(c.get("attempts")),
             "status": fmt(c.get("status")), "error_type": as_text(c.get("error_type")),
-            "error": cause(c.get("error"))}
+            "error": cause(c.get("error")),
+            # A call another process made with the trace's secret (a command the program
+            # ran): never the program's own turn, never training data.
+            "other": c.get("caller") == "other"}
 
 
 def _tool_run(r: Mapping[str, Any]) -> dict[str, str]:
@@ -121,7 +149,9 @@ def _trace(t: Mapping[str, Any], errored: bool, judged: Collection[str],
     for c in calls:
         count = as_map(c.get("usage")).get("total_tokens")
         tokens += count if isinstance(count, int) else 0
-    info = as_map(t.get("info"))
+    # The kernel's own key is shown as the transcript's segment marks, not as harness info.
+    info = {k: v for k, v in as_map(t.get("info")).items() if k != "segment_starts"}
+    starts = segment_starts(t)
     return {"seat": seat_name(t), "agent": as_text(t.get("agent")),
             "harness": as_text(t.get("harness")),
             "model": as_text(t.get("model")), "trainable": t.get("trainable") is True,
@@ -130,8 +160,10 @@ def _trace(t: Mapping[str, Any], errored: bool, judged: Collection[str],
             "failed_calls": sum(1 for c in calls if c.get("error_type")), "tokens": tokens,
             "tool_runs": len(as_seq(t.get("tool_runs"))),
             "error_type": as_text(t.get("error_type")), "error": as_text(t.get("error")),
-            "messages": _messages(t.get("messages"), notes),
+            "messages": _messages(t.get("messages"), notes, starts),
+            "segments": len(starts),
             "model_calls": [_call(n, c) for n, c in enumerate(calls, start=1)],
+            "other_calls": sum(1 for c in calls if c.get("caller") == "other"),
             "tool_run_rows": [_tool_run(as_map(r)) for r in as_seq(t.get("tool_runs"))],
             # What the harness recorded of its program (codex's, Claude Code's session),
             # whatever its keys: shown as it is.
@@ -166,7 +198,7 @@ def episode_view(i: int, ep: Mapping[str, Any], judged: Collection[str]) -> dict
     info, task = as_map(ep.get("info")), as_map(ep.get("task"))
     reward = scored_reward(ep)
     traces = [as_map(t) for t in as_seq(ep.get("traces"))]
-    turns = as_map(ep.get("metrics")).get("turns")
+    turns = episode_turns(ep)
     stops = _stops(ep)
     record = as_map(ep.get("results")).get("always_on")
     notes = private_notes(ep)
@@ -190,7 +222,57 @@ def episode_view(i: int, ep: Mapping[str, Any], judged: Collection[str]) -> dict
         "results": as_json(ep["results"], indent=2) if ep.get("results") else "",
         "traces": [_trace(t, is_error(ep), judged, notes) for t in traces],
         "always_on": view,
+        "sandbox": sandbox_view(ep.get("sandbox")),
     }
+
+
+def _command(c: Mapping[str, Any]) -> dict[str, str]:
+    exit_code = c.get("exit_code")
+    ended = ("timed out" if c.get("timed_out") else
+             "stopped" if exit_code is None else f"exit {as_text(exit_code)}")
+    cut = c.get("output_cut")
+    return {"command": as_text(c.get("command")), "ended": ended,
+            "failed": bool(c.get("timed_out")) or exit_code != 0,
+            "duration_s": fmt(c.get("duration_s"), 3), "output": as_text(c.get("output")),
+            "cut": f"{cut:,} bytes of output left out" if isinstance(cut, int) and cut > 0
+            else ""}
+
+
+def _cut(count: Any, what: str) -> str:
+    return f"{count:,} {what} left out" if isinstance(count, int) and count > 0 else ""
+
+
+def sandbox_view(record: Any) -> dict[str, Any] | None:
+    """An episode's sandbox record (``Episode.sandbox``) as the page shows it: which, its
+    times, its setup commands as they ended and what the episode changed in its workspace
+    (the files, the bounded diff, what was left out); None when it had none."""
+    if not isinstance(record, Mapping):
+        return None
+    changes = record.get("changes")
+    changed = None
+    if isinstance(changes, Mapping):
+        files = [{"path": as_text(f.get("path")), "status": as_text(f.get("status")),
+                  "size": fmt(f.get("size"))} for f in map(as_map, as_seq(changes.get("files")))]
+        changed = {"files": files, "files_cut": _cut(changes.get("files_cut"), "files"),
+                   "diff": as_text(changes.get("diff")),
+                   "diff_cut": _cut(changes.get("diff_cut"), "bytes of the diff"),
+                   "note": as_text(changes.get("note")),
+                   "counts": ", ".join(f"{n} {status}" for status, n in sorted(
+                       _count(f["status"] for f in files).items()))}
+    info = as_map(record.get("info"))
+    return {"kind": as_text(record.get("kind")), "image": as_text(record.get("image")),
+            "workdir": as_text(record.get("workdir")), "start_s": fmt(record.get("start_s"), 3),
+            "setup_s": fmt(record.get("setup_s"), 3), "stop_s": fmt(record.get("stop_s"), 3),
+            "setup": [_command(as_map(c)) for c in as_seq(record.get("setup"))],
+            "changes": changed, "info": as_json(info, indent=2) if info else "",
+            "error": as_text(record.get("error"))}
+
+
+def _count(values: Any) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for v in values:
+        out[v] = out.get(v, 0) + 1
+    return out
 
 
 def seat_rewards(ep: Mapping[str, Any]) -> dict[str, float | None]:
@@ -212,7 +294,7 @@ def table_row(i: int, ep: Mapping[str, Any], seats: Sequence[str],
     by_seat = seat_rewards(ep)
     stops = [stop_index.setdefault(s, len(stop_index)) for s in _stops(ep)]
     wall = ep.get("wall_s")
-    turns = as_map(ep.get("metrics")).get("turns")
+    turns = episode_turns(ep)
     return [i, as_text(info.get("episode_id")), info.get("task_idx"), info.get("rollout") or 0,
             scored_reward(ep), [by_seat.get(s) for s in seats], as_text(ep.get("error_type")),
             cause(ep.get("error")),

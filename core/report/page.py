@@ -40,6 +40,7 @@ from interplay.errors import InterplayError
 from interplay.report import charts
 from interplay.report.episodes import ROW_COLUMNS, episode_view, table_row
 from interplay.report.figures import Figures, summary_view, table_seats
+from interplay.report.label import read_label
 from interplay.report.plain import as_map, as_seq, as_text
 from interplay.run.results import finite
 from interplay.run.summary import is_error
@@ -108,6 +109,25 @@ def _about(config: Mapping[str, Any], stored: Mapping[str, Any]) -> dict[str, An
             "regraded_from": as_text(regrade.get("from")) if regrade else ""}
 
 
+def seat_lines(stored: Mapping[str, Any],
+               seen: Mapping[str, tuple[str, str]] | None = None) -> list[dict[str, str]]:
+    """Each seat of the run with the harness and the model that filled it: as config.json
+    records the seats, else (a run recorded before it kept them) as the traces say
+    (``seen``: seat -> (harness, model))."""
+    out = []
+    for seat, spec in as_map(stored.get("seats")).items():
+        spec = as_map(spec)
+        model = as_text(as_map(spec.get("model")).get("model"))
+        if not model and not as_map(spec.get("model")).get("base_url"):
+            model = "embedded"
+        out.append({"seat": as_text(seat), "harness": as_text(spec.get("harness")) or "?",
+                    "model": model})
+    if not out and seen:
+        out = [{"seat": seat, "harness": harness or "?", "model": model}
+               for seat, (harness, model) in seen.items()]
+    return out
+
+
 def figures_context(config: Mapping[str, Any], summary: Mapping[str, Any], figures: Figures,
                     *, running: bool = False,
                     drawn: Sequence[Markup] | None = None) -> dict[str, Any]:
@@ -135,7 +155,8 @@ def render_to(out: IO[str], config: Mapping[str, Any], summary: Mapping[str, Any
               folder: str = "DIR", stored: Mapping[str, Any] | None = None,
               live: Mapping[str, Any] | None = None, errors: Sequence[str] | None = None,
               episodes_total: int | None = None,
-              drawn: Sequence[Markup] | None = None) -> None:
+              drawn: Sequence[Markup] | None = None,
+              seen: Mapping[str, tuple[str, str]] | None = None, label: str = "") -> None:
     """Write the page to ``out``: the summary, charts, the episode table (``rows``, drawn by
     the page's script) and the episodes' details (``details``: each one's rendered section,
     streamed through).
@@ -158,6 +179,7 @@ def render_to(out: IO[str], config: Mapping[str, Any], summary: Mapping[str, Any
         model=as_text(model.get("model")),
         where=as_text(model.get("base_url")) or "embedded local model",
         rollouts=as_text(config.get("rollouts")), seed=as_text(config.get("seed")),
+        seat_lines=seat_lines(stored or {}, seen), label=label,
         about=_about(config, stored or {}),
         per_seat=bool(seats), error_options=errors, stop_options=sorted(stops),
         episodes_total=len(rows) if episodes_total is None else episodes_total, kept=kept,
@@ -179,14 +201,24 @@ def render(config: Mapping[str, Any], summary: Mapping[str, Any],
     stop_index: dict[str, int] = {}
     figures = Figures()
     rows, details = [], []
+    seen: dict[str, tuple[str, str]] = {}
     for i, ep in enumerate(episodes):
         figures.add(ep)
+        note_seats(seen, ep)
         row = table_row(i, ep, seats, stop_index)
         rows.append(row)
         details.append(template("episode.html.j2").render(ep=episode_view(i, ep, judged)))
     render_to(buf, config, summary, rows, details, stops=list(stop_index), seats=seats,
-              figures=figures, kept=len(details), budget_mb=math.inf)
+              figures=figures, kept=len(details), budget_mb=math.inf, seen=seen)
     return buf.getvalue()
+
+
+def note_seats(seen: dict[str, tuple[str, str]], ep: Mapping[str, Any]) -> None:
+    """Note the harness and model of each seat an episode's traces name, first come."""
+    for t in map(as_map, as_seq(ep.get("traces"))):
+        seat = as_text(t.get("seat") or t.get("agent"))
+        if seat and seat not in seen and len(seen) < 64:
+            seen[seat] = (as_text(t.get("harness")), as_text(t.get("model")))
 
 
 # -- files -------------------------------------------------------------------------------------
@@ -253,6 +285,7 @@ def write_report(folder: str | Path, *, transcripts_mb: float = TRANSCRIPTS_MB) 
     rows: list[list[Any]] = []
     stop_index: dict[str, int] = {}
     figures = Figures()
+    seen: dict[str, tuple[str, str]] = {}
     path = out / REPORT_FILE
     with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace",
                                 dir=out if out.is_dir() else None) as held:
@@ -260,6 +293,7 @@ def write_report(folder: str | Path, *, transcripts_mb: float = TRANSCRIPTS_MB) 
             # A long episode's transcripts and records are in its side file: the page shows them.
             ep = whole_record(stored_ep, out)
             figures.add(ep)
+            note_seats(seen, ep)
             rows.append(table_row(i, ep, seats, stop_index))
             if used < budget * (1.0 if is_error(ep) else 0.75):
                 section = template("episode.html.j2").render(ep=episode_view(i, ep, judged))
@@ -283,7 +317,8 @@ def write_report(folder: str | Path, *, transcripts_mb: float = TRANSCRIPTS_MB) 
             with tmp.open("w", encoding="utf-8", errors="replace") as page:
                 render_to(page, config, summary, rows, _chunks(held), stops=list(stop_index),
                           seats=seats, figures=figures, kept=kept, budget_mb=transcripts_mb,
-                          folder=str(out), stored=stored)
+                          folder=str(out), stored=stored, seen=seen,
+                          label=read_label(out))
             os.replace(tmp, path)
         except OSError as exc:
             raise InterplayError(f"{path}: cannot write it ({exc.strerror or exc})") from None

@@ -346,8 +346,12 @@ class ChatSession:
                 except BaseException:
                     run.close()
                     raise
+            # Where this segment's messages begin in the trace (the launch's at its prompt,
+            # a resume's at its new input): the report marks each one.
+            start = 0 if self.turns == 0 else len(self.trace.messages)
             segment = await self._run_segment(run)
             self.turns += 1
+            self.trace.info.setdefault("segment_starts", []).append(start)
             self.trace.messages = [*inputs, *segment.messages]
             if segment.stop_condition is not None:
                 self._over = True
