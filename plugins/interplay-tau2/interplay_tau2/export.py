@@ -6,17 +6,21 @@ Each scored episode is one of tau2's simulations (its trajectory, termination re
 trial and reward info); an episode that ended in an error (an infrastructure fault, never
 scored) is left out and counted. The file's ``info`` says which model played each side with the
 sampling its requests carried (the run's seats as config.json records them: the env's
-defaults, the run's model and seat settings) and which user sim played the user, never a
-credential: no API key, header or key variable of the run is written (tau2's own runner
-writes the ``api_key`` it was given). interplay knows no model's price: each simulation's
+defaults, the run's model and seat settings), which harness played the agent
+(``agent_info.implementation``: ``interplay harness NAME``) and which user sim played the
+user, never a credential: no API key, header or key variable of the run is written (tau2's
+own runner writes the ``api_key`` it was given). interplay knows no model's price: each simulation's
 ``agent_cost`` and ``user_cost`` are 0, which tau2's tools add up, rather than null.
 
-The simulations are streamed to the file as they are read; the tasks (tau2's own, by id) are
-written after them.
+The simulations are streamed to the file as they are read; the tasks (tau2's own, by id), the
+info and the timestamp are written after them. Every time in the file is the run's: each
+simulation is stamped when its episode ended and the file with its first episode's start, so
+two exports of a run are the same bytes.
 """
 
 from __future__ import annotations
 
+import datetime
 import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -50,11 +54,18 @@ class Tau2Results(ExportFormat):
         skipped: dict[str, int] = {}
         task_ids: list[str] = []
         written = 0
+        seat = env.get("seat", "assistant")
+        harnesses: list[str] = []
+        first: float | None = None
         with output.open("w") as out:
-            stamp = json.dumps(tau.simulation.get_now())
-            info = _info(tau, run_config, env).model_dump_json()
-            out.write(f'{{"timestamp": {stamp}, "info": {info}, "simulations": [')
+            out.write('{"simulations": [')
             for record in episodes:
+                started = record.get("started_at")
+                if isinstance(started, int | float) and started > 0:
+                    first = started if first is None else min(first, started)
+                harness = _harness_of(record, seat)
+                if harness and harness not in harnesses:
+                    harnesses.append(harness)
                 trajectory = (record.get("results") or {}).get(RESULTS_KEY)
                 if record.get("error_type") is not None or not isinstance(trajectory, dict) \
                         or "reward_info" not in trajectory:
@@ -62,18 +73,44 @@ class Tau2Results(ExportFormat):
                     skipped[why] = skipped.get(why, 0) + 1
                     continue
                 sim = simulation(trajectory, record["info"]["episode_id"])
+                # Stamped when its episode ended, as tau2's runner stamps a simulation as it
+                # finishes: never the export's time, so a run exports the same bytes again.
+                sim.timestamp = trajectory["end_time"]
                 out.write(("," if written else "") + sim.model_dump_json())
                 written += 1
                 if trajectory["task_id"] not in task_ids:
                     task_ids.append(trajectory["task_id"])
             tasks = [domains.task(domain, i, task_set=env.get("task_set", "")) for i in task_ids]
-            out.write('], "tasks": [' + ",".join(t.model_dump_json() for t in tasks) + "]}")
+            info = _info(tau, run_config, env, harnesses).model_dump_json()
+            # The run's time: its first episode's start (tau2's runner stamps its results file
+            # when the run starts).
+            stamp = json.dumps(_stamp(first))
+            out.write('], "tasks": [' + ",".join(t.model_dump_json() for t in tasks)
+                      + f'], "info": {info}, "timestamp": {stamp}}}')
         return Written(episodes=written, skipped=skipped)
 
 
-def _info(tau: Any, stored: Mapping[str, Any], env: Mapping[str, Any]) -> Any:
+def _harness_of(record: Mapping[str, Any], seat: str) -> str:
+    """The harness that played ``seat`` in an episode, as its trace records it."""
+    for trace in record.get("traces") or ():
+        if isinstance(trace, Mapping) and (trace.get("seat") or trace.get("agent")) == seat:
+            return str(trace.get("harness") or "")
+    return ""
+
+
+def _stamp(epoch: float | None) -> str:
+    """An epoch time in tau2's format (``get_now``'s: local ISO time), or "" when no episode
+    says when it started."""
+    if epoch is None:
+        return ""
+    return datetime.datetime.fromtimestamp(epoch).isoformat()
+
+
+def _info(tau: Any, stored: Mapping[str, Any], env: Mapping[str, Any],
+          harnesses: list[str] | None = None) -> Any:
     """tau2's Info of the run: models and the sampling each side's requests carried, limits,
-    seed, who played the user; no credential."""
+    seed, the harness that played the agent (``harnesses``: as the episodes' traces record
+    it, else as config.json's seats say), who played the user; no credential."""
     config = stored.get("config") or {}
     model = config.get("model") or {}
     environment = tau.registry.get_env_constructor(
@@ -99,7 +136,14 @@ def _info(tau: Any, stored: Mapping[str, Any], env: Mapping[str, Any]) -> Any:
             args["api_base"] = _without_userinfo(str(endpoint["base_url"]))
         return str(endpoint.get("model") or "embedded"), args
 
-    agent_llm, agent_args = llm(env.get("seat", "assistant"))
+    seat = env.get("seat", "assistant")
+    agent_llm, agent_args = llm(seat)
+    if not harnesses:
+        filled = (stored.get("seats") or {}).get(seat)
+        spec = filled if isinstance(filled, Mapping) else \
+            (config.get("seats") or {}).get(seat) or {}
+        default = Tau2Env.seats[seat].harness if seat in Tau2Env.seats else "chat"
+        harnesses = [str(spec.get("harness") or default)]
     user_llm: str | None
     user_args: dict[str, Any] | None
     if _plays_with_a_model(sim, env.get("user_sim_settings") or {}):
@@ -112,8 +156,9 @@ def _info(tau: Any, stored: Mapping[str, Any], env: Mapping[str, Any]) -> Any:
         user_info=tau.simulation.UserInfo(implementation=f"interplay user sim {sim}",
                                           llm=user_llm, llm_args=user_args,
                                           global_simulation_guidelines=guidelines),
-        agent_info=tau.simulation.AgentInfo(implementation="interplay", llm=agent_llm,
-                                            llm_args=agent_args),
+        agent_info=tau.simulation.AgentInfo(
+            implementation=f"interplay harness {', '.join(harnesses)}", llm=agent_llm,
+            llm_args=agent_args),
         environment_info=environment.get_info(), seed=config.get("seed"))
 
 
