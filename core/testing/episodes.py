@@ -22,21 +22,27 @@ from interplay.testing.scripted import Script, ScriptedModel, ScriptedRequest
 
 @attrs.define
 class ScriptedRun:
-    """What :func:`run_scripted` returns: the finished, scored ``episode`` and every request
-    the scripted model received (``requests``, in order)."""
+    """What :func:`run_scripted` returns: the finished, scored ``episode``, the requests the
+    scripted model kept (``requests``, in order: the first of them, within its bounds) and how
+    many it received (``received``)."""
 
     episode: Episode
     requests: list[ScriptedRequest]
+    received: int = 0
 
 
 async def run_scripted(env: Env, task: Task, script: Script, *, seed: int | None = 0,
                        rollout: int = 0,
                        seats: Mapping[str, Mapping[str, Any]] | None = None,
-                       sampling: Mapping[str, Any] | None = None) -> ScriptedRun:
+                       sampling: Mapping[str, Any] | None = None,
+                       keep_requests: int | None = ScriptedModel.KEEP_REQUESTS,
+                       keep_bytes: int | None = ScriptedModel.KEEP_BYTES) -> ScriptedRun:
     """Run ``task`` through ``env`` with every seat answered by ``script`` (a list of replies
     or a handler, as for :class:`ScriptedModel`); ``seats`` overrides seat settings as
-    ``--set seats.<seat>...`` does, and ``sampling`` is the run's ``model.sampling``."""
-    async with ScriptedModel(script) as model:
+    ``--set seats.<seat>...`` does, and ``sampling`` is the run's ``model.sampling``;
+    ``keep_requests`` and ``keep_bytes`` bound the requests kept, as the model's do."""
+    async with ScriptedModel(script, keep_requests=keep_requests,
+                             keep_bytes=keep_bytes) as model:
         endpoint = model.endpoint if sampling is None else attrs.evolve(
             model.endpoint, sampling=dict(sampling))
         resources = RunResources(endpoint=endpoint, seats=seats)
@@ -45,7 +51,7 @@ async def run_scripted(env: Env, task: Task, script: Script, *, seed: int | None
                                         rollout=rollout)
         finally:
             await resources.aclose()
-        return ScriptedRun(episode, list(model.requests))
+        return ScriptedRun(episode, list(model.requests), model.received)
 
 
 @contextlib.contextmanager

@@ -5,8 +5,12 @@ vLLM's ``POST /tokenize`` (a conversation's prompt counted as its usage would co
 script: a list of :class:`ScriptedReply` consumed in order, or a handler called with each
 :class:`ScriptedRequest`. Replies can carry text, tool calls, Responses output items, latency and
 injected faults (an HTTP status with Retry-After, a hang, a dropped stream, malformed output).
-Every request received is kept in ``requests``; ``abandoned`` counts hung requests whose client
-gave up (closed the connection). Usage figures count words.
+The requests received are kept in ``requests``, within a bound (the first ``keep_requests`` of
+them and ``keep_bytes`` of their bodies, by default: a long run on it, a month of always_on wakes
+each resending its conversation, would otherwise hold every body it was ever sent); ``keep``
+keeps only the requests a test asks for; ``received`` counts them all and ``last`` is the latest.
+``abandoned`` counts hung requests whose client gave up (closed the connection). Usage figures
+count words.
 
 Run it in-process (``with ScriptedModel(script) as m:`` / ``async with``; the server lives in a
 background thread with its own loop) or as a process, which prints its base URL and then serves:
@@ -33,7 +37,7 @@ import argparse
 import asyncio
 import itertools
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
@@ -102,10 +106,22 @@ class ScriptedModel:
     or a request function ``(ScriptedRequest) -> ScriptedReply | str`` answering each request
     from what it holds; None echoes the last user message. ``model`` is the name its
     :attr:`endpoint` sends; ``port`` 0 takes a free one. Use it as a context manager (``with``
-    or ``async with``): ``base_url`` is then its address, and ``requests`` what it received."""
+    or ``async with``): ``base_url`` is then its address, and ``requests`` what it received.
+
+    ``requests`` keeps the first requests received in order (``requests[i]`` is the i-th), at
+    most ``keep_requests`` of them and ``keep_bytes`` of their bodies as sent (None: no such
+    bound); later ones are answered and counted (``received``, ``dropped``) but not kept, and
+    ``last`` is always the latest. ``keep`` (a function of each request) keeps only the
+    requests it says True of, within the same bounds."""
+
+    #: The most requests :attr:`requests` keeps, and the most bytes of their bodies, by default.
+    KEEP_REQUESTS = 1000
+    KEEP_BYTES = 16 << 20
 
     def __init__(self, script: Script | None = None, *, model: str = "scripted",
-                 port: int = 0) -> None:
+                 port: int = 0, keep_requests: int | None = KEEP_REQUESTS,
+                 keep_bytes: int | None = KEEP_BYTES,
+                 keep: Callable[[ScriptedRequest], bool] | None = None) -> None:
         self.model = model
         self._port = port
         self._lock = threading.Lock()
@@ -116,7 +132,18 @@ class ScriptedModel:
             self._handler, self._queue = script, []
         else:
             self._handler, self._queue = None, list(script)
+        for name, bound in (("keep_requests", keep_requests), ("keep_bytes", keep_bytes)):
+            if bound is not None and bound < 0:
+                raise ValueError(f"{name} is {bound}; give 0 or more, or None for no bound")
+        self.keep_requests, self.keep_bytes, self._keep = keep_requests, keep_bytes, keep
+        #: The requests kept (see the class's docstring), in the order received.
         self.requests: list[ScriptedRequest] = []
+        #: Every request received (answered or not), and those the bounds left out.
+        self.received = 0
+        self.dropped = 0
+        #: The latest request received, kept or not (None before the first).
+        self.last: ScriptedRequest | None = None
+        self._kept_bytes = 0
         #: Requests held by a ``hang()`` reply until their client closed the connection.
         self.abandoned = 0
         #: ``/tokenize`` requests answered (vLLM's route: what a Messages ``count_tokens``
@@ -172,9 +199,22 @@ class ScriptedModel:
 
     # -- the app ---------------------------------------------------------------------------------
 
-    def _next(self, req: ScriptedRequest) -> ScriptedReply:
+    def _record(self, req: ScriptedRequest, size: int) -> None:
+        """Count ``req`` (its body ``size`` bytes as sent) and keep it if the bounds allow."""
+        self.received += 1
+        self.last = req
+        if self._keep is not None and not self._keep(req):
+            return
+        if (self.keep_requests is not None and len(self.requests) >= self.keep_requests) or (
+                self.keep_bytes is not None and self._kept_bytes + size > self.keep_bytes):
+            self.dropped += 1
+            return
+        self.requests.append(req)
+        self._kept_bytes += size
+
+    def _next(self, req: ScriptedRequest, size: int = 0) -> ScriptedReply:
         with self._lock:
-            self.requests.append(req)
+            self._record(req, size)
             if self._handler is not None:
                 handler = self._handler
             elif self._queue:
@@ -215,7 +255,7 @@ class ScriptedModel:
             return
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
         req = ScriptedRequest(api=api, body=body, headers=headers, path=path)
-        reply = self._next(req)
+        reply = self._next(req, len(raw))
         if reply.latency_s:
             await asyncio.sleep(reply.latency_s)
         if reply.hangs:
