@@ -1,0 +1,4 @@
+#!/bin/bash
+cd /app
+git add -A
+git commit -qm 'Add greeting'

@@ -1,0 +1,3 @@
+#!/bin/bash
+cd /app/photos
+for f in *.jpeg; do mv "$f" "${f%.jpeg}.jpg"; done

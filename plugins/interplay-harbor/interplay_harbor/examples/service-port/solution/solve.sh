@@ -1,0 +1,2 @@
+#!/bin/bash
+echo 'port = 8123' > /app/service.conf
