@@ -56,8 +56,9 @@ def eval_with_harness(harness: str, out: Path, *, timeout: float = 300,
                       **harness_config: Any) -> tuple[subprocess.CompletedProcess[str], int]:
     """``interplay eval echo -n 1`` in a subprocess, as a user runs it, with ``harness`` in the
     assistant seat and ``harness_config`` its settings (``binary=...``), results in ``out``,
-    on a scripted model that answers "Hello.": the command's result, and how many requests
-    the model got. What a program harness's user meets as a run starts (its program missing,
+    on a scripted model that answers **once** ("Hello."; a second request gets a 500,
+    ``scripted model: script exhausted``): the command's result, and how many requests the
+    model got. What a program harness's user meets as a run starts (its program missing,
     of another version)."""
     from interplay.testing.scripted import ScriptedModel
 
