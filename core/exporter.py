@@ -40,6 +40,9 @@ class ExportFormat:
     description: ClassVar[str] = ""
     #: The file written inside the results folder when no ``-o`` is given.
     default_output: ClassVar[str] = ""
+    #: Whether ``output`` is a folder the format fills (a benchmark's job folder) rather than
+    #: a file: the command hands it an empty folder, and puts it in place only once whole.
+    writes_folder: ClassVar[bool] = False
 
     def __init__(self, config: Any = None) -> None:
         self.config = settle(config, self, "export format")
@@ -53,6 +56,6 @@ class ExportFormat:
     def write(self, episodes: Iterable[dict[str, Any]], output: Path, *,
               run_config: Mapping[str, Any]) -> Written:
         """Write ``episodes`` (whole records) of a run whose ``config.json`` is ``run_config``
-        to ``output``; raise InterplayError, with one line saying what to change, for a run
-        the format cannot hold."""
+        to ``output`` (an empty folder when :attr:`writes_folder`); raise InterplayError,
+        with one line saying what to change, for a run the format cannot hold."""
         raise NotImplementedError(f"export format {self.name!r} does not implement write()")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -56,13 +57,17 @@ def export_plugged(name: str, run: str | Path, output: str | Path | None = None,
     if not out.parent.is_dir():
         raise InterplayError(f"-o {out}: its folder {out.parent} does not exist; make it or "
                              f"choose another -o")
-    if out.is_dir():
+    if out.is_dir() and not fmt.writes_folder:
         raise InterplayError(f"-o {out}: is a folder; name a file")
+    if out.exists() and not out.is_dir() and fmt.writes_folder:
+        raise InterplayError(f"-o {out}: is a file; --format {name} writes a folder, name one")
 
     def records() -> Iterator[dict[str, Any]]:
         for record in iter_episodes(episodes):
             yield whole_record(record, folder)
 
+    if fmt.writes_folder:
+        return out, _write_folder(fmt, records(), out, run_config)
     # Made as every export file is (open's mode, under the umask), not mkstemp's 0600.
     tmp = str(out.parent / f".export-{uuid.uuid4().hex}{out.suffix}")
     with open(tmp, "xb"):
@@ -75,3 +80,22 @@ def export_plugged(name: str, run: str | Path, output: str | Path | None = None,
             os.unlink(tmp)
     log.info("export.done", format=name, episodes=written.episodes, output_path=str(out))
     return out, written
+
+
+def _write_folder(fmt: ExportFormat, records: Iterator[dict[str, Any]], out: Path,
+                  run_config: dict[str, Any]) -> Written:
+    """A folder format written into a fresh folder beside ``out`` and then put in its place
+    (what was there before is kept until the new one is whole, then removed)."""
+    tmp = out.parent / f".export-{uuid.uuid4().hex}"
+    os.mkdir(tmp)  # the mode every export gets, under the umask
+    old = out.parent / f".export-{uuid.uuid4().hex}-old"
+    try:
+        written = fmt.write(records, tmp, run_config=run_config)
+        if out.exists():
+            os.rename(out, old)
+        os.rename(tmp, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(old, ignore_errors=True)
+    log.info("export.done", format=fmt.name, episodes=written.episodes, output_path=str(out))
+    return written
