@@ -517,6 +517,12 @@ class DockerSandbox(Sandbox):
             await self._daemon.put_tar(cid, data)
         await self._own(self._path(target), tree=True)
 
+    async def get(self, source: str, target: Path, *,
+                  max_bytes: int = 1024 * 1024 * 1024) -> None:
+        await self._daemon.read_tar(self._container(), self._path(source),
+                                    lambda stream: _extract(stream, target),
+                                    max_bytes=max_bytes)
+
     async def _own(self, path: str, *, tree: bool = False) -> None:
         """Give what was put at ``path`` to ``sandbox.user``, with the folders the daemon made
         for it below the working folder (``tree``: everything under it too): the daemon
