@@ -34,3 +34,10 @@ def register_harnesses(register: Register) -> None:
 
     for harness in HARNESSES:
         register(harness)
+
+
+@hookimpl
+def register_export_formats(register: Register) -> None:
+    from interplay_harbor.export import HarborJob
+
+    register(HarborJob)
