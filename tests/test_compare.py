@@ -197,3 +197,46 @@ def test_the_page_shows_every_label_and_value_as_text(
     assert "&lt;script&gt;window.__x=1&lt;\\script&gt; &amp;amp;" in html
     assert "&lt;img src=x onerror=alert(1)&gt;" in html
     assert html.count("<script") == 1  # the comparison's data, inert JSON
+
+
+@pytest.fixture
+def two_goals(tmp_path: Path, scripted_model: Callable[..., ScriptedModel]) -> tuple[Path, Path]:
+    """Runs scored by two components: echo's ``contains`` and a ``regex`` (a word from a to
+    m). A: right on the even tasks (banana on the odd); B: right on all."""
+    out = []
+    for name, right in (("a", lambda i: i % 2 == 0), ("b", lambda i: True)):
+        model = scripted_model(echo_model(right))
+        folder = tmp_path / name
+        assert cli.main(["eval", "echo", "--base-url", model.base_url, "-o", str(folder),
+                         "--quiet", "--no-report", "--set",
+                         'env.verifiers=[{kind = "regex", expected = "^[a-m]"}]']) == 0
+        out.append(folder)
+    return out[0], out[1]
+
+
+def test_each_reward_component_is_compared_on_the_terminal_and_the_page(
+        two_goals: tuple[Path, Path], tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = two_goals
+    assert cli.main(["label", str(b), "all right"]) == 0
+    result = compare.compare([compare.load_run(a), compare.load_run(b)], seed=1)
+    by_name = {q["name"]: q for q in result["comparisons"][0]["quantities"]}
+    assert list(by_name) == ["reward", "component contains", "component regex"]
+    # contains: A right on 4 of 8, B on 8. regex: A's banana starts with b (6 of 8 match),
+    # B's words match on apple, guitar, castle (3 of 8).
+    assert (by_name["component contains"]["a"], by_name["component contains"]["b"]) == (0.5, 1)
+    assert by_name["component contains"]["diff"] == 0.5
+    assert (by_name["component regex"]["a"], by_name["component regex"]["b"]) == (0.75, 0.375)
+    assert by_name["component regex"]["diff"] == -0.375
+    assert by_name["component regex"]["pairs"] == 8
+
+    page = tmp_path / "c.html"
+    assert cli.main(["compare", str(a), str(b), "--html", str(page)]) == 0
+    text = capsys.readouterr().out
+    each = text.split("reward components, B - A")[1]
+    assert re.search(r"contains\s+8 \(8\)\s+0\.5\s+1\s+\+0\.5", each)
+    assert re.search(r"regex\s+8 \(8\)\s+0\.75\s+0\.375\s+-0\.375", each)
+    assert re.search(r"label\s+-\s+all right", text)
+    html = page.read_text()
+    assert "<td>component regex</td>" in html and '<td class="num diff">-0.375</td>' in html
+    assert "<td>label</td>" in html and "all right" in html

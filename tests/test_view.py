@@ -524,8 +524,10 @@ def test_the_pages_and_the_data_they_ask_for(root: Path) -> None:
     found = json.loads(got["find"][1].split(b"\r\n\r\n", 1)[1])
     assert [r["key"] for r in found["runs"]] == ["echo-a", "nested/echo-b"]
     assert "echo-a vs nested/echo-b" in got["compare"][1].decode()
-    # Runs of other tasks: the one line, and the link to compare the tasks they share.
-    assert got["refused"][0] == 400 and b"--common-tasks" in got["refused"][1]
+    # Runs of other tasks: the one line, and a link (not the command's flag) to compare the
+    # tasks they share.
+    assert got["refused"][0] == 400 and b"only echo-a has task" in got["refused"][1]
+    assert b"--common-tasks" not in got["refused"][1]
     assert b"run=echo-a&amp;run=nested%2Fecho-b&amp;common=1" in got["refused"][1]
     assert got["missing"][0] == 404 and b"no run &#39;nope&#39;" in got["missing"][1]
 

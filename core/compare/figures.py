@@ -17,6 +17,8 @@ from typing import Any
 import attrs
 
 from interplay.errors import InterplayError
+from interplay.report.episodes import components
+from interplay.report.label import read_label
 from interplay.run.config import config_differences, flatten
 from interplay.run.results import (
     CONFIG_FILE,
@@ -45,8 +47,10 @@ class Run:
     stored: dict[str, Any]
     #: Each task's content fingerprint, by index.
     tasks: dict[int, str]
-    #: Each (task, rollout)'s slim record.
+    #: Each (task, rollout)'s slim record, with its reward components (``components``).
     records: dict[tuple[int, int], dict[str, Any]]
+    #: The run's label (``interplay label``), or "".
+    name: str = ""
 
     @property
     def env(self) -> str:
@@ -79,16 +83,26 @@ def load_run(path: str | Path, label: str | None = None) -> Run:
     records: dict[tuple[int, int], dict[str, Any]] = {}
     for record in iter_episodes(folder / EPISODES_FILE):
         slim = slim_record(record)
+        slim["components"] = components(record)
         idx = slim["info"]["task_idx"]
         tasks.setdefault(idx, fingerprint(record.get("task")))
         records[(idx, slim["info"]["rollout"])] = slim
     return Run(path=folder, label=label or folder.name, config=dict(_map(stored.get("config"))),
-               stored=stored, tasks=tasks, records=records)
+               stored=stored, tasks=tasks, records=records, name=read_label(folder))
 
 
 def _list(idxs: Sequence[int], limit: int = 6) -> str:
     shown = ", ".join(map(str, list(idxs)[:limit]))
     return shown + (f" and {len(idxs) - limit} more" if len(idxs) > limit else "")
+
+
+class NotComparable(InterplayError):
+    """Runs of other envs or other tasks, refused: ``reason`` says how they differ, the
+    message adds what compares them anyway (``--common-tasks``; the view offers a link)."""
+
+    def __init__(self, reason: str, advice: str) -> None:
+        super().__init__(f"{reason}; {advice}")
+        self.reason = reason
 
 
 def common_tasks(runs: Sequence[Run], *, common: bool) -> list[int]:
@@ -97,10 +111,10 @@ def common_tasks(runs: Sequence[Run], *, common: bool) -> list[int]:
     base = runs[0]
     for other in runs[1:]:
         if other.env != base.env and not common:
-            raise InterplayError(
-                f"{other.label} is a run of env {other.env!r}, {base.label} of {base.env!r}; "
-                f"compare runs of one env, or pass --common-tasks to compare the tasks they "
-                f"share")
+            raise NotComparable(
+                f"{other.label} is a run of env {other.env!r}, {base.label} of {base.env!r}",
+                "compare runs of one env, or pass --common-tasks to compare the tasks they "
+                "share")
         changed = sorted(i for i in set(base.tasks) & set(other.tasks)
                          if base.tasks[i] != other.tasks[i])
         only_a = sorted(set(base.tasks) - set(other.tasks))
@@ -108,15 +122,16 @@ def common_tasks(runs: Sequence[Run], *, common: bool) -> list[int]:
         if common:
             continue
         if changed:
-            raise InterplayError(
+            raise NotComparable(
                 f"task {_list(changed)} differ between {base.label} and {other.label} (another "
-                f"prompt, answer or info); pass --common-tasks to compare the tasks that are "
-                f"the same")
+                f"prompt, answer or info)",
+                "pass --common-tasks to compare the tasks that are the same")
         if only_a or only_b:
             which, idxs = (base.label, only_a) if only_a else (other.label, only_b)
-            raise InterplayError(
-                f"only {which} has task {_list(idxs)}; compare runs of the same tasks, or pass "
-                f"--common-tasks to compare the ones they share")
+            raise NotComparable(
+                f"only {which} has task {_list(idxs)}",
+                "compare runs of the same tasks, or pass --common-tasks to compare the ones "
+                "they share")
     shared = [i for i in sorted(base.tasks)
               if all(r.tasks.get(i) == base.tasks[i] for r in runs[1:])]
     if not shared:
@@ -156,11 +171,15 @@ def bootstrap(groups: Sequence[Sequence[float]], *, resamples: int, rng: random.
 
 
 def _value(record: Mapping[str, Any], quantity: str) -> float | None:
-    """An episode's reward (``reward``) or one seat's (``seat:NAME``); None when unscored."""
+    """An episode's reward (``reward``), one seat's (``seat:NAME``) or one reward component's
+    (``component:NAME``); None when unscored."""
     if quantity == "reward":
         return scored_reward(record)
     if record.get("error_type"):
         return None
+    if quantity.startswith("component:"):
+        value = _map(record.get("components")).get(quantity.split(":", 1)[1])
+        return None if value is None else float(value)
     seat = quantity.split(":", 1)[1]
     for t in record.get("traces") or ():
         if (t.get("seat") or t.get("agent")) == seat and t.get("reward") is not None:
@@ -178,6 +197,15 @@ def _quantities(runs: Sequence[Run]) -> list[str]:
     # shared): a one-seat run's assistant reward is its episode reward again.
     if len(seats) > 1 or not out:
         out += [f"seat:{s}" for s in seats]
+    # Each reward component, where there are several (one is the reward again): which goal
+    # a change of the reward comes from.
+    names: dict[str, None] = {}
+    for r in runs:
+        for rec in r.records.values():
+            for name in _map(rec.get("components")):
+                names.setdefault(name)
+    if len(names) > 1:
+        out += [f"component:{name}" for name in names]
     return out
 
 
@@ -203,8 +231,11 @@ def _paired(a: Run, b: Run, tasks: set[int], quantity: str, *, resamples: int,
         rows.append({"task": idx, "pairs": len(pairs), "a": _mean([x for x, _ in pairs]),
                      "b": _mean([y for _, y in pairs]), "diff": _mean(diffs),
                      "ci": None if ci is None else [ci[0], ci[1]]})
-    name = "reward" if quantity == "reward" else f"reward {quantity.split(':', 1)[1]}"
-    out: dict[str, Any] = {"name": name, "pairs": sum(r["pairs"] for r in rows),
+    kind, _, which = quantity.partition(":")
+    kind = kind if which else "reward"
+    name = {"reward": "reward", "seat": f"reward {which}",
+            "component": f"component {which}"}[kind]
+    out: dict[str, Any] = {"name": name, "kind": kind, "pairs": sum(r["pairs"] for r in rows),
                            "tasks": len(rows), "a": None, "b": None, "diff": None, "ci": None,
                            "p_above": None, "per_task": rows}
     if rows:
@@ -260,7 +291,8 @@ def compare(runs: Sequence[Run], *, common: bool = False, seed: int = 0,
         kept = [r for (idx, _), r in run.records.items() if idx in wanted]
         summary = summarize(kept, pass_threshold=threshold,
                             judged=judged_names(recorded_verifiers(run.stored)))
-        sides.append({"label": run.label, "path": str(run.path), "env": run.env,
+        sides.append({"label": run.label, "name": run.name, "path": str(run.path),
+                      "env": run.env,
                       "model": _shown(_map(run.config.get("model")).get("model")),
                       "left_out": len(run.records) - len(kept), "summary": summary})
     quantities = _quantities(runs)
@@ -294,7 +326,10 @@ def interval(ci: Sequence[float] | None) -> str:
 def side_rows(result: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
     """The figures of each run, row by row: (label, one cell per run)."""
     sums = [s["summary"] for s in result["runs"]]
-    rows: list[tuple[str, list[str]]] = [
+    rows: list[tuple[str, list[str]]] = []
+    if any(s.get("name") for s in result["runs"]):
+        rows.append(("label", [s.get("name") or "-" for s in result["runs"]]))
+    rows += [
         ("env", [s["env"] for s in result["runs"]]),
         ("model", [s["model"] for s in result["runs"]]),
         ("episodes compared", [str(s["episodes"]) for s in sums]),

@@ -31,7 +31,10 @@ def render(result: Mapping[str, Any]) -> str:
                 "per_task": [{"task": r["task"], "pairs": r["pairs"], "a": fmt(r["a"]),
                               "b": fmt(r["b"]), "diff": fmt(r["diff"], signed=True),
                               "ci": interval(r["ci"])} for r in rows],
-                "chart": charts.task_differences(q["name"], c["a"], c["b"], rows)})
+                "kind": q.get("kind", "reward"),
+                # A component's tasks are listed; the charts are the rewards'.
+                "chart": None if q.get("kind") == "component" else
+                charts.task_differences(q["name"], c["a"], c["b"], rows)})
         comparisons.append({"a": c["a"], "b": c["b"], "quantities": quantities,
                             "config_differences": c["config_differences"]})
     return template("compare.html.j2").render(

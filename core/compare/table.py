@@ -54,15 +54,28 @@ def print_comparison(result: Mapping[str, Any], console: Any = None) -> None:
         diff = table(f"{b} - {a}: paired by (task, rollout); {pct} interval from "
                      f"{result['resamples']} task resamples (seed {result['seed']})",
                      "", "pairs (tasks)", a, b, f"{b} - {a}", f"{pct} interval", "P(>0)")
+        parts = [q for q in c["quantities"] if q.get("kind") == "component"]
         for q in c["quantities"]:
-            diff.add_row(q["name"], f"{q['pairs']} ({q['tasks']})", fmt(q["a"]), fmt(q["b"]),
-                         fmt(q["diff"], signed=True), interval(q["ci"]),
-                         "-" if q["p_above"] is None else f"{q['p_above']:.3f}")
+            if q.get("kind") != "component":
+                diff.add_row(q["name"], f"{q['pairs']} ({q['tasks']})", fmt(q["a"]),
+                             fmt(q["b"]), fmt(q["diff"], signed=True), interval(q["ci"]),
+                             "-" if q["p_above"] is None else f"{q['p_above']:.3f}")
         console.print(diff)
+        if parts:
+            # Which verifier a change of the reward comes from, one row each.
+            each = table(f"reward components, {b} - {a}: paired as above", "component",
+                         "pairs (tasks)", a, b, f"{b} - {a}", f"{pct} interval", "P(>0)",
+                         left=("component",))
+            for q in parts:
+                each.add_row(q["name"].split(" ", 1)[1], f"{q['pairs']} ({q['tasks']})",
+                             fmt(q["a"]), fmt(q["b"]), fmt(q["diff"], signed=True),
+                             interval(q["ci"]),
+                             "-" if q["p_above"] is None else f"{q['p_above']:.3f}")
+            console.print(each)
         for q in c["quantities"]:
             rows = sorted(q["per_task"], key=lambda r: -abs(r["diff"]))
-            if not rows:
-                continue
+            if not rows or q.get("kind") == "component":
+                continue  # a component's tasks are on the page (--html)
             per = table(f"{q['name']} per task ({min(len(rows), TASKS_SHOWN)} of {len(rows)}, "
                         f"largest differences first)", "task", "pairs", a, b, f"{b} - {a}",
                         f"{pct} interval", left=())

@@ -286,6 +286,31 @@ def seat_rewards(ep: Mapping[str, Any]) -> dict[str, float | None]:
     return out
 
 
+def components(ep: Mapping[str, Any]) -> dict[str, float | None]:
+    """An episode's reward components: each verifier's reward by its name (a seat's own as
+    ``NAME (SEAT)``, a name met again as ``NAME #2``), None for an error episode (not scored)
+    and for a value that is not a finite number."""
+    errored = is_error(ep)
+    out: dict[str, float | None] = {}
+    for r in map(as_map, as_seq(ep.get("rewards"))):
+        name = as_text(r.get("name")) or "?"
+        if r.get("seat"):
+            name = f"{name} ({as_text(r.get('seat'))})"
+        key, n = name, 1
+        while key in out:
+            n += 1
+            key = f"{name} #{n}"
+        value = r.get("value")
+        out[key] = None if errored or not finite_number(value) else float(value)
+        if len(out) >= COMPONENTS_KEPT:
+            break
+    return out
+
+
+#: Reward components a row keeps at most (an env with more is shown by its first ones).
+COMPONENTS_KEPT = 64
+
+
 def table_row(i: int, ep: Mapping[str, Any], seats: Sequence[str],
               stop_index: dict[str, int]) -> list[Any]:
     """An episode's row of the table, as the page's script reads it (see ROW_COLUMNS)."""
@@ -300,10 +325,19 @@ def table_row(i: int, ep: Mapping[str, Any], seats: Sequence[str],
             cause(ep.get("error")),
             stops, turns if finite_number(turns) else None,
             sum(len(as_seq(t.get("model_calls"))) for t in traces),
-            round(wall, 3) if finite_number(wall) else None, _label(ep)]
+            round(wall, 3) if finite_number(wall) else None, _label(ep), components(ep)]
 
 
 #: The fields of a row of the episode table, in order (the page's script and its CSV read
-#: them by these names).
+#: them by these names); ``components`` maps each reward component's name to its value.
 ROW_COLUMNS = ("index", "episode_id", "task", "rollout", "reward", "seat_rewards", "error_type",
-               "error", "stops", "turns", "calls", "wall_s", "prompt")
+               "error", "stops", "turns", "calls", "wall_s", "prompt", "components")
+
+
+def component_names(rows: Sequence[Sequence[Any]]) -> list[str]:
+    """The reward components of a table's rows, in the order first met."""
+    seen: dict[str, None] = {}
+    for row in rows:
+        for name in as_map(row[13] if len(row) > 13 else None):
+            seen.setdefault(name)
+    return list(seen)

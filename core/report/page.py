@@ -38,7 +38,7 @@ from markupsafe import Markup
 from interplay import _codec
 from interplay.errors import InterplayError
 from interplay.report import charts
-from interplay.report.episodes import ROW_COLUMNS, episode_view, table_row
+from interplay.report.episodes import ROW_COLUMNS, component_names, episode_view, table_row
 from interplay.report.figures import Figures, summary_view, table_seats
 from interplay.report.label import read_label
 from interplay.report.plain import as_map, as_seq, as_text
@@ -156,7 +156,8 @@ def render_to(out: IO[str], config: Mapping[str, Any], summary: Mapping[str, Any
               live: Mapping[str, Any] | None = None, errors: Sequence[str] | None = None,
               episodes_total: int | None = None,
               drawn: Sequence[Markup] | None = None,
-              seen: Mapping[str, tuple[str, str]] | None = None, label: str = "") -> None:
+              seen: Mapping[str, tuple[str, str]] | None = None, label: str = "",
+              components: Sequence[str] | None = None) -> None:
     """Write the page to ``out``: the summary, charts, the episode table (``rows``, drawn by
     the page's script) and the episodes' details (``details``: each one's rendered section,
     streamed through).
@@ -169,9 +170,11 @@ def render_to(out: IO[str], config: Mapping[str, Any], summary: Mapping[str, Any
     model = as_map(config.get("model"))
     if errors is None:
         errors = sorted({r[6] for r in rows if r[6]})
+    if components is None:
+        components = component_names(rows)
     table: dict[str, Any] = {"columns": ROW_COLUMNS, "seats": list(seats), "stops": list(stops),
-                             "rows": rows, "kept": kept, "budget_mb": budget_mb,
-                             "folder": folder}
+                             "components": list(components), "rows": rows, "kept": kept,
+                             "budget_mb": budget_mb, "folder": folder}
     if live is not None:
         table["live"] = live["table"]
     stream = template("report.html.j2").generate(
@@ -182,6 +185,7 @@ def render_to(out: IO[str], config: Mapping[str, Any], summary: Mapping[str, Any
         seat_lines=seat_lines(stored or {}, seen), label=label,
         about=_about(config, stored or {}),
         per_seat=bool(seats), error_options=errors, stop_options=sorted(stops),
+        component_options=list(components),
         episodes_total=len(rows) if episodes_total is None else episodes_total, kept=kept,
         budget_mb=budget_mb, details=(Markup(d) for d in details),
         table=Markup(_rows_json(table)), live=live,

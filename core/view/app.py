@@ -39,6 +39,7 @@ from interplay.errors import InterplayError
 from interplay.log import get_logger
 from interplay.report.episodes import episode_view
 from interplay.report.figures import table_seats
+from interplay.report.label import read_label
 from interplay.report.page import render_figures, render_to, template
 from interplay.run.results import SUMMARY_FILE
 from interplay.view.folder import Folder, Hub, card, differing, masked
@@ -229,18 +230,23 @@ def make_app(folder: Folder, hub: Hub, *, allowed_hosts: list[str] | None = None
 
         def render() -> Response:
             from interplay.compare import compare, load_run
+            from interplay.compare.figures import NotComparable
             from interplay.compare.page import render as render_compare
 
             loaded = [load_run(r.folder, r.key) for r in runs]
             try:
                 result = compare(loaded, common=common)
-            except InterplayError as exc:
-                # Runs of other envs or tasks: the line says so, and a link asks for the tasks
-                # they share.
+            except NotComparable as exc:
+                # Runs of other envs or tasks: the line says how, and a link (not the
+                # command's flag) asks for the tasks they share.
                 again = None if common else urlencode([("run", k) for k in keys])
                 return _html(_environment().get_template("message.html.j2").render(
+                    title="interplay compare", message=exc.reason if again else exc.message,
+                    static="/static/", common=again), 400)
+            except InterplayError as exc:
+                return _html(_environment().get_template("message.html.j2").render(
                     title="interplay compare", message=exc.message, static="/static/",
-                    common=again), 400)
+                    common=None), 400)
             return _html(render_compare(result))
 
         return await asyncio.to_thread(render)
@@ -372,7 +378,8 @@ def _run_page(index: RunIndex, key: str) -> str:
     render_to(out, masked(index.config), summary, [], (), stops=index.stop_names(),
               seats=table_seats(summary), figures=index.figures, kept=0, budget_mb=0.0,
               folder=key, stored=index.stored, live=live, errors=index.errors(),
-              episodes_total=len(index.rows),
+              episodes_total=len(index.rows), label=read_label(index.folder),
+              components=index.component_names(),
               # Charts take seconds on a large run: the page asks for them once shown.
               drawn=index.charts(summary, draw=False) or [])
     return out.getvalue()

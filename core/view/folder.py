@@ -23,6 +23,7 @@ from typing import Any
 import attrs
 
 from interplay.log import get_logger
+from interplay.report.label import LABEL_FILE, read_label
 from interplay.report.plain import as_map, as_text
 from interplay.run.config import RESUME_IGNORED, flatten, without_credentials
 from interplay.run.results import CONFIG_FILE, EPISODES_FILE, RUNNING_FILE, SIDE_DIR, SUMMARY_FILE
@@ -41,7 +42,7 @@ SKIPPED = frozenset({SIDE_DIR, ".git", ".hg", ".venv", "venv", "node_modules", "
 #: Seconds a page waits for a run's first reading before it is shown with what is read.
 FIRST_READ_S = 0.5
 #: The files whose change is a run's change.
-RUN_FILES = frozenset({CONFIG_FILE, EPISODES_FILE, SUMMARY_FILE, RUNNING_FILE})
+RUN_FILES = frozenset({CONFIG_FILE, EPISODES_FILE, SUMMARY_FILE, RUNNING_FILE, LABEL_FILE})
 
 
 @attrs.define(eq=False)
@@ -256,7 +257,8 @@ def card(run: Run) -> dict[str, Any]:
     summary = as_map(summary)
     started = state.started_at or mtime(folder / CONFIG_FILE)
     return {
-        "key": run.key, "env": as_text(as_map(config.get("env")).get("name")),
+        "key": run.key, "label": read_label(folder),
+        "env": as_text(as_map(config.get("env")).get("name")),
         "model": as_text(model.get("model")) or ("embedded" if not model.get("base_url")
                                                  and config else ""),
         "where": as_text(model.get("base_url")) or ("embedded local model" if config else ""),

@@ -149,6 +149,10 @@ class RowsQuery:
     max: float | None = None
     error: str = ""
     stop: str = ""
+    #: A reward component's name, and which of its episodes: ``fail`` (below the pass
+    #: threshold), ``pass`` or ``none`` (not scored, or without it).
+    component: str = ""
+    outcome: str = "fail"
     text: str = ""
     sort: str = "task"
     desc: bool = False
@@ -197,9 +201,15 @@ def rows_query(params: Mapping[str, str]) -> RowsQuery:
     q.text = params.get("text", "").strip()
     if len(q.text) > SEARCH_CHARS:
         raise InterplayError(f"text: at most {SEARCH_CHARS} characters, got {len(q.text)}")
+    q.component = params.get("component", "")
+    outcome = params.get("outcome", "") or "fail"
+    if outcome not in ("pass", "fail", "none"):
+        raise InterplayError(f"outcome: expected pass, fail or none, got {outcome[:40]!r}")
+    q.outcome = outcome
     sort = params.get("sort", "task")
-    if sort not in SORTS:
-        raise InterplayError(f"sort: expected one of {', '.join(SORTS)}, got {sort[:40]!r}")
+    if sort not in SORTS and not (sort.startswith("c:") and len(sort) > 2):
+        raise InterplayError(f"sort: expected one of {', '.join(SORTS)} or c:COMPONENT, got "
+                             f"{sort[:40]!r}")
     q.sort, q.desc = sort, params.get("desc", "") in ("1", "true")
     return q
 
@@ -292,6 +302,8 @@ class RunIndex:
         self.pairs: dict[tuple[int, int], int] = {}
         self.ids: dict[str, int] = {}
         self.stops: dict[str, int] = {}
+        #: The reward components met, in the order first met.
+        self.components: dict[str, None] = {}
         self.figures = Figures()
         self._figures_stale = False
         self.offset = 0
@@ -430,6 +442,8 @@ class RunIndex:
                     if self.ids.get(old) == pos:
                         del self.ids[old]
                 self.rows[pos] = table_row(pos, whole, (), self.stops)
+                for name in self.rows[pos][13]:
+                    self.components.setdefault(name)
                 self.slims[pos] = slim
                 self.seats_of[pos] = seat_rewards(whole)
                 self.spots[pos] = (at, length)
@@ -542,6 +556,10 @@ class RunIndex:
         with self._lock:
             return sorted({r[6] for r in self.rows if r[6]})
 
+    def component_names(self) -> list[str]:
+        with self._lock:
+            return list(self.components)
+
     def stop_names(self) -> list[str]:
         with self._lock:
             return list(self.stops)
@@ -557,6 +575,7 @@ class RunIndex:
             rows = list(self.rows)
             seats_of = list(self.seats_of)
             stops = list(self.stops)
+            components = list(self.components)
         found = self._search(q.text) if q.text else None
         t = self.threshold
 
@@ -584,6 +603,14 @@ class RunIndex:
                 return False
             if q.error not in ("", "__none", "__any") and error != q.error:
                 return False
+            if q.component:
+                value = row[13].get(q.component)
+                if q.outcome == "none" and value is not None:
+                    return False
+                if q.outcome == "pass" and not (value is not None and value >= t):
+                    return False
+                if q.outcome == "fail" and not (value is not None and value < t):
+                    return False
             return not q.stop or q.stop in [stops[i] for i in row[8]]
 
         matched = [r for r in rows if keep(r)]
@@ -602,7 +629,7 @@ class RunIndex:
             out.append(row)
         return {"total": len(rows), "matched": len(matched), "complete": complete,
                 "offset": q.offset,
-                "rows": out, "stops": stops, "seats": seats,
+                "rows": out, "stops": stops, "seats": seats, "components": components,
                 "errors": sorted({r[6] for r in rows if r[6]})}
 
     def _search(self, text: str) -> set[int]:
@@ -652,6 +679,9 @@ def _sort_key(name: str, stops: Sequence[str]) -> Callable[[list[Any]], Any]:
         return lambda r: r[i]
     if name == "error":
         return lambda r: r[6] or None
+    if name.startswith("c:"):
+        component = name[2:]
+        return lambda r: r[13].get(component)
     return lambda r: ", ".join(stops[i] for i in r[8]) or None
 
 

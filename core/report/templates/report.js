@@ -33,31 +33,47 @@
     return td;
   }
 
+  // The reward components given a column of their own: the run's, when it has more than one
+  // (one is the reward again), the first COLUMNS of them; every one can be filtered on.
+  var COLUMNS = 12;
+  function shownComponents(){
+    return table.components.length > 1 ? table.components.slice(0, COLUMNS) : [];
+  }
   // The columns: a label and, for those a click sorts by, the key (the server's too).
-  var heads = [['task', 'task'], ['rollout', 'rollout']];
-  if (table.seats.length) table.seats.forEach(function(s){ heads.push(['reward ' + s, null]); });
-  else heads.push(['reward', 'reward']);
-  heads = heads.concat([['error', 'error'], ['stop conditions', 'stops'], ['turns', 'turns'],
-                        ['calls', 'calls'], ['wall s', 'wall_s'], ['prompt', null]]);
   var headRow = document.getElementById('episodes-head');
-  heads.forEach(function(h){
-    var th = document.createElement('th');
-    th.textContent = h[0];
-    if (h[1]) {
-      th.className = 'sortable';
-      th.dataset.sort = h[1];
-      th.tabIndex = 0;
-      th.title = 'sort by ' + h[0];
-      var flip = function(){
-        sort = {key: h[1], desc: sort.key === h[1] ? !sort.desc : false};
-        page = 0;
-        load();
-      };
-      th.addEventListener('click', flip);
-      th.addEventListener('keydown', function(ev){ if (ev.key === 'Enter') flip(); });
-    }
-    headRow.appendChild(th);
-  });
+  function drawHead(){
+    var heads = [['task', 'task'], ['rollout', 'rollout']];
+    if (table.seats.length) table.seats.forEach(function(s){ heads.push(['reward ' + s, null]); });
+    else heads.push(['reward', 'reward']);
+    shownComponents().forEach(function(c){ heads.push([c, 'c:' + c, 'component']); });
+    heads = heads.concat([['error', 'error'], ['stop conditions', 'stops'], ['turns', 'turns'],
+                          ['calls', 'calls'], ['wall s', 'wall_s'], ['prompt', null]]);
+    headRow.textContent = '';
+    heads.forEach(function(h){
+      var th = document.createElement('th');
+      th.textContent = h[0];
+      if (h[2]) th.dataset.kind = h[2];
+      if (h[1]) {
+        th.className = 'sortable';
+        th.dataset.sort = h[1];
+        th.tabIndex = 0;
+        th.title = 'sort by ' + h[0];
+        var flip = function(){
+          sort = {key: h[1], desc: sort.key === h[1] ? !sort.desc : false};
+          page = 0;
+          load();
+        };
+        th.addEventListener('click', flip);
+        th.addEventListener('keydown', function(ev){ if (ev.key === 'Enter') flip(); });
+      }
+      headRow.appendChild(th);
+    });
+  }
+  drawHead();
+  function componentOf(row, name){
+    var v = (row[col.components] || {})[name];
+    return v === undefined ? null : v;
+  }
   function markSort(){
     headRow.querySelectorAll('th.sortable').forEach(function(th){
       if (th.dataset.sort === sort.key) th.setAttribute('aria-sort', sort.desc ? 'descending' : 'ascending');
@@ -81,6 +97,11 @@
     } else {
       cell(tr, fmt(row[col.reward]), 'num reward');
     }
+    var t = threshold();
+    shownComponents().forEach(function(c){
+      var v = componentOf(row, c);
+      cell(tr, fmt(v), 'num component' + (v === null ? '' : v >= t ? ' pass' : ' fail'));
+    });
     var err = cell(tr, row[col.error_type], 'err');
     if (row[col.error]) {
       var c = document.createElement('div'); c.className = 'cause';
@@ -108,12 +129,65 @@
     markSort();
     var current = location.hash.match(/^#episode=(.+)$/);
     if (current) mark(safeDecode(current[1]));
+    highlight(body);
+  }
+
+  // Search hits: the text searched for, marked where it shows (the table's prompts, an open
+  // episode's messages); the marks are taken away when the search changes.
+  function unmark(root){
+    root.querySelectorAll('mark.hit').forEach(function(m){
+      var parent = m.parentNode;
+      parent.replaceChild(document.createTextNode(m.textContent), m);
+      parent.normalize();
+    });
+  }
+  function highlight(root){
+    unmark(root);
+    var needle = val('f-text').trim().toLowerCase();
+    if (!needle) return 0;
+    var walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT), nodes = [], n;
+    while ((n = walker.nextNode())) {
+      if (n.nodeValue.toLowerCase().indexOf(needle) >= 0 && !n.parentNode.closest('script, option, mark')) nodes.push(n);
+    }
+    var hits = 0;
+    nodes.forEach(function(node){
+      var text = node.nodeValue, lower = text.toLowerCase(), at = 0, frag = document.createDocumentFragment();
+      for (var i = lower.indexOf(needle); i >= 0; i = lower.indexOf(needle, at)) {
+        frag.appendChild(document.createTextNode(text.slice(at, i)));
+        var m = document.createElement('mark');
+        m.className = 'hit';
+        m.textContent = text.slice(i, i + needle.length);
+        frag.appendChild(m);
+        hits++;
+        at = i + needle.length;
+      }
+      frag.appendChild(document.createTextNode(text.slice(at)));
+      node.parentNode.replaceChild(frag, node);
+    });
+    return hits;
+  }
+  function highlightSection(section){
+    var hits = highlight(section);
+    var said = section.querySelector('.hits');
+    if (!said) {
+      said = document.createElement('p');
+      said.className = 'hits muted';
+      section.insertBefore(said, section.children[1] || null);
+    }
+    said.hidden = !hits;
+    said.textContent = hits ? hits + ' hit' + (hits === 1 ? '' : 's') + ' of "' + val('f-text').trim() + '" marked' : '';
+    // Details holding a hit are opened, so the hit shows.
+    section.querySelectorAll('mark.hit').forEach(function(m){
+      for (var d = m.closest('details'); d; d = d.parentNode.closest('details')) d.open = true;
+    });
+    return hits;
   }
 
   function val(id){ return document.getElementById(id).value; }
   function filters(){
     return {task: val('f-task'), rollout: val('f-rollout'), reward: val('f-reward'),
             min: val('f-min'), max: val('f-max'), error: val('f-error'), stop: val('f-stop'),
+            component: val('f-component'), outcome: val('f-component') ? val('f-outcome') : '',
             text: val('f-text').trim()};
   }
 
@@ -124,7 +198,12 @@
                calls: function(r){ return r[col.calls]; }, wall_s: function(r){ return r[col.wall_s]; }};
   function compare(a, b){
     // Missing values last, whichever way; then the key; then (task, rollout).
-    var key = SORTS[sort.key] || SORTS.task, x = key(a), y = key(b);
+    var key = SORTS[sort.key] || SORTS.task;
+    if (sort.key.indexOf('c:') === 0) {
+      var name = sort.key.slice(2);
+      key = function(r){ return componentOf(r, name); };
+    }
+    var x = key(a), y = key(b);
     if (x === null || x === undefined) { if (!(y === null || y === undefined)) return 1; }
     else if (y === null || y === undefined) return -1;
     else if (x < y) return sort.desc ? 1 : -1;
@@ -151,6 +230,10 @@
       else if (ok && f.error === '__any') ok = error !== '';
       else if (ok && f.error) ok = error === f.error;
       if (ok && f.stop) ok = stopsOf(row).indexOf(f.stop) >= 0;
+      if (ok && f.component) {
+        var v = componentOf(row, f.component);
+        ok = f.outcome === 'none' ? v === null : v !== null && (f.outcome === 'pass' ? v >= t : v < t);
+      }
       if (ok && text) ok = textOf(row).indexOf(text) >= 0;
       return ok;
     }).sort(compare);
@@ -197,6 +280,11 @@
       if (page > pages - 1) { page = pages - 1; load(); return; }
       options('f-error', got.errors, 3);
       options('f-stop', got.stops.slice().sort(), 1);
+      if (JSON.stringify(got.components) !== JSON.stringify(table.components)) {
+        table.components = got.components;
+        drawHead();
+      }
+      options('f-component', got.components, 1);
       draw(got.rows);
     }).catch(function(e){
       if (mine !== asked) return;
@@ -214,7 +302,8 @@
     section.hidden = false;
     history.replaceState(null, '', '#episode=' + encodeURIComponent(episodeId));
     mark(episodeId);
-    section.scrollIntoView();
+    var first = highlightSection(section) && section.querySelector('mark.hit');
+    (first || section).scrollIntoView(first ? {block: 'center'} : undefined);
   }
   function fetchSection(param){
     // The section as the server renders it (the report's own template, escaped there).
@@ -248,12 +337,17 @@
   }
 
   var typing = null;
-  ['f-task','f-rollout','f-reward','f-min','f-max','f-error','f-stop','f-text'].forEach(function(id){
+  ['f-task','f-rollout','f-reward','f-min','f-max','f-error','f-stop','f-component','f-outcome','f-text'].forEach(function(id){
     var again = function(){
       clearTimeout(typing);
       if (id !== 'f-text') { page = 0; load(); return; }
       // A search waits for the typing to pause: a live one reads the run's messages.
-      typing = setTimeout(function(){ page = 0; load(); }, 250);
+      typing = setTimeout(function(){
+        page = 0;
+        load();
+        var open_ = document.querySelector('section.episode:not([hidden])');
+        if (open_) highlightSection(open_);
+      }, 250);
     };
     document.getElementById(id).addEventListener('input', again);
     document.getElementById(id).addEventListener('change', again);
@@ -292,11 +386,13 @@
   function episodeTable(rows){
     var head = ['index', 'episode_id', 'task', 'rollout', 'reward'];
     table.seats.forEach(function(s){ head.push('reward ' + s); });
+    table.components.forEach(function(c){ head.push('component ' + c); });
     head = head.concat(['error_type', 'error', 'stops', 'turns', 'calls', 'wall_s', 'prompt']);
     return [head].concat(rows.map(function(row){
       var out = [row[col.index], row[col.episode_id], row[col.task], row[col.rollout],
                  row[col.reward]];
       out = out.concat(table.seats.length ? row[col.seat_rewards] : []);
+      out = out.concat(table.components.map(function(c){ return componentOf(row, c); }));
       return out.concat([row[col.error_type], row[col.error], stopsOf(row).join('; '),
                          row[col.turns], row[col.calls], row[col.wall_s], row[col.prompt]]);
     }));

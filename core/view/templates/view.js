@@ -9,11 +9,18 @@
     if (typeof x === 'number') return String(Number(x.toPrecision(digits || 4)));
     return String(x);
   }
+  // One clock: dates as YYYY-MM-DD, times on 24 hours (HH:MM, HH:MM:SS), in this browser's
+  // time zone, whatever its locale (the report's always_on times are the task's own).
+  function pad(n){ return (n < 10 ? '0' : '') + n; }
   function when(seconds){
     if (!seconds) return '-';
-    var d = new Date(seconds * 1000), pad = function(n){ return (n < 10 ? '0' : '') + n; };
+    var d = new Date(seconds * 1000);
     return d.getFullYear() + '-' + pad(d.getMonth() + 1) + '-' + pad(d.getDate()) + ' ' +
       pad(d.getHours()) + ':' + pad(d.getMinutes());
+  }
+  function clock(){
+    var d = new Date();
+    return pad(d.getHours()) + ':' + pad(d.getMinutes()) + ':' + pad(d.getSeconds());
   }
   function text(el, value){ el.textContent = value; return el; }
   function element(tag, cls, value){
@@ -93,6 +100,7 @@
       var link = element('a', '', c.key === '.' ? '(this folder)' : c.key);
       link.href = '/run?id=' + encodeURIComponent(c.key);
       td = element('td', 'run'); td.appendChild(link); tr.appendChild(td);
+      if (c.label) td.appendChild(element('div', 'run-label', c.label));
       if (c.regraded_from) td.appendChild(element('div', 'muted', 'regrade of ' + c.regraded_from));
       tr.appendChild(element('td', '', c.env));
       tr.appendChild(element('td', '', c.model));
@@ -125,7 +133,7 @@
         keys[c.key] = 1;
         if (found && !found[c.key]) return;
         if (state && c.state !== state) return;
-        if (want && (c.key + ' ' + c.env + ' ' + c.model).toLowerCase().indexOf(want) < 0) return;
+        if (want && (c.key + ' ' + (c.label || '') + ' ' + c.env + ' ' + c.model).toLowerCase().indexOf(want) < 0) return;
         var made = JSON.stringify(c), kept = drawn[c.key];
         if (!kept || kept.made !== made) {
           kept = drawn[c.key] = {made: made, tr: runRow(c)};
@@ -146,7 +154,7 @@
     };
     var said = function(){
       status.textContent = 'live: ' + cards.filter(function(c){ return c.state === 'running'; }).length +
-        ' running, updated ' + new Date().toLocaleTimeString();
+        ' running, updated ' + clock();
     };
     var loadRuns = single(function(){
       return fetch('/api/runs').then(function(r){ return r.json(); }).then(function(got){
@@ -240,7 +248,7 @@
       status.dataset.state = mine.state;
       status.textContent = mine.state_text + ' · ' + fmt(mine.episodes) +
         (mine.expected ? ' of ' + mine.expected : '') + ' episodes · updated ' +
-        new Date().toLocaleTimeString();
+        clock();
     });
   });
   var last = 0, pending = null;
