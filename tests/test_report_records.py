@@ -181,3 +181,42 @@ def test_a_label_is_refused_for_a_folder_that_is_not_a_run(tmp_path: Path,
     assert cli.main(["label", str(tmp_path), "x"]) != 0
     assert "not a results folder" in capsys.readouterr().err
     assert not (tmp_path / "label.txt").exists()
+
+
+def test_her_nights_are_the_spans_outside_her_awake_hours() -> None:
+    from datetime import datetime as at
+
+    from interplay.report.charts import nights
+
+    monday, wednesday = at(2025, 6, 2, 12, 0), at(2025, 6, 4, 12, 0)
+    assert nights(["07:00", "23:00"], monday, wednesday) == [
+        (at(2025, 6, 2, 23, 0), at(2025, 6, 3, 7, 0)),
+        (at(2025, 6, 3, 23, 0), at(2025, 6, 4, 7, 0))]
+    # Awake past midnight: asleep from 02:00 to 10:00; the range cuts the first and last.
+    assert nights(["10:00", "02:00"], at(2025, 6, 2, 5, 0), at(2025, 6, 3, 4, 0)) == [
+        (at(2025, 6, 2, 5, 0), at(2025, 6, 2, 10, 0)),
+        (at(2025, 6, 3, 2, 0), at(2025, 6, 3, 4, 0))]
+    assert nights(None, monday, wednesday) == []
+    assert nights(["7am", "11pm"], monday, wednesday) == []
+
+
+def test_the_always_on_timeline_shades_her_nights(
+        tmp_path: Path, scripted_model: Callable[..., ScriptedModel]) -> None:
+    from test_report_always_on import SCENARIO, handler
+
+    pytest.importorskip("matplotlib")
+    scenario = tmp_path / "week.json"
+    scenario.write_text(json.dumps({**SCENARIO, "end": "P2D"}))
+    model = scripted_model(handler)
+    out = tmp_path / "run"
+    assert cli.main(["eval", str(scenario), "--base-url", model.base_url, "-o", str(out),
+                     "--quiet"]) == 0
+    (record,) = [json.loads(x) for x in (out / "episodes.jsonl").read_text().splitlines()]
+    assert record["results"]["user"]["awake"] == ["07:00", "23:00"]
+    page = (out / "report.html").read_text()
+    svgs = re.findall(r"<svg.*?</svg>", page, re.S)
+    (timeline,) = [svg for svg in svgs if "The run in her local time" in svg]
+    assert "her night" in timeline
+    # Two days from Monday 08:00: her nights of Monday and Tuesday, one shaded span each,
+    # and the legend's key.
+    assert len(re.findall(r'style="fill: #e4e7ec; opacity: 0\.7"', timeline)) == 2 + 1

@@ -300,10 +300,42 @@ def _chat(record: Mapping[str, Any]) -> Iterator[tuple[Mapping[str, Any], dt.dat
             yield entry, at
 
 
+def _clock(text: Any) -> dt.time | None:
+    """``"HH:MM"`` as a time of day (None when it is not one)."""
+    try:
+        return dt.time.fromisoformat(str(text))
+    except ValueError:
+        return None
+
+
+def nights(awake: Any, first: dt.datetime, last: dt.datetime,
+           ) -> list[tuple[dt.datetime, dt.datetime]]:
+    """Her nights between ``first`` and ``last`` (local times): each span from the end of her
+    awake hours (``awake``: ``["07:00", "23:00"]``, as her schedule records them) to their next
+    start, cut to the range; none when she has no awake hours."""
+    if not isinstance(awake, list | tuple) or len(awake) != 2:
+        return []
+    up, down = _clock(awake[0]), _clock(awake[1])
+    if up is None or down is None or up == down:
+        return []
+    out = []
+    day = first.date() - dt.timedelta(days=1)
+    while day <= last.date():
+        start = dt.datetime.combine(day, down)
+        end = dt.datetime.combine(day if up > down else day + dt.timedelta(days=1), up)
+        if end > first and start < last:
+            out.append((max(start, first), min(end, last)))
+        day += dt.timedelta(days=1)
+        if len(out) > 400:  # a record of years: the first nights are enough to read it
+            break
+    return out
+
+
 @_drawn
-def always_on_timeline(record: Mapping[str, Any]) -> Markup | None:
+def always_on_timeline(record: Mapping[str, Any], awake: Any = None) -> Markup | None:
     """The episode's days in the user's local time: the agent's wakes, the world's events
-    (alerts, answers, checks), her messages and replies, and what the agent sent her."""
+    (alerts, answers, checks), her messages and replies, and what the agent sent her; her
+    nights (outside ``awake``, her awake hours) shaded."""
     if not isinstance(record, Mapping) or _matplotlib() is None:
         return None
     rows: dict[str, list[dt.datetime]] = {"agent woke": [], "events": [], "agent -> her": [],
@@ -341,9 +373,29 @@ def always_on_timeline(record: Mapping[str, Any]) -> Markup | None:
                            color=_COLORS[i], linewidths=1.5, zorder=3)
         ax.set_yticks(range(len(names)), names)
         ax.set_ylim(-0.6, len(names) - 0.4)
+        seen = [at for row in rows.values() for at in row]
+        first, last = min(seen), max(seen)
+        # The run's whole span: from its start to its end (or where it ended).
+        for at in (_local(record.get("start")), _local(record.get("ended_at"))):
+            if at is not None:
+                first, last = min(first, at), max(last, at)
+        span = max(last - first, dt.timedelta(hours=1))
+        left, right = first - span * 0.02, last + span * 0.02
+        shaded = nights(awake, left, right)
+        for n, (a, b) in enumerate(shaded):
+            # Her nights: she is asleep (a message then waits for her morning).
+            ax.axvspan(a, b, color="#e4e7ec", alpha=0.7, linewidth=0, zorder=0,
+                       label="her night" if n == 0 else None)
+        ax.set_xlim(left, right)
+        if shaded:
+            ax.legend(loc="upper right", fontsize=7, frameon=False)
         locator = mdates.AutoDateLocator(maxticks=10)
         ax.xaxis.set_major_locator(locator)
-        ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+        # One clock: the 24-hour times the page writes (Mon 07:00), the day where it changes.
+        ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(
+            locator, formats=["%Y", "%b", "%a %d", "%H:%M", "%H:%M", "%S.%f"],
+            zero_formats=["", "%Y", "%b", "%a %d", "%H:%M", "%H:%M"],
+            offset_formats=["", "%Y", "%Y-%m", "%Y-%m-%d", "%Y-%m-%d", "%Y-%m-%d %H:%M"]))
         ax.grid(axis="x", color="#eef1f5")
         zone = record.get("timezone") or ""
         ax.set_title(f"The run in her local time{f' ({zone})' if zone else ''}")

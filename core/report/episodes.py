@@ -204,7 +204,8 @@ def episode_view(i: int, ep: Mapping[str, Any], judged: Collection[str]) -> dict
     notes = private_notes(ep)
     view = always_on.view(record)
     if view is not None:
-        view["timeline_chart"] = charts.always_on_timeline(as_map(record))
+        view["timeline_chart"] = charts.always_on_timeline(
+            as_map(record), awake=as_map(as_map(ep.get("results")).get("user")).get("awake"))
         view["latency_chart"] = charts.reply_latencies(as_map(record))
     return {
         "index": i, "episode_id": as_text(info.get("episode_id")),
