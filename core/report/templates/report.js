@@ -52,12 +52,12 @@
     heads.forEach(function(h){
       var th = document.createElement('th');
       th.textContent = h[0];
-      if (h[2]) th.dataset.kind = h[2];
+      if (h[2]) { th.dataset.kind = h[2]; th.title = h[0]; }
       if (h[1]) {
         th.className = 'sortable';
         th.dataset.sort = h[1];
         th.tabIndex = 0;
-        th.title = 'sort by ' + h[0];
+        th.title = (h[2] ? h[0] + ': ' : '') + 'sort by ' + (h[2] ? 'it' : h[0]);
         var flip = function(){
           sort = {key: h[1], desc: sort.key === h[1] ? !sort.desc : false};
           page = 0;
