@@ -164,3 +164,14 @@ def test_every_settings_block_loads_as_a_run_config(page: Path,
         _, _, resolved = resolve(config_mod.merge({"env": {"name": "echo"}}, data))
         # Every value the block sets is the run's (none dropped or renamed on the way).
         assert flatten(data).items() <= flatten(resolved).items()
+
+
+def test_the_readme_keeps_to_150_lines_and_opens_with_its_two_commands() -> None:
+    """The README is the front page: short enough to read at once, its first block the
+    two commands a newcomer runs (set up and run; set up and test)."""
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 150
+    first = text.split("```\n", 2)[1].splitlines()
+    assert [line.split("#")[0].strip() for line in first] == [
+        "bash .ci/setup && .venv/bin/interplay eval user-sim -n 4 --set env.relay.max_turns=2",
+        "bash .ci/test"]
