@@ -13,6 +13,7 @@ def register_envs(register: Register) -> None:
     from interplay.builtin_envs.puzzles import AlphabetSortEnv, ColorCodewordEnv
     from interplay.builtin_envs.shop import UserSimToolsEnv
     from interplay.builtin_envs.wordle import WordleEnv
+    from interplay.builtin_envs.workspace import WorkspaceEnv
 
     register(EchoEnv)
     register(UserSimEnv)
@@ -20,6 +21,7 @@ def register_envs(register: Register) -> None:
     register(ColorCodewordEnv)
     register(WordleEnv)
     register(UserSimToolsEnv)
+    register(WorkspaceEnv)
     # An env written as a TOML file of steps, registered by its path.
     register(data_file("echo_toml.toml"))
     # always_on scenarios, registered by their paths like any scenario file.

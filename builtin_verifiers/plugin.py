@@ -20,6 +20,7 @@ def register_verifiers(register: Register) -> None:
     from interplay.builtin_verifiers.payoff import Payoff
     from interplay.builtin_verifiers.rubric import Rubric
     from interplay.builtin_verifiers.state import StateMatch, StepScore
+    from interplay.builtin_verifiers.tests import Tests
 
     register(Exact)
     register(Contains)
@@ -35,3 +36,4 @@ def register_verifiers(register: Register) -> None:
     register(ActedOnReply)
     register(AppState)
     register(Goals)
+    register(Tests)

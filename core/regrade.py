@@ -11,10 +11,11 @@ folder), ``episodes.jsonl``, ``summary.json`` and the report.
 What a verifier reads at score time is the Episode (its traces, results, task) and the
 episode's context. The Episode is rebuilt from the stored line
 (:func:`interplay.run.results.stored_episode`); the context is the stored episode's, with
-no agents: a verifier that asks for a seat's agent (``ctx.agent``) needs an episode run again,
-not a stored one, and stops the regrade with one line. A verifier that reads what the env's
-steps do not write is refused when the env loads, as by ``interplay eval``. It never changes the
-source folder.
+no agents and no sandbox: a verifier that asks for a seat's agent (``ctx.agent``) or for the
+episode's sandbox (``ctx.sandbox()``: the ``tests`` verifier; it was removed when the episode
+ended) needs an episode run again, not a stored one, and stops the regrade with one line. A
+verifier that reads what the env's steps do not write is refused when the env loads, as by
+``interplay eval``. It never changes the source folder.
 """
 
 from __future__ import annotations
@@ -71,7 +72,8 @@ SETTABLE = ("env.verifiers", "env.own_verifiers", "model", "pass_threshold",
 
 
 class StoredEpisodeContext(EpisodeContext):
-    """A stored episode's context: its env, task, results and traces, and no agents."""
+    """A stored episode's context: its env, task, results and traces, and no agents or
+    sandbox."""
 
     refused: str | None = None
 
@@ -79,6 +81,12 @@ class StoredEpisodeContext(EpisodeContext):
         self.refused = (f"asks for the agent of seat {seat!r}, which a regrade does not run "
                         f"(it scores the stored episodes without calling the agent again); "
                         f"score this env with `interplay eval`")
+        raise InterplayError(self.refused)
+
+    async def sandbox(self) -> Any:
+        self.refused = ("runs commands in the episode's sandbox, which was removed when the "
+                        "episode ended (a stored episode keeps what changed in it, not the "
+                        "sandbox); score this env with `interplay eval`")
         raise InterplayError(self.refused)
 
 
