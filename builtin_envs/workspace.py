@@ -70,8 +70,10 @@ class WorkspaceEnv(Env):
     name = "workspace"
     Config: ClassVar[type] = WorkspaceConfig
     needs_sandbox = True
-    # A repository task takes more than a few tool calls; 30 model calls bound a segment.
-    seats = {"assistant": SeatSpec(harness="chat", harness_config={"max_turns": 30})}
+    # A repository task takes more than a few tool calls: 30 model calls bound a segment, and
+    # the turn may take half an hour (its commands' time included).
+    seats = {"assistant": SeatSpec(harness="chat", harness_config={"max_turns": 30},
+                                   timeout_s=1800.0)}
 
     def tasks(self) -> Iterable[Task]:
         if self.config.taskset:

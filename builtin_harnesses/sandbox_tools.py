@@ -142,6 +142,9 @@ class SandboxTools:
                         "insert_line": {"type": "integer", "minimum": 0,
                                         "description": "insert: the line after which it goes "
                                                        "(0: the top)."},
+                        "insert_text": {**text, "description": "insert: the same as new_str "
+                                                               "(the name Anthropic's tool "
+                                                               "uses)."},
                         "view_range": {"type": "array", "items": {"type": "integer"},
                                        "minItems": 2, "maxItems": 2,
                                        "description": "view: [first line, last line]; last "
@@ -229,8 +232,10 @@ class SandboxTools:
 
     async def _editor(self, command: str, path: str, file_text: str | None = None,
                       old_str: str | None = None, new_str: str | None = None,
-                      insert_line: int | None = None,
+                      insert_line: int | None = None, insert_text: str | None = None,
                       view_range: list[int] | None = None) -> str:
+        if new_str is None and command == "insert":
+            new_str = insert_text
         try:
             where = self._where(path)
             kind, mode = await self._kind(where)

@@ -250,3 +250,12 @@ async def test_names_are_offered_once_in_the_order_given(names: Sequence[str]) -
     _, requests = await run(turns("done"), kind="local",
                             harness_config={"sandbox_tools": list(names)})
     assert offered(requests[0]) == list(dict.fromkeys(names))
+
+
+async def test_insert_takes_anthropic_s_insert_text_too() -> None:
+    ep, _ = await run(turns(
+        call("text_editor", command="insert", path="stats.py", insert_line=0,
+             insert_text="# first line"),
+        call("bash", command="head -2 stats.py"),
+        "done"), kind="local")
+    assert tool_messages(ep)[1] == '# first line\n"""Summary statistics of a list of numbers."""\n'
