@@ -70,7 +70,7 @@ def test_a_long_episodes_line_stays_small_and_its_side_file_holds_the_rest(
     line = json.loads(raw)
     side = out / line["side"]["file"]
     assert side.is_file() and side.parent.name == "episodes"
-    assert side.stat().st_size > 10 * LINE_BOUND  # what the line would have been
+    assert side.stat().st_size > 2 * LINE_BOUND  # the bulk, each request stored once
     ao = line["results"]["always_on"]
     assert "timeline" not in ao and ao["side_file"] == line["side"]["file"]
     assert ao["end_reason"] == "end_time" and ao["summary"]["counts"]["wakes"] > 50

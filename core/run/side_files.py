@@ -7,6 +7,14 @@ private notes, tool arguments) in a side file, ``episodes/<episode_id>.json``, w
 fsync'd before its line, which names it (``side``). :func:`whole_record` puts a record back
 together; every reader that needs more than the summary's figures goes through it.
 
+A side file stays bounded whatever the agent does. A chat resends its conversation in every
+request, so a model call's request is stored as what it adds to the call before it in its trace
+(``request_shared``: how many of that call's messages it begins with, which of its other keys are
+the same): each message is stored once, not again in every later call. And a side file is at
+most :data:`SIDE_BOUND` bytes: past it, long strings are clipped (each marked with how much was
+cut), then the calls' requests dropped, then long lists shortened to their first and last items,
+until it fits; the line's ``side.cut`` (and the whole record's ``cut``) says what was cut.
+
 This module owns the line's form and the side file's; it must not append to episodes.jsonl
 (:class:`~interplay.run.results.EpisodeLog` does) or decide which lines a reader sees.
 """
@@ -34,6 +42,15 @@ LINE_BOUND = 64 * 1024
 RESULT_KEPT = 2 * 1024
 #: What a split episode's traces keep in the side file (the line keeps their usage).
 TRACE_BULK = ("messages", "model_calls", "tool_runs")
+#: The most bytes a side file holds: past it, what it holds is cut to fit (see the module's
+#: docstring), and the record says what was cut.
+SIDE_BOUND = 64 << 20
+#: A request's keys stored as what they add to the call before (a conversation resent).
+_GROWING = ("messages", "input")
+#: The strings a side file over its bound is clipped to, longest first; then the length a list
+#: is shortened to (its first and last halves).
+_CLIPS = (16384, 4096, 1024, 256)
+_LIST_KEPT = (1000, 100, 20)
 
 
 def episode_line(episode: Episode) -> bytes:
@@ -48,20 +65,171 @@ def episode_line(episode: Episode) -> bytes:
                           separators=(",", ":"), default=repr).encode()
 
 
-def episode_parts(episode: Episode) -> tuple[bytes, bytes | None]:
+def episode_parts(episode: Episode, bound: int = SIDE_BOUND) -> tuple[bytes, bytes | None]:
     """The episode's line in episodes.jsonl and, when its whole line would pass
     :data:`LINE_BOUND`, its side file's content (the line then names the side file and keeps
-    the rest: :func:`split_record`). Made from the episode as it is, without parsing its JSON
-    back (a month's line is 72 MB)."""
+    the rest: :func:`split_record`), each request stored as what it adds to the one before and
+    the whole at most ``bound`` bytes (what was cut to fit is said in the line's ``side.cut``).
+    Made from the episode as it is, without parsing its JSON back."""
     data = spliced(episode)
+    shared = share_requests(episode, data)
     try:
-        line = _codec.dumps(data)
+        compact = _codec.dumps(shared)
+        line = _codec.dumps(data) if len(compact) <= LINE_BOUND else compact
     except (TypeError, ValueError):
         return episode_line(episode), None  # what orjson refuses: whole, the plain way
-    if len(line) <= LINE_BOUND:
+    if len(line) <= LINE_BOUND and line is not compact:
         return line, None
-    kept, side = split_record(data, side_ref(episode.info.episode_id))
-    return _codec.dumps(kept), _codec.dumps(side)
+    del line, compact
+    kept, side = split_record(shared, side_ref(episode.info.episode_id))
+    side_bytes = _codec.dumps(side)
+    if len(side_bytes) > bound:
+        side, cut = fit(_codec.loads(side_bytes), bound)
+        side_bytes = _codec.dumps(side)
+        kept["side"]["cut"] = cut
+    return _codec.dumps(kept), side_bytes
+
+
+def share_requests(episode: Episode, data: Any) -> Any:
+    """``data`` (the episode as :func:`spliced` made it) with each trace's model calls stored
+    as what each request adds to the call before it in the trace: the messages (or Responses
+    input) it begins with of that call's are named by count in ``request_shared``, with the
+    other keys it has the same; :func:`whole_record` puts them back."""
+    traces = data.get("traces") if isinstance(data, dict) else None
+    if not isinstance(traces, list):
+        return data
+    out = []
+    for trace, plain in zip(episode.traces, traces, strict=False):
+        calls = plain.get("model_calls") if isinstance(plain, dict) else None
+        if not isinstance(calls, list) or len(calls) < 2:
+            out.append(plain)
+            continue
+        made = [calls[0]]
+        for i in range(1, len(calls)):
+            made.append(_shared_call(trace.model_calls[i - 1].request,
+                                     trace.model_calls[i].request, calls[i], i - 1))
+        out.append({**plain, "model_calls": made})
+    return {**data, "traces": out + traces[len(out):]}
+
+
+def _shared_call(before: Any, request: Any, plain: dict[str, Any], index: int) -> dict[str, Any]:
+    if not isinstance(before, dict) or not isinstance(request, dict) or not before:
+        return plain
+    same: list[str] = []
+    rest: dict[str, Any] = {}
+    shared: dict[str, Any] = {"call": index}
+    for key, value in request.items():
+        was = before.get(key, _MISSING)
+        if key in _GROWING and isinstance(value, list) and isinstance(was, list):
+            shared[key], rest[key] = _pieces(value, was)
+        elif was is value or was == value:
+            same.append(key)
+        else:
+            rest[key] = value
+    if not same and len(shared) == 1:
+        return plain
+    shared["same"] = same
+    return {**plain, "request": rest, "request_shared": shared}
+
+
+_MISSING = object()
+
+
+def _pieces(value: list[Any], was: list[Any]) -> tuple[list[list[int]], list[Any]]:
+    """``value`` (a request's messages) as pieces of ``was`` (the call before's): each piece
+    ``[start, count]`` is ``was[start:start + count]``, or ``[-1, count]`` the next ``count``
+    of the items returned, which ``was`` does not hold. A conversation resent is one piece and
+    its new messages; one a window slides over is a piece of the window and the new ones."""
+    by_id = {id(m): j for j, m in reversed(list(enumerate(was)))}
+    by_json: dict[bytes, int] | None = None
+    pieces: list[list[int]] = []
+    stored: list[Any] = []
+    i = 0
+    while i < len(value):
+        j = by_id.get(id(value[i]))
+        if j is None:
+            if by_json is None:
+                by_json = {}
+                for k, m in enumerate(was):
+                    by_json.setdefault(_key(m), k)
+            j = by_json.get(_key(value[i]))
+        if j is None:
+            stored.append(value[i])
+            if pieces and pieces[-1][0] < 0:
+                pieces[-1][1] += 1
+            else:
+                pieces.append([-1, 1])
+            i += 1
+            continue
+        n = 1
+        while i + n < len(value) and j + n < len(was) and (
+                value[i + n] is was[j + n] or value[i + n] == was[j + n]):
+            n += 1
+        pieces.append([j, n])
+        i += n
+    return pieces, stored
+
+
+def _key(item: Any) -> bytes:
+    try:
+        return _codec.dumps(item)
+    except (TypeError, ValueError):
+        return repr(item).encode()
+
+
+def fit(side: dict[str, Any], bound: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A side file's content cut to at most ``bound`` bytes as JSON, and what was cut:
+    strings clipped (longest first), then the model calls' requests dropped, then long lists
+    shortened to their first and last items, each only as far as it takes."""
+    cut: dict[str, Any] = {"bound": bound, "size": len(_codec.dumps(side))}
+    for limit in _CLIPS:
+        counts = [0, 0]
+        side = _clipped(side, limit, counts)
+        cut.update(clipped_to=limit, strings_clipped=counts[0], chars_cut=counts[1])
+        if len(_codec.dumps(side)) <= bound:
+            return side, cut
+    dropped = 0
+    for trace in side.get("traces") or ():
+        for call in trace.get("model_calls") or () if isinstance(trace, dict) else ():
+            if isinstance(call, dict) and (call.get("request") or "request_shared" in call):
+                call["request"] = {}
+                call.pop("request_shared", None)
+                dropped += 1
+    cut["requests_dropped"] = dropped
+    for kept in _LIST_KEPT:
+        counts = [0]
+        side = _shortened(side, kept, counts, top=True)
+        cut.update(lists_shortened_to=kept, items_dropped=counts[0])
+        if len(_codec.dumps(side)) <= bound:
+            break
+    return side, cut
+
+
+def _clipped(value: Any, limit: int, counts: list[int]) -> Any:
+    if isinstance(value, str):
+        if len(value) <= limit:
+            return value
+        counts[0] += 1
+        counts[1] += len(value) - limit
+        return f"{value[:limit]}…[{len(value) - limit} characters cut]"
+    if isinstance(value, dict):
+        return {k: _clipped(v, limit, counts) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clipped(v, limit, counts) for v in value]
+    return value
+
+
+def _shortened(value: Any, kept: int, counts: list[int], top: bool = False) -> Any:
+    if isinstance(value, dict):
+        # The side file's traces line up with the line's: that list is never shortened.
+        return {k: [_shortened(t, kept, counts) for t in v] if top and k == "traces"
+                else _shortened(v, kept, counts) for k, v in value.items()}
+    if isinstance(value, list):
+        if len(value) > kept:
+            counts[0] += len(value) - kept
+            value = value[:kept // 2] + value[len(value) - kept // 2:]
+        return [_shortened(v, kept, counts) for v in value]
+    return value
 
 
 def side_ref(episode_id: str) -> str:
@@ -181,11 +349,15 @@ def whole_record(record: Mapping[str, Any], where: str | os.PathLike[str]) -> di
         raise InterplayError(f"{path}: cannot read the side file of an episode "
                              f"({getattr(exc, 'strerror', None) or exc})") from None
     whole = {k: v for k, v in record.items() if k not in ("side", "judge_usage")}
+    if side_ref.get("cut"):
+        whole["cut"] = side_ref["cut"]
     traces = []
     for trace, bulk in zip(record.get("traces") or (), side.get("traces") or (), strict=False):
         if isinstance(trace, dict) and isinstance(bulk, dict) and bulk:
             trace = {k: v for k, v in trace.items() if k != "usage"}
             trace.update(bulk)
+            if isinstance(trace.get("model_calls"), list):
+                trace["model_calls"] = whole_calls(trace["model_calls"])
         traces.append(trace)
     whole["traces"] = traces
     if "judge_calls" in side:
@@ -199,3 +371,45 @@ def whole_record(record: Mapping[str, Any], where: str | os.PathLike[str]) -> di
     results.update(side.get("results_whole") or {})
     whole["results"] = results
     return whole
+
+
+def whole_calls(calls: list[Any]) -> list[Any]:
+    """A trace's model calls as they were recorded: each request stored as what it adds to
+    the call before (:func:`share_requests`) made whole again. The messages shared are the
+    same objects as the earlier call's, so what is read back costs no more than once each."""
+    out: list[Any] = []
+    for call in calls:
+        shared = call.get("request_shared") if isinstance(call, dict) else None
+        if isinstance(shared, dict) and isinstance(shared.get("call"), int) and \
+                0 <= shared["call"] < len(out) and isinstance(out[shared["call"]], dict):
+            before = out[shared["call"]].get("request") or {}
+            rest = call.get("request") or {}
+            request = {}
+            for key in (*before, *rest):
+                if key in request:
+                    continue
+                if key in _GROWING and isinstance(shared.get(key), list):
+                    request[key] = _joined(shared[key], before.get(key) or [],
+                                           rest.get(key) or [])
+                elif key in rest:
+                    request[key] = rest[key]
+                elif key in (shared.get("same") or ()):
+                    request[key] = before[key]
+            call = {k: v for k, v in call.items() if k != "request_shared"}
+            call["request"] = request
+        out.append(call)
+    return out
+
+
+def _joined(pieces: list[Any], was: list[Any], stored: list[Any]) -> list[Any]:
+    """A request's messages from its pieces (:func:`_pieces`)."""
+    out: list[Any] = []
+    taken = 0
+    for piece in pieces:
+        start, count = piece
+        if start < 0:
+            out += stored[taken:taken + count]
+            taken += count
+        else:
+            out += was[start:start + count]
+    return out
