@@ -259,3 +259,38 @@ async def test_insert_takes_anthropic_s_insert_text_too() -> None:
         call("bash", command="head -2 stats.py"),
         "done"), kind="local")
     assert tool_messages(ep)[1] == '# first line\n"""Summary statistics of a list of numbers."""\n'
+
+
+async def test_an_env_tool_named_as_a_sandbox_tool_is_one_line() -> None:
+    from interplay import Env, SeatSpec, Step, Workspace, tool
+    from interplay.builtin_envs.steps import OneShot
+
+    @tool
+    def bash(command: str) -> str:
+        """The env's own shell."""
+        return command
+
+    class Clashing(Env):
+        name = "clashing"
+        needs_sandbox = True
+        seats = {"assistant": SeatSpec(harness="chat")}
+
+        def tasks(self) -> list[Task]:
+            return [Task(0, "work", workspace=Workspace(files={"a": "1"}))]
+
+        def steps(self) -> list[Step]:
+            return [OneShot()]
+
+        def tools(self, seat: str, ctx: Any) -> list[Any]:
+            return [bash]
+
+    env = Clashing()
+    async with ScriptedModel(["done"]) as model:
+        resources = RunResources(endpoint=model.endpoint, sandbox={"kind": "local"})
+        try:
+            ep = await run_episode(env, env.tasks()[0], resources=resources)
+        finally:
+            await resources.aclose()
+    assert ep.error is not None and "\n" not in ep.error
+    assert "a tool named 'bash', the name of a sandbox tool" in ep.error
+    assert "harness_config.sandbox_tools = ['python', 'text_editor']" in ep.error
