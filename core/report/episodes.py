@@ -11,6 +11,7 @@ defensively (:mod:`interplay.report.plain`); it must not write markup or read a 
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
@@ -302,7 +303,8 @@ def components(ep: Mapping[str, Any]) -> dict[str, float | None]:
             n += 1
             key = f"{name} #{n}"
         value = r.get("value")
-        out[key] = None if errored or not finite_number(value) else float(value)
+        # One string per name however many rows hold it (the view keeps a row per episode).
+        out[sys.intern(key)] = None if errored or not finite_number(value) else float(value)
         if len(out) >= COMPONENTS_KEPT:
             break
     return out
