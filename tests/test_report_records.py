@@ -220,3 +220,28 @@ def test_the_always_on_timeline_shades_her_nights(
     # Two days from Monday 08:00: her nights of Monday and Tuesday, one shaded span each,
     # and the legend's key.
     assert len(re.findall(r'style="fill: #e4e7ec; opacity: 0\.7"', timeline)) == 2 + 1
+
+
+@pytest.mark.slow
+def test_a_real_sandboxed_episode_s_report_shows_what_changed_and_the_forged_call(
+        tmp_path: Path) -> None:
+    """A program that fixes a file in a `local` sandbox and starts a shell that calls the model
+    with its key (test_command_sandbox's): the report shows the file it changed, the diff, and
+    the shell's call as another process's."""
+    import asyncio
+
+    from test_command_sandbox import run_fix
+
+    (tmp_path / "program").mkdir()
+    ep = asyncio.run(run_fix(tmp_path / "program", "local"))
+    assert ep.error is None, ep.error
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "episodes.jsonl").write_text(to_json(ep) + "\n")
+    page = report.write_report(out).read_text()
+    section = page.split('<section class="sandbox">')[1].split("</section>")[0]
+    assert "<b>local</b>" in section and "1 modified" in section
+    assert '<tr class="change-modified"><td><code>calc.py</code></td>' in section
+    assert "-    return a - b" in section and "+    return a + b" in section
+    assert page.count('<span class="other-label">another process</span>') == 1
+    assert "1 made by another process" in page
