@@ -13,6 +13,7 @@ def register_verifiers(register: Register) -> None:
         ApprovedFirst,
         AppState,
         Goals,
+        NoCollateral,
         QuietHours,
         RelayedWithin,
     )
@@ -35,5 +36,6 @@ def register_verifiers(register: Register) -> None:
     register(QuietHours)
     register(ActedOnReply)
     register(AppState)
+    register(NoCollateral)
     register(Goals)
     register(Tests)

@@ -101,7 +101,8 @@ def test_every_generated_world_and_person_load(knobs: dict[str, Any]) -> None:
             if trigger.at:
                 assert scenario.start_time < times.parse_instant(trigger.at,
                                                                  scenario.timezone) < end
-    expected = {"relayed_within", "approved_first", "acted_on_reply", "quiet_hours"}
+    expected = {"relayed_within", "approved_first", "acted_on_reply", "quiet_hours",
+                "no_collateral"}
     if knobs["difficulty"] >= 2:
         expected.add("app_state")
     assert kinds == expected
@@ -149,7 +150,8 @@ async def test_an_agent_that_does_the_right_thing_meets_every_goal() -> None:
 
 @pytest.mark.parametrize(("mistake", "missed"), [
     ("early_purchase", {"purchase"}),        # bought before she said yes
-    ("message_at_night", {"quiet"}),         # the news passed on at once, in her night
+    ("message_at_night", {"quiet", "relay"}),  # the news said at once, in her night: it
+    #                                            woke her, and is not passed on once she is up
     ("relay_late", {"relay"}),               # passed on past the minutes she allowed
     ("ignore_contact", {"contact"}),         # the visit never put in her calendar
     ("skip_keep", {"keep"}),                 # the appointment kept, or the note never made
@@ -308,7 +310,7 @@ def test_the_goal_verifiers_as_the_page_writes_them_are_what_the_code_takes() ->
                if b.startswith("[[verifiers]]\nkind = \"relayed_within\"")]
     rows = tomllib.loads(block)["verifiers"]
     assert [r["kind"] for r in rows] == ["relayed_within", "approved_first", "quiet_hours",
-                                         "acted_on_reply", "app_state"]
+                                         "acted_on_reply", "app_state", "no_collateral"]
     for i, row in enumerate(rows):
         verifier = build("verifiers", row["kind"], {k: v for k, v in row.items()
                                                     if k != "kind"}, f"verifiers[{i}]")

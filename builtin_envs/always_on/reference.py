@@ -220,3 +220,8 @@ def reference_model(tasks: Iterable[Task], mistakes: Collection[str] = ()) -> Po
         return ScriptedReply.tool_call("stay_quiet", {"reason": "not a task of this run"})
 
     return handle
+
+
+#: What another scripted agent built on this one reads a wake with (the gaming agents of
+#: :mod:`interplay.builtin_envs.always_on.gaming`).
+LINE, NUDGE, calls_made, plays_her = _LINE, _NUDGE, _calls, _plays_her

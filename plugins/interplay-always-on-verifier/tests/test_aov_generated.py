@@ -32,6 +32,7 @@ async def test_a_generated_week_is_graded_by_its_goals_and_by_the_judge() -> Non
     by_name = {r.name: r for r in episode.rewards}
     judged = by_name.pop("always_on_agent_verifier")
     assert list(judged.info["criteria"])[:len(CRITERIA)] == list(CRITERIA)
-    # An agent that only stays quiet meets the quiet nights and nothing else its errands ask.
+    # An agent that only stays quiet meets none of its errands: not even her quiet nights,
+    # which doing nothing keeps.
     goals = {r.info["goal"]: r.value for r in by_name.values()}
-    assert goals == {g["id"]: 1.0 if g["id"] == "quiet" else 0.0 for g in task.info["goals"]}
+    assert goals == {g["id"]: 0.0 for g in task.info["goals"]}
