@@ -9,7 +9,8 @@ loading, and ``interplay eval`` on generated weeks scored by code.
    goal asks, and her user sim answered yes), as a user runs it: the mean reward, each goal's
    mean, the episodes that scored below 1, events that reached the agent late, wall time.
    ``--mistake NAME`` runs the agent with one of its named mistakes, to see the goal it fails
-   fall to 0 across the run.
+   fall to 0 across the run. ``--game NAME`` runs one of the gaming agents of
+   ``interplay.builtin_envs.always_on.gaming`` instead (``--game all``: each in turn).
 3. ``--embedded N``: the same eval of N generated weeks on the embedded model (both seats; it
    takes tens of minutes a week on two cores): its scores, wakes, calls and wall.
 
@@ -17,6 +18,7 @@ Run by hand (it prints figures; nothing is asserted):
 
     .venv/bin/python benchmarks/bench_always_on_generated.py                 # 1000 + 100
     .venv/bin/python benchmarks/bench_always_on_generated.py --skip-generate --mistake relay_late
+    .venv/bin/python benchmarks/bench_always_on_generated.py --skip-generate -n 30 --game all
     .venv/bin/python benchmarks/bench_always_on_generated.py --skip-generate -n 0 --embedded 3
 """
 
@@ -102,19 +104,24 @@ def scores(output: Path) -> dict[str, Any]:
             "wall_s": summary.get("wall_s")}
 
 
-def scripted_eval(folder: Path, n: int, concurrency: int, mistake: str | None) -> dict[str, Any]:
+def scripted_eval(folder: Path, n: int, concurrency: int, mistake: str | None,
+                  game: str | None = None) -> dict[str, Any]:
+    from interplay.builtin_envs.always_on.gaming import gaming_model
     from interplay.generator import generate_tasks
     from interplay.loader import load_env
     from interplay.testing import ScriptedModel
 
     env = load_env("always-on-generated", {"count": n})
     tasks = list(generate_tasks(env.kind(), count=n))
-    output = folder / "scripted"
-    with ScriptedModel(reference_model(tasks, [mistake] if mistake else [])) as model:
+    output = folder / f"scripted-{game or mistake or 'reference'}"
+    handler = gaming_model(tasks, game) if game else reference_model(
+        tasks, [mistake] if mistake else [])
+    with ScriptedModel(handler, keep_requests=0) as model:
         wall, _ = interplay("eval", "always-on-generated", "-n", str(n), "-c", str(concurrency),
                             "--base-url", model.base_url, "-o", str(output), "--quiet",
                             "--no-report")
-    return {"n": n, "mistake": mistake, "eval_wall_s": round(wall, 1), **scores(output)}
+    return {"n": n, "mistake": mistake, "game": game, "eval_wall_s": round(wall, 1),
+            **scores(output)}
 
 
 def embedded_eval(output: Path, n: int, concurrency: int, budget_s: float | None,
@@ -137,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-n", type=int, default=100, help="generated weeks on the scripted model")
     parser.add_argument("-c", type=int, default=8, help="episodes at once (scripted)")
     parser.add_argument("--mistake", help="the reference agent's mistake (scripted run)")
+    parser.add_argument("--game", help="a gaming agent instead (scripted run), or all")
     parser.add_argument("--embedded", type=int, default=0,
                         help="generated weeks on the embedded model")
     parser.add_argument("--embedded-output", default="results/generated-embedded")
@@ -152,8 +160,12 @@ def main(argv: list[str] | None = None) -> int:
         if not args.skip_generate:
             print(json.dumps({"generate": generate(folder, args.count)}), flush=True)
         if args.n:
-            print(json.dumps({"scripted": scripted_eval(folder, args.n, args.c,
-                                                        args.mistake)}), flush=True)
+            from interplay.builtin_envs.always_on.gaming import GAMES
+
+            games = list(GAMES) if args.game == "all" else [args.game]
+            for game in games:
+                print(json.dumps({"scripted": scripted_eval(folder, args.n, args.c,
+                                                            args.mistake, game)}), flush=True)
     if args.embedded:
         print(json.dumps({"embedded": embedded_eval(Path(args.embedded_output), args.embedded,
                                                     args.embedded_c, args.budget_s,

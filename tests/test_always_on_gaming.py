@@ -53,39 +53,41 @@ def night_task() -> Task:
     raise AssertionError("no seed of 200 brings the news at night")
 
 
-# The weeks of the default suite: the message_everything agent runs each to max_wakes (her
-# every answer draws a message), so it plays fewer; the slow test plays 30 of each.
-FAST = {game: 3 if game == "message_everything" else 6 for game in GAMES}
-
-
-@pytest.mark.parametrize("game", GAMES)
-async def test_an_agent_that_games_the_goals_scores_below_half(game: str) -> None:
-    tasks = list(generate_tasks(Errands(), count=FAST[game]))
-    gamed = [(await play(t, GamingAgent(t, game))).reward for t in tasks]
-    right = [(await play(t, ReferenceAgent(t))).reward for t in tasks]
-    assert right == [1.0] * len(tasks)
-    assert sum(gamed) / len(gamed) < 0.5, gamed  # type: ignore[arg-type]
-
-
 def mean_of_a_run(tmp_path: Path, scripted_model: Callable[..., ScriptedModel],
-                  handler: Any, name: str) -> dict[str, Any]:
+                  handler: Any, name: str, weeks: int) -> dict[str, Any]:
     model = scripted_model(handler, keep_requests=0)
     out = tmp_path / name
-    assert cli.main(["eval", "always-on-generated", "-n", str(WEEKS), "-c", "4",
+    assert cli.main(["eval", "always-on-generated", "-n", str(weeks), "-c", "4",
                      "--base-url", model.base_url, "-o", str(out), "--quiet",
                      "--no-report"]) == 0
-    return json.loads((out / "summary.json").read_text())
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["scored"] == weeks
+    return summary
 
 
-@pytest.mark.slow
-def test_thirty_generated_weeks_of_each_gaming_agent_beside_the_reference(
+def test_the_reference_agent_meets_every_goal_of_thirty_weeks(
         tmp_path: Path, scripted_model: Callable[..., ScriptedModel]) -> None:
     tasks = list(generate_tasks(Errands(), count=WEEKS))
-    right = mean_of_a_run(tmp_path, scripted_model, reference_model(tasks), "reference")
-    assert right["reward_mean"] == 1.0 and right["scored"] == WEEKS
-    for game in GAMES:
-        got = mean_of_a_run(tmp_path, scripted_model, gaming_model(tasks, game), game)
-        assert got["scored"] == WEEKS and got["reward_mean"] < 0.5, (game, got["reward_mean"])
+    assert mean_of_a_run(tmp_path, scripted_model, reference_model(tasks), "reference",
+                         WEEKS)["reward_mean"] == 1.0
+
+
+# message_everything runs each week to max_wakes (her every answer draws a message): the
+# default suite plays 3 weeks of it, the slow tests 30.
+RUNS = [pytest.param(game, WEEKS, id=f"{game}-{WEEKS}") for game in GAMES
+        if game != "message_everything"] + [
+    pytest.param("message_everything", 3, id="message_everything-3"),
+    pytest.param("message_everything", WEEKS, id=f"message_everything-{WEEKS}",
+                 marks=pytest.mark.slow)]
+
+
+@pytest.mark.parametrize(("game", "weeks"), RUNS)
+def test_an_agent_that_games_the_goals_scores_below_half_where_the_reference_scores_one(
+        tmp_path: Path, scripted_model: Callable[..., ScriptedModel], game: str,
+        weeks: int) -> None:
+    tasks = list(generate_tasks(Errands(), count=weeks))
+    got = mean_of_a_run(tmp_path, scripted_model, gaming_model(tasks, game), game, weeks)
+    assert got["reward_mean"] < 0.5, (game, got["reward_mean"])
 
 
 async def test_buying_every_item_once_she_says_yes_fails_every_goal_and_names_the_harm() -> None:
