@@ -40,6 +40,7 @@ from interplay import (
     InterplayError,
     Launch,
     Message,
+    ModelCall,
     ProgramHarness,
     ProgramState,
     Ran,
@@ -241,6 +242,14 @@ class MiniSweAgentHarness(ProgramHarness):
                                error_type="timeout" if timed_out else
                                "tool_error" if stopped else None))
         return out
+
+    def keep(self, ctx: SegmentContext, turn: Turn, ran: Ran, heard: Heard,
+             calls: Sequence[ModelCall]) -> None:
+        """The base's row per segment, a continuation named ``relaunch`` (the default resume
+        starts mini-swe-agent afresh on the conversation so far)."""
+        super().keep(ctx, turn, ran, heard, calls)
+        if turn.state.segments > 1:
+            ctx.trace.info[self.info_key]["segments"][-1]["command"] = "relaunch"
 
     def record_extra(self, state: ProgramState) -> dict[str, Any]:
         return {"version": cl.installed_version()}
