@@ -215,6 +215,10 @@ _REMEDIES: dict[str, list[tuple[tuple[str, ...], str, str]]] = {
         (("segment exceeded",), "raise the seat's timeout_s (--set seats.SEAT.timeout_s=...)",
          "resume"),
         (("command exceeded",), "raise harness_config.timeout_s", "new_run"),
+        # A program harness's own limits, named in its error (the base's words).
+        (("(harness_config.timeout_s)",), "raise harness_config.timeout_s", "new_run"),
+        (("(harness_config.wall_time_limit_s)",), "raise harness_config.wall_time_limit_s",
+         "new_run"),
         ((), "the endpoint did not answer within {ep}.timeout_s: raise it, or lower -c",
          "resume"),
     ],
