@@ -227,3 +227,40 @@ async def test_a_second_turn_relaunches_it_on_the_conversation_in_the_same_conta
     assert [m.text for m in trace.messages if m.role == "user"] == \
         ["Make test_calc.py pass.", "And now show me the file."]
     assert ep.reward == 1.0
+
+
+async def test_timeout_s_kills_it_mid_command_and_its_command_in_the_container_too() -> None:
+    seen: dict[str, Any] = {}
+
+    class ThenLook(Step):
+        """The agent's turn, then what still runs in its sandbox and what it left there."""
+
+        name = "then_look"
+
+        async def run(self, ctx: EpisodeContext) -> None:
+            await ctx.agent("assistant").run(ctx.task)
+            sandbox = await ctx.sandbox()
+            assert sandbox is not None
+            listed = await sandbox.exec(["sh", "-c", "for p in /proc/[0-9]*; do "
+                                         "tr '\\0' ' ' < $p/cmdline; echo; done"])
+            seen["left"] = [line for line in listed.stdout.splitlines()
+                            if line.startswith("sleep 60")]
+            seen["calc"] = (await sandbox.read_file("calc.py")).decode()
+
+    class Limited(Fix):
+        seats: ClassVar = {"assistant": SeatSpec(harness="mini-swe-agent",
+                                                 harness_config={"timeout_s": 6})}
+
+        def steps(self) -> list[Step]:
+            return [ThenLook()]
+
+    def handler(request: ScriptedRequest) -> ScriptedReply:
+        return bash("sed -i 's/a - b/a + b/' calc.py; sleep 60")
+
+    ep = await episode(handler, env=Limited())
+    trace = ep.trace("assistant")
+    assert (trace.stop_condition, trace.error_type) == ("timeout", "timeout")
+    assert trace.error == "mini-swe-agent exceeded 6 s (harness_config.timeout_s)"
+    assert trace.info["mini_swe_agent"]["segments"][-1]["timed_out"] is True
+    # Its command was stopped with it; the sandbox lives on with what it did.
+    assert seen == {"left": [], "calc": "def add(a, b):\n    return a + b\n"}
