@@ -117,11 +117,15 @@ class Endpoint:
     forwarded as they are). interplay's own calls use Chat Completions either way.
 
     Each attempt waits up to ``timeout_s`` for the endpoint (to connect: at most 10 s; then
-    for each read of its answer, so a stream may last longer). A transient failure (429, 5xx,
-    a timeout, a broken connection) is retried up to ``max_retries`` times within
-    ``retry_max_s`` from the call's start; unset, that budget is ``(max_retries + 1) *
-    timeout_s``, room for every attempt to hang. Set, it must exceed ``timeout_s``: a request
-    that hangs is retried like any other failure.
+    for each read of its answer, so a stream may last longer); a streamed answer must begin
+    (its first byte, the status line: servers send it once they hold the request, before its
+    queue and prefill) within ``first_byte_timeout_s``. A transient failure (429, 5xx, a
+    timeout, a broken connection) is retried up to ``max_retries`` times within
+    ``retry_max_s`` from the call's start; unset, that budget is ``2 * timeout_s`` (one
+    ``timeout_s`` with ``max_retries = 0``): room to retry one hang, and a call that keeps
+    failing ends well inside a seat's turn. Set, it must exceed ``timeout_s``: a request that
+    hangs is retried like any other failure. An endpoint that twice in a row began no answer
+    in time is not asked a third time: it accepts requests and answers none.
 
     ``transport`` is what sends: "aiohttp" (the default) or "openai", the openai SDK's own
     client (for what only it does, such as its typed errors). Both honour ``HTTP_PROXY``,
@@ -173,10 +177,15 @@ class Endpoint:
     sampling: dict[str, Any] = attrs.Factory(dict)
     #: Seconds each attempt waits to connect (at most 10) and for each read of the answer.
     timeout_s: float = 120.0
+    #: Seconds a streamed call waits for its answer to begin (the first byte: servers send it
+    #: once they hold the request, before queueing and prefill), at most timeout_s; a
+    #: non-streamed answer begins only when whole, so it has timeout_s. Two attempts in a row
+    #: that began no answer end the call.
+    first_byte_timeout_s: float = 60.0
     #: Times a transient failure (429, 5xx, a timeout, a broken connection) is retried.
     max_retries: int = 4
-    #: Seconds from the call's start within which retries may begin; None: (max_retries + 1) x
-    #: timeout_s. Set, it must exceed timeout_s.
+    #: Seconds from the call's start within which retries may begin; None: 2 x timeout_s
+    #: (timeout_s with max_retries = 0). Set, it must exceed timeout_s.
     retry_max_s: float | None = None
     #: What the endpoint serves to programs that speak Responses (codex): chat (Chat Completions
     #: only; their requests are translated) or responses (forwarded as they are).
@@ -253,7 +262,13 @@ class Endpoint:
         """Seconds from a call's start within which its retries must begin."""
         if self.retry_max_s is not None:
             return self.retry_max_s
-        return (self.max_retries + 1) * self.timeout_s
+        # Room to retry one hang; (max_retries + 1) x timeout_s was the seat's whole turn.
+        return min(self.max_retries + 1, 2) * self.timeout_s
+
+    def first_byte_s(self, stream: bool) -> float:
+        """Seconds an attempt waits for its answer's first byte: a stream's
+        ``first_byte_timeout_s`` (at most ``timeout_s``), a whole answer's ``timeout_s``."""
+        return min(self.first_byte_timeout_s, self.timeout_s) if stream else self.timeout_s
 
     def ssl_context(self) -> ssl.SSLContext | None:
         """The TLS context ``ca_bundle`` and ``client_cert`` ask for; None when neither is
@@ -292,6 +307,8 @@ def _problem(ep: Endpoint) -> str | None:
                 "would be the Authorization header; remove one")
     if not ep.timeout_s > 0:
         return f"timeout_s must be above 0, got {ep.timeout_s}"
+    if not ep.first_byte_timeout_s > 0:
+        return f"first_byte_timeout_s must be above 0, got {ep.first_byte_timeout_s}"
     if ep.max_retries < 0:
         return f"max_retries must be 0 or more, got {ep.max_retries}"
     if ep.max_retries > 0 and ep.retry_max_s is not None and not ep.retry_max_s > ep.timeout_s:

@@ -122,7 +122,9 @@ async def test_retryable_faults_are_retried(fault: ScriptedReply, error_type: st
         call = await client.chat(HI, stream=stream)
         await client.aclose()
     assert call.error_type == error_type
-    assert call.attempts == 3 and len(m.requests) == 3
+    # A hang is asked once more, not again: two attempts that began no answer end the call.
+    asked = 2 if fault.hangs else 3
+    assert call.attempts == asked and len(m.requests) == asked
     assert time.monotonic() - t0 < 10
 
 

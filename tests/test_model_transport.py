@@ -344,9 +344,10 @@ def test_good_tls_settings_and_no_retries_are_accepted(files: dict[str, str]) ->
     assert cfg.model.ssl_context() is not None and cfg.model.retry_budget_s == 900
 
 
-def test_an_unset_budget_leaves_room_for_every_attempt_to_hang() -> None:
-    assert Endpoint().retry_budget_s == 5 * 120.0
-    assert Endpoint(timeout_s=900.0, max_retries=2).retry_budget_s == 2700.0
+def test_an_unset_budget_leaves_room_to_retry_one_hang() -> None:
+    assert Endpoint().retry_budget_s == 2 * 120.0
+    assert Endpoint(timeout_s=900.0, max_retries=2).retry_budget_s == 1800.0
+    assert Endpoint(timeout_s=900.0, max_retries=0).retry_budget_s == 900.0
     assert Endpoint(timeout_s=900.0, retry_max_s=3600.0).retry_budget_s == 3600.0
 
 

@@ -7,7 +7,9 @@ again (``rate_limited``, ``server_error``, ``timeout``, ``connection_error``, an
 ``spawn_error``: a program the system could not start for want of descriptors, processes or
 memory), and only while nothing of the answer has been handed on. The wait is exponential
 backoff with full jitter, or the endpoint's Retry-After when it sends one; a call stops after
-``max_retries`` retries, or rather than wait past ``retry_max_s`` from its start. One
+``max_retries`` retries, or rather than wait past ``retry_max_s`` from its start, or once
+two attempts in a row sent their request and got no answer begun (``unanswered``: an
+endpoint that accepts requests and answers none is not worth a third wait). One
 :class:`Policy` per endpoint, held by its :class:`~interplay.model.client.ModelClient`.
 
 No I/O of its own; logs carry error types, statuses and delays, never bodies.
@@ -42,7 +44,8 @@ class Failure(Exception):
     ``message`` is the one line a user reads. An answer with an error status carries its
     ``status``, ``body`` and the ``headers`` worth passing on (content type, Retry-After).
     ``final`` marks a failure that trying again cannot mend: part of the answer was already
-    handed on, or the endpoint's certificate is not trusted."""
+    handed on, or the endpoint's certificate is not trusted. ``unanswered`` marks a
+    ``timeout`` whose request was sent and whose answer never began."""
 
     def __init__(self, error_type: str, message: str, status: int | None = None, *,
                  retry_after: float | None = None, body: bytes | None = None,
@@ -55,6 +58,7 @@ class Failure(Exception):
         self.body = body
         self.headers = headers or []
         self.final = False
+        self.unanswered = False
 
     @classmethod
     def from_status(cls, status: int, body: bytes, headers: Mapping[str, str]) -> Failure:
@@ -121,7 +125,11 @@ class Policy:
     """The retry policy for one endpoint's calls (``interplay.RetryPolicy``): an attempt that
     raises a transient :class:`Failure` is tried again after exponential backoff with full
     jitter (or the endpoint's Retry-After), at most ``max_retries`` times and never past
-    ``retry_max_s`` from the first attempt; any other failure, or the last one, is raised."""
+    ``retry_max_s`` from the first attempt, and not after a second ``unanswered`` timeout in
+    a row; any other failure, or the last one, is raised."""
+
+    #: Attempts in a row whose answer never began, after which a call stops.
+    UNANSWERED_AT_MOST = 2
 
     def __init__(self, endpoint: Endpoint) -> None:
         self.max_retries = endpoint.max_retries
@@ -144,12 +152,17 @@ class Policy:
         once that is not worth retrying or the limits are reached; ``event`` names the log
         line of each retry."""
         t0 = time.monotonic()
-        number = 0
+        number = unanswered = 0
         while True:
             number += 1
             try:
                 return await attempt()
             except Failure as failure:
+                unanswered = unanswered + 1 if failure.unanswered else 0
+                if unanswered >= self.UNANSWERED_AT_MOST:
+                    failure.message += (f"; {unanswered} attempts in a row, none answered: it "
+                                        f"takes requests and answers none")
+                    raise
                 wait = self.delay(failure, number, time.monotonic() - t0)
                 if wait is None:
                     raise

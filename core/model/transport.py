@@ -53,6 +53,16 @@ def _broken(exc: BaseException, while_: str, *, timed_out: bool) -> Failure:
     return failure
 
 
+def unanswered(base_url: str, waited_s: float, setting: str) -> Failure:
+    """The ``timeout`` of an attempt whose request was sent and whose answer never began: it
+    names the endpoint and the setting that bounded the wait, and is marked ``unanswered``
+    (:class:`~interplay.model.retries.Policy` asks such an endpoint once more, not again)."""
+    failure = Failure("timeout", f"{redact_url(base_url)} began no answer within "
+                                 f"{waited_s:g} s of the request ({setting})")
+    failure.unanswered = True
+    return failure
+
+
 def env_proxy(url: str) -> str | None:
     """The proxy ``HTTP_PROXY``/``HTTPS_PROXY`` name for ``url``, unless ``NO_PROXY`` covers
     its host (the standard library's reading of those variables)."""
@@ -122,8 +132,14 @@ class Transport:
     async def post(self, path: str, body: Mapping[str, Any], payload: bytes, *,
                    stream: bool) -> Answer:
         """POST ``payload`` (``body`` encoded) to ``path`` under the base URL (a whole URL,
-        such as one of :meth:`root_url`'s, is taken as it is)."""
+        such as one of :meth:`root_url`'s, is taken as it is). The answer must begin within
+        :meth:`Endpoint.first_byte_s`, else a :func:`unanswered` timeout."""
         raise NotImplementedError
+
+    def unanswered(self, stream: bool) -> Failure:
+        setting = "first_byte_timeout_s" if stream and \
+            self.endpoint.first_byte_timeout_s < self.endpoint.timeout_s else "timeout_s"
+        return unanswered(self.base_url, self.endpoint.first_byte_s(stream), setting)
 
     def root_url(self, path: str) -> str:
         """``path`` at the server's root: the base URL without its ``/v1`` (vLLM serves
@@ -228,10 +244,16 @@ class AiohttpTransport(Transport):
         session: aiohttp.ClientSession = self.client()
         try:
             url = path if path.startswith(("http://", "https://")) else self.base_url + path
-            resp = await session.post(url, data=payload, headers=self._headers[stream])
+            # sock_read (timeout_s) bounds the wait for the head too; a stream's first byte
+            # has its own, shorter limit.
+            async with asyncio.timeout(self.endpoint.first_byte_s(stream)):
+                resp = await session.post(url, data=payload, headers=self._headers[stream])
+        except aiohttp.ConnectionTimeoutError as exc:
+            raise _broken(exc, "connecting", timed_out=True) from None
+        except TimeoutError:
+            raise self.unanswered(stream) from None
         except (aiohttp.ClientError, OSError) as exc:
-            raise _broken(exc, "sending the request",
-                          timed_out=isinstance(exc, TimeoutError)) from None
+            raise _broken(exc, "sending the request", timed_out=False) from None
         if resp.status < 400:
             return _AiohttpAnswer(resp)
         try:
@@ -305,13 +327,22 @@ class OpenAITransport(Transport):
         client: openai.AsyncOpenAI = self.client()
         accept = "text/event-stream" if stream else "application/json"
         try:
-            resp = await client.post(path, cast_to=httpx2.Response, body=body, stream=True,
-                                     options={"headers": {"Accept": accept}})
+            # The read timeout (timeout_s) bounds the wait for the head too; a stream's first
+            # byte has its own, shorter limit.
+            async with asyncio.timeout(self.endpoint.first_byte_s(stream)):
+                resp = await client.post(path, cast_to=httpx2.Response, body=body,
+                                         stream=True, options={"headers": {"Accept": accept}})
+        except TimeoutError:
+            raise self.unanswered(stream) from None
         except openai.APIStatusError as exc:
             raise Failure.from_status(exc.status_code, exc.response.content,
                                       exc.response.headers) from None
         except openai.APIConnectionError as exc:  # APITimeoutError is one too
-            raise _broken(exc.__cause__ or exc, "sending the request",
+            cause = exc.__cause__ or exc
+            if isinstance(cause, httpx2.ReadTimeout):
+                raise self.unanswered(stream) from None
+            raise _broken(cause, "connecting" if isinstance(cause, httpx2.ConnectTimeout)
+                          else "sending the request",
                           timed_out=isinstance(exc, openai.APITimeoutError)) from None
         return _HttpxAnswer(resp)
 

@@ -33,8 +33,9 @@ RESUME_IGNORED = frozenset({"output", "concurrency", "workers", "retry_errors", 
 #: how its server is reached and how long a call may take, never which model answers or what
 #: is sent to it. The errors they cause (a timeout, a refused certificate, a bad key, a proxy)
 #: are mended on the run itself: `--resume DIR --retry-errors --set model.timeout_s=300`.
-RESUME_REACH = frozenset({"timeout_s", "max_retries", "retry_max_s", "transport", "proxy",
-                          "ca_bundle", "client_cert", "client_key", "api_key_var", "headers"})
+RESUME_REACH = frozenset({"timeout_s", "first_byte_timeout_s", "max_retries", "retry_max_s",
+                          "transport", "proxy", "ca_bundle", "client_cert", "client_key",
+                          "api_key_var", "headers"})
 
 
 def resume_may_change(key: str) -> bool:

@@ -188,6 +188,17 @@ _OUTGROWN = ("the conversation outgrew the model's context window: lower "
              "{ep}.sampling.max_tokens or the env's turns, or serve the model with a longer "
              "window")
 
+#: A call that twice sent its request and got no answer begun: nothing helps but a server
+#: that serves.
+_UNANSWERED = ("the endpoint takes requests and answers none: see that its server is serving "
+               "(its own logs; a process stopped, wedged or out of memory) and reachable at "
+               "{ep}.base_url; raise {ep}.first_byte_timeout_s (a stream's wait) or "
+               "{ep}.timeout_s (a whole answer's) only if it queues requests longer")
+_QUEUED = ("the endpoint began no answer in time: see that its server is serving, or raise "
+           "{ep}.first_byte_timeout_s if it queues requests longer (or lower -c)")
+_SLOW_WHOLE = ("the endpoint did not answer a whole (non-streamed) request within "
+               "{ep}.timeout_s: raise it if its answers take longer, or lower -c")
+
 #: What to change for an error, by type: the first remedy whose words all occur in the error's
 #: text (lowercased), else the type's last one (no words). Each says what follows the change:
 #: ``resume`` (the run resumed with --retry-errors: what it changes may differ on resume),
@@ -211,7 +222,18 @@ _REMEDIES: dict[str, list[tuple[tuple[str, ...], str, str]]] = {
              "{ep}.proxy (HTTPS_PROXY) if it is reached through one (a wrong URL needs a new "
              "run with another -o: --resume keeps the run's URL)", "resume"),
     ],
+    # Read from what timed out: the endpoint (a call that began no answer, or stalled), the
+    # seat's turn, a harness's own limit (the setting it names), else what the text says.
     "timeout": [
+        (("began no answer", "in a row"), _UNANSWERED, "resume"),
+        (("began no answer", "first_byte_timeout_s"), _QUEUED, "resume"),
+        (("began no answer",), _SLOW_WHOLE, "resume"),
+        (("timed out connecting",), "nothing accepted the connection at {ep}.base_url within "
+                                    "10 s: see that the endpoint is up and reachable from "
+                                    "here", "resume"),
+        (("timed out reading",), "the endpoint's answer stopped partway for {ep}.timeout_s: "
+                                 "its own logs say why (raise {ep}.timeout_s only if it "
+                                 "pauses longer mid-answer)", "resume"),
         (("segment exceeded",), "raise the seat's timeout_s (--set seats.SEAT.timeout_s=...)",
          "resume"),
         (("command exceeded",), "raise harness_config.timeout_s", "new_run"),
@@ -219,8 +241,11 @@ _REMEDIES: dict[str, list[tuple[tuple[str, ...], str, str]]] = {
         (("(harness_config.timeout_s)",), "raise harness_config.timeout_s", "new_run"),
         (("(harness_config.wall_time_limit_s)",), "raise harness_config.wall_time_limit_s",
          "new_run"),
-        ((), "the endpoint did not answer within {ep}.timeout_s: raise it, or lower -c",
-         "resume"),
+        (("harness_config.",), "a limit of the harness ended it (the error names the "
+                               "setting): raise that setting, or give the turn less to do",
+         "new_run"),
+        ((), "a time limit inside the turn was reached (the error says which): raise that "
+             "limit where it is set", "resume"),
     ],
     "auth_error": [((), "the endpoint refused the key: set {ep}.api_key_var to the variable "
                         "holding a valid one", "resume")],
