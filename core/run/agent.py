@@ -366,12 +366,17 @@ class ChatSession:
                          stop_condition=segment.stop_condition, messages=segment.messages)
 
     async def _run_segment(self, run: Any) -> Segment:
+        first_call = len(self.trace.model_calls)
         try:
             async with asyncio.timeout(self.ctx.timeout_s):
                 segment = await run
         except TimeoutError:
-            return Segment(stop_condition="timeout", error_type="timeout",
-                           error=f"segment exceeded {self.ctx.timeout_s:g} s")
+            error = f"segment exceeded {self.ctx.timeout_s:g} s"
+            failed = unreached(self.trace.model_calls[first_call:])
+            if failed is not None:
+                # What the turn waited on, so the advice is the endpoint's, not "wait longer".
+                error += f"; its last model call had failed: {failed.error}"
+            return Segment(stop_condition="timeout", error_type="timeout", error=error)
         except InterplayError:
             raise
         except Exception as exc:
@@ -389,6 +394,19 @@ class ChatSession:
                         reason_code="bad_segment")
             return Segment(stop_condition="error", error_type="harness_error",
                            error=f"harness {self.agent.harness.name!r} {problem}")
+        if segment.error_type is None:
+            failed = unreached(self.trace.model_calls[first_call:])
+            if failed is not None:
+                # A program that got the boundary's 504 and exited as if done has no answer
+                # to score: the segment ends as the upstream's error (as one that cannot
+                # reach its tools does), unscored and run again by --retry-errors.
+                log.warning("agent.upstream_unreached", agent=self.agent.name,
+                            harness=self.agent.harness.name, error_type=failed.error_type,
+                            call_id=failed.id)
+                return Segment(segment.messages, stop_condition="error",
+                               error_type=failed.error_type,
+                               error=f"the endpoint could not be reached and no later model "
+                                     f"call of the segment succeeded: {failed.error}")
         return segment  # type: ignore[no-any-return]
 
     def _fail(self, exc: BaseException) -> None:
@@ -417,6 +435,26 @@ class ChatSession:
         finally:
             await self.ctx._release()
             self.trace.ended_at = time.time()
+
+
+#: A model call's failures that say the endpoint was not reached or gave no usable answer
+#: (a refusal of the request itself, a 4xx, is the program's to handle).
+UPSTREAM_FAILURES = frozenset({"timeout", "connection_error", "server_error", "rate_limited",
+                               "bad_response"})
+
+
+def unreached(calls: Sequence[ModelCall]) -> ModelCall | None:
+    """The last of the agent's ``calls`` (a segment's) that failed to reach the endpoint, when
+    none of its calls after it succeeded; None otherwise. Calls another process made with the
+    trace's secret (``caller`` ``other``) are not the agent's."""
+    for call in reversed(calls):
+        if call.caller == "other":
+            continue
+        if call.error_type is None:
+            return None
+        if call.error_type in UPSTREAM_FAILURES:
+            return call
+    return None
 
 
 def _segment_problem(segment: Any) -> str | None:

@@ -1,0 +1,251 @@
+"""Faults of the upstream, seen from the model client and through the interception server, over
+real HTTP on 127.0.0.1: an upstream that accepts connections and never answers is given up on
+within two first-byte waits, named, with advice that helps."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+import textwrap
+from collections.abc import AsyncIterator, Iterable
+from pathlib import Path
+from typing import ClassVar
+
+import attrs
+import httpx
+import pytest
+
+from interplay.endpoint import Endpoint
+from interplay.env import Env, SeatSpec
+from interplay.interception import InterceptionServer
+from interplay.model.client import ModelClient
+from interplay.records import Episode, ModelCall, Reward, Task
+from interplay.run.episode import EpisodeContext
+from interplay.run.summary import remedy
+from interplay.step import Step
+from interplay.testing import ScriptedModel, ScriptedReply, run_scripted
+from interplay.verifier import Verifier
+
+HI = [{"role": "user", "content": "hi"}]
+
+
+class HungUpstream:
+    """A server that accepts every connection, reads what it is sent and never answers."""
+
+    def __init__(self) -> None:
+        self.accepted = 0
+        self.requests = 0
+        self._server: asyncio.Server | None = None
+        self._held: set[asyncio.StreamWriter] = set()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.accepted += 1
+        self._held.add(writer)
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                self.requests += 1
+                length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                               if line.lower().startswith(b"content-length:")), 0)
+                await reader.readexactly(length)
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
+            pass
+        finally:
+            self._held.discard(writer)
+            writer.close()
+
+    @property
+    def base_url(self) -> str:
+        assert self._server is not None
+        return f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}/v1"
+
+    async def __aenter__(self) -> HungUpstream:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._server is not None
+        self._server.close()
+        for writer in list(self._held):
+            writer.close()
+        with contextlib.suppress(Exception):
+            await self._server.wait_closed()
+
+
+@pytest.fixture
+async def hung() -> AsyncIterator[HungUpstream]:
+    async with HungUpstream() as upstream:
+        yield upstream
+
+
+def _endpoint(hung: HungUpstream, transport: str, **changes: object) -> Endpoint:
+    settings: dict[str, object] = {"timeout_s": 2.0, "first_byte_timeout_s": 0.4,
+                                   "max_retries": 4, "retry_max_s": 30.0,
+                                   "transport": transport, **changes}
+    return attrs.evolve(Endpoint(base_url=hung.base_url, model="m"), **settings)
+
+
+@pytest.mark.parametrize("transport", ["aiohttp", "openai"])
+async def test_a_hung_upstream_is_asked_twice_and_named(hung: HungUpstream,
+                                                        transport: str) -> None:
+    client = ModelClient(_endpoint(hung, transport))
+    try:
+        call = await client.chat(HI, stream=True)
+    finally:
+        await client.aclose()
+    assert call.error_type == "timeout"
+    # Four retries were allowed: the second attempt that began no answer ended the call.
+    assert call.attempts == 2 and hung.requests == 2
+    assert call.error is not None
+    assert call.error.startswith(f"{hung.base_url} began no answer within 0.4 s of the "
+                                 f"request (first_byte_timeout_s)")
+    assert "2 attempts in a row, none answered" in call.error
+    advice = remedy("timeout", call.error)
+    assert advice is not None and "first_byte_timeout_s" in advice
+    assert "is serving" in advice and "lower -c" not in advice
+
+
+@pytest.mark.parametrize("transport", ["aiohttp", "openai"])
+async def test_a_whole_answer_has_the_read_limit_to_begin(hung: HungUpstream,
+                                                          transport: str) -> None:
+    """A non-streamed answer begins only when whole: its wait is timeout_s, named as such."""
+    client = ModelClient(_endpoint(hung, transport, timeout_s=0.6, retry_max_s=5.0))
+    try:
+        call = await client.chat(HI)
+    finally:
+        await client.aclose()
+    assert call.error_type == "timeout" and call.attempts == 2
+    assert call.error is not None
+    assert call.error.startswith(f"{hung.base_url} began no answer within 0.6 s of the "
+                                 f"request (timeout_s)")
+
+
+async def test_an_answer_that_began_resets_the_count(hung: HungUpstream) -> None:
+    """Only attempts in a row count: an endpoint that answered between two hangs (here, a 503)
+    is retried as any transient failure is."""
+    replies = [ScriptedReply.hang(), ScriptedReply.fault(503), ScriptedReply.hang(),
+               ScriptedReply.text("ok")]
+    async with ScriptedModel(replies) as m:
+        client = ModelClient(attrs.evolve(m.endpoint, timeout_s=2.0, first_byte_timeout_s=0.3,
+                                          retry_max_s=30.0))
+        try:
+            call = await client.chat(HI, stream=True)
+        finally:
+            await client.aclose()
+    assert call.error_type is None, call.error
+    assert call.attempts == 4
+
+
+async def test_through_the_interception_server_the_program_gets_a_504_naming_it(
+        hung: HungUpstream) -> None:
+    calls: list[ModelCall] = []
+    client = ModelClient(_endpoint(hung, "aiohttp"))
+    async with InterceptionServer() as server:
+        route = server.open_trace(client=client, on_call=calls.append)
+        async with httpx.AsyncClient(timeout=30) as http:
+            answer = await http.post(f"{route.base_url}/chat/completions", json={
+                "model": "m", "messages": HI, "stream": True},
+                headers={"authorization": f"Bearer {route.secret}"})
+        server.close_trace(route.secret)
+    await client.aclose()
+    assert answer.status_code == 504
+    assert hung.base_url in answer.json()["error"]["message"]
+    assert [c.error_type for c in calls] == ["timeout"]
+    assert calls[0].attempts == 2
+
+
+def test_the_defaults_give_up_on_a_hung_upstream_inside_the_seats_turn() -> None:
+    """One call's worst case (retries begin within the budget, the last one waits a whole
+    timeout_s) ends before a seat's turn would: the endpoint's error, not the seat's limit,
+    ends the turn."""
+    ep, seat = Endpoint(), SeatSpec()
+    assert ep.retry_budget_s + ep.timeout_s < seat.timeout_s
+    # A hung upstream is asked twice: two first-byte waits for a stream, two timeouts whole.
+    assert 2 * ep.first_byte_s(True) <= 120.0
+    assert 2 * ep.first_byte_s(False) <= 240.0
+
+
+# -- a segment whose endpoint could not be reached ----------------------------------------------
+
+PROGRAM = textwrap.dedent("""
+    import json, os, sys, urllib.error, urllib.request
+    body = {"model": os.environ["OPENAI_MODEL"], "stream": False,
+            "messages": [{"role": "user", "content": sys.stdin.read()}]}
+    for attempt in range(int(sys.argv[1])):
+        request = urllib.request.Request(
+            os.environ["OPENAI_BASE_URL"] + "/chat/completions", data=json.dumps(body).encode(),
+            headers={"authorization": "Bearer " + os.environ["OPENAI_API_KEY"],
+                     "content-type": "application/json"})
+        try:
+            answer = json.load(urllib.request.urlopen(request, timeout=60))
+        except urllib.error.HTTPError as exc:
+            print(f"API Error: {exc.code}")  # as a CLI agent says it, and exits 0
+            continue
+        print(answer["choices"][0]["message"]["content"])
+        break
+""")
+
+
+class Scored(Verifier):
+    name = "scored"
+
+    async def score(self, episode: Episode, ctx: EpisodeContext) -> Reward:
+        return Reward("scored", 0.0)
+
+
+class ProgramEnv(Env):
+    name = "unreached-test"
+    seats: ClassVar[dict[str, SeatSpec]] = {"assistant": SeatSpec(harness="command")}
+
+    def tasks(self) -> Iterable[Task]:
+        return []
+
+    def steps(self) -> list[Step]:
+        class Ask(Step):
+            name = "ask"
+
+            async def run(self, ctx: EpisodeContext) -> None:
+                await ctx.agent("assistant").run(ctx.task)
+
+        return [Ask()]
+
+    def verifiers(self) -> list[Verifier]:
+        return [Scored()]
+
+
+async def _run_program(tmp_path: Path, replies: list[ScriptedReply], tries: int) -> Episode:
+    script = tmp_path / "agent.py"
+    script.write_text(PROGRAM)
+    run = await run_scripted(ProgramEnv(), Task(0, prompt="hello"), replies, seed=None, seats={
+        "assistant": {"harness": "command",
+                      "harness_config": {"argv": [sys.executable, str(script), str(tries)]},
+                      "model": {"timeout_s": 0.5, "max_retries": 1}}})
+    return run.episode
+
+
+@pytest.mark.slow
+async def test_a_program_that_got_the_504_and_exited_is_an_upstream_error_unscored(
+        tmp_path: Path) -> None:
+    ep = await _run_program(tmp_path, [ScriptedReply.hang()] * 4, tries=1)
+    trace = ep.trace("assistant")
+    assert trace.info["command_runs"][0]["exit_code"] == 0
+    assert [c.error_type for c in trace.model_calls] == ["timeout"]
+    assert trace.stop_condition == "error" and trace.error_type == "timeout"
+    assert trace.error is not None
+    assert "the endpoint could not be reached and no later model call" in trace.error
+    assert "began no answer within 0.5 s" in trace.error
+    # Not agent_completed scored 0: no verifier saw it, and --retry-errors runs it again.
+    assert ep.error_type == "timeout" and ep.reward is None and ep.rewards == []
+
+
+@pytest.mark.slow
+async def test_a_program_that_tried_again_and_got_an_answer_is_scored(tmp_path: Path) -> None:
+    ep = await _run_program(tmp_path, [ScriptedReply.hang(), ScriptedReply.hang(),
+                                       ScriptedReply.text("answered")], tries=2)
+    trace = ep.trace("assistant")
+    assert [c.error_type for c in trace.model_calls] == ["timeout", None]
+    assert ep.error is None, ep.error
+    assert trace.stop_condition == "agent_completed"
+    assert trace.messages[-1].text.endswith("answered")
+    assert ep.reward == 0.0
