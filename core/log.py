@@ -17,16 +17,21 @@ plugin's import error, say), and an event that is a namespaced name
 (``"interception.request"``; an event with spaces or %-formatted text is user text as far as
 the guard knows). Any other string becomes ``<redacted len=N>``. URLs and paths are kept
 without their credentials: userinfo, query string and fragment are dropped and a trace's
-secret segment (``/t/<secret>/``) is masked. Tracebacks are dropped (their type is kept)
-unless the level is debug. Records from the standard library's ``logging`` (httpx, uvicorn,
-...) go through the same guard, so no log line on the process's stream bypasses it; the
-servers' own lines (:data:`SERVER_LOGGERS`: uvicorn's status lines and protocol errors, the
-MCP SDK's server lines, which never hold a request's bytes) keep their text, their arguments
-redacted unless numbers.
+secret segment (``/t/<secret>/``) is masked. What is kept is bounded (:mod:`interplay._bounded`:
+a string past 256 characters keeps its head and its length, a list its first 20 items and a
+count of the rest), so no value a client chose (a key name, a tool name, a call id) can make a
+line long; in console format, characters a terminal would act on (escape sequences, other
+controls, a newline) are shown escaped (``\\x1b``), never written raw. Tracebacks are dropped
+(their type is kept) unless the level is debug. Records from the standard library's
+``logging`` (httpx, uvicorn, ...) go through the same guard, so no log line on the process's
+stream bypasses it; the servers' own lines (:data:`SERVER_LOGGERS`: uvicorn's status lines and
+protocol errors, the MCP SDK's server lines, which never hold a request's bytes) keep their
+text, their arguments redacted unless numbers.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import re
 import sys
@@ -34,6 +39,8 @@ from collections.abc import MutableMapping
 from typing import Any, TextIO
 
 import structlog
+
+from interplay._bounded import MAX_NAMES, bounded
 
 #: Keys whose string values are names, ids or enumerations, never user text.
 SAFE_KEYS = frozenset({
@@ -76,9 +83,9 @@ def scrub_location(value: str) -> str:
 
 def _scrub_str(key: str, value: str) -> str:
     if _safe_key(key):
-        return value
+        return bounded(value)
     if _location_key(key):
-        return scrub_location(value)
+        return bounded(scrub_location(value))
     return f"<redacted len={len(value)}>"
 
 
@@ -128,7 +135,14 @@ def _scrub(key: str, value: Any) -> Any:
     if isinstance(value, list | tuple | set | frozenset):
         if ((_safe_key(key) or _location_key(key))
                 and all(isinstance(v, str | int | float | bool) for v in value)):
-            return [_scrub_str(key, v) if isinstance(v, str) else v for v in value]
+            # One more item than the bound is let through: the count that ends a list
+            # already bounded (interplay._bounded.bounded_names).
+            shown = len(value) if len(value) <= MAX_NAMES + 1 else MAX_NAMES
+            kept = [_scrub_str(key, v) if isinstance(v, str) else v
+                    for v in itertools.islice(value, shown)]
+            if len(value) > shown:
+                kept.append(f"…[+{len(value) - shown} more]")
+            return kept
         return f"<redacted items={len(value)}>"
     if isinstance(value, dict):
         return f"<redacted keys={len(value)}>"
@@ -186,12 +200,30 @@ def _drop_traceback(event_dict: MutableMapping[str, Any], key: str) -> None:
 redact = Redactor()
 
 
+def _shown(text: str) -> str:
+    return text if text.isprintable() else "".join(
+        c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
+def printable(_: Any, __: str, event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """A structlog processor for text meant for a terminal: every string value (the event's
+    name too) with the characters a terminal would act on or hide (ESC and the other controls,
+    a newline, a bidirectional override) written as escapes (``\\x1b``, ``\\n``,
+    ``\\u202e``). Lists and other values are rendered by ``repr``, which escapes them
+    already; JSON escapes them too, so only the console format needs this."""
+    for key, value in event_dict.items():
+        if type(value) is str and not value.isprintable():
+            event_dict[key] = _shown(value)
+    return event_dict
+
+
 #: What an event goes through on its way to the standard library's ``logging`` (structlog
 #: unconfigured): dropped below the logger's level first, then guarded, then one line of text.
 _STDLIB_CHAIN = [
     structlog.stdlib.filter_by_level,
     structlog.contextvars.merge_contextvars,
     redact,
+    printable,
     structlog.dev.ConsoleRenderer(colors=False, pad_event_to=0),
 ]
 
@@ -268,6 +300,8 @@ def configure(*, fmt: str = "console", level: str = "warning",
             f"--log-level: expected one of debug, info, warning, error; got {level!r}"
         )
     renderer: Any
+    # JSON escapes what a terminal would act on; console text has it escaped before.
+    shown: list[Any] = [] if fmt == "json" else [printable]
     if fmt == "json":
         renderer = structlog.processors.JSONRenderer()
     elif fmt == "console":
@@ -288,6 +322,7 @@ def configure(*, fmt: str = "console", level: str = "warning",
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             guard,
+            *shown,
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
@@ -296,11 +331,13 @@ def configure(*, fmt: str = "console", level: str = "warning",
         logger_factory=_SharedLogger(structlog.PrintLogger(file=out)),
         cache_logger_on_first_use=False,
     )
-    _route_stdlib_logging(numeric, guard, renderer, out)
+    _route_stdlib_logging(numeric, [guard, *shown], renderer, out)
 
 
-def _route_stdlib_logging(level: int, guard: Redactor, renderer: Any, stream: TextIO) -> None:
-    """Send the standard library's log records through the same guard and renderer."""
+def _route_stdlib_logging(level: int, guarded: list[Any], renderer: Any,
+                          stream: TextIO) -> None:
+    """Send the standard library's log records through the same guard (``guarded``: it and
+    what follows it) and renderer."""
     handler = logging.StreamHandler(stream)
     handler.setFormatter(structlog.stdlib.ProcessorFormatter(
         foreign_pre_chain=[
@@ -309,7 +346,7 @@ def _route_stdlib_logging(level: int, guard: Redactor, renderer: Any, stream: Te
             structlog.processors.TimeStamper(fmt="iso", utc=True),
         ],
         # The guard first: a server's own line is told apart by its record.
-        processors=[guard, structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+        processors=[*guarded, structlog.stdlib.ProcessorFormatter.remove_processors_meta,
                     renderer],
     ))
     handler._interplay = True  # type: ignore[attr-defined]

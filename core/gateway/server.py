@@ -25,7 +25,9 @@ a Host or Origin it refuses, a content type) are turned into it on their way out
 
 The protocol is the ``mcp`` SDK's (its low-level ``Server``, stateless, answering JSON): this
 module binds tools to tokens and writes no protocol of its own. It logs tool names, ids,
-counts and times, never arguments or results. It must not import the run (it reaches a trace
+counts and times, never arguments or results; a tool name and a call id the program sent are
+logged and recorded bounded (:mod:`interplay._bounded`: past 256 characters, their head and
+their length). It must not import the run (it reaches a trace
 only through its binding).
 """
 
@@ -41,6 +43,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import attrs
 
 from interplay import _asgi as asgi
+from interplay._bounded import bounded
 from interplay._listener import AsgiServer
 from interplay.errors import InterplayError
 from interplay.log import get_logger
@@ -352,8 +355,11 @@ class ToolGateway:
         call_id = meta.get("callId") or meta.get("claudecode/toolUseId")
         if not isinstance(call_id, str) or not call_id:
             call_id = f"mcp_{secrets.token_hex(8)}"
+        # The program chose both: what is logged and recorded of them is bounded (a name past
+        # the bound names no tool, and is run as an unknown one).
+        name, call_id = bounded(params.name), bounded(call_id)
         t0 = time.monotonic()
-        task = asyncio.ensure_future(route.binding.call_tool(params.name, params.arguments,
+        task = asyncio.ensure_future(route.binding.call_tool(name, params.arguments,
                                                              call_id=call_id))
         route._inflight.add(task)
         try:
@@ -363,18 +369,18 @@ class ToolGateway:
             if not task.done():  # the request itself was cancelled
                 task.cancel()
         if task.cancelled():
-            log.info("gateway.call_cancelled", tool=params.name, call_id=call_id,
+            log.info("gateway.call_cancelled", tool=name, call_id=call_id,
                      reason_code="trace_closed")
             return _result(types, "error: the trace closed while this call ran; it was "
                                   "cancelled", error=True)
         if (exc := task.exception()) is not None:
             # A binding that failed itself (not the tool: run_call answers for those).
-            log.error("gateway.call_failed", tool=params.name, call_id=call_id,
+            log.error("gateway.call_failed", tool=name, call_id=call_id,
                       exception_type=type(exc).__name__)
             return _result(types, "error: internal error in the tool gateway", error=True)
         outcome = task.result()
         route.calls += 1
-        log.info("gateway.call", tool=params.name, call_id=call_id,
+        log.info("gateway.call", tool=name, call_id=call_id,
                  error_type=outcome.error_type, duration_s=round(time.monotonic() - t0, 4),
                  output_chars=len(outcome.output))
         return _result(types, outcome.output, error=outcome.error_type is not None)

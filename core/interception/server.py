@@ -23,7 +23,8 @@ This module owns the server's life, the traces' routes, and one request's way th
 route, coalesce, forward, record. How a request is sent upstream and answered back is
 :mod:`~interplay.interception.forward`'s; how one answer is held and replayed to every request
 waiting on it is :mod:`~interplay.interception.flight`'s. It holds no user logic and logs no
-bodies, message text or secrets.
+bodies, message text or secrets; what it logs of a request's own names (its unknown keys, its
+tools' names) is bounded (:mod:`interplay._bounded`).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from typing import Any
 import attrs
 
 from interplay import _asgi as asgi
+from interplay._bounded import bounded, bounded_names
 from interplay._listener import AsgiServer
 from interplay.errors import InterplayError
 from interplay.interception import callers
@@ -82,6 +84,9 @@ class TraceRoute:
     # closed check and the recording happen under this lock, so none slips in after closing.
     _lock: threading.RLock = attrs.field(factory=threading.RLock, init=False, repr=False)
 
+
+#: The most names of what could not be forwarded one trace remembers having reported.
+_UNFORWARDED_KEPT = 1000
 
 #: The routes served (under ``/v1``, or under a ``/t/<secret>/v1`` path), by the API each is.
 _APIS = {"/chat/completions": "chat.completions", "/responses": "responses",
@@ -413,16 +418,21 @@ class InterceptionServer:
                        body: dict[str, Any]) -> dict[str, Any]:
         upstream, dropped = fw.upstream_body(api, body, route.client.endpoint,
                                              model=route.model, sampling=route.sampling)
-        new = set(dropped) - route._unforwarded
+        # The names are the program's (a request's own keys, its tools' names): bounded, and
+        # only so many remembered (past them, a name is said again when it comes again).
+        new = {bounded(name) for name in dropped} - route._unforwarded
         if new:
-            route._unforwarded |= new
+            names = sorted(new)
+            route._unforwarded.update(names[:max(0, _UNFORWARDED_KEPT - len(route._unforwarded))])
             if api == "messages":
                 # Expected of every Messages client (Claude Code sends thinking, metadata,
                 # context_management): said once per trace, by name, as the rules drop them.
                 log.info("interception.fields_not_forwarded", api=api,
-                         param_names=sorted(new), reason_code="not_in_chat_completions")
+                         param_names=bounded_names(names), params=len(names),
+                         reason_code="not_in_chat_completions")
             else:
-                log.warning("interception.sampling_not_forwarded", param_names=sorted(new),
+                log.warning("interception.sampling_not_forwarded",
+                            param_names=bounded_names(names), params=len(names),
                             reason_code="not_in_responses_api")
         return upstream
 
