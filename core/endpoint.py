@@ -235,9 +235,11 @@ class Endpoint:
         return config.structure(seat_endpoint(run, {k: mine[k] for k in self._given}),
                                 Endpoint)
 
-    def api_key(self) -> str:
+    def api_key(self) -> str | None:
+        """The key read from ``api_key_var``; None without one (no key is sent then, not a
+        made-up one: a server that wants none must not be told ``Bearer none``)."""
         if not self.api_key_var:
-            return "none"
+            return None
         value = os.environ.get(self.api_key_var)
         if value is None:
             raise InterplayError(

@@ -206,6 +206,18 @@ async def test_extra_headers_arrive_with_every_request(transport: str,
         assert request.headers["authorization"] == "Bearer sk-test"
 
 
+async def test_without_an_api_key_var_no_authorization_is_sent(transport: str,
+                                                                model: ScriptedModel) -> None:
+    """No key configured: no Authorization header at all (not a made-up ``Bearer none``, which
+    a server that checks keys reads as a wrong one); the endpoint's own header still goes."""
+    answered(await call_once(endpoint(model.base_url, transport)))
+    answered(await call_once(endpoint(model.base_url, transport), stream=True))
+    answered(await call_once(endpoint(model.base_url, transport,
+                                      headers={"Authorization": "Bearer sk-header"})))
+    assert [r.headers.get("authorization") for r in model.requests] == [
+        None, None, "Bearer sk-header"]
+
+
 def with_credentials(base_url: str, userinfo: str = "lab:s3cr%40t") -> str:
     scheme, rest = base_url.split("://", 1)
     return f"{scheme}://{userinfo}@{rest}"

@@ -103,6 +103,8 @@ class Transport:
         self.endpoint = endpoint
         self.max_connections = max(1, int(max_connections))
         url = yarl.URL(endpoint.base_url)
+        #: What the Authorization header says; None (no header) without a key or credentials.
+        self.authorization: str | None = None
         if url.user is not None:
             # Credentials in the URL are sent as HTTP Basic auth, as curl sends them, and the
             # URL goes on without them (so no client sees them in a URL it might show).
@@ -111,7 +113,9 @@ class Transport:
             self.authorization = f"Basic {base64.b64encode(basic).decode('ascii')}"
         else:
             self.base_url = endpoint.base_url.rstrip("/")
-            self.authorization = f"Bearer {endpoint.api_key()}"
+            key = endpoint.api_key()
+            if key is not None:
+                self.authorization = f"Bearer {key}"
         self._loop: asyncio.AbstractEventLoop | None = None
         self._client: Any = None
 
@@ -214,7 +218,9 @@ class AiohttpTransport(Transport):
 
     def __init__(self, endpoint: Endpoint, max_connections: int) -> None:
         super().__init__(endpoint, max_connections)
-        base = {"Authorization": self.authorization, "Content-Type": "application/json"}
+        base = {"Content-Type": "application/json"}
+        if self.authorization is not None:
+            base["Authorization"] = self.authorization
         self._headers = {False: {**base, "Accept": "application/json", **endpoint.headers},
                          True: {**base, "Accept": "text/event-stream", **endpoint.headers}}
         self._timeout = aiohttp.ClientTimeout(total=None,
@@ -313,10 +319,11 @@ class OpenAITransport(Transport):
                                max_keepalive_connections=self.max_connections)
         http = openai.DefaultAsyncHttpx2Client(timeout=timeout, limits=limits, proxy=ep.proxy,
                                                verify=ep.ssl_context() or True)
-        # The SDK's own Authorization (a Bearer of its api_key) is replaced by ours.
+        # The SDK's own Authorization (a Bearer of its api_key) is replaced by ours, or left
+        # out when there is none.
+        auth = openai.Omit() if self.authorization is None else self.authorization
         return openai.AsyncOpenAI(base_url=self.base_url, api_key="unused",
-                                  default_headers={"Authorization": self.authorization,
-                                                   **ep.headers},
+                                  default_headers={"Authorization": auth, **ep.headers},
                                   max_retries=0, timeout=timeout, http_client=http)
 
     async def post(self, path: str, body: Mapping[str, Any], payload: bytes, *,
@@ -331,7 +338,8 @@ class OpenAITransport(Transport):
             # byte has its own, shorter limit.
             async with asyncio.timeout(self.endpoint.first_byte_s(stream)):
                 resp = await client.post(path, cast_to=httpx2.Response, body=body,
-                                         stream=True, options={"headers": {"Accept": accept}})
+                                         stream=True, options={"headers": {
+                                             "Accept": accept, **self._no_authorization()}})
         except TimeoutError:
             raise self.unanswered(stream) from None
         except openai.APIStatusError as exc:
@@ -345,6 +353,16 @@ class OpenAITransport(Transport):
                           else "sending the request",
                           timed_out=isinstance(exc, openai.APITimeoutError)) from None
         return _HttpxAnswer(resp)
+
+    def _no_authorization(self) -> dict[str, Any]:
+        """Without a key (and no Authorization among the endpoint's headers), the request's
+        header left out, as the SDK asks to be told: it refuses a request with none."""
+        import openai
+
+        if self.authorization is not None or any(
+                k.lower() == "authorization" for k in self.endpoint.headers):
+            return {}
+        return {"Authorization": openai.Omit()}
 
     async def _close_client(self, client: openai.AsyncOpenAI) -> None:
         await client.close()
