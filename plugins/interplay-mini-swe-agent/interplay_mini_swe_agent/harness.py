@@ -70,8 +70,10 @@ _SOCKET_PATH = 100
 
 
 class MiniSweAgentHarness(ProgramHarness):
-    """mini-swe-agent's ``mini`` against the interception server, its commands run in the
-    episode's sandbox; continued by the default resume (see the module docstring)."""
+    """mini-swe-agent, its loop here and its bash commands in the episode's sandbox.
+
+    Its ``mini`` calls the interception server; each command runs through ``Sandbox.exec``;
+    a continuation is the default resume (see the module docstring)."""
 
     name = "mini-swe-agent"
     Config: ClassVar[type] = MiniSweAgentConfig
