@@ -143,6 +143,15 @@ class CommandHarness(ProgramHarness):
 
     # -- a segment -----------------------------------------------------------------------------
 
+    async def resume(self, messages: Sequence[Message], ctx: SegmentContext) -> Segment:
+        if not self.accepts_messages:
+            raise InterplayError(
+                "harness 'command' takes a text prompt (harness_config.prompt_format = "
+                "\"text\"), so it cannot continue a chat; for a program that reads the "
+                "conversation as a JSON list of messages on stdin, set "
+                "harness_config.prompt_format = \"messages\"")
+        return await super().resume(messages, ctx)
+
     async def launch(self, task: Task, ctx: SegmentContext) -> Segment:
         state = await self._state(ctx)
         return await self._segment(ctx, state, self._render(task), resume=False)

@@ -164,8 +164,11 @@ async def test_a_text_only_program_cannot_continue_a_chat(
         assert not agent.harness.can_resume()
         async with agent.chat(ctx.task) as chat:
             await chat.turn()
-            with pytest.raises(InterplayError, match="cannot continue a chat"):
+            with pytest.raises(InterplayError, match="cannot continue a chat") as refused:
                 await chat.turn("second")
+            # it says what to change
+            assert 'set harness_config.prompt_format = "messages"' in str(refused.value)
+            assert "\n" not in str(refused.value)
 
     ep = (await run_program(program, Task(0, prompt="first"),
                             [sys.executable, str(agent_script), "text"])).episode
