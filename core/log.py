@@ -269,6 +269,12 @@ def settings() -> dict[str, str]:
     return dict(_settings)
 
 
+def json_lines() -> bool:
+    """Whether the process logs JSON lines now (:func:`configure` with ``fmt="json"``, and
+    structlog not reset since): what shares stderr with them must keep to whole lines."""
+    return structlog.is_configured() and _settings["fmt"] == "json"
+
+
 class _Stderr:
     """``sys.stderr`` as it is at each write, not as it was when logging was configured: a
     progress bar that takes the stream over for a while (printing what is written above the

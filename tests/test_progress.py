@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import io
+import json
 import os
 import pty
 import re
@@ -41,6 +42,14 @@ def relay(latency_s: float) -> Callable[[ScriptedRequest], ScriptedReply]:
 async def run_in_terminal(args: list[str], *, columns: int, rows: int = 300) -> pyte.Screen:
     """Run the command on a pseudo-terminal ``columns`` wide (stdin, stdout and stderr, as in
     a shell) and return the screen a terminal would show at the end."""
+    screen = pyte.Screen(columns, rows)
+    pyte.ByteStream(screen).feed(await terminal_bytes(args, columns=columns, rows=rows))
+    return screen
+
+
+async def terminal_bytes(args: list[str], *, columns: int, rows: int = 300) -> bytes:
+    """Run the command on a pseudo-terminal as :func:`run_in_terminal` does; every byte it
+    wrote to the terminal, as written (what a capture of the terminal, ``script``, keeps)."""
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
@@ -71,9 +80,7 @@ async def run_in_terminal(args: list[str], *, columns: int, rows: int = 300) -> 
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
-    screen = pyte.Screen(columns, rows)
-    pyte.ByteStream(screen).feed(bytes(data))
-    return screen
+    return bytes(data)
 
 
 BAR = re.compile(r"\d+/6 episodes")
@@ -122,6 +129,45 @@ async def test_worker_processes_log_above_the_bar_too(tmp_path: Path,
     stamped = [line for line in lines if re.match(r"\d{4}-\d\d-\d\dT", line)]
     assert [line for line in stamped if not re.match(r"\S+Z \[\w+\s*\] \S", line)] == []
     assert not any("━" in line and ("debug" in line or "=" in line) for line in lines)
+
+
+def json_or_progress(text: str) -> list[str]:
+    """The lines of ``text`` that are neither a whole JSON log line nor a whole progress
+    line (a terminal's line ends are ``\\r\\n``)."""
+    odd = []
+    for line in text.replace("\r\n", "\n").split("\n"):
+        if not line or re.fullmatch(r"\d+/\d+ episodes  reward .*s elapsed", line):
+            continue
+        try:
+            if isinstance(json.loads(line), dict):
+                continue
+        except ValueError:
+            pass
+        odd.append(line)
+    return odd
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workers", [1, 2])
+async def test_json_log_lines_on_a_terminal_are_never_mixed_with_the_progress_display(
+        tmp_path: Path, scripted_model: ScriptedFactory, workers: int) -> None:
+    """With --log-format json, stderr is for a program to read even on a terminal: the
+    progress comes as plain lines between whole JSON lines, no bar drawn across them (a bar
+    redraws itself with cursor moves, which a capture of the terminal keeps inside the lines
+    around it) and no JSON line wrapped to the terminal's width."""
+    model = scripted_model(relay(latency_s=0.08))
+    data = await terminal_bytes(
+        ["--log-format", "json", "--log-level", "debug", "eval", "user-sim", "-n", "6",
+         "-c", "2", "-w", str(workers), "--base-url", model.base_url,
+         "-o", str(tmp_path / "run"), "--no-report"], columns=60)
+    # The run's first line says what runs, in words; the summary (stdout) comes last.
+    start, _, text = data.decode().partition("\n")
+    stderr = text.rpartition("\nuser-sim: ")[0]
+    assert start.startswith("interplay eval user-sim: 6 episodes")
+    assert "\x1b" not in stderr
+    assert json_or_progress(stderr) == []
+    assert sum('"event": "episode.end"' in line for line in stderr.splitlines()) == 6
+    assert re.search(r"^6/6 episodes  reward 0\.000 \(6 scored\)", stderr, re.M)
 
 
 def test_without_a_terminal_each_update_is_one_plain_line() -> None:
@@ -179,6 +225,47 @@ def test_a_display_that_cannot_write_turns_itself_off(tty: bool) -> None:
     assert p.done == 2
     # The streams rich takes over for the bar are given back.
     assert type(sys.stdout).__name__ != "FileProxy" != type(sys.stderr).__name__
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_with_json_log_lines_a_terminal_gets_plain_lines_each_whole() -> None:
+    """Threads writing log lines while the display's own thread prints its line: every line
+    on the shared stream is whole, a JSON line or a progress line."""
+    import threading
+
+    from interplay import log as log_mod
+    from interplay.testing import captured_log
+
+    screen = _Terminal()
+    with captured_log("info"):  # put back as it was afterwards
+        log_mod.configure(fmt="json", level="info", stream=screen)
+        p = progress.Progress(50, stream=screen, interval_s=0.004)
+        assert p.tty is False  # JSON lines: no bar, even on a terminal
+        p.start()
+
+        def logs(n: int) -> None:
+            logger = log_mod.get_logger("interplay.test")
+            for i in range(200):
+                logger.info("probe.line", worker=n, call_id=f"c{i}" * 40)
+
+        threads = [threading.Thread(target=logs, args=(n,)) for n in range(4)]
+        for t in threads:
+            t.start()
+        for _ in range(50):
+            p.count({"reward": 1.0, "error_type": None})
+        for t in threads:
+            t.join()
+        p.finish()
+    text = screen.getvalue()
+    assert json_or_progress(text) == []
+    assert sum('"probe.line"' in line for line in text.splitlines()) == 800
+    assert text.splitlines()[-1].startswith("50/50 episodes  reward 1.000")
+    # Once logging is the console's again, a terminal has its bar.
+    assert progress.Progress(3, stream=_Terminal()).tty is True
 
 
 def test_without_a_terminal_a_line_comes_every_interval_while_episodes_run(

@@ -7,7 +7,9 @@ after a resize) and redrawn by rich's own thread, so the elapsed time moves whil
 run. Whatever the process writes to stdout or stderr meanwhile (log lines, a plugin's prints)
 goes through rich, which prints it above the bar, never through it. Elsewhere (a file, a pipe,
 CI) it is one plain line every ``interval_s`` (also while no episode finishes: a run of long
-episodes shows it is alive) and at the end.
+episodes shows it is alive) and at the end; so it is on a terminal too when the log is JSON
+(``--log-format json``), whose lines a program reads: each line, progress or log, is written
+whole, so the two never mix within a line.
 
 It never stops a run: a display that cannot write (a closed pipe) turns itself off.
 """
@@ -27,6 +29,7 @@ from rich.progress import Progress as RichProgress
 from rich.table import Column
 from rich.text import Text
 
+from interplay import log as log_mod
 from interplay.log import get_logger
 from interplay.run.summary import is_error, scored_reward
 
@@ -67,7 +70,10 @@ class Progress:
         self.stream = stream or sys.stderr
         self.total = total
         self.enabled = enabled
-        self.tty = enabled and _isatty(self.stream)
+        # JSON log lines are for a program to read: a bar redrawn among them would leave its
+        # cursor moves inside them, and rich would wrap them to the terminal's width; with
+        # them the display is plain lines, each written whole, as off a terminal.
+        self.tty = enabled and _isatty(self.stream) and not log_mod.json_lines()
         self.interval_s = interval_s
         self.done = 0
         self.new = 0
