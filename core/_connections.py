@@ -14,7 +14,13 @@ app served by :mod:`interplay._listener` gets, so a new listener cannot forget o
   the Upgrade; a second parser frames the body that follows). None of it is logged as an
   error;
 - what the listener answers itself (a 400 for a request it cannot parse, 408, 431, the 403)
-  comes in the listener's own JSON refusal shape (:data:`interplay._asgi.Refusal`).
+  comes in the listener's own JSON refusal shape (:data:`interplay._asgi.Refusal`);
+- a connection closed while its client is still sending (a body refused before it was read,
+  headers past their bound) is not reset: the answer is sent, then the end of the stream, and
+  what still comes is read and dropped until the client closes its side or
+  :data:`LINGER_S` passes (a close with unread bytes in the socket is a reset, which would
+  take the answer with it); one kept alive after a body answered early is idle again once
+  the body has come, its keep-alive deadline running, and may be shed.
 
 This module owns accepting connections (:class:`Acceptor`), the connections held
 (:class:`Held`) and uvicorn's protocol with the deadlines (:func:`protocol`); it must not
@@ -38,6 +44,10 @@ log = get_logger("interplay.listener")
 #: Headers are cut off past this many bytes (request line included), with a 431.
 MAX_HEAD_BYTES = 64 << 10
 
+
+#: How long a connection closed while its client still sends goes on reading (and dropping)
+#: what comes, for the client to finish sending and read the answer.
+LINGER_S = 2.0
 
 _CODES = {400: "invalid_http", 408: "request_timeout", 403: "websocket_not_served",
           431: "headers_too_large"}
@@ -177,6 +187,33 @@ class _Answered:
         self.message_event = asyncio.Event()
 
 
+class _Closer:
+    """The transport a request's cycle (uvicorn's) answers through: the connection's own, but
+    closing it while the request is still arriving lingers (``_Protocol._linger``) rather
+    than resets. The cycle writes, asks whether the connection is closing, and closes it."""
+
+    __slots__ = ("proto", "transport")
+
+    def __init__(self, proto: Any) -> None:
+        self.proto = proto
+        self.transport: asyncio.Transport = proto.transport
+
+    def write(self, data: bytes) -> None:
+        self.transport.write(data)
+
+    def is_closing(self) -> bool:
+        return self.proto._lingering or self.transport.is_closing()
+
+    def close(self) -> None:
+        if self.proto._receiving:
+            self.proto._linger()
+        else:
+            self.transport.close()
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return self.transport.get_extra_info(name, default)
+
+
 def _errno_name(exc: OSError) -> str:
     return errno.errorcode.get(exc.errno or 0, type(exc).__name__)
 
@@ -241,6 +278,10 @@ def protocol(header_timeout_s: float, body_timeout_s: float, held: Held,
         _body_deadline: float | None = None
         #: The body of an h2c request, read past the Upgrade (see :class:`_UpgradeBody`).
         _upgrade_body: _UpgradeBody | None = None
+        #: A request has begun and its body has not all arrived.
+        _receiving = False
+        #: Closing once the client has sent what it was sending (see ``_linger``).
+        _lingering = False
 
         def _drop(self) -> None:
             held.all.discard(self)
@@ -272,7 +313,31 @@ def protocol(header_timeout_s: float, body_timeout_s: float, held: Held,
                     # (An app that answered already, say a 413, has had its say.)
                     self.transport.write(_answer(
                         408, f"the request body did not arrive within {body_timeout_s:g} s"))
+                    self._linger()
+                    return
             self.transport.close()  # (a head that never ended has no request to answer)
+
+        def _linger(self) -> None:
+            """Close without resetting: our side ends (after the answer written), what the
+            client still sends is read and dropped, and the connection closes when the client
+            closes its side (``eof_received``) or after LINGER_S."""
+            transport = self.transport
+            if self._lingering or transport.is_closing():
+                return
+            self._lingering = True
+            self._disarm()
+            cycle = self.cycle
+            if cycle is not None and not cycle.response_complete:
+                # The app is done with this request as with a client gone: what it reads ends,
+                # and what it still sends goes nowhere.
+                cycle.disconnected = True
+                cycle.message_event.set()
+            if not transport.can_write_eof():
+                transport.close()
+                return
+            transport.write_eof()
+            transport.resume_reading()  # the cycle's flow control may have paused it
+            self._timer = self.loop.call_later(LINGER_S, transport.close)
 
         def _count(self, n: int) -> None:
             self._head_bytes += n
@@ -286,11 +351,13 @@ def protocol(header_timeout_s: float, body_timeout_s: float, held: Held,
             else:
                 self.transport.write(_answer(
                     431, f"request headers exceed {MAX_HEAD_BYTES} bytes"))
-            self.transport.close()
+            self._linger()  # the client may still be sending what could not be parsed
 
         def data_received(self, data: bytes) -> None:
             # uvicorn's, but for an Upgrade: where the head ended is where an h2c request's
-            # body begins, which uvicorn's drops.
+            # body begins, which uvicorn's drops; and a lingering connection drops it all.
+            if self._lingering:
+                return
             if self._upgrade_body is not None:
                 self._upgrade_body.feed(data)
                 return
@@ -306,6 +373,7 @@ def protocol(header_timeout_s: float, body_timeout_s: float, held: Held,
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
+            self._closer = _Closer(self)
             self._arm()  # a connection that sends nothing at all
             held.all.add(self)
             held.sheddable[self] = None
@@ -320,6 +388,7 @@ def protocol(header_timeout_s: float, body_timeout_s: float, held: Held,
                 held.room()
 
         def on_message_begin(self) -> None:
+            self._receiving = True
             super().on_message_begin()
             if self._timer is None or self._body_deadline is not None:
                 self._arm()  # a request on a kept-alive connection
@@ -345,6 +414,7 @@ def protocol(header_timeout_s: float, body_timeout_s: float, held: Held,
                     self.cycle = _Answered()  # type: ignore[assignment]
                     return
                 super().on_headers_complete()
+                self.cycle.transport = self._closer  # type: ignore[assignment]
                 # Another protocol (h2c) is ignored, as a server may: the request is answered
                 # as plain HTTP, its body read by a parser of its own, and the connection,
                 # whose parser stopped at the Upgrade, ends.
@@ -355,15 +425,28 @@ def protocol(header_timeout_s: float, body_timeout_s: float, held: Held,
                     self._upgrade_body = _UpgradeBody(self, framing)
                 return
             super().on_headers_complete()
+            self.cycle.transport = self._closer  # type: ignore[assignment]
 
         def on_message_complete(self) -> None:
             if self._upgrade_body is not None and not self._upgrade_body.done:
                 return  # llhttp ends an h2c request at its head: its body is still to come
+            self._receiving = False
             self._disarm()
+            if self.cycle is not None and self.cycle.response_complete:
+                # Answered before its body had all come (a 413 from its Content-Length): the
+                # connection is idle from now on, as after any answer (the data that came
+                # meanwhile stopped uvicorn's keep-alive deadline: it runs again).
+                self._unset_keepalive_if_required()
+                if not self.transport.is_closing():
+                    self.timeout_keep_alive_task = self.loop.call_later(
+                        self.timeout_keep_alive, self.timeout_keep_alive_handler)
+                return
             held.sheddable.pop(self, None)  # being answered: never shed
             super().on_message_complete()
 
         def on_response_complete(self) -> None:
+            if self._lingering:  # closing: no keep-alive, no next request
+                return
             super().on_response_complete()
             if self in held.all:
                 held.sheddable[self] = None  # idle, kept alive: the newest to go

@@ -175,6 +175,62 @@ async def test_a_body_past_the_limit_is_a_413(rig: Rig) -> None:
     assert rig.calls == [] and rig.model.requests == []
 
 
+def anthropic_error(body: bytes) -> dict[str, Any]:
+    """A Messages client's error: Anthropic's shape, one line."""
+    answer = json.loads(body)
+    assert answer["type"] == "error" and set(answer["error"]) == {"type", "message"}
+    assert answer["error"]["message"] and "\n" not in answer["error"]["message"]
+    return dict(answer["error"])
+
+
+def split_answer(raw: bytes) -> tuple[bytes, bytes]:
+    head, _, body = raw.partition(b"\r\n\r\n")
+    length = int(next(line.split(b":", 1)[1] for line in head.split(b"\r\n")
+                      if line.lower().startswith(b"content-length:")))
+    return head, body[:length]
+
+
+@pytest.mark.parametrize("path", ["/v1/messages", "/v1/chat/completions"])
+@pytest.mark.parametrize("connection", ["close", "keep-alive"])
+async def test_a_body_past_the_limit_sent_whole_gets_its_413_not_a_reset(
+        rig: Rig, path: str, connection: str) -> None:
+    """The whole body written before the answer is read (as http.client, curl and most SDKs
+    do): the 413 reaches the client whatever its Connection header, and a connection kept
+    alive is idle again once the refused body has come (its keep-alive deadline closes it)."""
+    body = json.dumps({**MESSAGES, "pad": "x" * (2 << 20)}).encode()
+    head = rig.head("POST", path, len(body)).replace(
+        b"\r\n\r\n", f"\r\nconnection: {connection}\r\n\r\n".encode())
+    answer = await rig.raw(head + body, wait_s=15)  # until the server closes it
+    assert answer.startswith(b"HTTP/1.1 413 "), answer[:100]
+    _, error = split_answer(answer)
+    if path == "/v1/messages":
+        assert "exceeds 1 MB" in anthropic_error(error)["message"]
+    else:
+        assert error_of(httpx.Response(413, content=error))["code"] == "request_too_large"
+    assert answer.count(b"HTTP/1.1 ") == 1 and rig.calls == []
+
+
+async def test_a_connection_whose_body_was_refused_serves_its_next_request(rig: Rig) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", rig.server_port)
+    try:
+        big = json.dumps({**CHAT, "pad": "x" * (2 << 20)}).encode()
+        writer.write(rig.head("POST", "/v1/chat/completions", len(big)) + big)
+        await writer.drain()
+        async with asyncio.timeout(10):
+            head = await reader.readuntil(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 413 ")
+            await reader.readexactly(int(
+                head.lower().split(b"content-length:")[1].split(b"\r\n")[0]))
+            small = json.dumps(CHAT).encode()
+            writer.write(rig.head("POST", "/v1/chat/completions", len(small)) + small)
+            await writer.drain()
+            head = await reader.readuntil(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200 ")
+    finally:
+        writer.close()
+    assert len(rig.calls) == 1
+
+
 SHORT = Limits(max_body_mb=1, header_timeout_s=0.5, body_timeout_s=0.5)
 
 
