@@ -18,10 +18,25 @@ Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 App = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+class ByPath:
+    """A listener's refusals in the shape of the API the request's path speaks, for a listener
+    that speaks more than one (the interception server: Anthropic's error shape on the Messages
+    paths, OpenAI's elsewhere). ``shape(path, status, message, code)`` makes the body; the
+    path is the request's as far as it arrived (without its query)."""
+
+    __slots__ = ("shape",)
+
+    def __init__(self, shape: Callable[[str, int, str, str | None], Any]) -> None:
+        self.shape = shape
+
+
 #: A listener's refusal body from its one-line reason and a short code (``request_timeout``):
 #: each listener answers every refusal in one JSON shape, its own (the OpenAI error shape for
-#: the model servers, JSON-RPC for the tool gateway), the listener's own refusals included.
-Refusal = Callable[[str, "str | None"], Any]
+#: the model servers, JSON-RPC for the tool gateway), the listener's own refusals included;
+#: or, a :class:`ByPath`, in the shape of the API the request's path speaks.
+Refusal = Callable[[str, "str | None"], Any] | ByPath
 
 JSON_HEADERS = [(b"content-type", b"application/json")]
 SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]

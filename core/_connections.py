@@ -36,7 +36,7 @@ from collections.abc import Callable
 from typing import Any
 
 from interplay import _codec
-from interplay._asgi import Refusal, openai_refusal
+from interplay._asgi import ByPath, Refusal, openai_refusal
 from interplay.log import get_logger
 
 log = get_logger("interplay.listener")
@@ -266,8 +266,12 @@ def protocol(header_timeout_s: float, body_timeout_s: float, held: Held,
     import httptools
     from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
-    def _answer(status: int, message: str) -> bytes:
-        body = _codec.dumps(refusal(message, _CODES.get(status)))
+    def _answer(status: int, message: str, url: bytes = b"") -> bytes:
+        if isinstance(refusal, ByPath):
+            path = url.split(b"?", 1)[0].decode("latin-1")
+            body = _codec.dumps(refusal.shape(path, status, message, _CODES.get(status)))
+        else:
+            body = _codec.dumps(refusal(message, _CODES.get(status)))
         return (STATUS_LINE[status] + b"content-type: application/json\r\n"
                 b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(body), body))
 
@@ -278,6 +282,8 @@ def protocol(header_timeout_s: float, body_timeout_s: float, held: Held,
         _body_deadline: float | None = None
         #: The body of an h2c request, read past the Upgrade (see :class:`_UpgradeBody`).
         _upgrade_body: _UpgradeBody | None = None
+        #: The request's target as far as it arrived (uvicorn's, set once a request begins).
+        url = b""
         #: A request has begun and its body has not all arrived.
         _receiving = False
         #: Closing once the client has sent what it was sending (see ``_linger``).
@@ -312,7 +318,8 @@ def protocol(header_timeout_s: float, body_timeout_s: float, held: Held,
                     # its answer, should it send one, is dropped; this one is the client's.
                     # (An app that answered already, say a 413, has had its say.)
                     self.transport.write(_answer(
-                        408, f"the request body did not arrive within {body_timeout_s:g} s"))
+                        408, f"the request body did not arrive within {body_timeout_s:g} s",
+                        self.url))
                     self._linger()
                     return
             self.transport.close()  # (a head that never ended has no request to answer)
@@ -347,10 +354,11 @@ def protocol(header_timeout_s: float, body_timeout_s: float, held: Held,
         def send_400_response(self, msg: str) -> None:
             self._disarm()
             if self._head_bytes <= MAX_HEAD_BYTES:
-                self.transport.write(_answer(400, "the request is not valid HTTP/1.1"))
+                self.transport.write(_answer(400, "the request is not valid HTTP/1.1",
+                                             self.url))
             else:
                 self.transport.write(_answer(
-                    431, f"request headers exceed {MAX_HEAD_BYTES} bytes"))
+                    431, f"request headers exceed {MAX_HEAD_BYTES} bytes", self.url))
             self._linger()  # the client may still be sending what could not be parsed
 
         def data_received(self, data: bytes) -> None:
@@ -407,7 +415,7 @@ def protocol(header_timeout_s: float, body_timeout_s: float, held: Held,
                 if self._get_upgrade() == b"websocket":
                     self._disarm()
                     self.transport.write(_answer(
-                        403, "this server does not serve WebSocket connections"))
+                        403, "this server does not serve WebSocket connections", self.url))
                     self.transport.close()
                     # Answered: what the parser still reads of it goes nowhere (uvicorn's
                     # own callbacks skip a request whose response is complete).

@@ -279,6 +279,13 @@ async def test_slow_clients_are_cut_off_while_others_are_served(rig: Rig) -> Non
 
 
 @pytest.mark.parametrize("rig", [SHORT], indirect=True)
+async def test_a_body_too_slow_on_a_messages_path_is_anthropics_408(rig: Rig) -> None:
+    raw = await rig.raw(rig.head("POST", "/v1/messages", 100) + b"{", wait_s=10)
+    refusal = refusal_of(raw, 408, "/v1/messages")
+    assert refusal["type"] == "timeout_error" and "did not arrive" in refusal["message"]
+
+
+@pytest.mark.parametrize("rig", [SHORT], indirect=True)
 async def test_a_refused_body_that_never_ends_gets_one_answer_then_the_door(rig: Rig) -> None:
     head = rig.head("POST", "/v1/chat/completions", 2 << 20)  # past the limit: a 413 at once
     answer = await rig.raw(head + b"x" * 1000, wait_s=10)  # and the rest never comes
@@ -303,6 +310,49 @@ async def test_headers_past_their_bound_are_a_431(rig: Rig) -> None:
     answer = await rig.raw(head + b"\r\n\r\n{}")
     assert answer.startswith(b"HTTP/1.1 431 ")
     assert rig.calls == []
+
+
+MESSAGES_PATHS = ["/v1/messages?beta=true", "/t/SECRET/v1/messages",
+                  "/v1/messages/count_tokens"]
+
+
+def refusal_of(raw: bytes, status: int, path: str) -> dict[str, Any]:
+    """The body of a raw answer of ``status``, checked to be in the shape ``path`` speaks."""
+    assert raw.startswith(b"HTTP/1.1 %d " % status), raw[:100]
+    _, body = split_answer(raw)
+    if "/messages" in path:
+        return anthropic_error(body)
+    return error_of(httpx.Response(status, content=body))
+
+
+@pytest.mark.parametrize("path", [*MESSAGES_PATHS, "/v1/chat/completions"])
+async def test_the_listeners_own_refusals_come_in_the_shape_the_path_speaks(
+        rig: Rig, path: str) -> None:
+    path = path.replace("SECRET", rig.secret)
+    # headers past their bound, sent whole: a 431 (not a reset)
+    head = rig.head("POST", path, 2)[:-2] + b"x-pad: " + b"a" * 70_000 + b"\r\n\r\n{}"
+    refusal = refusal_of(await rig.raw(head), 431, path)
+    assert "request headers exceed 65536 bytes" in refusal["message"]
+    # a request the parser cannot read: a 400
+    bad = rig.head("POST", path, 2).replace(b"host: x", b"host: x\r\nbad header: y") + b"{}"
+    assert "not valid HTTP" in refusal_of(await rig.raw(bad), 400, path)["message"]
+    if "/messages" in path:
+        assert refusal["type"] == "invalid_request_error"
+    assert rig.calls == []
+
+
+@pytest.mark.parametrize(("path", "anthropic"), [
+    ("/v1/messages/batches", True), ("/v1/messages/x/y", True), ("/t/SECRET/messages/z", True),
+    ("/v1/messagesx", False), ("/v1/embeddings", False), ("/v1/chat", False)])
+async def test_an_unknown_route_is_a_404_in_the_shape_its_path_speaks(
+        rig: Rig, path: str, anthropic: bool) -> None:
+    r = await rig.http.post(rig.server.root_url + path.replace("SECRET", rig.secret),
+                            content=b"{}", headers={"x-api-key": rig.secret})
+    assert r.status_code == 404
+    if anthropic:
+        assert anthropic_error(r.content)["type"] == "not_found_error"
+    else:
+        assert error_of(r)["code"] == "not_found"
 
 
 class _HostileUpstream:

@@ -20,7 +20,9 @@ waiting on it has gone (the program was killed) or its trace is closed, it is ca
 not recorded; requests still waiting get an error. Nothing is recorded on a closed trace.
 
 This module owns the server's life, the traces' routes, and one request's way through it:
-route, coalesce, forward, record. How a request is sent upstream and answered back is
+route, coalesce, forward, record. Every refusal, the listener's own (400, 408, 431) too, is
+in the shape the request's path speaks: Anthropic's on ``/v1/messages`` and below, OpenAI's
+elsewhere. How a request is sent upstream and answered back is
 :mod:`~interplay.interception.forward`'s; how one answer is held and replayed to every request
 waiting on it is :mod:`~interplay.interception.flight`'s. It holds no user logic and logs no
 bodies, message text or secrets; what it logs of a request's own names (its unknown keys, its
@@ -95,9 +97,24 @@ _APIS = {"/chat/completions": "chat.completions", "/responses": "responses",
 
 
 def _speaks_messages(path: str) -> bool:
-    """Whether a request to ``path`` is a Messages client's, which reads errors in Anthropic's
-    shape (``{"type": "error", "error": {"type", "message"}}``)."""
-    return path.endswith(("/messages", "/messages/count_tokens"))
+    """Whether a request to ``path`` (under a ``/t/<secret>`` prefix or not) is a Messages
+    client's, which reads errors in Anthropic's shape (``{"type": "error", "error": {"type",
+    "message"}}``): ``/v1/messages`` and every path below it, those not served included
+    (``/v1/messages/batches`` is a 404 a Messages client reads)."""
+    if path.startswith("/t/"):
+        end = path.find("/", 3)
+        path = path[end:] if end >= 0 else ""
+    if path.startswith("/v1/"):
+        path = path[3:]
+    return path == "/messages" or path.startswith("/messages/")
+
+
+def _listener_refusal(path: str, status: int, message: str, code: str | None) -> dict[str, Any]:
+    """What the listener answers itself (a request it cannot parse, headers past their bound,
+    a body too slow) in the shape the request's API reads, as the server's own refusals."""
+    if _speaks_messages(path):
+        return ms.error_body(status, message)
+    return asgi.error_body(message, code=code)
 
 
 async def _refuse(send: asgi.Send, anthropic: bool, status: int, message: str, *,
@@ -126,7 +143,8 @@ class InterceptionServer:
         self._tasks: set[asyncio.Task[None]] = set()
         #: The clients of every trace opened (closed with the serving thread's loop).
         self._clients: set[ModelClient] = set()
-        self._server = AsgiServer(self.app, host=host, port=port, graceful_s=2.0,
+        self._server = AsgiServer(self.app, refusal=asgi.ByPath(_listener_refusal),
+                                  host=host, port=port, graceful_s=2.0,
                                   header_timeout_s=self.limits.header_timeout_s,
                                   body_timeout_s=self.limits.body_timeout_s)
 
