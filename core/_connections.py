@@ -30,8 +30,10 @@ start a server or reach an app's requests.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import socket
+import struct
 from collections.abc import Callable
 from typing import Any
 
@@ -257,12 +259,15 @@ class _UpgradeBody:
 
 
 def protocol(header_timeout_s: float, body_timeout_s: float, held: Held,
-             refusal: Refusal = openai_refusal) -> type[asyncio.Protocol]:
+             refusal: Refusal = openai_refusal,
+             write_timeout_s: float | None = None) -> type[asyncio.Protocol]:
     """uvicorn's httptools protocol with deadlines on each request's head and body, a size
     bound on its head, its place among the connections held (see :class:`Held`), WebSocket
     handshakes refused, an h2c request served as HTTP/1.1 with its body, and what it answers
     itself in the listener's refusal shape (``refusal``). One timer per request serves both
-    deadlines (what it costs is per request, on every request)."""
+    deadlines (what it costs is per request, on every request). With ``write_timeout_s``, a
+    connection whose client reads nothing of its answer for that long (its send buffer full
+    all the while) is closed: an unread stream holds no connection, and no answer, for ever."""
     import httptools
     from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
@@ -288,6 +293,34 @@ def protocol(header_timeout_s: float, body_timeout_s: float, held: Held,
         _receiving = False
         #: Closing once the client has sent what it was sending (see ``_linger``).
         _lingering = False
+        #: Set while the client reads none of what is sent (see write_timeout_s).
+        _stall: asyncio.TimerHandle | None = None
+
+        def pause_writing(self) -> None:
+            super().pause_writing()
+            if write_timeout_s is not None and self._stall is None:
+                self._stall = self.loop.call_later(write_timeout_s, self._stalled)
+
+        def resume_writing(self) -> None:
+            super().resume_writing()
+            if self._stall is not None:
+                self._stall.cancel()
+                self._stall = None
+
+        def _stalled(self) -> None:
+            # Closing or not (a half-closed client's transport closes only once what it
+            # holds is sent, which is never): aborted, and the app's sends then return.
+            self._stall = None
+            log.info("listener.unread_answer_closed", reason_code="client_not_reading",
+                     write_timeout_s=write_timeout_s)
+            sock = self.transport.get_extra_info("socket")
+            if sock is not None:
+                # A reset, not a FIN queued behind what the client never reads: the kernel
+                # would hold the orphaned connection and its buffer for minutes.
+                with contextlib.suppress(OSError):
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                    struct.pack("ii", 1, 0))
+            self.transport.abort()
 
         def _drop(self) -> None:
             held.all.discard(self)
@@ -390,6 +423,9 @@ def protocol(header_timeout_s: float, body_timeout_s: float, held: Held,
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm()
+            if self._stall is not None:
+                self._stall.cancel()
+                self._stall = None
             self._drop()
             super().connection_lost(exc)
             if held.paused:

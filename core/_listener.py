@@ -59,10 +59,11 @@ async def _refuse(kind: str, send: Send) -> None:
 
 
 def _server(app: App, *, graceful_s: float | None, header_timeout_s: float,
-            body_timeout_s: float, held: Held, refusal: Refusal) -> Any:
+            body_timeout_s: float, held: Held, refusal: Refusal,
+            write_timeout_s: float | None = None) -> Any:
     import uvicorn
 
-    http = protocol(header_timeout_s, body_timeout_s, held, refusal)
+    http = protocol(header_timeout_s, body_timeout_s, held, refusal, write_timeout_s)
 
     class _Server(uvicorn.Server):
         acceptor: Acceptor | None = None
@@ -108,13 +109,16 @@ class AsgiServer:
     background thread with its own loop (``start_in_thread()``), with the limits of
     :mod:`interplay._connections`. ``max_connections`` defaults to the share of the descriptor limit
     when the server starts. ``refusal`` is the app's refusal shape, which the listener's own
-    refusals take too (the OpenAI error shape unless told)."""
+    refusals take too (the OpenAI error shape unless told). ``write_timeout_s`` closes a
+    connection whose client has read nothing of its answer for that long."""
 
     def __init__(self, app: App, *, host: str = "127.0.0.1", port: int = 0,
                  graceful_s: float | None = 2.0, header_timeout_s: float = 10.0,
                  body_timeout_s: float = 30.0, max_connections: int | None = None,
-                 refusal: Refusal = openai_refusal) -> None:
+                 refusal: Refusal = openai_refusal,
+                 write_timeout_s: float | None = None) -> None:
         self.app = app
+        self._write_timeout_s = write_timeout_s
         self.refusal = refusal
         self.max_connections = max_connections
         self._held: Held | None = None
@@ -146,7 +150,7 @@ class AsgiServer:
         self._server = _server(self.app, graceful_s=self._graceful_s,
                                header_timeout_s=self._header_timeout_s,
                                body_timeout_s=self._body_timeout_s, held=self._held,
-                               refusal=self.refusal)
+                               refusal=self.refusal, write_timeout_s=self._write_timeout_s)
         self._task = asyncio.create_task(self._server.serve(sockets=[sock]))
         while not self._server.started:
             if self._task.done():

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import socket
 import sys
 import textwrap
 from collections.abc import AsyncIterator, Iterable
@@ -18,13 +20,20 @@ import pytest
 
 from interplay.endpoint import Endpoint
 from interplay.env import Env, SeatSpec
-from interplay.interception import InterceptionServer
+from interplay.interception import InterceptionServer, Limits, TraceRoute
 from interplay.model.client import ModelClient
+from interplay.model.share import FairShare
 from interplay.records import Episode, ModelCall, Reward, Task
 from interplay.run.episode import EpisodeContext
 from interplay.run.summary import remedy
 from interplay.step import Step
-from interplay.testing import ScriptedModel, ScriptedReply, run_scripted
+from interplay.testing import (
+    ScriptedModel,
+    ScriptedReply,
+    ScriptedRequest,
+    captured_log,
+    run_scripted,
+)
 from interplay.verifier import Verifier
 
 HI = [{"role": "user", "content": "hi"}]
@@ -249,3 +258,147 @@ async def test_a_program_that_tried_again_and_got_an_answer_is_scored(tmp_path: 
     assert trace.stop_condition == "agent_completed"
     assert trace.messages[-1].text.endswith("answered")
     assert ep.reward == 0.0
+
+
+# -- one trace cannot starve the others --------------------------------------------------------
+
+async def test_the_fair_queue_hands_a_freed_slot_to_the_trace_holding_fewest() -> None:
+    share = FairShare(3)
+    granted: list[str] = []
+    release: dict[str, asyncio.Event] = {}
+
+    async def call(party: str, name: str) -> None:
+        async with share.slot(party):
+            granted.append(name)
+            release[name] = asyncio.Event()
+            await release[name].wait()
+
+    tasks = [asyncio.create_task(call("A", f"A{i}")) for i in range(12)]
+    await asyncio.sleep(0)
+    tasks += [asyncio.create_task(call("C", f"C{i}")) for i in range(5)]
+    await asyncio.sleep(0)
+    tasks.append(asyncio.create_task(call("B", "B0")))
+    await asyncio.sleep(0)
+    # A holds all slots but one; the one left went to C, the first other trace to ask.
+    assert granted == ["A0", "A1", "C0"] and share.waiting == 15
+    release["A0"].set()
+    await asyncio.sleep(0.01)
+    assert granted[-1] == "B0"  # it held none: before A's ten and C's four
+    release["A1"].set()
+    await asyncio.sleep(0.01)
+    assert granted[-1] == "A2"  # A holds one now, C and B one each: A waited longest
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    assert share.used == 0 and share.waiting == 0
+
+
+async def test_a_cancelled_wait_gives_its_place_up() -> None:
+    share = FairShare(1)
+    async with share.slot("A"):
+        waiting = asyncio.create_task(share.slot("B").__aenter__())
+        await asyncio.sleep(0)
+        assert share.waiting == 1
+        waiting.cancel()
+        await asyncio.gather(waiting, return_exceptions=True)
+        assert share.waiting == 0
+    assert share.used == 0
+    async with share.slot("C"):
+        assert share.used == 1
+
+
+def _a_hangs(request: ScriptedRequest) -> ScriptedReply:
+    text = request.last_user_text()
+    return ScriptedReply.hang() if text.startswith("A") else ScriptedReply.text(text)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_one_trace_holding_twenty_requests_does_not_hold_up_anothers_call(
+        stream: bool) -> None:
+    """Trace A sends 24 requests at once, none of which the endpoint ever answers; then trace
+    B sends one. The endpoint's pool has two connections: B is answered while every one of
+    A's is still pending (first come, first served, A's would hold both and B would wait for
+    them all)."""
+    done: list[str] = []
+    async with ScriptedModel(_a_hangs) as m:
+        client = ModelClient(attrs.evolve(m.endpoint, timeout_s=300.0,
+                                          first_byte_timeout_s=300.0), max_connections=2)
+        async with InterceptionServer() as server:
+            a = server.open_trace(client=client, on_call=lambda c: None)
+            b = server.open_trace(client=client, on_call=lambda c: None)
+            async with httpx.AsyncClient(timeout=120, limits=httpx.Limits(
+                    max_connections=64)) as http:
+
+                async def ask(route: TraceRoute, text: str) -> None:
+                    answer = await http.post(f"{route.base_url}/chat/completions", json={
+                        "model": "m", "messages": [{"role": "user", "content": text}],
+                        "stream": stream}, headers={"authorization": f"Bearer {route.secret}"})
+                    done.append(f"{text} {answer.status_code}")
+
+                held = [asyncio.create_task(ask(a, f"A{i}")) for i in range(24)]
+                for _ in range(2000):  # until A's first call has reached the endpoint
+                    if m.received:
+                        break
+                    await asyncio.sleep(0.005)
+                # A bound for a broken queue, not a measure: B is answered at once.
+                await asyncio.wait_for(ask(b, "B"), 120)
+                assert done == ["B 200"]
+                assert m.received == 2  # A's first (held), B's; A's others wait their turn
+                server.close_trace(a.secret)  # A's calls end (410), recorded nowhere
+                await asyncio.gather(*held)
+        await client.aclose()
+    assert sorted(done[1:]) == sorted(f"A{i} 410" for i in range(24))
+
+
+@pytest.mark.slow
+async def test_unread_streams_are_closed_by_the_server() -> None:
+    """Programs that send a streamed request and never read the answer have their
+    connections closed once nothing of it has been taken for unread_timeout_s; those that
+    also shut their side down (half-open) are closed at once, their calls cancelled; another
+    trace is answered meanwhile."""
+    big = " ".join(["x" * 65536] * 160)  # 10 MiB: more than the sockets' buffers hold
+    async with ScriptedModel(lambda req: ScriptedReply.text(
+            big if req.last_user_text() == "big" else "small")) as m:
+        client = ModelClient(m.endpoint, max_connections=4)
+        with captured_log("info") as log_out:
+            async with InterceptionServer(limits=Limits(unread_timeout_s=1.0)) as server:
+                a = server.open_trace(client=client, on_call=lambda c: None)
+                b = server.open_trace(client=client, on_call=lambda c: None)
+                port = int(a.base_url.split(":")[2].split("/")[0])
+                body = json.dumps({"model": "m", "stream": True, "messages": [
+                    {"role": "user", "content": "big"}]}).encode()
+                head = (f"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\n"
+                        f"authorization: Bearer {a.secret}\r\ncontent-type: application/json"
+                        f"\r\ncontent-length: {len(body)}\r\n\r\n").encode()
+                held: list[socket.socket] = []
+                for i in range(6):
+                    s = socket.socket()
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                    s.connect(("127.0.0.1", port))
+                    s.sendall(head + body)
+                    if i % 2:
+                        s.shutdown(socket.SHUT_WR)
+                    held.append(s)
+                async with httpx.AsyncClient(timeout=60) as http:
+                    answer = await http.post(f"{b.base_url}/chat/completions", json={
+                        "model": "m", "messages": [{"role": "user", "content": "hi"}]},
+                        headers={"authorization": f"Bearer {b.secret}"})
+                assert answer.status_code == 200
+                unread = len(held) // 2  # those that kept their side open
+                for _ in range(600):
+                    closed = log_out.getvalue().count('"listener.unread_answer_closed"')
+                    if closed >= unread:
+                        break
+                    await asyncio.sleep(0.05)
+                assert closed == unread
+        await client.aclose()
+    # Every one was closed by the server: reset (unread), or ended at once (half-open: the
+    # server saw its end and cancelled the call). One still open would raise BlockingIOError.
+    for s in held:
+        s.setblocking(False)
+        try:
+            while s.recv(1 << 20):
+                pass
+        except ConnectionResetError:
+            pass
+        s.close()

@@ -105,8 +105,14 @@ class Forward:
         transport = await self.client.transport()
         payload = _codec.dumps(self.body)
 
+        share = self.client.share()
+
         async def attempt() -> None:
             call.attempts += 1
+            async with share.slot():
+                await send()
+
+        async def send() -> None:
             answer = await transport.post("/responses", self.body, payload, stream=self.stream)
             try:
                 call.status = answer.status

@@ -18,6 +18,8 @@ upstream call, one record.
 An upstream call lives only as long as someone waits for it: when every program request
 waiting on it has gone (the program was killed) or its trace is closed, it is cancelled and
 not recorded; requests still waiting get an error. Nothing is recorded on a closed trace.
+Each trace's upstream calls take their fair share of the endpoint's connections
+(:mod:`interplay.model.share`): one trace's many requests never hold up another's one.
 
 This module owns the server's life, the traces' routes, and one request's way through it:
 route, coalesce, forward, record. Every refusal, the listener's own (400, 408, 431) too, is
@@ -54,6 +56,7 @@ from interplay.model import messages as ms
 from interplay.model import request as rq
 from interplay.model.client import ModelClient
 from interplay.model.retries import Failure
+from interplay.model.share import PARTY
 from interplay.records import ModelCall
 
 log = get_logger("interplay.interception")
@@ -146,7 +149,8 @@ class InterceptionServer:
         self._server = AsgiServer(self.app, refusal=asgi.ByPath(_listener_refusal),
                                   host=host, port=port, graceful_s=2.0,
                                   header_timeout_s=self.limits.header_timeout_s,
-                                  body_timeout_s=self.limits.body_timeout_s)
+                                  body_timeout_s=self.limits.body_timeout_s,
+                                  write_timeout_s=self.limits.unread_timeout_s)
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -343,6 +347,12 @@ class InterceptionServer:
         # Who sent it: the trace's program, or another process with its secret. Asked before
         # the flights are looked at: nothing may come between that and a new flight's start.
         sender = await asyncio.to_thread(callers.who, scope.get("client"), self._server.port)
+        if route.closed:
+            # Closed while the sender was looked up: its flights were cancelled already, and
+            # a new one would go upstream with nobody to end it.
+            await _refuse(send, anthropic, 410, "the trace was closed; this request was "
+                          "cancelled", code="trace_closed")
+            return
         key = (route.secret, api, raw)
         flight = self._flights.get(key)
         if flight is not None:
@@ -460,6 +470,8 @@ class InterceptionServer:
         t0 = time.monotonic()
         stream = bool(upstream.get("stream"))
         failure: Exception | None = None
+        # This task's calls are the trace's: its share of the endpoint's connections.
+        PARTY.set(id(route))  # by id: a copied context must not keep the route alive
         try:
             prefix = route.prefix() if route.capture and route.prefix is not None else None
             call = await fw.forward(route.client, api, body, upstream, flight,

@@ -28,6 +28,7 @@ from interplay.errors import InterplayError
 from interplay.log import get_logger
 from interplay.model import tokens, wire
 from interplay.model.retries import Failure, Policy
+from interplay.model.share import FairShare
 from interplay.model.transport import Answer, Transport, open_transport
 from interplay.records import Message, ModelCall
 
@@ -65,6 +66,8 @@ class ModelClient:
         self._resolve = _resolve
         self._transport: Transport | None = None
         self._init_lock: asyncio.Lock | None = None
+        self._share: FairShare | None = None
+        self._share_loop: asyncio.AbstractEventLoop | None = None
         if endpoint.base_url is not None:
             self._transport = open_transport(endpoint, self._max_connections)
 
@@ -95,6 +98,14 @@ class ModelClient:
                     attrs.evolve(self.endpoint, base_url=resolved.base_url),
                     self._max_connections)
             return self._transport
+
+    def share(self) -> FairShare:
+        """The fair queue of this endpoint's connections (:mod:`interplay.model.share`) in
+        the running loop: every attempt of every call holds one of its slots."""
+        loop = asyncio.get_running_loop()
+        if self._share is None or self._share_loop is not loop:
+            self._share, self._share_loop = FairShare(self._max_connections), loop
+        return self._share
 
     async def aclose(self) -> None:
         transport, self._transport = self._transport, None
@@ -183,18 +194,19 @@ class ModelClient:
         url = transport.root_url("/tokenize")
 
         async def attempt() -> int:
-            try:
-                answer = await transport.post(url, request, data, stream=False)
-            except Failure as f:
-                if f.status in (404, 405):
-                    f.error_type, f.final = "not_supported", True
-                    f.message = ("the endpoint has no /tokenize route to count tokens with "
-                                 "(vLLM and the embedded model serve one)")
-                raise
-            try:
-                raw = await answer.read()
-            finally:
-                await answer.close()
+            async with self.share().slot():
+                try:
+                    answer = await transport.post(url, request, data, stream=False)
+                except Failure as f:
+                    if f.status in (404, 405):
+                        f.error_type, f.final = "not_supported", True
+                        f.message = ("the endpoint has no /tokenize route to count tokens "
+                                     "with (vLLM and the embedded model serve one)")
+                    raise
+                try:
+                    raw = await answer.read()
+                finally:
+                    await answer.close()
             try:
                 parsed = _codec.loads(raw)
             except ValueError:
@@ -234,8 +246,14 @@ class ModelClient:
             payload = None
         data = _codec.dumps(body) if payload is None else payload
 
+        share = self.share()
+
         async def attempt() -> None:
             call.attempts += 1
+            async with share.slot():  # held from the request to the answer's end
+                await send()
+
+        async def send() -> None:
             try:
                 answer = await transport.post("/chat/completions", body, data,
                                               stream=call.streamed)

@@ -27,6 +27,7 @@ from interplay.errors import InterplayError, describe_exception
 from interplay.harness import Harness, Segment
 from interplay.log import get_logger
 from interplay.model import tokens
+from interplay.model.share import PARTY
 from interplay.records import EpisodeInfo, Message, ModelCall, Task, ToolRun, Trace
 from interplay.tools import CallOutcome, run_call
 
@@ -107,7 +108,13 @@ class SegmentClient:
         params.setdefault("capture", self.capture)
         if params["capture"]:
             params.setdefault("prefix", self.prefix())
-        call = await self.plain.chat(messages, **params)
+        # The trace's share of the endpoint's connections, by id: a context copied into a
+        # task the call starts must not keep the trace alive.
+        party = PARTY.set(id(self._trace))
+        try:
+            call = await self.plain.chat(messages, **params)
+        finally:
+            PARTY.reset(party)
         self._trace.model_calls.append(call)
         return call
 
@@ -117,7 +124,11 @@ class SegmentClient:
         kwargs.setdefault("capture", self.capture)
         if kwargs["capture"]:
             kwargs.setdefault("prefix", self.prefix())
-        call = await self.plain.chat_raw(*args, **kwargs)
+        party = PARTY.set(id(self._trace))
+        try:
+            call = await self.plain.chat_raw(*args, **kwargs)
+        finally:
+            PARTY.reset(party)
         self._trace.model_calls.append(call)
         return call
 
