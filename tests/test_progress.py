@@ -161,7 +161,7 @@ async def test_json_log_lines_on_a_terminal_are_never_mixed_with_the_progress_di
          "-c", "2", "-w", str(workers), "--base-url", model.base_url,
          "-o", str(tmp_path / "run"), "--no-report"], columns=60)
     # The run's first line says what runs, in words; the summary (stdout) comes last.
-    start, _, text = data.decode().partition("\n")
+    start, _, text = data.decode().replace("\r\n", "\n").partition("\n")
     stderr = text.rpartition("\nuser-sim: ")[0]
     assert start.startswith("interplay eval user-sim: 6 episodes")
     assert "\x1b" not in stderr
