@@ -115,11 +115,11 @@ def run_interplay(tasks: Path, harness: str, out: Path, *, concurrency: int = 1,
     return Side(rewards=rewards, phases=phases, wall_s=wall, folder=out)
 
 
-def differences(harbor: Side, interplay: Side) -> list[str]:
+def differences(harbor: Side, own: Side) -> list[str]:
     """Each task whose reward dicts differ (or that one runner lacks), in one line."""
     out = []
-    for task in sorted(set(harbor.rewards) | set(interplay.rewards)):
-        theirs, ours = harbor.rewards.get(task, "missing"), interplay.rewards.get(task, "missing")
+    for task in sorted(set(harbor.rewards) | set(own.rewards)):
+        theirs, ours = harbor.rewards.get(task, "missing"), own.rewards.get(task, "missing")
         if theirs != ours:
             out.append(f"{task}: harbor {theirs} != interplay {ours}")
     return out

@@ -8,13 +8,15 @@ Harbor job folder."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from interplay import Episode, cli, load_env
+from interplay import Episode, load_env
 from interplay.testing import run_scripted
 from interplay_harbor.env import examples
 
@@ -49,12 +51,17 @@ def episodes(folder: Path) -> dict[str, dict[str, Any]]:
     return {r["results"]["harbor"]["task_name"]: r for r in rows}
 
 
+def interplay(*args: str) -> int:
+    """The exit code of the ``interplay`` command, run as a user runs it."""
+    return subprocess.run([sys.executable, "-m", "interplay.cli", *args], timeout=600).returncode
+
+
 @pytest.mark.parametrize(("harness", "wanted"), [("oracle", ORACLE), ("nop", NOP)])
 def test_oracle_solves_every_example_and_nop_none(tmp_path: Path, harness: str,
                                                   wanted: dict[str, Any]) -> None:
     out = tmp_path / harness
-    assert cli.main(["eval", "harbor", "-c", "4", "-o", str(out), "--quiet", "--no-report",
-                     "--set", f"seats.assistant.harness={harness}"]) in (0, 1)
+    assert interplay("eval", "harbor", "-c", "4", "-o", str(out), "--quiet", "--no-report",
+                     "--set", f"seats.assistant.harness={harness}") in (0, 1)
     found = episodes(out)
     assert {name: e["results"]["harbor"]["verifier"]["rewards"]
             for name, e in found.items()} == wanted
@@ -62,7 +69,7 @@ def test_oracle_solves_every_example_and_nop_none(tmp_path: Path, harness: str,
     assert all(e["error"] is None for e in found.values())
     assert all(not e["traces"][0]["model_calls"] for e in found.values())
     # A job folder Harbor's tools read: the job's stats and one folder per trial.
-    assert cli.main(["export", str(out), "--format", "harbor"]) == 0
+    assert interplay("export", str(out), "--format", "harbor") == 0
     job = out / "harbor-job"
     result = json.loads((job / "result.json").read_text())
     stats = result["stats"]
