@@ -447,6 +447,12 @@ def protocol(header_timeout_s: float, body_timeout_s: float, held: Held,
 
         def on_headers_complete(self) -> None:
             self._body_deadline = self.loop.time() + body_timeout_s
+            timer = self._timer
+            if timer is not None and timer.when() > self._body_deadline:
+                # The head's deadline is later than the body's (a body_timeout_s shorter than
+                # header_timeout_s): the one timer fires at the body's.
+                timer.cancel()
+                self._timer = self.loop.call_at(self._body_deadline, self._timed_out)
             if self.parser.should_upgrade():
                 if self._get_upgrade() == b"websocket":
                     self._disarm()

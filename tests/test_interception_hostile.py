@@ -293,6 +293,16 @@ async def test_a_refused_body_that_never_ends_gets_one_answer_then_the_door(rig:
     assert rig.calls == []
 
 
+@pytest.mark.parametrize("rig", [Limits(max_body_mb=1, header_timeout_s=30, body_timeout_s=0.5)],
+                         indirect=True)
+async def test_a_body_timeout_shorter_than_the_header_timeout_holds(rig: Rig) -> None:
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    answer = await rig.raw(rig.head("POST", "/v1/chat/completions", 100) + b"{", wait_s=20)
+    assert answer.startswith(b"HTTP/1.1 408 ")
+    assert loop.time() - t0 < 10  # its own 0.5 s (and the linger), not the head's 30 s
+
+
 async def test_a_client_gone_before_its_body_ended_is_not_served(rig: Rig) -> None:
     body = json.dumps(CHAT).encode()  # whole JSON, though less than the Content-Length says
     _, writer = await asyncio.open_connection("127.0.0.1", rig.server_port)
