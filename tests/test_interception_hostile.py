@@ -204,7 +204,8 @@ async def test_a_body_past_the_limit_sent_whole_gets_its_413_not_a_reset(
     assert answer.startswith(b"HTTP/1.1 413 "), answer[:100]
     _, error = split_answer(answer)
     if path == "/v1/messages":
-        assert "exceeds 1 MB" in anthropic_error(error)["message"]
+        refusal = anthropic_error(error)
+        assert refusal["type"] == "request_too_large" and "exceeds 1 MB" in refusal["message"]
     else:
         assert error_of(httpx.Response(413, content=error))["code"] == "request_too_large"
     assert answer.count(b"HTTP/1.1 ") == 1 and rig.calls == []

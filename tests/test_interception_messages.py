@@ -417,7 +417,7 @@ async def test_keys_and_routes(rig: Rig) -> None:
                         "invalid_request_error")
         big = {**body, "pad": "x" * (1 << 20)}
         assert "1 MB" in anthropic_error(await rig.post("/v1/messages", big), 413,
-                                         "invalid_request_error")
+                                         "request_too_large")
         # A malformed block, with the trace's key in the path as well.
         anthropic_error(await rig.http.post(
             f"{rig.server.root_url}/t/{rig.secret}/v1/messages", json={**body, "messages": [

@@ -70,7 +70,7 @@ _STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool
 #: The Anthropic error type of an HTTP status (the ``error.type`` a Messages client reads).
 ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error",
                403: "permission_error", 404: "not_found_error", 408: "timeout_error",
-               409: "conflict_error", 413: "invalid_request_error", 429: "rate_limit_error",
+               409: "conflict_error", 413: "request_too_large", 429: "rate_limit_error",
                500: "api_error", 502: "api_error", 503: "overloaded_error",
                504: "timeout_error", 529: "overloaded_error"}
 
