@@ -158,36 +158,22 @@ def test_a_daemon_that_is_not_there_is_one_line_when_the_run_starts(
 
 
 @needs_docker
-def test_a_configured_image_that_does_not_exist_is_one_line_when_the_run_starts(
-        plugin: ProbePlugin, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("setting", "where"), [("sandbox.image", ""), ("env.image", "task 0: ")])
+def test_an_image_that_does_not_exist_is_one_line_when_the_run_starts(
+        plugin: ProbePlugin, tmp_path: Path, setting: str, where: str) -> None:
+    # The sandbox's own image, or the one each task names.
     out = tmp_path / "run"
     done = subprocess.run(
         plugin.eval_argv("-n", "3", "-o", str(out), "--no-report", "--quiet",
                          "--set", "env.tasks=3", "--set", 'sandbox.kind="docker"',
-                         "--set", 'sandbox.image="interplay-no-such-image:nope"'),
+                         "--set", f'{setting}="interplay-no-such-image:nope"'),
         capture_output=True, text=True, env=plugin.env(), timeout=300)
     assert done.returncode != 0
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, done.stderr
-    assert "'interplay-no-such-image:nope' is not on the Docker daemon" in lines[0]
-    assert "sandbox.pull" in lines[0]
-    assert not plugin.containers()
-
-
-@needs_docker
-def test_a_tasks_image_that_does_not_exist_is_one_line_when_the_run_starts(
-        plugin: ProbePlugin, tmp_path: Path) -> None:
-    out = tmp_path / "run"
-    done = subprocess.run(
-        plugin.eval_argv("-n", "3", "-o", str(out), "--no-report", "--quiet",
-                         "--set", "env.tasks=3", "--set", 'sandbox.kind="docker"',
-                         "--set", 'env.image="interplay-no-such-image:nope"'),
-        capture_output=True, text=True, env=plugin.env(), timeout=300)
-    assert done.returncode != 0
-    lines = [line for line in done.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, done.stderr
-    assert lines[0].startswith("interplay: error: task 0: image 'interplay-no-such-image:nope'"
+    assert lines[0].startswith(f"interplay: error: {where}image 'interplay-no-such-image:nope'"
                                " is not on the Docker daemon"), lines[0]
+    assert "sandbox.pull" in lines[0]
     assert not records(out)
     assert not plugin.containers()
 

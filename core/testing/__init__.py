@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from interplay.testing.episodes import ScriptedRun, isolated_plugins, run_scripted
     from interplay.testing.logs import captured_log
     from interplay.testing.processes import descendants, mentioning, survivors
-    from interplay.testing.sandbox import docker_problem
+    from interplay.testing.sandbox import calc_fix_env, docker_problem, run_sandboxed
     from interplay.testing.script import (
         ScriptedReply,
         ScriptedRequest,
@@ -52,13 +52,15 @@ _MODULES = {"ScriptedModel": "scripted", "ScriptedReply": "script",
             "run_interplay": "cli", "interplay_command": "cli", "command_env": "cli",
             "eval_with_harness": "cli",
             "needs_local_model": "cli", "captured_log": "logs",
-            "docker_problem": "sandbox"}
+            "docker_problem": "sandbox", "calc_fix_env": "sandbox",
+            "run_sandboxed": "sandbox"}
 __all__ = ["ScriptedModel", "ScriptedReply", "ScriptedRequest", "ScriptedRun",
-           "ScriptedTokenizer", "ScriptedToolCall", "captured_log", "command_env", "descendants",
-           "docker_problem",
+           "ScriptedTokenizer", "ScriptedToolCall", "calc_fix_env", "captured_log",
+           "command_env", "descendants", "docker_problem",
            "eval_with_harness",
            "interplay_command", "isolated_plugins", "mentioning", "needs_local_model",
-           "npm_program", "read_script", "run_interplay", "run_scripted", "survivors"]
+           "npm_program", "read_script", "run_interplay", "run_sandboxed", "run_scripted",
+           "survivors"]
 
 
 def __getattr__(name: str) -> Any:

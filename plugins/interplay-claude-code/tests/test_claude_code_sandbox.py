@@ -9,61 +9,27 @@ import asyncio
 import json
 import uuid
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 
 from interplay import (
-    Env,
     EpisodeContext,
-    Reward,
     RunResources,
-    SeatSpec,
     Step,
-    Task,
-    Verifier,
-    Workspace,
     run_episode,
 )
-from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
+from interplay.testing import (
+    ScriptedModel,
+    ScriptedReply,
+    ScriptedRequest,
+    calc_fix_env,
+    run_sandboxed,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("docker_sandbox", "claude_bin")]
 
-BUG = "def add(a, b):\n    return a - b\n"
-TEST = "import calc\nassert calc.add(2, 3) == 5, calc.add(2, 3)\nprint('ok')\n"
-
-
-class OneShot(Step):
-    name = "one_shot"
-
-    async def run(self, ctx: EpisodeContext) -> None:
-        await ctx.agent("assistant").run(ctx.task)
-
-
-class PassingTest(Verifier):
-    name = "test_passes"
-
-    async def score(self, episode: Any, ctx: EpisodeContext) -> Reward:
-        sandbox = await ctx.sandbox()
-        assert sandbox is not None
-        result = await sandbox.exec(["python3", "test_calc.py"])
-        return Reward(self.name, 1.0 if result.ok else 0.0, reason=result.output()[-300:])
-
-
-class Fix(Env):
-    name = "fix"
-    needs_sandbox = True
-    seats: ClassVar = {"assistant": SeatSpec(harness="claude-code")}
-
-    def tasks(self) -> list[Task]:
-        return [Task(0, "Make test_calc.py pass.", workspace=Workspace(
-            files={"calc.py": BUG, "test_calc.py": TEST}))]
-
-    def steps(self) -> list[Step]:
-        return [OneShot()]
-
-    def verifiers(self) -> list[Verifier]:
-        return [PassingTest()]
+Fix = calc_fix_env("claude-code")
 
 
 def bash(command: str) -> ScriptedReply:
@@ -75,14 +41,7 @@ def outputs(request: ScriptedRequest) -> list[str]:
 
 
 async def episode(handler: Any, **sandbox: Any) -> Any:
-    env = Fix()
-    with ScriptedModel(handler) as model:
-        resources = RunResources(endpoint=model.endpoint,
-                                 sandbox={"kind": "docker", **sandbox})
-        try:
-            return await run_episode(env, env.tasks()[0], resources=resources)
-        finally:
-            await resources.aclose()
+    return await run_sandboxed(Fix(), handler, **sandbox)
 
 
 @pytest.mark.parametrize(("fix", "reward"), [("a + b", 1.0), ("a * b", 0.0)])
