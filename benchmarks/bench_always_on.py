@@ -48,12 +48,12 @@ import time
 import tracemalloc
 from typing import Any
 
-from interplay import _aio as aio
 from interplay import log
-from interplay.loader import env_class
-from interplay.records import Episode
+from interplay._plumbing import aio
+from interplay.run.loader import env_class
 from interplay.run.results import LINE_BOUND, episode_line, episode_parts
 from interplay.testing import ScriptedReply, ScriptedRequest, run_scripted
+from interplay.values.records import Episode
 from interplay.world import Schedule, load_scenario, times
 
 

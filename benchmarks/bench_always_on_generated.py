@@ -40,7 +40,7 @@ from interplay import load_jsonl, whole_record
 from interplay.builtin_envs.always_on.reference import reference_model
 from interplay.builtin_envs.user_sim import UserSimStep
 from interplay.builtin_verifiers.goals import Goals
-from interplay.records import Episode, EpisodeInfo
+from interplay.values.records import Episode, EpisodeInfo
 from interplay.world.scenario import scenario_from
 
 
@@ -107,8 +107,8 @@ def scores(output: Path) -> dict[str, Any]:
 def scripted_eval(folder: Path, n: int, concurrency: int, mistake: str | None,
                   game: str | None = None) -> dict[str, Any]:
     from interplay.builtin_envs.always_on.gaming import gaming_model
-    from interplay.generator import generate_tasks
-    from interplay.loader import load_env
+    from interplay.contracts.scenario import generate_tasks
+    from interplay.run.loader import load_env
     from interplay.testing import ScriptedModel
 
     env = load_env("always-on-generated", {"count": n})

@@ -5,7 +5,7 @@ capture adds to an episode line.
 The file is generated into a temporary folder (deleted at the end) from real records: each
 episode a user-sim-like chat of an assistant (trainable, token capture on: prompt ids,
 completion ids and logprobs on every call) with tool calls and results, and a modeled user
-(untrainable, no capture); episode lines written by ``interplay.splicing.to_json_bytes`` as a
+(untrainable, no capture); episode lines written by ``interplay.values.splicing.to_json_bytes`` as a
 run writes them, varied per episode (ids, rewards, rollouts). One episode in 50 ended in an
 error, and one in 100 was run again (``--retry-errors``), so its pair has two lines.
 
@@ -37,9 +37,9 @@ from typing import Any
 
 import orjson
 
-from interplay import splicing
 from interplay.model.tokens import compact
-from interplay.records import (
+from interplay.values import splicing
+from interplay.values.records import (
     Episode,
     EpisodeInfo,
     Message,

@@ -62,7 +62,7 @@ async def session_tools() -> tuple[Any, Any]:
     from interplay import Agent, Clock, Task
     from interplay.builtin_envs.shop import shop_tools
     from interplay.builtin_harnesses.chat import NullHarness
-    from interplay.endpoint import Endpoint
+    from interplay.config.endpoint import Endpoint
     from interplay.model.client import Models
     from interplay.world import World
 

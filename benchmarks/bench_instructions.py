@@ -33,8 +33,9 @@ def child(rounds: int, episodes: int) -> None:
     sys.path.insert(0, str(HERE))
     import bench_run
 
-    from interplay import _aio as aio
-    from interplay import log, plugins
+    from interplay import log
+    from interplay._plumbing import aio
+    from interplay.plugins import host as plugins
 
     async def main() -> None:
         work = Path(tempfile.mkdtemp(prefix="interplay-bench-instr-"))

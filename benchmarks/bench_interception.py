@@ -137,7 +137,7 @@ def pct(values: list[float], q: float) -> float:
 
 
 async def client_cpu(url: str, transport: str, concurrency: int, total: int) -> float:
-    from interplay.endpoint import Endpoint
+    from interplay.config.endpoint import Endpoint
     from interplay.model.client import ModelClient
 
     client = ModelClient(Endpoint(base_url=url, model="m", transport=transport),  # type: ignore[arg-type]
@@ -345,7 +345,7 @@ async def stall(session: aiohttp.ClientSession, url: str, headers: dict[str, str
 def serve_proxy(upstream: str) -> None:
     import uvloop
 
-    from interplay.endpoint import Endpoint
+    from interplay.config.endpoint import Endpoint
     from interplay.interception import InterceptionServer
     from interplay.model.client import ModelClient
 

@@ -1,5 +1,5 @@
-"""interplay's listeners (the shared ASGI plumbing of ``interplay._listener``) under a descriptor
-limit and a client that hoards connections, and what the plumbing costs per request.
+"""interplay's listeners (the shared ASGI plumbing of ``interplay._plumbing.listener``) under a
+descriptor limit and a client that hoards connections, and what the plumbing costs per request.
 
 Run by hand: ``.venv/bin/python benchmarks/bench_listener.py [--hostile N] [--good N]``.
 
@@ -114,9 +114,9 @@ async def hostile_run(hostile: int, good: int) -> None:
 
 
 def serve_trivial() -> None:
-    from interplay import _aio
-    from interplay import _asgi as asgi
-    from interplay._listener import AsgiServer
+    from interplay._plumbing import aio as _aio
+    from interplay._plumbing import asgi
+    from interplay._plumbing.listener import AsgiServer
 
     async def app(scope: Any, receive: Any, send: Any) -> None:
         await asgi.read_body(receive, 1 << 20)

@@ -61,8 +61,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from interplay import _aio as aio
-from interplay import log, plugins
+from interplay import log
+from interplay._plumbing import aio
+from interplay.plugins import host as plugins
 from interplay.run import config, results, runner
 from interplay.run.executor import collector_tuned_for_runs
 from interplay.testing import descendants

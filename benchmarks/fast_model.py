@@ -5,8 +5,8 @@ not the model's: the scripted model kit (``interplay.testing.ScriptedModel``) is
 test double on an ASGI stack and spends a few tenths of a millisecond of CPU on each call, most
 of a core at a few thousand calls per second. This server answers every Chat Completions
 request with the same short reply, on raw asyncio protocols (uvloop where installed, through
-:func:`interplay._aio.run`) with ``httptools`` parsing the requests, and keeps to one timer per
-request for its latency.
+:func:`interplay._plumbing.aio.run`) with ``httptools`` parsing the requests, and keeps to one timer
+per request for its latency.
 
 It serves, under any path prefix:
 
@@ -24,7 +24,7 @@ a byte search when each key occurs once with a plain value, and the body is pars
 otherwise. So a malformed body is answered like a good one unless it is parsed; this is a
 benchmark's model, not a validator (the scripted kit is the one for tests that check requests).
 
-It must not import interplay beyond :mod:`interplay._aio`, log request contents, or answer
+It must not import interplay beyond :mod:`interplay._plumbing.aio`, log request contents, or answer
 anything but a fixed reply.
 
     python benchmarks/fast_model.py --port 8123 --latency-ms 200   # prints "ready", SIGTERM ends it
@@ -44,7 +44,7 @@ from typing import Any
 
 import httptools
 
-from interplay import _aio as aio
+from interplay._plumbing import aio
 
 # A key followed by a value we can read without parsing: a string with no escapes, or a literal.
 _MODEL = re.compile(rb'"model"\s*:\s*"([^"\\]*)"')

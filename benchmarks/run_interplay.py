@@ -28,15 +28,16 @@ from typing import Any, ClassVar
 
 T_START = time.perf_counter()
 import interplay  # noqa: E402 - the framework imports are timed as import_s
-from interplay import _aio as aio  # noqa: E402
-from interplay import log, plugins  # noqa: E402
-from interplay.env import Env, SeatSpec  # noqa: E402
-from interplay.records import Episode, Reward, Task  # noqa: E402
+from interplay import log  # noqa: E402
+from interplay._plumbing import aio  # noqa: E402
+from interplay.contracts.env import Env, SeatSpec  # noqa: E402
+from interplay.contracts.step import Step  # noqa: E402
+from interplay.contracts.verifier import Verifier  # noqa: E402
+from interplay.plugins import host as plugins  # noqa: E402
 from interplay.run import config, results, runner  # noqa: E402
 from interplay.run.episode import EpisodeContext  # noqa: E402
 from interplay.run.executor import collector_tuned_for_runs  # noqa: E402
-from interplay.step import Step  # noqa: E402
-from interplay.verifier import Verifier  # noqa: E402
+from interplay.values.records import Episode, Reward, Task  # noqa: E402
 
 IMPORT_S = time.perf_counter() - T_START
 ROUNDS = 10

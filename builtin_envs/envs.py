@@ -10,15 +10,15 @@ from typing import ClassVar
 
 import attrs
 
-from interplay import taskset
 from interplay.builtin_envs.steps import OneShot, Relay, RelayConfig
 from interplay.builtin_verifiers.match import Contains, MatchConfig
 from interplay.builtin_verifiers.state import StepScore, StepScoreConfig
-from interplay.env import Env, SeatSpec
-from interplay.records import Task
-from interplay.step import Step
-from interplay.taskset import TasksetSource
-from interplay.verifier import Verifier
+from interplay.contracts.env import Env, SeatSpec
+from interplay.contracts.step import Step
+from interplay.contracts.verifier import Verifier
+from interplay.values import taskset
+from interplay.values.records import Task
+from interplay.values.taskset import TasksetSource
 
 
 def data_file(name: str) -> Path:

@@ -1,9 +1,9 @@
 """Registers the builtin envs, steps, user sims and scenario kinds (listed in
-interplay.plugins.DEFAULT_PLUGINS)."""
+interplay.plugins.host.DEFAULT_PLUGINS)."""
 
 from __future__ import annotations
 
-from interplay.hookspecs import Register, hookimpl
+from interplay.plugins.hookspecs import Register, hookimpl
 
 
 @hookimpl

@@ -19,13 +19,13 @@ from typing import Any, ClassVar, Literal
 
 import attrs
 
-from interplay import config
 from interplay.builtin_envs.envs import ScoredStepEnv
-from interplay.contexts import EpisodeContext
+from interplay.config import loading as config
+from interplay.contracts.contexts import EpisodeContext
+from interplay.contracts.step import Step
 from interplay.errors import InterplayError
-from interplay.records import Task
-from interplay.step import Step
-from interplay.taskset import TasksetSource
+from interplay.values.records import Task
+from interplay.values.taskset import TasksetSource
 
 
 @attrs.frozen

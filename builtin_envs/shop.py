@@ -22,18 +22,18 @@ from typing import Any, ClassVar
 
 import attrs
 
-from interplay import taskset
 from interplay.builtin_envs.envs import data_file
 from interplay.builtin_envs.steps import Relay, RelayConfig
 from interplay.builtin_verifiers.state import StateMatch, StateMatchConfig
-from interplay.contexts import EpisodeContext
-from interplay.env import Env, SeatSpec
+from interplay.contracts.contexts import EpisodeContext
+from interplay.contracts.env import Env, SeatSpec
+from interplay.contracts.step import Step
+from interplay.contracts.verifier import Verifier
 from interplay.errors import InterplayError
-from interplay.records import Task
-from interplay.step import Step
-from interplay.taskset import TasksetSource
-from interplay.tools import Tool, tool
-from interplay.verifier import Verifier
+from interplay.values import taskset
+from interplay.values.records import Task
+from interplay.values.taskset import TasksetSource
+from interplay.values.tools import Tool, tool
 
 CANCEL_REASONS = ("no longer needed", "ordered by mistake")
 

@@ -13,12 +13,10 @@ from typing import Any, ClassVar
 
 import attrs
 
-from interplay import plugins
 from interplay.builtin_envs.usersims import person_from_task
-from interplay.contexts import EpisodeContext
-from interplay.errors import InterplayError
-from interplay.step import Step
-from interplay.usersim import (
+from interplay.contracts.contexts import EpisodeContext
+from interplay.contracts.step import Step
+from interplay.contracts.usersim import (
     Answer,
     Read,
     ReadMessage,
@@ -28,6 +26,8 @@ from interplay.usersim import (
     chosen_user_sim,
     set_up,
 )
+from interplay.errors import InterplayError
+from interplay.plugins import host as plugins
 
 
 @attrs.define

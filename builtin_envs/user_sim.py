@@ -11,7 +11,7 @@ data to ``ctx.results["user"]``.
 ``message_user``, at the time she would (at once when awake and free, else when she is next
 free; also while the agent's turn runs on), and her reply is written after her reply delay for
 the mode she read in (moved to her next free time when ``reply_lands`` says so). A failure of
-her sim is an ``Answer.error`` naming it (:func:`interplay.usersim.answer_or_error`).
+her sim is an ``Answer.error`` naming it (:func:`interplay.contracts.usersim.answer_or_error`).
 """
 
 from __future__ import annotations
@@ -22,15 +22,11 @@ from typing import Any, ClassVar
 
 import attrs
 
-from interplay import plugins
 from interplay.builtin_envs.steps import make_user_sim
-from interplay.config import structure
-from interplay.contexts import EpisodeContext
-from interplay.errors import InterplayError
-from interplay.log import get_logger
-from interplay.records import Task
-from interplay.step import Step
-from interplay.usersim import (
+from interplay.config.loading import structure
+from interplay.contracts.contexts import EpisodeContext
+from interplay.contracts.step import Step
+from interplay.contracts.usersim import (
     Answer,
     Opening,
     Person,
@@ -42,6 +38,10 @@ from interplay.usersim import (
     answer_or_error,
     chosen_user_sim,
 )
+from interplay.errors import InterplayError
+from interplay.log import get_logger
+from interplay.plugins import host as plugins
+from interplay.values.records import Task
 from interplay.world import times
 from interplay.world.chat import Sent
 from interplay.world.events import Event

@@ -26,9 +26,9 @@ from typing import Any, ClassVar
 
 import attrs
 
-from interplay.contexts import ChatSession, EpisodeContext
-from interplay.records import Message, Task
-from interplay.usersim import Answer, Person, Read, UserSim
+from interplay.contracts.contexts import ChatSession, EpisodeContext
+from interplay.contracts.usersim import Answer, Person, Read, UserSim
+from interplay.values.records import Message, Task
 
 DEFAULT_TEMPLATE = (
     "You are role-playing a user who is talking to an AI assistant. Never act as the "

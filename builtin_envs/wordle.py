@@ -27,10 +27,10 @@ from typing import Any, ClassVar
 import attrs
 
 from interplay.builtin_envs.envs import ScoredStepEnv
-from interplay.contexts import EpisodeContext
+from interplay.contracts.contexts import EpisodeContext
+from interplay.contracts.step import Step
 from interplay.errors import InterplayError
-from interplay.step import Step
-from interplay.taskset import TasksetSource
+from interplay.values.taskset import TasksetSource
 
 #: Secrets drawn (from ``ctx.rng``) for a task that gives no answer.
 WORDS = ("crane", "slate", "pious", "light", "brick", "flame", "ghost", "mango", "quilt",

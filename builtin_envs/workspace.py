@@ -22,16 +22,16 @@ from typing import Any, ClassVar
 
 import attrs
 
-from interplay import taskset
 from interplay.builtin_envs.envs import data_file
 from interplay.builtin_envs.steps import OneShot
 from interplay.builtin_verifiers.tests import Tests, TestsConfig
-from interplay.env import Env, SeatSpec
+from interplay.contracts.env import Env, SeatSpec
+from interplay.contracts.step import Step
+from interplay.contracts.verifier import Verifier
 from interplay.errors import InterplayError
-from interplay.records import Task, Workspace
-from interplay.step import Step
-from interplay.taskset import TasksetSource
-from interplay.verifier import Verifier
+from interplay.values import taskset
+from interplay.values.records import Task, Workspace
+from interplay.values.taskset import TasksetSource
 
 TASKS_FILE = "workspace_tasks.toml"
 

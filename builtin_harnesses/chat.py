@@ -24,12 +24,12 @@ from typing import ClassVar, Literal
 import attrs
 
 from interplay.builtin_harnesses.sandbox_tools import NAMES, Limits, SandboxTools
-from interplay.contexts import SegmentContext
+from interplay.contracts.contexts import SegmentContext
+from interplay.contracts.harness import Harness, Segment
 from interplay.errors import InterplayError
-from interplay.harness import Harness, Segment
 from interplay.model.wire import assistant_message
-from interplay.records import Message, Task, ToolCall
-from interplay.tools import Tool
+from interplay.values.records import Message, Task, ToolCall
+from interplay.values.tools import Tool
 
 #: The per-trace state key of the text editor's undo history.
 _HISTORY = "chat.text_editor"

@@ -45,11 +45,11 @@ from interplay.builtin_harnesses.program import (
     Ran,
     Turn,
 )
-from interplay.contexts import SegmentContext
+from interplay.contracts.contexts import SegmentContext
+from interplay.contracts.harness import Segment
+from interplay.contracts.sandbox import Mount
 from interplay.errors import InterplayError
-from interplay.harness import Segment
-from interplay.records import Message, Task
-from interplay.sandbox import Mount
+from interplay.values.records import Message, Task
 
 #: Bytes of stdout/stderr kept on the trace per segment.
 KEEP_BYTES = 64 * 1024

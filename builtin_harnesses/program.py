@@ -39,9 +39,10 @@ from typing import Any, ClassVar
 
 import attrs
 
-from interplay.contexts import SegmentContext
+from interplay.contracts.contexts import SegmentContext
+from interplay.contracts.harness import Harness, Segment, text_prompt
+from interplay.contracts.sandbox import BoundedOutput, Mount, Sandbox, SandboxNeeds
 from interplay.errors import InterplayError
-from interplay.harness import Harness, Segment, text_prompt
 from interplay.log import get_logger
 from interplay.model.retries import Failure, Policy
 from interplay.model.wire import assistant_message, request_messages
@@ -54,8 +55,7 @@ from interplay.processes import (
     refusal_reason,
     run_program,
 )
-from interplay.records import Message, ModelCall, Task, ToolRun
-from interplay.sandbox import BoundedOutput, Mount, Sandbox, SandboxNeeds
+from interplay.values.records import Message, ModelCall, Task, ToolRun
 
 log = get_logger("interplay.program")
 

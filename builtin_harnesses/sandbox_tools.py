@@ -10,7 +10,7 @@ bound the middle is left out, and the text says how many bytes. A shell's state 
 its variables) does not carry from one call to the next; files do. The text editor keeps each
 trace's edits to undo in the harness's per-trace state, never in the sandbox.
 
-Calls are checked and answered as the env's tools are (:func:`interplay.tools.run_call`: the
+Calls are checked and answered as the env's tools are (:func:`interplay.values.tools.run_call`: the
 same schema check, the same error texts) and recorded on the trace as a tool run each, a
 command stopped at its limit as a ``timeout``; ``trace.info["sandbox_tools"]`` keeps how each
 ended (exit code, stopped, bytes left out), never its text.
@@ -27,11 +27,11 @@ from typing import Any
 
 import attrs
 
-from interplay.contexts import SegmentContext
+from interplay.contracts.contexts import SegmentContext
+from interplay.contracts.sandbox import ExecResult, Sandbox, SandboxError, bounded_text
 from interplay.log import get_logger
-from interplay.records import ToolRun
-from interplay.sandbox import ExecResult, Sandbox, SandboxError, bounded_text
-from interplay.tools import CallOutcome, Tool, run_call, tool_call_id
+from interplay.values.records import ToolRun
+from interplay.values.tools import CallOutcome, Tool, run_call, tool_call_id
 
 log = get_logger("interplay.sandbox_tools")
 

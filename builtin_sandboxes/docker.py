@@ -43,19 +43,10 @@ from typing import IO, Any, ClassVar, Literal
 
 import attrs
 
-from interplay._reaper import sweep
+from interplay._plumbing.reaper import sweep
 from interplay.builtin_sandboxes import engine
 from interplay.builtin_sandboxes.netns import Forwarder
-from interplay.log import get_logger
-from interplay.processes import (
-    PROGRAM_VAR,
-    forget_program,
-    note_program,
-    owner_tag,
-    reap_with,
-)
-from interplay.records import Workspace
-from interplay.sandbox import (
+from interplay.contracts.sandbox import (
     EXEC_TIMEOUT_S,
     OUTPUT_BYTES,
     BoundedOutput,
@@ -66,8 +57,17 @@ from interplay.sandbox import (
     SandboxNeeds,
     SandboxPlan,
 )
+from interplay.log import get_logger
+from interplay.processes import (
+    PROGRAM_VAR,
+    forget_program,
+    note_program,
+    owner_tag,
+    reap_with,
+)
+from interplay.values.records import Workspace
 
-log = get_logger("interplay.sandbox.docker")
+log = get_logger("interplay.contracts.sandbox.docker")
 
 Network = Literal["none", "model", "host"]
 #: The image a sandbox starts from when neither the task nor the settings name one: Debian

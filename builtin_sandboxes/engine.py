@@ -34,11 +34,11 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
+from interplay.contracts.sandbox import BoundedOutput, SandboxError
 from interplay.errors import InterplayError
 from interplay.log import get_logger
-from interplay.sandbox import BoundedOutput, SandboxError
 
-log = get_logger("interplay.sandbox.docker")
+log = get_logger("interplay.contracts.sandbox.docker")
 
 T = TypeVar("T")
 

@@ -33,10 +33,7 @@ from typing import Any, ClassVar
 
 import attrs
 
-from interplay.log import get_logger
-from interplay.processes import reap_with, run_program
-from interplay.records import Workspace
-from interplay.sandbox import (
+from interplay.contracts.sandbox import (
     EXEC_TIMEOUT_S,
     OUTPUT_BYTES,
     BoundedOutput,
@@ -47,8 +44,11 @@ from interplay.sandbox import (
     SandboxNeeds,
     SandboxPlan,
 )
+from interplay.log import get_logger
+from interplay.processes import reap_with, run_program
+from interplay.values.records import Workspace
 
-log = get_logger("interplay.sandbox.local")
+log = get_logger("interplay.contracts.sandbox.local")
 
 _CLEANUP = str(Path(__file__).with_name("_cleanup.py"))
 #: The variables of interplay's environment a command gets (nothing that may hold a key).

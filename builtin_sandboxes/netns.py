@@ -24,11 +24,11 @@ import socket
 import threading
 from typing import Any
 
+from interplay.contracts.sandbox import SandboxError
 from interplay.interception import callers
 from interplay.log import get_logger
-from interplay.sandbox import SandboxError
 
-log = get_logger("interplay.sandbox.docker")
+log = get_logger("interplay.contracts.sandbox.docker")
 
 _CLONE_NEWNET = 0x40000000
 

@@ -16,10 +16,10 @@ from typing import Any, ClassVar
 import attrs
 
 from interplay.builtin_verifiers.state import writers_problem
-from interplay.contexts import EpisodeContext
-from interplay.records import Episode, Reward
-from interplay.step import Step
-from interplay.verifier import Verifier
+from interplay.contracts.contexts import EpisodeContext
+from interplay.contracts.step import Step
+from interplay.contracts.verifier import Verifier
+from interplay.values.records import Episode, Reward
 
 
 @attrs.define

@@ -37,12 +37,12 @@ from typing import Any, ClassVar, Literal
 import attrs
 
 from interplay.builtin_verifiers.state import writers_problem
-from interplay.contexts import EpisodeContext
+from interplay.contracts.contexts import EpisodeContext
+from interplay.contracts.step import Step
+from interplay.contracts.verifier import Verifier
 from interplay.errors import InterplayError
-from interplay.loader import build
-from interplay.records import Episode, Reward
-from interplay.step import Step
-from interplay.verifier import Verifier
+from interplay.run.loader import build
+from interplay.values.records import Episode, Reward
 from interplay.world import Schedule, times
 
 # -- reading the records --------------------------------------------------------------------

@@ -11,10 +11,10 @@ from typing import Any, ClassVar, Literal
 
 import attrs
 
-from interplay.contexts import EpisodeContext
-from interplay.records import Episode, Reward
-from interplay.step import Step
-from interplay.verifier import Verifier
+from interplay.contracts.contexts import EpisodeContext
+from interplay.contracts.step import Step
+from interplay.contracts.verifier import Verifier
+from interplay.values.records import Episode, Reward
 
 
 @attrs.define

@@ -1,8 +1,8 @@
-"""Registers the builtin verifiers (listed in interplay.plugins.DEFAULT_PLUGINS)."""
+"""Registers the builtin verifiers (listed in interplay.plugins.host.DEFAULT_PLUGINS)."""
 
 from __future__ import annotations
 
-from interplay.hookspecs import Register, hookimpl
+from interplay.plugins.hookspecs import Register, hookimpl
 
 
 @hookimpl

@@ -30,15 +30,15 @@ from typing import Any, ClassVar
 
 import attrs
 
-from interplay import plugins
 from interplay.builtin_verifiers.match import always_on_record
-from interplay.contexts import EpisodeContext
-from interplay.endpoint import Endpoint
+from interplay.config.endpoint import Endpoint
+from interplay.contracts.contexts import EpisodeContext
+from interplay.contracts.step import Step
+from interplay.contracts.verifier import Verifier
 from interplay.log import get_logger
 from interplay.model.wire import assistant_message
-from interplay.records import Episode, Message, Reward
-from interplay.step import Step
-from interplay.verifier import Verifier
+from interplay.plugins import host as plugins
+from interplay.values.records import Episode, Message, Reward
 
 log = get_logger("interplay.verifiers.rubric")
 
@@ -102,7 +102,7 @@ class JudgeFailed(RuntimeError):
 
 def is_rubric(obj_or_name: Any) -> bool:
     """Is this verifier (class, instance, registered name, or a stored config row or
-    description, see :func:`interplay.plugins.is_kind`) a rubric or a subclass of one?"""
+    description, see :func:`interplay.plugins.host.is_kind`) a rubric or a subclass of one?"""
     return plugins.is_kind(obj_or_name, "verifiers", "rubric")
 
 

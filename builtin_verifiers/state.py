@@ -17,11 +17,11 @@ from typing import Any, ClassVar
 
 import attrs
 
-from interplay.contexts import EpisodeContext
+from interplay.contracts.contexts import EpisodeContext
+from interplay.contracts.step import Step
+from interplay.contracts.verifier import Verifier
 from interplay.errors import InterplayError
-from interplay.records import Episode, Reward
-from interplay.step import Step
-from interplay.verifier import Verifier
+from interplay.values.records import Episode, Reward
 
 
 def writers_problem(key: str, steps: Sequence[Step], reader: str) -> list[str]:

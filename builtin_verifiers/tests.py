@@ -29,11 +29,11 @@ from typing import Any, ClassVar
 
 import attrs
 
-from interplay.contexts import EpisodeContext
+from interplay.contracts.contexts import EpisodeContext
+from interplay.contracts.sandbox import Sandbox, bounded_text
+from interplay.contracts.verifier import Verifier
 from interplay.errors import InterplayError
-from interplay.records import Episode, Reward
-from interplay.sandbox import Sandbox, bounded_text
-from interplay.verifier import Verifier
+from interplay.values.records import Episode, Reward
 
 #: The variable that tells the tests where to write their reward file.
 REWARD_DIR_VAR = "INTERPLAY_REWARD_DIR"

@@ -8,7 +8,7 @@ the builtins a plugin builds on: the relay step (``Relay``, ``RelayConfig``,
 ``LlmUserConfig``, ``reply_target_of``, ``fill_placeholders``) to subclass, and the rubric
 judge (``Rubric``, ``RubricConfig``, ``Criterion``, ``always_on_seats``) to subclass. What a
 plugin is handed (``EpisodeContext``, ``SegmentContext``, ``SeatAgent``, ``ChatSession``,
-``SegmentClient``) are protocols (:mod:`interplay.contexts`) the run implements: a plugin
+``SegmentClient``) are protocols (:mod:`interplay.contracts.contexts`) the run implements: a plugin
 annotates with them. The subpackages (``interplay.model``, ``interplay.run``,
 ``interplay.interception``, ...) are the implementation and may move; modules whose names start
 with ``_`` are internal to the kernel.
@@ -46,9 +46,9 @@ from interplay.builtin_harnesses.program import (
 )
 from interplay.builtin_verifiers.rubric import Criterion, Rubric, RubricConfig, always_on_seats
 from interplay.builtin_verifiers.state import StateMatch, StateMatchConfig
-from interplay.clock import Clock
-from interplay.config import structure as structure_config
-from interplay.contexts import (
+from interplay.config.endpoint import Endpoint
+from interplay.config.loading import structure as structure_config
+from interplay.contracts.contexts import (
     ChatSession,
     EpisodeContext,
     Reply,
@@ -57,20 +57,44 @@ from interplay.contexts import (
     SegmentClient,
     SegmentContext,
 )
-from interplay.endpoint import Endpoint
-from interplay.env import Env, EnvOptions
+from interplay.contracts.env import Env, EnvOptions
+from interplay.contracts.exporter import ExportFormat, Written
+from interplay.contracts.harness import Harness, NoConfig, Segment, text_prompt
+from interplay.contracts.sandbox import (
+    BoundedOutput,
+    ExecResult,
+    Mount,
+    NotReachable,
+    Sandbox,
+    SandboxError,
+    SandboxNeeds,
+    SandboxPlan,
+)
+from interplay.contracts.scenario import ScenarioKind, generate_tasks
+from interplay.contracts.step import Step
+from interplay.contracts.usersim import (
+    Answer,
+    Opening,
+    Person,
+    PhoneNote,
+    Read,
+    ReadMessage,
+    SentLine,
+    UserSim,
+    UserSimError,
+    answer_or_error,
+    chosen_user_sim,
+)
+from interplay.contracts.usersim import set_up as set_up_user_sim
+from interplay.contracts.verifier import Verifier
 from interplay.errors import InterplayError
-from interplay.exporter import ExportFormat, Written
-from interplay.generator import ScenarioKind, generate_tasks
-from interplay.harness import Harness, NoConfig, Segment, text_prompt
-from interplay.hookspecs import Register, hookimpl
-from interplay.loader import env_from_toml, load_env, lookup
 from interplay.log import get_logger
 from interplay.model.local import LocalTokenizer, local_tokenizer
 from interplay.model.retries import Failure as AttemptFailure
 from interplay.model.retries import Policy as RetryPolicy
 from interplay.model.wire import assistant_message, request_messages, request_tool_names
-from interplay.plugins import describe_kinds, is_kind
+from interplay.plugins.hookspecs import Register, hookimpl
+from interplay.plugins.host import describe_kinds, is_kind
 from interplay.processes import (
     ProgramDirs,
     ProgramRun,
@@ -83,7 +107,13 @@ from interplay.processes import (
     run_program,
     start_process,
 )
-from interplay.records import (
+from interplay.run.agent import Agent
+from interplay.run.episode import RunResources, run_episode
+from interplay.run.loader import env_from_toml, load_env, lookup
+from interplay.run.results import whole_record
+from interplay.run.rollouts import RolloutGroup, Rollouts
+from interplay.values.clock import Clock
+from interplay.values.records import (
     CommandRecord,
     Episode,
     EpisodeInfo,
@@ -104,39 +134,9 @@ from interplay.records import (
     from_json,
     to_json,
 )
-from interplay.run.agent import Agent
-from interplay.run.episode import RunResources, run_episode
-from interplay.run.results import whole_record
-from interplay.run.rollouts import RolloutGroup, Rollouts
-from interplay.sandbox import (
-    BoundedOutput,
-    ExecResult,
-    Mount,
-    NotReachable,
-    Sandbox,
-    SandboxError,
-    SandboxNeeds,
-    SandboxPlan,
-)
-from interplay.step import Step
-from interplay.taskset import DatasetTaskset, TasksetSource, load_jsonl
-from interplay.taskset import load as load_taskset
-from interplay.tools import CallOutcome, Tool, tool, tool_call_id
-from interplay.usersim import (
-    Answer,
-    Opening,
-    Person,
-    PhoneNote,
-    Read,
-    ReadMessage,
-    SentLine,
-    UserSim,
-    UserSimError,
-    answer_or_error,
-    chosen_user_sim,
-)
-from interplay.usersim import set_up as set_up_user_sim
-from interplay.verifier import Verifier
+from interplay.values.taskset import DatasetTaskset, TasksetSource, load_jsonl
+from interplay.values.taskset import load as load_taskset
+from interplay.values.tools import CallOutcome, Tool, tool, tool_call_id
 from interplay.world import App, BusyBlock, Schedule, app_tool
 from interplay.world.times import parse_duration
 

@@ -20,15 +20,15 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from interplay import _aio
-from interplay import config as config_mod
+from interplay._plumbing import aio as _aio
 from interplay._version import __version__
-from interplay.endpoint import redact_url
+from interplay.config import loading as config_mod
+from interplay.config.endpoint import redact_url
 from interplay.errors import InterplayError
 from interplay.run.results import EPISODES_FILE
 
 if TYPE_CHECKING:
-    from interplay.env import Env
+    from interplay.contracts.env import Env
     from interplay.run.config import RunConfig
     from interplay.run.runner import RunOutcome
 
@@ -60,12 +60,12 @@ def build_parser() -> argparse.ArgumentParser:
 def _more_commands() -> list[Any]:
     """Subcommands that live beside the modules they drive (imported when the parser is
     built, by name, so the import graph sees what the command depends on)."""
+    from interplay.commands.describe import add_describe
+    from interplay.commands.generate import add_generate
+    from interplay.commands.regrade import add_regrade
     from interplay.compare import add_compare
-    from interplay.describe import add_describe
     from interplay.export import add_export
-    from interplay.generation import add_generate
     from interplay.model.local_server import add_serve_local
-    from interplay.regrade import add_regrade
     from interplay.report import add_label, add_report
     from interplay.view import add_view
 
@@ -85,7 +85,7 @@ def add_plugins(sub: Any) -> None:
 
 
 def cmd_plugins(args: argparse.Namespace) -> int:
-    from interplay import plugins
+    from interplay.plugins import host as plugins
 
     infos = plugins.host().plugin_infos(include_builtins=args.all)
     if args.json:
@@ -125,7 +125,7 @@ def add_list(sub: Any) -> None:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from interplay import plugins
+    from interplay.plugins import host as plugins
 
     registry = plugins.registry()
     found = [(e, registry.clash(args.kind, e.name)) for e in registry.entries(args.kind)]
@@ -146,8 +146,8 @@ def _summary(obj: Any) -> str:
     """The first sentence of what was registered's docstring (:func:`first_sentence`); an env
     file is read for it (one that cannot be read says why, and the rest of the list is still
     shown)."""
-    from interplay.env import EnvFile
-    from interplay.loader import file_env
+    from interplay.contracts.env import EnvFile
+    from interplay.run.loader import file_env
 
     if isinstance(obj, EnvFile):
         try:
@@ -322,7 +322,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        from interplay import _fds, log
+        from interplay import log
+        from interplay._plumbing import fds as _fds
 
         log.configure(fmt=args.log_format, level=args.log_level)
         # Every connection, upstream call and program's pipe is a descriptor: take all the

@@ -17,12 +17,12 @@ plugin's import error, say), and an event that is a namespaced name
 (``"interception.request"``; an event with spaces or %-formatted text is user text as far as
 the guard knows). Any other string becomes ``<redacted len=N>``. URLs and paths are kept
 without their credentials: userinfo, query string and fragment are dropped and a trace's
-secret segment (``/t/<secret>/``) is masked. What is kept is bounded (:mod:`interplay._bounded`:
-a string past 256 characters keeps its head and its length, a list its first 20 items and a
-count of the rest), so no value a client chose (a key name, a tool name, a call id) can make a
-line long; in console format, characters a terminal would act on (escape sequences, other
-controls, a newline) are shown escaped (``\\x1b``), never written raw. Tracebacks are dropped
-(their type is kept) unless the level is debug. Records from the standard library's
+secret segment (``/t/<secret>/``) is masked. What is kept is bounded
+(:mod:`interplay._bounded`: a string past 256 characters keeps its head and its length, a
+list its first 20 items and a count of the rest), so no value a client chose (a key name, a tool
+name, a call id) can make a line long; in console format, characters a terminal would act on (escape
+sequences, other controls, a newline) are shown escaped (``\\x1b``), never written raw. Tracebacks
+are dropped (their type is kept) unless the level is debug. Records from the standard library's
 ``logging`` (httpx, uvicorn, ...) go through the same guard, so no log line on the process's
 stream bypasses it; the servers' own lines (:data:`SERVER_LOGGERS`: uvicorn's status lines and
 protocol errors, the MCP SDK's server lines, which never hold a request's bytes) keep their

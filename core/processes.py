@@ -4,7 +4,7 @@ Every process interplay starts (the embedded model's server, a command harness's
 codex, worker processes) is started here: in a session of its own, so Ctrl-C at a terminal
 reaches interplay alone, which decides how its children stop; with this process's tag
 (``INTERPLAY_OWNER``) in its environment, which whatever it starts inherits; and with its
-process group registered with this process's reaper (:mod:`interplay._reaper`, one small
+process group registered with this process's reaper (:mod:`interplay._plumbing.reaper`, one small
 process, started with the first child). Each owner still stops its children on every path it
 lives through (a normal end, an exception, Ctrl-C, SIGTERM). The reaper covers the one path it
 does not: once this process is gone, ``kill -9`` included, it ends every process of those
@@ -70,7 +70,7 @@ from typing import Any
 
 import attrs
 
-from interplay._reaper import scan, sweep
+from interplay._plumbing.reaper import scan, sweep
 from interplay.errors import InterplayError
 from interplay.log import get_logger
 

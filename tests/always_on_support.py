@@ -14,12 +14,12 @@ from typing import Any, ClassVar
 import attrs
 
 from interplay import cli, hookimpl
-from interplay.env import Env
-from interplay.hookspecs import Register
-from interplay.loader import env_from_toml
-from interplay.records import Episode
+from interplay.contracts.env import Env
+from interplay.contracts.usersim import Answer, Read, UserSim
+from interplay.plugins.hookspecs import Register
+from interplay.run.loader import env_from_toml
 from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest, run_scripted
-from interplay.usersim import Answer, Read, UserSim
+from interplay.values.records import Episode
 from interplay.world import App, app_tool
 
 #: Every read the scripted user was given, in order (cleared by each run).

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from interplay import plugins
+from interplay.plugins import host as plugins
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -13,11 +13,14 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from interplay import _aio, cli, whole_record
+from interplay import cli, whole_record
+from interplay._plumbing import aio as _aio
 from interplay.builtin_envs.always_on.errands import Errands
-from interplay.generator import generate_tasks
-from interplay.loader import load_env
-from interplay.records import (
+from interplay.contracts.scenario import generate_tasks
+from interplay.run.loader import load_env
+from interplay.run.side_files import LINE_BOUND, SIDE_BOUND, episode_parts, side_ref
+from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest, run_scripted
+from interplay.values.records import (
     Episode,
     EpisodeInfo,
     ModelCall,
@@ -26,8 +29,6 @@ from interplay.records import (
     converter,
     to_json,
 )
-from interplay.run.side_files import LINE_BOUND, SIDE_BOUND, episode_parts, side_ref
-from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest, run_scripted
 
 _LINE = re.compile(r"^\[[^\]]+\] (.*)$", re.M)
 

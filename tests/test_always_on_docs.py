@@ -10,7 +10,7 @@ from pathlib import Path
 
 from always_on_support import Agent
 
-from interplay.loader import env_from_toml
+from interplay.run.loader import env_from_toml
 from interplay.testing import ScriptedReply, run_scripted
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "always_on.md"

@@ -15,8 +15,8 @@ import pytest
 from always_on_support import Agent, by_pattern, make_env, quiet, run, say, timeline, wakes
 
 from interplay.errors import InterplayError
-from interplay.records import to_json
 from interplay.testing import ScriptedReply, ScriptedRequest
+from interplay.values.records import to_json
 
 
 @pytest.fixture(autouse=True)
@@ -352,7 +352,7 @@ async def test_a_cancelled_run_keeps_its_records(tmp_path: Path) -> None:
 
 
 def support_info() -> Any:
-    from interplay.records import EpisodeInfo
+    from interplay.values.records import EpisodeInfo
 
     return EpisodeInfo(episode_id="cancel-test", env="test-world", task_idx=0)
 

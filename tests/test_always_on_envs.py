@@ -14,7 +14,7 @@ from always_on_support import Agent, by_pattern, make_env, quiet, run, say
 from interplay.builtin_envs.always_on import month as always_on_month
 from interplay.builtin_verifiers.rubric import render_transcript
 from interplay.errors import InterplayError
-from interplay.loader import env_class, load_env
+from interplay.run.loader import env_class, load_env
 from interplay.testing import ScriptedReply, ScriptedRequest
 
 
@@ -150,7 +150,7 @@ def test_asked_before_is_refused_where_it_cannot_grade(tmp_path: Path) -> None:
     (tmp_path / "t.jsonl").write_text('{"prompt": "hi"}\n')
     toml.write_text('taskset = "t.jsonl"\n[[steps]]\nkind = "one_shot"\n'
                     '[[verifiers]]\nkind = "asked_before"\ntool = "x"\n')
-    from interplay.loader import env_from_toml
+    from interplay.run.loader import env_from_toml
 
     with pytest.raises(InterplayError, match="no step writes it"):
         env_from_toml(toml)().check()

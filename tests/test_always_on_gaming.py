@@ -22,10 +22,10 @@ from interplay import cli
 from interplay.builtin_envs.always_on.errands import Errands
 from interplay.builtin_envs.always_on.gaming import GAMES, GamingAgent, gaming_model
 from interplay.builtin_envs.always_on.reference import ReferenceAgent, reference_model
-from interplay.generator import generate_tasks
-from interplay.loader import build, load_env
-from interplay.records import Episode, Task
+from interplay.contracts.scenario import generate_tasks
+from interplay.run.loader import build, load_env
 from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest, run_scripted
+from interplay.values.records import Episode, Task
 from interplay.world import App, Schedule, app_tool, times
 
 WEEKS = 30

@@ -23,11 +23,11 @@ from interplay.builtin_envs.always_on.errands import Errands, ErrandsConfig
 from interplay.builtin_envs.always_on.reference import ReferenceAgent, reference_model
 from interplay.builtin_envs.user_sim import UserSimStep
 from interplay.builtin_verifiers.goals import matches
+from interplay.contracts.scenario import ScenarioKind, generate_tasks, task_line
 from interplay.errors import InterplayError
-from interplay.generator import ScenarioKind, generate_tasks, task_line
-from interplay.loader import load_env
-from interplay.records import Episode, Task
+from interplay.run.loader import load_env
 from interplay.testing import ScriptedModel, run_scripted
+from interplay.values.records import Episode, Task
 from interplay.world import Schedule, times
 from interplay.world.scenario import scenario_from
 
@@ -303,7 +303,7 @@ def test_the_goal_verifiers_as_the_page_writes_them_are_what_the_code_takes() ->
     import re
     import tomllib
 
-    from interplay.loader import build
+    from interplay.run.loader import build
 
     page = (Path(__file__).resolve().parents[1] / "docs" / "always_on.md").read_text()
     [block] = [b for b in re.findall(r"```toml\n(.*?)```", page, re.S)

@@ -19,12 +19,12 @@ from always_on_support import Agent, by_pattern, make_env, quiet, run, say, wake
 
 from interplay import Harness, Segment, hookimpl
 from interplay.builtin_envs.always_on.history import HistoryConfig, embedded_budget, resolve
-from interplay.endpoint import Endpoint
-from interplay.env import SeatSpec
+from interplay.config.endpoint import Endpoint
+from interplay.contracts.env import SeatSpec
 from interplay.errors import InterplayError
-from interplay.hookspecs import Register
 from interplay.model.client import ModelClient
 from interplay.model.local import N_CTX
+from interplay.plugins.hookspecs import Register
 from interplay.run.agent import Agent as RunAgent
 from interplay.testing import ScriptedReply, ScriptedRequest, run_interplay
 
@@ -226,7 +226,7 @@ def test_folding_is_refused_for_a_harness_that_keeps_its_session(
 def test_folding_is_refused_for_the_seats_a_run_resolved(register_plugin: Any) -> None:
     # A generated env, and any env whose seat a run gives such a harness: refused before a
     # model is called, on the seats as the run resolved them.
-    from interplay.loader import load_env
+    from interplay.run.loader import load_env
 
     register_plugin(sys.modules[__name__], "history-tests")
     env = load_env("always-on-generated", {"always_on": {"history": {"keep_wakes": 2}}})

@@ -15,9 +15,9 @@ import pytest
 from always_on_support import Agent, by_pattern, make_env, quiet, run, say, timeline, wakes
 
 from interplay import hookimpl
+from interplay.contracts.usersim import Answer, Read, UserSim
 from interplay.errors import InterplayError
 from interplay.testing import ScriptedReply
-from interplay.usersim import Answer, Read, UserSim
 from interplay.world import times
 
 BERLIN = "Europe/Berlin"
@@ -369,7 +369,7 @@ async def test_jumps_and_app_changes_fold(tmp_path: Path) -> None:
 
 def test_what_her_reply_answers() -> None:
     from interplay.builtin_envs.user_sim import reply_target
-    from interplay.usersim import Answer
+    from interplay.contracts.usersim import Answer
     from interplay.world.chat import Sent
 
     def sent(number: int, text: str) -> Sent:
@@ -386,8 +386,8 @@ def test_what_her_reply_answers() -> None:
 
 async def test_the_relay_reads_go_through_the_same_contract() -> None:
     """A user sim written for always_on reads ``read.messages`` in the relay too."""
-    from interplay import plugins
     from interplay.builtin_envs.steps import RelayConfig
+    from interplay.plugins import host as plugins
     from interplay.testing import run_scripted
 
     env_cls = plugins.get("envs", "user-sim")

@@ -24,9 +24,9 @@ from always_on_support import (
 )
 
 from interplay.builtin_envs.user_sim import UserSide, reply_match
-from interplay.clock import Clock
+from interplay.contracts.usersim import Answer, Person
 from interplay.testing import ScriptedReply
-from interplay.usersim import Answer, Person
+from interplay.values.clock import Clock
 from interplay.world import times
 from interplay.world.chat import Sent
 from interplay.world.events import Event

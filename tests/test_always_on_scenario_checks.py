@@ -12,7 +12,7 @@ import always_on_support as support
 import pytest
 
 from interplay.errors import InterplayError
-from interplay.loader import env_from_toml
+from interplay.run.loader import env_from_toml
 from interplay.world import scenario_from, times
 
 BERLIN = "Europe/Berlin"

@@ -16,7 +16,7 @@ from always_on_support import Agent, by_pattern, make_env, quiet, run, say, wake
 from interplay.errors import InterplayError
 from interplay.run.config import resolve
 from interplay.testing import ScriptedReply, captured_log
-from interplay.tools import Tool
+from interplay.values.tools import Tool
 
 
 @pytest.fixture(autouse=True)

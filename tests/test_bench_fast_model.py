@@ -15,10 +15,10 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from interplay.endpoint import Endpoint
+from interplay.config.endpoint import Endpoint
 from interplay.model.client import ModelClient
 from interplay.model.wire import assistant_message
-from interplay.records import Message
+from interplay.values.records import Message
 
 # Each test starts the benchmark model server as a subprocess.
 pytestmark = pytest.mark.slow

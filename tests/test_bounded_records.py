@@ -15,7 +15,7 @@ import pytest
 from always_on_support import Agent, by_pattern, make_env, quiet, say
 
 from interplay import cli, whole_record
-from interplay.loader import env_from_toml
+from interplay.run.loader import env_from_toml
 from interplay.run.results import (
     LINE_BOUND,
     record_usage,
@@ -167,10 +167,10 @@ def test_splitting_is_undone_exactly(tmp_path: Path) -> None:
 async def test_the_parts_of_a_long_episode_put_back_are_its_whole_record(tmp_path: Path) -> None:
     """What the run writes (the line and the side file, made from the episode as it is) puts
     back together to exactly the record its whole line held, and reads back as an Episode."""
-    from interplay import _codec
-    from interplay.records import Episode, converter
+    from interplay._plumbing import codec as _codec
     from interplay.run.results import episode_line, episode_parts, write_side
     from interplay.testing import run_scripted
+    from interplay.values.records import Episode, converter
 
     env = env_from_toml(long_env(tmp_path))()
     episode = (await run_scripted(env, next(iter(env.tasks())), agent())).episode

@@ -22,8 +22,8 @@ from interplay import log as log_mod
 from interplay._bounded import MAX_CHARS, bounded, bounded_names, is_cut
 from interplay.interception import InterceptionServer
 from interplay.model.client import ModelClient
-from interplay.records import ModelCall
 from interplay.testing import ScriptedModel, captured_log
+from interplay.values.records import ModelCall
 
 #: The longest log line a hostile request may leave (a line holds a few bounded values).
 LONGEST_LINE = 4096

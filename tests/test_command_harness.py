@@ -17,11 +17,10 @@ from typing import Any, ClassVar
 
 import pytest
 
-from interplay.env import Env, SeatSpec
+from interplay.contracts.env import Env, SeatSpec
+from interplay.contracts.step import Step
 from interplay.errors import InterplayError
-from interplay.records import Task
 from interplay.run.episode import EpisodeContext
-from interplay.step import Step
 from interplay.testing import (
     ScriptedReply,
     ScriptedRequest,
@@ -29,6 +28,7 @@ from interplay.testing import (
     run_scripted,
     survivors,
 )
+from interplay.values.records import Task
 
 AGENT = textwrap.dedent("""
     import json, os, sys, time
@@ -342,7 +342,7 @@ SPAWN_UNDER_PRESSURE = textwrap.dedent("""
 
     resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
     if loop_name == "uvloop":
-        from interplay import _aio
+        from interplay._plumbing import aio as _aio
         _aio.run(main())
     else:
         asyncio.run(main())

@@ -20,8 +20,7 @@ from urllib.parse import urlsplit
 import httpx2
 import pytest
 
-from interplay import plugins
-from interplay.records import Episode
+from interplay.plugins import host as plugins
 from interplay.run.episode import RunResources, run_episode
 from interplay.testing import (
     ScriptedModel,
@@ -33,6 +32,7 @@ from interplay.testing import (
     run_scripted,
     survivors,
 )
+from interplay.values.records import Episode
 
 pytestmark = pytest.mark.slow
 

@@ -16,9 +16,10 @@ import attrs
 import pytest
 
 import interplay
-from interplay import Env, InterplayError, SeatSpec, Step, Task, Verifier, config, hookimpl
+from interplay import Env, InterplayError, SeatSpec, Step, Task, Verifier, hookimpl
 from interplay.builtin_envs.steps import Relay, RelayConfig
 from interplay.builtin_verifiers.match import Contains, MatchConfig
+from interplay.config import loading as config
 from interplay.run.config import resolve
 from interplay.testing import ScriptedModel
 

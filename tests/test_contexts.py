@@ -1,5 +1,5 @@
-"""The contexts a plugin is handed are protocols at the bottom layer (interplay.contexts), and
-the run's classes implement every member of them: each attribute is there on a live object,
+"""The contexts a plugin is handed are protocols at the bottom layer (interplay.contracts.contexts),
+and the run's classes implement every member of them: each attribute is there on a live object,
 and each method takes every parameter the protocol names, of the same kind. Real objects of a
 real episode (no model is called: nothing here takes a turn)."""
 
@@ -12,15 +12,15 @@ from typing import Any, Protocol
 import pytest
 
 import interplay
-from interplay import contexts
-from interplay.endpoint import Endpoint
-from interplay.env import Env, SeatSpec
+from interplay.config.endpoint import Endpoint
+from interplay.contracts import contexts
+from interplay.contracts.env import Env, SeatSpec
+from interplay.contracts.usersim import BusyPeriod, PersonSchedule
 from interplay.model.client import ModelClient
-from interplay.records import EpisodeInfo, Task
 from interplay.run.agent import Agent, ChatSession, SegmentClient, SegmentContext
 from interplay.run.episode import EpisodeContext, RunResources
-from interplay.tools import Tool, tool
-from interplay.usersim import BusyPeriod, PersonSchedule
+from interplay.values.records import EpisodeInfo, Task
+from interplay.values.tools import Tool, tool
 from interplay.world import BusyBlock, Schedule
 
 

@@ -14,10 +14,11 @@ from typing import Any, Literal
 import attrs
 import pytest
 
-from interplay import InterplayError, plugins
+from interplay import InterplayError
 from interplay.cli import LIST_KINDS, first_sentence, main
-from interplay.describe import DESCRIBE_KINDS, describe, names, reference_pages, text
-from interplay.settings import field_docs, settings_of
+from interplay.commands.describe import DESCRIBE_KINDS, describe, names, reference_pages, text
+from interplay.config.settings import field_docs, settings_of
+from interplay.plugins import host as plugins
 
 ROOT = Path(__file__).resolve().parents[1]
 GENERATE = ROOT / "docs" / "reference" / "generate.py"

@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 import trustme
 
-from interplay import cli, lookup, plugins
-from interplay import config as config_mod
+from interplay import cli, lookup
+from interplay.config import loading as config_mod
+from interplay.plugins import host as plugins
 from interplay.run.config import flatten, resolve
 from interplay.testing import isolated_plugins, run_scripted
 

@@ -179,7 +179,7 @@ def test_a_rubrics_fixed_criteria_are_described_with_their_value(register_plugin
     import types
 
     from interplay import hookimpl
-    from interplay.describe import describe, text
+    from interplay.commands.describe import describe, text
 
     block = (DOCS / "plugins.md").read_text().split("<!-- fixed-criteria-example -->", 1)[1]
     scope: dict[str, Any] = {}

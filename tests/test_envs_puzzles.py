@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 
 from interplay.builtin_envs.puzzles import parse_name_list
-from interplay.env import Env
+from interplay.contracts.env import Env
 from interplay.errors import InterplayError
-from interplay.loader import env_class
-from interplay.records import Episode
+from interplay.run.loader import env_class
 from interplay.testing import ScriptedRequest, run_scripted
+from interplay.values.records import Episode
 
 NAME = re.compile(r"^([A-Z][a-z]+) ([A-Z][a-z]+)$")
 

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from interplay import plugins
 from interplay.builtin_envs.envs import data_file
 from interplay.errors import InterplayError
-from interplay.loader import env_class, env_from_toml
-from interplay.records import Episode
+from interplay.plugins import host as plugins
+from interplay.run.loader import env_class, env_from_toml
 from interplay.testing import run_scripted
+from interplay.values.records import Episode
 
 
 async def run_echo_toml(reply: str) -> Episode:

@@ -9,14 +9,14 @@ from typing import Any
 
 import pytest
 
-from interplay import plugins
 from interplay.builtin_envs.shop import InitState, InitStateConfig
 from interplay.builtin_verifiers.state import StateMatch, StateMatchConfig, differences
-from interplay.env import Env
+from interplay.contracts.env import Env
 from interplay.errors import InterplayError
-from interplay.records import Episode
+from interplay.plugins import host as plugins
 from interplay.run.episode import RunResources, run_episode
 from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest, run_scripted
+from interplay.values.records import Episode
 
 Script = Sequence[str | ScriptedReply]
 

@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from interplay import plugins
 from interplay.builtin_envs.wordle import WordleConfig, feedback, read_guess
-from interplay.records import Episode, Task
+from interplay.plugins import host as plugins
 from interplay.run.episode import RunResources, run_episode
 from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest, run_scripted
+from interplay.values.records import Episode, Task
 
 
 async def play(script: Sequence[str | ScriptedReply], *, secret: str = "crane",

@@ -15,20 +15,20 @@ import pytest
 from interplay import hookimpl
 from interplay.builtin_envs.steps import Relay, RelayConfig
 from interplay.builtin_verifiers.match import Contains, MatchConfig
-from interplay.endpoint import Endpoint
-from interplay.env import Env, SeatSpec
+from interplay.config.endpoint import Endpoint
+from interplay.contracts.env import Env, SeatSpec
+from interplay.contracts.harness import Harness, Segment
+from interplay.contracts.step import Step
+from interplay.contracts.usersim import Answer, Read, UserSim
+from interplay.contracts.verifier import Verifier
 from interplay.errors import InterplayError
-from interplay.harness import Harness, Segment
 from interplay.model.client import ModelClient
-from interplay.records import Message, Reward, Task
 from interplay.run.agent import Agent, SegmentContext
 from interplay.run.config import check_seats
 from interplay.run.episode import EpisodeContext, RunResources, run_episode
-from interplay.step import Step
 from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
-from interplay.tools import Tool, tool
-from interplay.usersim import Answer, Read, UserSim
-from interplay.verifier import Verifier
+from interplay.values.records import Message, Reward, Task
+from interplay.values.tools import Tool, tool
 
 USER_MARK = "role-playing a user"
 

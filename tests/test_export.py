@@ -20,7 +20,9 @@ from always_on_support import PRIVATE_NOTE, run_note_day
 from interplay import ExportFormat, InterplayError, Written, cli, hookimpl
 from interplay.export import ExportOptions, export
 from interplay.export.files import features
-from interplay.records import (
+from interplay.run import reading, results
+from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
+from interplay.values.records import (
     Episode,
     EpisodeInfo,
     Message,
@@ -30,8 +32,6 @@ from interplay.records import (
     ToolCall,
     Trace,
 )
-from interplay.run import reading, results
-from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
 
 # Requests in the order a -c 1 run makes them (rollout by rollout, task by task): the reply
 # is right, wrong, or the endpoint fails (the episode ends in an error).

@@ -15,7 +15,9 @@ from always_on_support import PRIVATE_NOTE, run_note_day
 from interplay import cli
 from interplay.errors import InterplayError
 from interplay.export.plugged import export_plugged
-from interplay.records import (
+from interplay.run.results import episode_parts
+from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
+from interplay.values.records import (
     Episode,
     EpisodeInfo,
     Message,
@@ -26,8 +28,6 @@ from interplay.records import (
     Trace,
     Usage,
 )
-from interplay.run.results import episode_parts
-from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
 
 inspect_log = pytest.importorskip("inspect_ai.log")
 

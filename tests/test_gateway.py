@@ -20,7 +20,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from interplay import Agent, Env, EpisodeInfo, SeatSpec, Task, Tool, tool
 from interplay.builtin_harnesses.chat import NullHarness
-from interplay.endpoint import Endpoint
+from interplay.config.endpoint import Endpoint
 from interplay.gateway import ToolGateway, ToolRoute
 from interplay.model.client import Models
 from interplay.run.episode import EpisodeContext, RunResources

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 
-from interplay import _ids as ids
+from interplay._plumbing import ids
 
 
 def test_ids_are_hex_of_the_asked_length_and_unique() -> None:

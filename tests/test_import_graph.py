@@ -87,8 +87,8 @@ def test_the_copy_keeps_the_contracts(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("module", "line", "chain"), [
     # The kernel: a record reaching up into the run.
-    ("interplay.records", "from interplay.run import episode",
-     "interplay.records -> interplay.run.episode"),
+    ("interplay.values.records", "from interplay.run import episode",
+     "interplay.values.records -> interplay.run.episode"),
     # A builtin in its top-level folder: a verifier reaching up into the envs.
     ("interplay.builtin_verifiers.match", "from interplay.builtin_envs import wordle",
      "interplay.builtin_verifiers.match -> interplay.builtin_envs.wordle"),

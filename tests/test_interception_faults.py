@@ -18,15 +18,15 @@ import attrs
 import httpx
 import pytest
 
-from interplay.endpoint import Endpoint
-from interplay.env import Env, SeatSpec
+from interplay.config.endpoint import Endpoint
+from interplay.contracts.env import Env, SeatSpec
+from interplay.contracts.step import Step
+from interplay.contracts.verifier import Verifier
 from interplay.interception import InterceptionServer, Limits, TraceRoute
 from interplay.model.client import ModelClient
 from interplay.model.share import FairShare
-from interplay.records import Episode, ModelCall, Reward, Task
 from interplay.run.episode import EpisodeContext
 from interplay.run.summary import remedy
-from interplay.step import Step
 from interplay.testing import (
     ScriptedModel,
     ScriptedReply,
@@ -34,7 +34,7 @@ from interplay.testing import (
     captured_log,
     run_scripted,
 )
-from interplay.verifier import Verifier
+from interplay.values.records import Episode, ModelCall, Reward, Task
 
 HI = [{"role": "user", "content": "hi"}]
 

@@ -17,11 +17,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from interplay.endpoint import Endpoint
+from interplay.config.endpoint import Endpoint
 from interplay.interception import InterceptionServer, Limits
 from interplay.model.client import ModelClient
-from interplay.records import ModelCall
 from interplay.testing import ScriptedModel
+from interplay.values.records import ModelCall
 
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "hello"}]}
 MESSAGES = {**CHAT, "max_tokens": 16}

@@ -22,8 +22,8 @@ from interplay import assistant_message, request_messages, request_tool_names
 from interplay.interception import InterceptionServer, Limits
 from interplay.model import messages as ms
 from interplay.model.client import ModelClient
-from interplay.records import ModelCall
 from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest, captured_log
+from interplay.values.records import ModelCall
 
 USER = [{"role": "user", "content": "hello there"}]
 LOOKUP = {"name": "lookup", "description": "Look a word up.",
@@ -473,8 +473,8 @@ async def test_count_tokens_of_an_endpoint_that_cannot_count() -> None:
                         "headers": [(b"content-type", b"application/json")]})
             await send({"type": "http.response.body", "body": b'{"detail": "Not Found"}'})
 
-    from interplay._listener import AsgiServer
-    from interplay.endpoint import Endpoint
+    from interplay._plumbing.listener import AsgiServer
+    from interplay.config.endpoint import Endpoint
 
     upstream = AsgiServer(no_tokenizer, port=0, graceful_s=0.1)
     await upstream.start()

@@ -12,7 +12,8 @@ from typing import Literal
 import attrs
 import pytest
 
-from interplay import InterplayError, config
+from interplay import InterplayError
+from interplay.config import loading as config
 
 
 @attrs.define

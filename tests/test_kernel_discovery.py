@@ -309,7 +309,7 @@ def test_each_mistake_is_reported_on_its_own_and_nothing_else_breaks(run: Run) -
         "verifiers takes a subclass of interplay.Verifier, got <")
     refused_line = _line_of("refused", "register(Half())")
     assert errors["fixture_refused"].endswith(f"refused.py:{refused_line})")
-    assert "core/plugins.py" not in errors["fixture_refused"]
+    assert "core/plugins/host.py" not in errors["fixture_refused"]
     assert errors["fixture_unmarked"] == (
         "register_verifiers is not marked as a hook; decorate it with @interplay.hookimpl "
         "(from interplay import hookimpl)")

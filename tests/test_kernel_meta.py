@@ -11,8 +11,10 @@ from typing import Any
 
 import pytest
 
-from interplay import InterplayError, hookspecs, plugins
-from interplay.loader import env_class
+from interplay import InterplayError
+from interplay.plugins import hookspecs
+from interplay.plugins import host as plugins
+from interplay.run.loader import env_class
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs" / "plugins.md"
@@ -125,8 +127,9 @@ def test_the_docs_env_config_example_merges_overrides(
         register_plugin: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import types
 
-    from interplay import config, hookimpl, load_taskset
-    from interplay.loader import load_env
+    from interplay import hookimpl, load_taskset
+    from interplay.config import loading as config
+    from interplay.run.loader import load_env
 
     # As in a plugin's package: its module, and its taskset beside it.
     (tmp_path / "pkg").mkdir()

@@ -15,17 +15,18 @@ from typing import Any, Literal
 import attrs
 import pytest
 
-from interplay import InterplayError, hookimpl, plugins
-from interplay.env import Env, EnvFile, SeatSpec
-from interplay.harness import Harness, Segment
-from interplay.hookspecs import Register
-from interplay.loader import env_class
-from interplay.records import Episode, Message, Reward, Task
+from interplay import InterplayError, hookimpl
+from interplay.contracts.env import Env, EnvFile, SeatSpec
+from interplay.contracts.harness import Harness, Segment
+from interplay.contracts.sandbox import Sandbox
+from interplay.contracts.step import Step
+from interplay.contracts.usersim import Answer, Read, UserSim
+from interplay.contracts.verifier import Verifier
+from interplay.plugins import host as plugins
+from interplay.plugins.hookspecs import Register
 from interplay.run.episode import sandbox_backend
-from interplay.sandbox import Sandbox
-from interplay.step import Step
-from interplay.usersim import Answer, Read, UserSim
-from interplay.verifier import Verifier
+from interplay.run.loader import env_class
+from interplay.values.records import Episode, Message, Reward, Task
 
 RegisterPlugin = Callable[..., plugins.PluginHost]
 
@@ -465,7 +466,7 @@ def test_importing_the_kernel_loads_no_plugin() -> None:
     import subprocess
     import sys
 
-    code = ("import interplay, interplay.plugins as p, sys\n"
+    code = ("import interplay, interplay.plugins.host as p, sys\n"
             "assert p._host is None, 'a host was built on import'\n"
             "assert 'interplay.builtin_verifiers.plugin' not in sys.modules\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -11,8 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from interplay import InterplayError, _codec, records, splicing
-from interplay.records import (
+from interplay import InterplayError
+from interplay._plumbing import codec as _codec
+from interplay.values import records, splicing
+from interplay.values.records import (
     CommandRecord,
     Episode,
     EpisodeInfo,

@@ -73,7 +73,7 @@ def test_every_folder_in_the_layout_table_exists() -> None:
 def _interplay_imports(tree: ast.AST) -> list[tuple[int, str]]:
     """(line, what) for every reach into the kernel past its public API: imports of an
     interplay module other than the root and interplay.testing, and attribute chains such as
-    ``interplay.plugins.reset`` on the imported root."""
+    ``interplay.plugins.host.reset`` on the imported root."""
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -105,12 +105,12 @@ def test_the_plugins_import_only_the_public_api() -> None:
 
 
 def test_the_check_finds_a_reach_past_the_public_api() -> None:
-    code = ("import interplay.run.episode\nfrom interplay.records import Task\n"
+    code = ("import interplay.run.episode\nfrom interplay.values.records import Task\n"
             "from interplay import plugins, Step\nimport interplay\ninterplay.plugins.reset()\n"
             "from interplay.testing import ScriptedModel\nfrom interplay import hookimpl\n")
     assert _interplay_imports(ast.parse(code)) == [
-        (1, "interplay.run.episode"), (2, "interplay.records"), (3, "interplay.plugins"),
-        (5, "interplay.plugins")]
+        (1, "interplay.run.episode"), (2, "interplay.values.records"),
+        (3, "interplay.plugins"), (5, "interplay.plugins")]
 
 
 def _parse(block: str) -> ast.AST:

@@ -26,8 +26,8 @@ from pathlib import Path
 import structlog
 {setup}
 from interplay.model.client import ModelClient
-from interplay.endpoint import Endpoint
-from interplay.records import Message
+from interplay.config.endpoint import Endpoint
+from interplay.values.records import Message
 from interplay.run import config, runner
 
 base_url, out = sys.argv[1], Path(sys.argv[2])

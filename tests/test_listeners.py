@@ -1,6 +1,6 @@
 """interplay's listeners (the interception server, the scripted model's server and the embedded
-model's server, all on the shared plumbing of ``interplay._listener``) against what they do not
-serve, over real sockets: a WebSocket handshake gets a plain refusal, never a 500, and nothing
+model's server, all on the shared plumbing of ``interplay._plumbing.listener``) against what they do
+not serve, over real sockets: a WebSocket handshake gets a plain refusal, never a 500, and nothing
 is logged as an error."""
 
 from __future__ import annotations
@@ -159,10 +159,10 @@ async def test_the_embedded_models_server_refuses_a_websocket_handshake() -> Non
 PRESSED_SERVER = """
 import asyncio, json, resource, sys
 resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
-from interplay import _aio
+from interplay._plumbing import aio as _aio
 from interplay.interception import InterceptionServer
 from interplay.model.client import ModelClient
-from interplay.endpoint import Endpoint
+from interplay.config.endpoint import Endpoint
 
 async def main():
     client = ModelClient(Endpoint(base_url=sys.argv[1], model="scripted", max_retries=0))

@@ -21,7 +21,7 @@ import httpx
 import openai
 import pytest
 
-from interplay.endpoint import Endpoint
+from interplay.config.endpoint import Endpoint
 from interplay.errors import InterplayError
 from interplay.interception import InterceptionServer
 from interplay.model import local as local_model
@@ -29,8 +29,8 @@ from interplay.model.client import ModelClient, Models
 from interplay.model.local import MODEL_NAME, LocalModel
 from interplay.model.local_server import to_template_messages
 from interplay.model.wire import assistant_message
-from interplay.records import ModelCall
 from interplay.testing import captured_log, command_env, interplay_command, run_interplay
+from interplay.values.records import ModelCall
 
 needs_llama = pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None,
                                  reason="llama_cpp is not installed (run: bash .ci/setup)")

@@ -16,8 +16,8 @@ from interplay.interception import InterceptionServer
 from interplay.model.client import ModelClient
 from interplay.model.local import LocalModel
 from interplay.model.wire import assistant_message
-from interplay.records import ModelCall
 from interplay.testing import needs_local_model
+from interplay.values.records import ModelCall
 
 pytestmark = [*needs_local_model, pytest.mark.slow]
 

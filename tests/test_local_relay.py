@@ -11,9 +11,9 @@ import importlib.util
 import pytest
 
 from interplay.builtin_envs.steps import RelayConfig
-from interplay.endpoint import Endpoint
-from interplay.loader import env_class
+from interplay.config.endpoint import Endpoint
 from interplay.run.episode import RunResources, run_episode
+from interplay.run.loader import env_class
 
 pytestmark = [
     pytest.mark.local_model,

@@ -43,10 +43,10 @@ def test_it_leaves_only_the_end_of_turn_once_the_reply_repeats() -> None:
 @pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None,
                     reason="the embedded model is not installed (bash .ci/setup)")
 async def test_the_real_model_stops_repeating_itself_before_max_tokens() -> None:
-    from interplay.endpoint import Endpoint
+    from interplay.config.endpoint import Endpoint
     from interplay.model.client import ModelClient, Models
     from interplay.model.wire import assistant_message
-    from interplay.records import Message
+    from interplay.values.records import Message
 
     models = Models()
     try:

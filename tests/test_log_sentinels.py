@@ -20,11 +20,10 @@ import structlog
 
 from interplay import log
 from interplay.builtin_envs.steps import Relay, RelayConfig
-from interplay.env import Env, SeatSpec
-from interplay.loader import env_from_toml
-from interplay.records import Task
+from interplay.contracts.env import Env, SeatSpec
+from interplay.contracts.step import Step
 from interplay.run.episode import EpisodeContext, RunResources, run_episode
-from interplay.step import Step
+from interplay.run.loader import env_from_toml
 from interplay.testing import (
     ScriptedModel,
     ScriptedReply,
@@ -32,7 +31,8 @@ from interplay.testing import (
     captured_log,
     run_scripted,
 )
-from interplay.tools import Tool, tool
+from interplay.values.records import Task
+from interplay.values.tools import Tool, tool
 
 SENTINELS = {
     "prompt": "SENTINEL-PROMPT-7f3a",
@@ -382,7 +382,7 @@ async def test_a_contact_that_fails_is_logged_with_its_exception_type(
     class as ``exception_type`` and has no ``error_type`` (which names a record's)."""
     import random
 
-    from interplay.clock import Clock
+    from interplay.values.clock import Clock
     from interplay.world import build_world, scenario_from
 
     async def ask(contact: Any, message: str) -> str:

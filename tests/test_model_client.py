@@ -14,16 +14,16 @@ from typing import Any
 import attrs
 import pytest
 
-from interplay import _asgi as asgi
-from interplay._listener import AsgiServer
-from interplay.endpoint import Endpoint
+from interplay._plumbing import asgi
+from interplay._plumbing.listener import AsgiServer
+from interplay.config.endpoint import Endpoint
 from interplay.errors import InterplayError
 from interplay.model.client import ModelClient, Models, encode_body
 from interplay.model.retries import Failure, Policy, parse_retry_after
 from interplay.model.transport import redact_url
 from interplay.model.wire import assistant_message
-from interplay.records import Message
 from interplay.testing import ScriptedModel, ScriptedReply
+from interplay.values.records import Message
 
 HI = [Message(role="user", content="hi there")]
 TRANSPORTS = ["aiohttp", "openai"]

@@ -21,17 +21,17 @@ import openai
 import pytest
 from netkit import ForwardProxy, Redirector, TestCA, TlsFront
 
-from interplay import _asgi as asgi
-from interplay import config
-from interplay._listener import AsgiServer
-from interplay.endpoint import Endpoint
+from interplay._plumbing import asgi
+from interplay._plumbing.listener import AsgiServer
+from interplay.config import loading as config
+from interplay.config.endpoint import Endpoint
 from interplay.errors import InterplayError
 from interplay.interception import InterceptionServer
 from interplay.model.client import ModelClient
 from interplay.model.wire import assistant_message
-from interplay.records import Message, ModelCall
 from interplay.run.config import RunConfig
 from interplay.testing import ScriptedModel, ScriptedReply
+from interplay.values.records import Message, ModelCall
 
 HI = [Message("user", "hi there")]
 PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 RUNTIME_MODULES = [
-    "interplay", "interplay.cli", "interplay.plugins", "interplay.model.client",
+    "interplay", "interplay.cli", "interplay.plugins.host", "interplay.model.client",
     "interplay.interception", "interplay.interception.passthrough", "interplay.model.local",
     "interplay.run.runner", "interplay.run.workers",
     "interplay.report", "interplay.run.episode", "interplay.run.agent", "interplay.testing",

@@ -14,10 +14,10 @@ import pytest
 from always_on_support import Agent, by_pattern
 
 from interplay import cli, hookimpl
-from interplay.hookspecs import Register
-from interplay.records import Reward
+from interplay.contracts.verifier import Verifier
+from interplay.plugins.hookspecs import Register
 from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest, isolated_plugins
-from interplay.verifier import Verifier
+from interplay.values.records import Reward
 
 
 def relay(req: ScriptedRequest) -> ScriptedReply:

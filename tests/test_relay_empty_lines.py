@@ -11,11 +11,11 @@ from collections.abc import Callable
 import pytest
 
 from interplay.builtin_envs.steps import EMPTY_LINE_REASK, Relay, RelayConfig
-from interplay.env import Env, SeatSpec
+from interplay.contracts.env import Env, SeatSpec
 from interplay.errors import InterplayError
-from interplay.records import Task
 from interplay.run.episode import run_episode
 from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
+from interplay.values.records import Task
 
 USER_MARK = "role-playing a user"
 

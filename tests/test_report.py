@@ -20,7 +20,11 @@ import aiohttp
 import pytest
 
 from interplay import cli, report
-from interplay.records import (
+from interplay.report import page
+from interplay.run.results import judged_names, recorded_verifiers
+from interplay.run.summary import format_summary, summarize
+from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
+from interplay.values.records import (
     Episode,
     EpisodeInfo,
     Message,
@@ -32,10 +36,6 @@ from interplay.records import (
     Usage,
     to_json,
 )
-from interplay.report import page
-from interplay.run.results import judged_names, recorded_verifiers
-from interplay.run.summary import format_summary, summarize
-from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
 
 EVIL = '<script>window.__xss = 1</script></script><!-- <img src=x onerror="window.__xss=2">'
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

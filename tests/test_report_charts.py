@@ -17,7 +17,10 @@ import pytest
 from test_report import CHROMIUM, Browser, results  # noqa: F401 (a fixture)
 
 from interplay import cli, report
-from interplay.records import (
+from interplay.report import charts
+from interplay.run.summary import format_summary, summarize
+from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
+from interplay.values.records import (
     Episode,
     EpisodeInfo,
     Message,
@@ -28,9 +31,6 @@ from interplay.records import (
     Usage,
     to_json,
 )
-from interplay.report import charts
-from interplay.run.summary import format_summary, summarize
-from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
 
 needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed "
                                     "(apt-get install chromium; .ci/setup installs it)")

@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 
 from interplay import cli, report
-from interplay.records import (
+from interplay.report.episodes import ROW_COLUMNS
+from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
+from interplay.values.records import (
     CommandRecord,
     Episode,
     EpisodeInfo,
@@ -27,8 +29,6 @@ from interplay.records import (
     WorkspaceChanges,
     to_json,
 )
-from interplay.report.episodes import ROW_COLUMNS
-from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
 
 
 def table_rows(page: str) -> list[list[object]]:

@@ -22,13 +22,13 @@ import pytest
 
 import interplay
 from interplay import cli
-from interplay.endpoint import Endpoint
-from interplay.env import Env, SeatSpec
-from interplay.records import Task
+from interplay.config.endpoint import Endpoint
+from interplay.contracts.env import Env, SeatSpec
+from interplay.contracts.step import Step
 from interplay.run import config, executor, local, results, summary
 from interplay.run.episode import EpisodeContext, RunResources
-from interplay.step import Step
 from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest, survivors
+from interplay.values.records import Task
 
 ScriptedFactory = Callable[..., ScriptedModel]
 
@@ -343,7 +343,7 @@ class TrickleFile(io.FileIO):
 
 
 async def test_episode_log_writes_every_byte_of_a_short_written_line(tmp_path: Path) -> None:
-    from interplay.records import Episode, EpisodeInfo
+    from interplay.values.records import Episode, EpisodeInfo
 
     path = tmp_path / "episodes.jsonl"
     writer = results.EpisodeLog(path)

@@ -9,12 +9,12 @@ from pathlib import Path
 import attrs
 import pytest
 
-from interplay.endpoint import Endpoint, Sampling
+from interplay.config.endpoint import Endpoint, Sampling
 from interplay.errors import InterplayError
 from interplay.model.client import ModelClient
-from interplay.records import Message
 from interplay.testing import ScriptedModel, ScriptedReply
 from interplay.testing.cli import run_interplay
+from interplay.values.records import Message
 
 KNOWN = [f.name for f in attrs.fields(Sampling)]
 

@@ -24,9 +24,9 @@ from sandbox_support import WHY_NO_DOCKER, remove_labelled, wait_for
 
 from interplay.builtin_sandboxes.docker import DockerSandbox
 from interplay.builtin_sandboxes.local import LocalSandbox
-from interplay.records import Workspace
-from interplay.sandbox import NotReachable, Sandbox, SandboxError, SandboxPlan
+from interplay.contracts.sandbox import NotReachable, Sandbox, SandboxError, SandboxPlan
 from interplay.testing import mentioning
+from interplay.values.records import Workspace
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.slow]
 

@@ -28,8 +28,8 @@ from sandbox_support import (
 from interplay.builtin_sandboxes import _cleanup
 from interplay.builtin_sandboxes.docker import DockerSandbox
 from interplay.builtin_sandboxes.engine import BUILT_REPOSITORY
-from interplay.records import Workspace
-from interplay.sandbox import ExecResult, SandboxError, SandboxPlan
+from interplay.contracts.sandbox import ExecResult, SandboxError, SandboxPlan
+from interplay.values.records import Workspace
 
 pytestmark = [needs_docker, pytest.mark.slow]
 

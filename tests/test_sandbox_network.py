@@ -17,7 +17,7 @@ import pytest
 from sandbox_support import http_server, needs_docker, needs_root, remove_labelled
 
 from interplay.builtin_sandboxes.docker import DockerSandbox
-from interplay.sandbox import NotReachable, SandboxError, SandboxPlan
+from interplay.contracts.sandbox import NotReachable, SandboxError, SandboxPlan
 
 pytestmark = [needs_docker, pytest.mark.slow]
 

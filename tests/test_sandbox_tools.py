@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from interplay import Episode, RunResources, Task, run_episode
-from interplay.loader import load_env
+from interplay.run.loader import load_env
 from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
 
 FIXED_MEDIAN = ("    if len(ordered) % 2:\n        return ordered[middle]\n"

@@ -17,9 +17,9 @@ from sandbox_support import WHY_NO_DOCKER, labelled, remove_labelled
 
 from interplay.builtin_sandboxes.docker import DockerSandbox
 from interplay.builtin_sandboxes.local import LocalSandbox
-from interplay.records import Repo, Workspace
+from interplay.contracts.sandbox import Sandbox, SandboxError
 from interplay.run import workspace
-from interplay.sandbox import Sandbox, SandboxError
+from interplay.values.records import Repo, Workspace
 
 pytestmark = pytest.mark.slow
 

@@ -20,14 +20,14 @@ import pytest
 import interplay
 from interplay import cli
 from interplay.builtin_verifiers.rubric import JUDGE_SYSTEM
-from interplay.env import Env, SeatSpec
-from interplay.records import Episode, Reward, Task
+from interplay.contracts.env import Env, SeatSpec
+from interplay.contracts.step import Step
+from interplay.contracts.verifier import Verifier
 from interplay.report.figures import summary_view
 from interplay.run import summary
 from interplay.run.episode import EpisodeContext
-from interplay.step import Step
 from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
-from interplay.verifier import Verifier
+from interplay.values.records import Episode, Reward, Task
 
 ScriptedFactory = Callable[..., ScriptedModel]
 

@@ -14,8 +14,8 @@ import cattrs
 import pytest
 
 from interplay import cli, lookup
-from interplay.contexts import SeatSpec
-from interplay.endpoint import Endpoint
+from interplay.config.endpoint import Endpoint
+from interplay.contracts.contexts import SeatSpec
 from interplay.run.episode import seat_settings
 from interplay.testing import ScriptedModel
 

@@ -11,11 +11,11 @@ import json
 
 import pytest
 
-from interplay import plugins
-from interplay.loader import env_class
-from interplay.records import EpisodeInfo
+from interplay.plugins import host as plugins
 from interplay.run.episode import EpisodeContext, RunResources
+from interplay.run.loader import env_class
 from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
+from interplay.values.records import EpisodeInfo
 
 ENVS = ["echo", "echo-toml", "user-sim", "user-sim-tools", "alphabet-sort", "color-codeword",
         "wordle", "always-on-sitting"]

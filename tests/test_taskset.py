@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from interplay import taskset
 from interplay.errors import InterplayError
-from interplay.records import Message, Task
+from interplay.values import taskset
+from interplay.values.records import Message, Task
 
 
 def test_jsonl_rows_become_tasks(tmp_path: Path) -> None:

@@ -16,8 +16,8 @@ import pytest
 
 from interplay import InterplayError, cli
 from interplay.run import results
-from interplay.taskset import DatasetTaskset, load
 from interplay.testing import ScriptedModel, run_interplay
+from interplay.values.taskset import DatasetTaskset, load
 
 datasets = pytest.importorskip("datasets")
 
@@ -92,7 +92,7 @@ def test_data_files_and_message_prompts(tmp_path: Path) -> None:
 
 
 def test_an_env_file_names_a_dataset_relative_to_itself(saved: Path, tmp_path: Path) -> None:
-    from interplay.loader import env_from_toml
+    from interplay.run.loader import env_from_toml
 
     env_file = tmp_path / "sums.toml"
     env_file.write_text('name = "sums"\n[taskset]\ndataset = "sums"\nsplit = "test"\n'

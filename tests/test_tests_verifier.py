@@ -29,8 +29,8 @@ from interplay import (
 )
 from interplay.builtin_verifiers.tests import Tests, TestsConfig, plan, read_reward
 from interplay.errors import InterplayError
-from interplay.records import Episode
 from interplay.testing import ScriptedModel
+from interplay.values.records import Episode
 
 
 class Idle(Step):
@@ -190,7 +190,7 @@ async def test_no_command_and_a_malformed_info_tests_are_one_line() -> None:
 
 
 async def test_an_episode_without_a_sandbox_is_unscored_saying_so() -> None:
-    from interplay.loader import load_env
+    from interplay.run.loader import load_env
 
     env = load_env("echo", {"verifiers": [{"kind": "tests", "command": "true"}],
                             "own_verifiers": False})

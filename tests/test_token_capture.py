@@ -16,15 +16,16 @@ import httpx
 import openai
 import pytest
 
-from interplay import Rollouts, records, splicing
+from interplay import Rollouts
 from interplay.builtin_envs.envs import UserSimEnv
 from interplay.export import ExportOptions, export
 from interplay.interception import InterceptionServer
 from interplay.model import tokens
 from interplay.model.client import ModelClient
-from interplay.records import Episode, ModelCall, Task
 from interplay.run.episode import RunResources, run_episode
 from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
+from interplay.values import records, splicing
+from interplay.values.records import Episode, ModelCall, Task
 
 ASK = [{"role": "user", "content": "Name a colour."}]
 

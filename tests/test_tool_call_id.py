@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from interplay import tool, tool_call_id
-from interplay.tools import run_call
+from interplay.values.tools import run_call
 
 
 @tool

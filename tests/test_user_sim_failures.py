@@ -18,15 +18,15 @@ from always_on_support import Agent, by_pattern, make_env, quiet, say
 
 from interplay import hookimpl
 from interplay.builtin_envs.steps import Relay, RelayConfig
-from interplay.env import Env, SeatSpec
-from interplay.hookspecs import Register
-from interplay.records import Episode, Reward, Task
+from interplay.contracts.env import Env, SeatSpec
+from interplay.contracts.step import Step
+from interplay.contracts.usersim import Answer, Read, UserSim
+from interplay.contracts.verifier import Verifier
+from interplay.plugins.hookspecs import Register
 from interplay.run.episode import RunResources, run_episode
-from interplay.step import Step
 from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
 from interplay.testing.logs import captured_log
-from interplay.usersim import Answer, Read, UserSim
-from interplay.verifier import Verifier
+from interplay.values.records import Episode, Reward, Task
 
 #: Episodes each counting verifier was given.
 SCORED: list[str] = []

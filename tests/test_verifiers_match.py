@@ -9,11 +9,11 @@ import pytest
 
 from interplay.builtin_envs.steps import OneShot
 from interplay.builtin_verifiers.match import Exact, MatchConfig, Regex
-from interplay.env import Env, SeatSpec
+from interplay.contracts.env import Env, SeatSpec
+from interplay.contracts.verifier import Verifier
 from interplay.errors import InterplayError
-from interplay.records import Episode, Task
 from interplay.testing import run_scripted
-from interplay.verifier import Verifier
+from interplay.values.records import Episode, Task
 
 
 class HouseRegex(Regex):

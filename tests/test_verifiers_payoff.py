@@ -13,12 +13,12 @@ import pytest
 from interplay.builtin_envs.steps import OneShot
 from interplay.builtin_verifiers.match import Exact, MatchConfig
 from interplay.builtin_verifiers.payoff import Payoff, PayoffConfig
-from interplay.env import Env, SeatSpec
+from interplay.contracts.env import Env, SeatSpec
+from interplay.contracts.step import Step
 from interplay.errors import InterplayError
-from interplay.records import Episode, Task
 from interplay.run.episode import EpisodeContext
-from interplay.step import Step
 from interplay.testing import run_scripted
+from interplay.values.records import Episode, Task
 
 
 @attrs.define

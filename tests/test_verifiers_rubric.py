@@ -24,14 +24,14 @@ from interplay.builtin_verifiers.rubric import (
     is_rubric,
     parse_verdict,
 )
-from interplay.config import structure
-from interplay.endpoint import Endpoint
-from interplay.env import Env, SeatSpec
+from interplay.config.endpoint import Endpoint
+from interplay.config.loading import structure
+from interplay.contracts.env import Env, SeatSpec
 from interplay.errors import InterplayError
-from interplay.loader import env_from_toml
-from interplay.records import Episode, Task
 from interplay.run.episode import RunResources, run_episode
+from interplay.run.loader import env_from_toml
 from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest, run_scripted
+from interplay.values.records import Episode, Task
 
 CRITERIA = [Criterion("correct", "The answer names the capital of France.", weight=3.0),
             Criterion("concise", "The answer is one short sentence.", weight=1.0)]

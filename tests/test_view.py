@@ -18,7 +18,8 @@ import pytest
 
 from interplay import cli
 from interplay.errors import InterplayError
-from interplay.records import (
+from interplay.run.results import RUNNING_FILE, episode_parts, side_path
+from interplay.values.records import (
     Episode,
     EpisodeInfo,
     Message,
@@ -29,7 +30,6 @@ from interplay.records import (
     Trace,
     Usage,
 )
-from interplay.run.results import RUNNING_FILE, episode_parts, side_path
 from interplay.view import Viewer
 from interplay.view.app import _figures, _run_page
 from interplay.view.folder import Folder, card, differing, masked

@@ -18,7 +18,8 @@ from test_report import CHROMIUM, Browser
 from test_view import append, request, run_folder
 
 from interplay import cli
-from interplay.records import (
+from interplay.report.episodes import ROW_COLUMNS
+from interplay.values.records import (
     Episode,
     EpisodeInfo,
     FileChange,
@@ -30,7 +31,6 @@ from interplay.records import (
     Trace,
     WorkspaceChanges,
 )
-from interplay.report.episodes import ROW_COLUMNS
 from interplay.view import Viewer
 from interplay.view.folder import Folder, card
 from interplay.view.runs import RunIndex, rows_query

@@ -202,8 +202,8 @@ def test_every_worker_killed_is_one_line_and_a_resume_finishes_the_run(
 ])
 async def test_a_worker_that_breaks_the_protocol_costs_only_its_running_episodes(
         output: str) -> None:
-    from interplay.records import Task
     from interplay.run import workers
+    from interplay.values.records import Task
 
     # A worker that wrote a whole line then hangs, or one that dies in the middle of a line.
     program = ("import sys, time; sys.stdout.write(sys.argv[1]); sys.stdout.flush(); "

@@ -15,7 +15,7 @@ import pytest
 
 from interplay import Episode, RunResources, run_episode
 from interplay.builtin_envs.workspace import builtin_tasks
-from interplay.loader import load_env
+from interplay.run.loader import load_env
 from interplay.testing import (
     ScriptedModel,
     ScriptedReply,

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from interplay import InterplayError, Workspace, load_jsonl
-from interplay.loader import env_from_toml
 from interplay.run.config import check_sandbox, resolve
 from interplay.run.episode import RunResources, sandbox_kind
-from interplay.taskset import DatasetTaskset
+from interplay.run.loader import env_from_toml
 from interplay.testing import run_interplay
+from interplay.values.taskset import DatasetTaskset
 
 
 def test_a_jsonl_rows_workspace_reads_its_paths_from_the_tasksets_folder(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from interplay.clock import Clock, from_us, to_us
+from interplay.values.clock import Clock, from_us, to_us
 
 
 class FakeReal:

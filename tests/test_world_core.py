@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from interplay.clock import Clock
 from interplay.errors import InterplayError
-from interplay.tools import Tool
+from interplay.values.clock import Clock
+from interplay.values.tools import Tool
 from interplay.world import (
     BusyBlock,
     Event,

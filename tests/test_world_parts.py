@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from interplay.clock import Clock
+from interplay.values.clock import Clock
 from interplay.world import BUILTIN_APPS, Action, Contact, Event, EventQueue, Trigger, times
 from interplay.world.chat import ChatSettings, UserChat
 from interplay.world.contacts import Contacts

@@ -16,8 +16,8 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 
-from interplay.contexts import ChatSession, Reply
-from interplay.records import Message
+from interplay.contracts.contexts import ChatSession, Reply
+from interplay.values.records import Message
 from interplay.world.events import Event
 from interplay.world.world import World
 

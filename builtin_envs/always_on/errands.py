@@ -30,8 +30,8 @@ from typing import Any, ClassVar
 
 import attrs
 
-from interplay.generator import ScenarioKind
-from interplay.records import Task
+from interplay.contracts.scenario import ScenarioKind
+from interplay.values.records import Task
 
 FIRST = ("Dana", "Kai", "Mira", "Noor", "Lena", "Sofia", "Amara", "Ines", "Yuki", "Priya",
          "Hana", "Elif", "Rosa", "Maya", "Zoe", "Ada", "Lucia", "Nia", "Freya", "Leila")

@@ -30,8 +30,8 @@ from interplay.builtin_envs.always_on.reference import (
     calls_made,
     plays_her,
 )
-from interplay.records import Task
 from interplay.testing import ScriptedReply, ScriptedRequest
+from interplay.values.records import Task
 from interplay.world import times
 
 #: The named ways to game the goals.

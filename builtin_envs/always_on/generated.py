@@ -1,8 +1,8 @@
 """The ``always-on-generated`` env: always_on tasks a scenario kind makes from seeds, scored by
 code.
 
-Task ``i`` is the kind's scenario of seed ``seed + i`` (``interplay.generator``): its own world,
-her person and its goals, so ``-n 1000`` runs a thousand different weeks. Its program is the
+Task ``i`` is the kind's scenario of seed ``seed + i`` (``interplay.contracts.scenario``): its own
+world, her person and its goals, so ``-n 1000`` runs a thousand different weeks. Its program is the
 ``user_sim`` step (each task says who she is; the env says who plays her) and the ``always_on``
 step (each task brings its world); its verifier, ``always_on_goals``, scores each goal of the
 task from the run's records. ``env.taskset`` runs a taskset file instead (one ``interplay
@@ -16,17 +16,18 @@ from typing import Any
 
 import attrs
 
-from interplay import config, taskset
-from interplay.contexts import SeatSpec
-from interplay.env import Env
+from interplay.commands.generate import make_kind
+from interplay.config import loading as config
+from interplay.contracts.contexts import SeatSpec
+from interplay.contracts.env import Env
+from interplay.contracts.scenario import ScenarioKind, generate_tasks
+from interplay.contracts.step import Step
+from interplay.contracts.verifier import Verifier
 from interplay.errors import InterplayError
-from interplay.generation import make_kind
-from interplay.generator import ScenarioKind, generate_tasks
-from interplay.loader import build, build_verifiers
-from interplay.records import Task
-from interplay.step import Step
-from interplay.taskset import TasksetSource
-from interplay.verifier import Verifier
+from interplay.run.loader import build, build_verifiers
+from interplay.values import taskset
+from interplay.values.records import Task
+from interplay.values.taskset import TasksetSource
 
 #: The always_on settings the env starts from (under env.always_on): checks as close as half
 #: an hour (news that came in her night is passed on when she wakes), and room for a month of

@@ -24,15 +24,15 @@ from typing import TYPE_CHECKING, Any, Literal
 import attrs
 
 from interplay.builtin_envs.always_on.prompts import STEP_MARK as MARK
+from interplay.contracts.harness import Harness
 from interplay.errors import InterplayError
-from interplay.harness import Harness
 from interplay.model.local import DEFAULT_MAX_TOKENS, N_CTX
-from interplay.records import Message
+from interplay.values.records import Message
 from interplay.world import times
 
 if TYPE_CHECKING:
     from interplay.run.agent import Agent
-    from interplay.tools import Tool
+    from interplay.values.tools import Tool
 
 #: Room the embedded model's window keeps for what the estimate cannot see: it reads about
 #: 2.5 characters a token on timestamps and JSON and 4 on prose, against the 3 it assumes.

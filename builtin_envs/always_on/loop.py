@@ -19,12 +19,12 @@ from interplay.builtin_envs.always_on import prompts
 from interplay.builtin_envs.always_on.clock import TurnClock
 from interplay.builtin_envs.always_on.history import Folder, resolve
 from interplay.builtin_envs.user_sim import UserSide, make_sim, person_from
-from interplay.contexts import ChatSession, EpisodeContext, Reply
+from interplay.contracts.contexts import ChatSession, EpisodeContext, Reply
+from interplay.contracts.usersim import UserSimError, set_up
 from interplay.errors import InterplayError
 from interplay.log import get_logger
-from interplay.records import Task
-from interplay.tools import Tool
-from interplay.usersim import UserSimError, set_up
+from interplay.values.records import Task
+from interplay.values.tools import Tool
 from interplay.world import times
 from interplay.world.chat import CHANNEL_TOOLS, CHECK_TOOLS, ChatSettings, Sent
 from interplay.world.contacts import Contact

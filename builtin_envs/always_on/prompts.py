@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from interplay.world import times
 
 if TYPE_CHECKING:
-    from interplay.records import Task
+    from interplay.values.records import Task
     from interplay.world.scenario import Scenario
 
 #: Opens every line the step (not the user, not an app) adds to the agent's conversation.

@@ -28,8 +28,8 @@ import re
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
-from interplay.records import Task
 from interplay.testing import ScriptedReply, ScriptedRequest
+from interplay.values.records import Task
 from interplay.world import Schedule, times
 
 #: The named ways to get a goal wrong.

@@ -31,7 +31,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from interplay import plugins
 from interplay.builtin_envs.always_on import prompts, records
 from interplay.builtin_envs.always_on.config import AlwaysOnConfig
 from interplay.builtin_envs.always_on.history import (
@@ -41,15 +40,16 @@ from interplay.builtin_envs.always_on.history import (
 )
 from interplay.builtin_envs.always_on.loop import Loop, deny_problems, spans_days
 from interplay.builtin_envs.user_sim import UserSimStep, make_sim
-from interplay.clock import Clock
-from interplay.contexts import EpisodeContext
-from interplay.env import SeatSpec
+from interplay.contracts.contexts import EpisodeContext
+from interplay.contracts.env import SeatSpec
+from interplay.contracts.step import Step
+from interplay.contracts.usersim import UserSimError
 from interplay.errors import InterplayError
-from interplay.loader import tasks_of
 from interplay.log import Verbatim, get_logger
-from interplay.records import Task
-from interplay.step import Step
-from interplay.usersim import UserSimError
+from interplay.plugins import host as plugins
+from interplay.run.loader import tasks_of
+from interplay.values.clock import Clock
+from interplay.values.records import Task
 from interplay.world import times
 from interplay.world.chat import ChatSettings
 from interplay.world.scenario import Scenario, build_world, load_scenario, scenario_from

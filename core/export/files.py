@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 import attrs
 
-from interplay import _codec
+from interplay._plumbing import codec as _codec
 from interplay.errors import InterplayError
 from interplay.export import rows as rw
 from interplay.export.groups import Advantage, Groups, group_id

@@ -28,8 +28,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from interplay.contracts.exporter import ExportFormat, Written
 from interplay.errors import InterplayError
-from interplay.exporter import ExportFormat, Written
 from interplay.run.notes import is_private_note, private_notes
 from interplay.run.results import slim_record
 from interplay.run.summary import is_error, stderr, summarize

@@ -1,7 +1,7 @@
 """Export formats plugins register (``register_export_formats``): the command's side of the
-:class:`~interplay.exporter.ExportFormat` contract. It finds the run, checks the output, streams
-the episodes (whole records, in file order) to the format, and puts what it wrote in place only
-once whole: a format that fails leaves what was there before."""
+:class:`~interplay.contracts.exporter.ExportFormat` contract. It finds the run, checks the output,
+streams the episodes (whole records, in file order) to the format, and puts what it wrote in place
+only once whole: a format that fails leaves what was there before."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from interplay import plugins
+from interplay.contracts.exporter import ExportFormat, Written
 from interplay.errors import InterplayError
-from interplay.exporter import ExportFormat, Written
 from interplay.log import get_logger
+from interplay.plugins import host as plugins
 from interplay.run.results import CONFIG_FILE, EPISODES_FILE, iter_episodes, whole_record
 
 log = get_logger("interplay.export")
@@ -40,7 +40,7 @@ def export_plugged(name: str, run: str | Path, output: str | Path | None = None,
                    ) -> tuple[Path, Written]:
     """Write the run ``run`` (a results folder or its episodes.jsonl) in the registered format
     ``name`` to ``output`` (default: the file the format's
-    :meth:`~interplay.exporter.ExportFormat.output_name` names, in the results folder)."""
+    :meth:`~interplay.contracts.exporter.ExportFormat.output_name` names, in the results folder)."""
     fmt = export_format(name)
     run = Path(run)
     episodes = run / EPISODES_FILE if run.is_dir() else run

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from interplay.hookspecs import Register, hookimpl
+from interplay.plugins.hookspecs import Register, hookimpl
 
 
 @hookimpl

@@ -5,8 +5,8 @@ One gateway serves a run process (started on first need, like the interception s
 of its own, checked on every request before anything else is read, which reaches that trace's
 tools and nothing more. ``tools/list`` lists them, ``tools/call`` runs one through the trace's
 binding (:class:`ToolBinding`: the run's ``SegmentContext``), which runs it as the in-process
-``chat`` harness does (:func:`interplay.tools.run_call`) and records it on the trace: the very
-same ``Tool`` values, bound to the same world and seat, so a call changes the world and its
+``chat`` harness does (:func:`interplay.values.tools.run_call`) and records it on the trace: the
+very same ``Tool`` values, bound to the same world and seat, so a call changes the world and its
 records exactly as a call in-process does. A call whose arguments do not fit, of a tool that
 does not exist, or of a tool that raises or times out is an MCP error result the program reads
 (``isError``), never a protocol error.
@@ -42,12 +42,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
-from interplay import _asgi as asgi
 from interplay._bounded import bounded
-from interplay._listener import AsgiServer
+from interplay._plumbing import asgi
+from interplay._plumbing.listener import AsgiServer
 from interplay.errors import InterplayError
 from interplay.log import get_logger
-from interplay.tools import CallOutcome, Tool
+from interplay.values.tools import CallOutcome, Tool
 
 if TYPE_CHECKING:
     import mcp.types as mcp_types

@@ -18,8 +18,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from interplay import _asgi as asgi
-from interplay import _codec
+from interplay._plumbing import asgi
+from interplay._plumbing import codec as _codec
 from interplay.model import messages
 
 

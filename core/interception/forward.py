@@ -10,7 +10,7 @@ three forms, and writes the answer into its :class:`~interplay.interception.flig
   (:mod:`~interplay.model.responses`), and recorded as the Responses object the
   program got.
 
-Each form returns the :class:`~interplay.records.ModelCall` of its upstream call, its
+Each form returns the :class:`~interplay.values.records.ModelCall` of its upstream call, its
 ``response`` being the answer as the program got it. An upstream error is given to the program
 as an OpenAI-style error (its status kept when it had one), or, once a stream has begun, as
 that stream's own error event.
@@ -24,15 +24,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from interplay import _asgi as asgi
-from interplay import _codec
-from interplay.endpoint import Endpoint
+from interplay._plumbing import asgi
+from interplay._plumbing import codec as _codec
+from interplay.config.endpoint import Endpoint
 from interplay.interception import passthrough
 from interplay.interception.flight import Flight, error_json
 from interplay.model import messages as ms
 from interplay.model import responses as rs
 from interplay.model.client import ModelClient
-from interplay.records import ModelCall
+from interplay.values.records import ModelCall
 
 ERROR_STATUS = {"timeout": 504, "connection_error": 502, "bad_response": 502}
 

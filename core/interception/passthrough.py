@@ -19,9 +19,9 @@ import time
 from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import Any
 
-from interplay import _asgi as asgi
-from interplay import _codec
-from interplay._ids import new_id
+from interplay._plumbing import asgi
+from interplay._plumbing import codec as _codec
+from interplay._plumbing.ids import new_id
 from interplay.log import get_logger
 from interplay.model import responses as rs
 from interplay.model import tokens
@@ -29,7 +29,7 @@ from interplay.model.client import ModelClient
 from interplay.model.retries import Failure
 from interplay.model.transport import Answer
 from interplay.model.wire import aiter_sse_data, parse_body
-from interplay.records import ModelCall, Usage
+from interplay.values.records import ModelCall, Usage
 
 log = get_logger("interplay.interception")
 

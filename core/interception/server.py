@@ -43,9 +43,9 @@ from typing import Any
 
 import attrs
 
-from interplay import _asgi as asgi
 from interplay._bounded import bounded, bounded_names
-from interplay._listener import AsgiServer
+from interplay._plumbing import asgi
+from interplay._plumbing.listener import AsgiServer
 from interplay.errors import InterplayError
 from interplay.interception import callers
 from interplay.interception import forward as fw
@@ -57,7 +57,7 @@ from interplay.model import request as rq
 from interplay.model.client import ModelClient
 from interplay.model.retries import Failure
 from interplay.model.share import PARTY
-from interplay.records import ModelCall
+from interplay.values.records import ModelCall
 
 log = get_logger("interplay.interception")
 

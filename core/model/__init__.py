@@ -1,5 +1,5 @@
 """The model boundary: how a model is reached (where it lives and the settings of the way there
-are :class:`~interplay.endpoint.Endpoint`, a value the contracts speak in), the client every
+are :class:`~interplay.config.endpoint.Endpoint`, a value the contracts speak in), the client every
 Chat Completions call interplay makes goes through (:mod:`interplay.model.client`) with its
 transport (:mod:`interplay.model.transport`), retry policy (:mod:`interplay.model.retries`)
 and reading of what comes back (:mod:`interplay.model.wire`), the OpenAI wire format every server

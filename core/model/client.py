@@ -3,7 +3,7 @@
 A :class:`ModelClient` sends one endpoint's calls through its transport
 (:mod:`interplay.model.transport`: a pooled session) under its retry policy
 (:mod:`interplay.model.retries`), reads each answer, whole or streamed
-(:mod:`interplay.model.wire`), and records it as a :class:`~interplay.records.ModelCall`
+(:mod:`interplay.model.wire`), and records it as a :class:`~interplay.values.records.ModelCall`
 whose ``response`` is the body the endpoint sent. Model and transport failures never raise:
 they end up on ``ModelCall.error`` / ``error_type``. :class:`Models` is a run's pool of clients.
 
@@ -21,16 +21,16 @@ from typing import Any
 
 import attrs
 
-from interplay import _codec
-from interplay._ids import new_id
-from interplay.endpoint import Endpoint
+from interplay._plumbing import codec as _codec
+from interplay._plumbing.ids import new_id
+from interplay.config.endpoint import Endpoint
 from interplay.errors import InterplayError
 from interplay.log import get_logger
 from interplay.model import tokens, wire
 from interplay.model.retries import Failure, Policy
 from interplay.model.share import FairShare
 from interplay.model.transport import Answer, Transport, open_transport
-from interplay.records import Message, ModelCall
+from interplay.values.records import Message, ModelCall
 
 log = get_logger("interplay.model.client")
 

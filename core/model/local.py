@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from interplay import processes
-from interplay.endpoint import Endpoint
+from interplay.config.endpoint import Endpoint
 from interplay.errors import InterplayError
 from interplay.log import get_logger
 

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from interplay._ids import new_id
+from interplay._plumbing.ids import new_id
 from interplay.model.tokens import PREFIX_FIELD
 
 if TYPE_CHECKING:

@@ -30,11 +30,10 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from interplay import _aio as aio
-from interplay import _asgi as asgi
-from interplay import _codec
-from interplay._ids import new_id
-from interplay._listener import AsgiServer
+from interplay._plumbing import aio, asgi
+from interplay._plumbing import codec as _codec
+from interplay._plumbing.ids import new_id
+from interplay._plumbing.listener import AsgiServer
 from interplay.log import get_logger
 from interplay.model import request
 from interplay.model.local import (

@@ -47,7 +47,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from interplay import _codec
+from interplay._plumbing import codec as _codec
 from interplay.model.request import BadRequest
 from interplay.model.responses import new_id, sse
 

@@ -18,8 +18,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from interplay import _codec
-from interplay import _ids as ids
+from interplay._plumbing import codec as _codec
+from interplay._plumbing import ids
 from interplay.model.request import BadRequest
 
 _CHAT_ROLES = {"system": "system", "developer": "system", "user": "user",

@@ -24,8 +24,8 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TypeVar
 
-from interplay import _codec
-from interplay.endpoint import Endpoint
+from interplay._plumbing import codec as _codec
+from interplay.config.endpoint import Endpoint
 from interplay.log import get_logger
 
 T = TypeVar("T")

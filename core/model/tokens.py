@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from interplay.records import Tokens, Usage
+from interplay.values.records import Tokens, Usage
 
 #: The request field holding the ids a call continues from (see the module docstring).
 PREFIX_FIELD = "required_prefix_token_ids"
@@ -69,7 +69,7 @@ def ask_responses(body: Mapping[str, Any]) -> tuple[dict[str, Any], frozenset[st
 
 def continuation(calls: Sequence[Any]) -> list[int] | None:
     """The ids a trace's next call continues from: the prompt and completion ids of its last
-    call that has both (``calls`` are :class:`~interplay.records.ModelCall`), or None."""
+    call that has both (``calls`` are :class:`~interplay.values.records.ModelCall`), or None."""
     for call in reversed(calls):
         if call.error_type is not None:
             continue

@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 import aiohttp
 import yarl
 
-from interplay.endpoint import Endpoint, redact_url
+from interplay.config.endpoint import Endpoint, redact_url
 from interplay.errors import InterplayError
 from interplay.model.retries import Failure
 

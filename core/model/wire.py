@@ -13,13 +13,13 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any
 
-from interplay import _codec
-from interplay._ids import new_id
+from interplay._plumbing import codec as _codec
+from interplay._plumbing.ids import new_id
 from interplay.errors import InterplayError
 from interplay.model import messages as ms
 from interplay.model import responses as rs
 from interplay.model.retries import Failure
-from interplay.records import Message, ModelCall, ToolCall, Usage
+from interplay.values.records import Message, ModelCall, ToolCall, Usage
 
 
 async def aiter_sse_data(chunks: AsyncGenerator[bytes, None]) -> AsyncIterator[bytes]:

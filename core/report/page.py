@@ -35,7 +35,7 @@ from typing import IO, Any
 import jinja2
 from markupsafe import Markup
 
-from interplay import _codec
+from interplay._plumbing import codec as _codec
 from interplay.errors import InterplayError
 from interplay.report import charts
 from interplay.report.episodes import ROW_COLUMNS, component_names, episode_view, table_row
@@ -86,7 +86,7 @@ def _describe_env(env_name: str, settings: str) -> str:
     """The first paragraph of the env's docstring (kept per env and settings: loading an env
     can read its taskset, and a served page asks again and again)."""
     try:
-        from interplay.loader import load_env
+        from interplay.run.loader import load_env
 
         env_cls = type(load_env(env_name, json.loads(settings)))
         doc = (env_cls.__doc__ or "").strip()

@@ -8,8 +8,8 @@ a modeled user is simply another agent's chat session.
 
 This module owns turn-taking (opening, serializing, closing) and the trace each session
 writes. It does not know what an env is or how episodes are scored. Its classes implement the
-protocols a plugin is handed (:mod:`interplay.contexts`): :class:`Agent` is a
-:class:`~interplay.contexts.SeatAgent`, :class:`ChatSession`, :class:`SegmentContext` and
+protocols a plugin is handed (:mod:`interplay.contracts.contexts`): :class:`Agent` is a
+:class:`~interplay.contracts.contexts.SeatAgent`, :class:`ChatSession`, :class:`SegmentContext` and
 :class:`SegmentClient` are the protocols of those names.
 """
 
@@ -22,23 +22,23 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
-from interplay.contexts import Reply, SeatSpec
+from interplay.contracts.contexts import Reply, SeatSpec
+from interplay.contracts.harness import Harness, Segment
 from interplay.errors import InterplayError, describe_exception
-from interplay.harness import Harness, Segment
 from interplay.log import get_logger
 from interplay.model import tokens
 from interplay.model.share import PARTY
-from interplay.records import EpisodeInfo, Message, ModelCall, Task, ToolRun, Trace
-from interplay.tools import CallOutcome, run_call
+from interplay.values.records import EpisodeInfo, Message, ModelCall, Task, ToolRun, Trace
+from interplay.values.tools import CallOutcome, run_call
 
 if TYPE_CHECKING:
-    from interplay.clock import Clock
-    from interplay.endpoint import Endpoint
+    from interplay.config.endpoint import Endpoint
+    from interplay.contracts.sandbox import Sandbox
     from interplay.gateway import ToolGateway, ToolRoute
     from interplay.interception import InterceptionServer, TraceRoute
     from interplay.model.client import ModelClient
-    from interplay.sandbox import Sandbox
-    from interplay.tools import Tool
+    from interplay.values.clock import Clock
+    from interplay.values.tools import Tool
 
 log = get_logger("interplay.run.agent")
 
@@ -145,7 +145,7 @@ class SegmentClient:
 
 class SegmentContext:
     """Everything a harness may use while it runs segments for one trace: the run's
-    :class:`interplay.contexts.SegmentContext`."""
+    :class:`interplay.contracts.contexts.SegmentContext`."""
 
     def __init__(self, session: ChatSession) -> None:
         self.agent: Agent = session.agent
@@ -193,7 +193,7 @@ class SegmentContext:
         world, the trace and the model's view are the same for either. ``arguments`` is the
         JSON text the model produced or an object a protocol parsed; ``timeout_s`` caps each
         tool's own timeout. Failures come back as error text (see
-        :func:`interplay.tools.run_call`), never raised."""
+        :func:`interplay.values.tools.run_call`), never raised."""
         by_name = {t.name: t for t in self.tools} if tools is None else tools
         t0 = time.monotonic()
         outcome = await run_call(by_name, name, arguments, timeout_s=timeout_s, call_id=call_id)

@@ -13,14 +13,14 @@ from typing import Any
 import attrs
 import cattrs
 
-from interplay import config as config_mod
-from interplay.endpoint import Endpoint, redact_url, sampling_problem
-from interplay.env import Env
+from interplay.config import loading as config_mod
+from interplay.config.endpoint import Endpoint, redact_url, sampling_problem
+from interplay.contracts.env import Env
 from interplay.errors import InterplayError
 from interplay.interception.limits import Limits
-from interplay.loader import load_env, options_given
 from interplay.log import get_logger
-from interplay.records import Task
+from interplay.run.loader import load_env, options_given
+from interplay.values.records import Task
 
 log = get_logger("interplay.run")
 
@@ -257,9 +257,9 @@ def check_sandbox(env: Env, resources: Any, tasks: Sequence[Task] | None = None)
     what to install or set: an env (or a task of ``tasks``) that needs one where the run
     gives none, a backend that cannot run here (no daemon), a workspace or a seat's harness
     the backend cannot serve, a sandbox named for an env none of whose seats works in one."""
-    from interplay.records import Workspace
+    from interplay.contracts.sandbox import SandboxNeeds
     from interplay.run.episode import seat_harness
-    from interplay.sandbox import SandboxNeeds
+    from interplay.values.records import Workspace
 
     settings = resources.sandbox_settings
     given = str(settings.get("kind") or "")

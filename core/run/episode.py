@@ -1,7 +1,7 @@
 """Episodes: one task x rollout run through an env's steps, then scored.
 
 Owns the episode context (seats, traces, results, randomness, clock: the run's implementation
-of :class:`interplay.contexts.EpisodeContext`), the run-wide resources
+of :class:`interplay.contracts.contexts.EpisodeContext`), the run-wide resources
 an episode borrows (model clients, the interception server, the tool gateway, seat settings),
 running the steps, and scoring. Every trace of every session opened is collected, also when a
 step raises midway.
@@ -18,19 +18,19 @@ from typing import TYPE_CHECKING, Any
 
 import cattrs
 
-from interplay import config as config_mod
-from interplay import plugins
-from interplay._ids import new_id
-from interplay.clock import Clock
-from interplay.endpoint import Endpoint, redact_url, seat_endpoint
-from interplay.env import Env, SeatSpec
+from interplay._plumbing.ids import new_id
+from interplay.config import loading as config_mod
+from interplay.config.endpoint import Endpoint, redact_url, seat_endpoint
+from interplay.contracts.env import Env, SeatSpec
+from interplay.contracts.sandbox import Sandbox, SandboxError, SandboxNeeds
+from interplay.contracts.usersim import UserSimError
 from interplay.errors import InterplayError, describe_exception
 from interplay.log import get_logger
-from interplay.records import Episode, EpisodeInfo, Reward, SandboxRecord, Task, Trace
+from interplay.plugins import host as plugins
 from interplay.run import workspace
 from interplay.run.agent import Agent
-from interplay.sandbox import Sandbox, SandboxError, SandboxNeeds
-from interplay.usersim import UserSimError
+from interplay.values.clock import Clock
+from interplay.values.records import Episode, EpisodeInfo, Reward, SandboxRecord, Task, Trace
 
 if TYPE_CHECKING:
     from interplay.gateway import ToolGateway
@@ -145,7 +145,7 @@ def seat_settings(default: SeatSpec, endpoint: Endpoint, given: Mapping[str, Any
       seat another harness starts from that harness's defaults (the env's ``harness_config``
       was written for its own harness);
     - the seat's endpoint: the run's ``model``, under the seat's own ``model`` table key by
-      key (:func:`interplay.endpoint.seat_endpoint`); no table: the run's endpoint itself;
+      key (:func:`interplay.config.endpoint.seat_endpoint`); no table: the run's endpoint itself;
     - the seat's sampling, sent with every request: the env's defaults for the seat, then the
       endpoint's sampling (``model.sampling``, or ``seats.<seat>.model.sampling`` over it),
       then ``seats.<seat>.sampling``. What the run sets always wins over the env's defaults;
@@ -206,7 +206,7 @@ def seat_harness(spec: SeatSpec, seat: str) -> tuple[type[Any], Any]:
 
 class EpisodeContext:
     """What an env's steps reach during one episode: the run's
-    :class:`interplay.contexts.EpisodeContext`, with the env, the run's resources and the
+    :class:`interplay.contracts.contexts.EpisodeContext`, with the env, the run's resources and the
     agents it made."""
 
     def __init__(self, *, env: Env, task: Task, info: EpisodeInfo,

@@ -44,14 +44,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
-from interplay import _fds
+from interplay._plumbing import fds as _fds
 from interplay.errors import InterplayError
 from interplay.log import get_logger
-from interplay.records import Episode, EpisodeInfo, Task
 from interplay.run.config import RunConfig, episode_seed
+from interplay.values.records import Episode, EpisodeInfo, Task
 
 if TYPE_CHECKING:
-    from interplay.env import Env
+    from interplay.contracts.env import Env
 
 log = get_logger("interplay.run")
 

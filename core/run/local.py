@@ -13,12 +13,12 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from interplay.errors import InterplayError
-from interplay.records import Episode, Task
 from interplay.run.config import RunConfig
 from interplay.run.executor import Executor, Sink, Work, run_one
+from interplay.values.records import Episode, Task
 
 if TYPE_CHECKING:
-    from interplay.env import Env
+    from interplay.contracts.env import Env
 
 #: Episodes a run starts per turn of the event loop while it fills its slots.
 START_BATCH = 16

@@ -21,16 +21,16 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from interplay import log as log_mod
-from interplay import plugins
 from interplay.errors import InterplayError
-from interplay.records import Task
+from interplay.plugins import host as plugins
 from interplay.run import config, results
 from interplay.run.episode import RunResources
 from interplay.run.executor import collector_tuned_for_runs, prepare_process, run_one
+from interplay.values.records import Task
 
 if TYPE_CHECKING:
-    from interplay.endpoint import Endpoint
-    from interplay.env import Env
+    from interplay.config.endpoint import Endpoint
+    from interplay.contracts.env import Env
     from interplay.run.config import RunConfig
 
 _PROBE_TIMEOUT_S = 5.0

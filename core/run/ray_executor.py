@@ -42,14 +42,15 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from interplay import log as log_mod
-from interplay import plugins, processes
+from interplay import processes
 from interplay.errors import InterplayError
-from interplay.records import Task
+from interplay.plugins import host as plugins
 from interplay.run.executor import Finished, Sink, Work, lost_episode, shares
 from interplay.run.ray_actor import EpisodeActor, endpoints
+from interplay.values.records import Task
 
 if TYPE_CHECKING:
-    from interplay.env import Env
+    from interplay.contracts.env import Env
     from interplay.run.config import RunConfig
 
 log = log_mod.get_logger("interplay.run.ray")

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
-from interplay import _codec
+from interplay._plumbing import codec as _codec
 from interplay.errors import InterplayError
 from interplay.log import get_logger
 from interplay.run.slim import pair_of, slim_record

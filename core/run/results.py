@@ -24,11 +24,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from interplay import config as config_mod
-from interplay.env import Env
+from interplay.config import loading as config_mod
+from interplay.contracts.env import Env
 from interplay.errors import InterplayError
 from interplay.log import get_logger
-from interplay.records import Episode, Task, converter
 from interplay.run.config import (
     RunConfig,
     check_harnesses,
@@ -61,6 +60,7 @@ from interplay.run.slim import (
     slim_episode,
     slim_record,
 )
+from interplay.values.records import Episode, Task, converter
 
 __all__ = [
     "CONFIG_FILE",
@@ -178,7 +178,7 @@ class EpisodeLog:
 
 
 def stored_episode(record: Mapping[str, Any], folder: Path) -> Episode:
-    """The :class:`~interplay.records.Episode` one line of ``folder``'s episodes.jsonl holds,
+    """The :class:`~interplay.values.records.Episode` one line of ``folder``'s episodes.jsonl holds,
     rebuilt as the run had it when its verifiers scored it: traces, results, rewards and all.
 
     Every reader that needs the episode itself rather than its JSON (``interplay regrade``)
@@ -391,9 +391,9 @@ def _unloadable(resume: str, output: Path, stored: Mapping[str, Any],
 
 def stored_verifiers(env: Env) -> list[dict[str, Any]]:
     """What config.json keeps of the env's verifiers: each one's name and the registered
-    names of its class and bases (:func:`interplay.plugins.describe_kinds`), so a report
+    names of its class and bases (:func:`interplay.plugins.host.describe_kinds`), so a report
     tells a judge's rewards apart without the plugin that registered it."""
-    from interplay import plugins
+    from interplay.plugins import host as plugins
 
     return [plugins.describe_kinds(v, "verifiers") for v in env.run_verifiers()]
 
@@ -421,7 +421,7 @@ def judged_names(rows: Iterable[Any]) -> set[str]:
     """The names of the rubric verifiers (judges) among stored verifier rows
     (:func:`stored_verifiers`' or config rows naming a kind); a kind no installed plugin
     registers is not counted."""
-    from interplay import plugins
+    from interplay.plugins import host as plugins
 
     out = set()
     for row in rows:

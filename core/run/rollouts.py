@@ -30,16 +30,16 @@ from typing import Any
 
 import attrs
 
-from interplay.endpoint import Endpoint
-from interplay.env import Env
+from interplay.config.endpoint import Endpoint
+from interplay.contracts.env import Env
 from interplay.errors import InterplayError
-from interplay.loader import load_env
 from interplay.log import get_logger
-from interplay.records import Episode, Task
 from interplay.run.config import DEFAULT_CONCURRENCY, check_harnesses, check_seats
 from interplay.run.episode import RunResources
+from interplay.run.loader import load_env
 from interplay.run.local import run_pairs
 from interplay.run.results import EPISODES_FILE, EpisodeLog
+from interplay.values.records import Episode, Task
 
 log = get_logger("interplay.run.rollouts")
 

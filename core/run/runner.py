@@ -18,10 +18,9 @@ from typing import Any
 
 import attrs
 
-from interplay.env import Env
+from interplay.contracts.env import Env
 from interplay.errors import InterplayError
 from interplay.log import get_logger
-from interplay.records import Episode, Task
 from interplay.run.config import RunConfig
 from interplay.run.executor import Finished, Work, executor_for
 from interplay.run.progress import Progress
@@ -39,6 +38,7 @@ from interplay.run.results import (
     write_json,
 )
 from interplay.run.summary import summarize
+from interplay.values.records import Episode, Task
 
 log = get_logger("interplay.run")
 

@@ -27,11 +27,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from interplay import _codec
+from interplay._plumbing import codec as _codec
 from interplay.errors import InterplayError
-from interplay.records import Episode, converter
 from interplay.run.slim import record_usage
-from interplay.splicing import spliced, to_json_bytes
+from interplay.values.records import Episode, converter
+from interplay.values.splicing import spliced, to_json_bytes
 
 #: The folder of the side files, beside episodes.jsonl.
 SIDE_DIR = "episodes"

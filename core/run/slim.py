@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from interplay.records import Episode
+from interplay.values.records import Episode
 
 
 def pair_of(record: Mapping[str, Any]) -> tuple[int, int]:

@@ -16,7 +16,7 @@ pass@k and pass^k are given for k = 1, 2, 4, ... and the number of rollouts of t
 the fewest scored rollouts (every task's figure over the same k).
 
 A judge's rewards (those of a rubric verifier, or of a subclass of one: the caller names them,
-as :func:`interplay.plugins.is_kind` tells them) are also shown per criterion: each criterion's
+as :func:`interplay.plugins.host.is_kind` tells them) are also shown per criterion: each criterion's
 mean score over the completed episodes the judge scored.
 
 It reads episode records (slimmed by :func:`interplay.run.results.slim_record`) and never

@@ -41,11 +41,11 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from interplay import _aio as aio
 from interplay import log as log_mod
-from interplay import plugins, processes
+from interplay import processes
+from interplay._plumbing import aio
 from interplay.errors import InterplayError
-from interplay.records import Task
+from interplay.plugins import host as plugins
 from interplay.run import config, results
 from interplay.run.executor import (
     Finished,
@@ -57,6 +57,7 @@ from interplay.run.executor import (
     run_one,
     shares,
 )
+from interplay.values.records import Task
 
 log = log_mod.get_logger("interplay.run.workers")
 

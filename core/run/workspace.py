@@ -2,7 +2,7 @@
 repository, folder and files put in, its setup commands run), the workspace's state taken
 then, what the episode changed in it computed once its steps are done, and the sandbox
 removed after scoring. Every backend is reached through the contract alone
-(:class:`interplay.sandbox.Sandbox`), so this works the same on any of them.
+(:class:`interplay.contracts.sandbox.Sandbox`), so this works the same on any of them.
 
 What changed is found by copying the workspace out twice (after setup, after the steps) and
 comparing the copies file by file on this machine: it needs nothing inside (no git, no
@@ -27,15 +27,21 @@ from typing import Any
 
 import attrs
 
+from interplay.contracts.sandbox import (
+    Sandbox,
+    SandboxError,
+    SandboxNeeds,
+    SandboxPlan,
+    bounded_text,
+)
 from interplay.log import get_logger
-from interplay.records import (
+from interplay.values.records import (
     FileChange,
     Repo,
     SandboxRecord,
     Workspace,
     WorkspaceChanges,
 )
-from interplay.sandbox import Sandbox, SandboxError, SandboxNeeds, SandboxPlan, bounded_text
 
 log = get_logger("interplay.run.workspace")
 

@@ -13,11 +13,11 @@ from typing import Any
 
 import attrs
 
-from interplay import plugins
-from interplay.env import Env
-from interplay.records import Episode, Task
+from interplay.contracts.env import Env
+from interplay.plugins import host as plugins
 from interplay.run.episode import RunResources, run_episode
 from interplay.testing.scripted import Script, ScriptedModel, ScriptedRequest
+from interplay.values.records import Episode, Task
 
 
 @attrs.define

@@ -50,7 +50,7 @@ def scripted_episode() -> Callable[..., Any]:
     """``scripted_episode(env, task, script, **kwargs) -> ScriptedRun``: what
     :func:`interplay.testing.run_scripted` returns, from a plain test (it runs an event loop of
     its own, so an ``async def`` test awaits ``run_scripted`` instead)."""
-    from interplay import _aio
+    from interplay._plumbing import aio as _aio
     from interplay.testing.episodes import run_scripted
 
     def run(env: Any, task: Any, script: Any = None, **kwargs: Any) -> Any:

@@ -15,11 +15,11 @@ import functools
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from interplay.contexts import EpisodeContext, SeatSpec
-from interplay.env import Env
-from interplay.records import Episode, Reward, Task, Workspace
-from interplay.step import Step
-from interplay.verifier import Verifier
+from interplay.contracts.contexts import EpisodeContext, SeatSpec
+from interplay.contracts.env import Env
+from interplay.contracts.step import Step
+from interplay.contracts.verifier import Verifier
+from interplay.values.records import Episode, Reward, Task, Workspace
 
 #: The task's ``calc.py``, with its bug (``-`` for ``+``), and the test that finds it.
 CALC_BUG = "def add(a, b):\n    return a - b\n"
@@ -31,9 +31,9 @@ def docker_problem(image: str | None = None) -> str | None:
     """Why the docker sandbox cannot run here (its SDK missing, no daemon answering, ``image``
     — by default the one it starts from — not on the daemon), in one line; None when it can.
     Asked once per process and image."""
-    from interplay import plugins
-    from interplay.records import Workspace
-    from interplay.sandbox import SandboxNeeds
+    from interplay.contracts.sandbox import SandboxNeeds
+    from interplay.plugins import host as plugins
+    from interplay.values.records import Workspace
 
     try:
         backend = plugins.get("sandboxes", "docker")()

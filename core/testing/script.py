@@ -11,7 +11,7 @@ from typing import Any
 
 import attrs
 
-from interplay import _codec
+from interplay._plumbing import codec as _codec
 from interplay.model import responses as rs
 
 

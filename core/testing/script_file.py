@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from interplay.config import structure
+from interplay.config.loading import structure
 from interplay.errors import InterplayError
 from interplay.testing.script import ScriptedReply
 

@@ -42,11 +42,10 @@ from typing import Any
 
 import attrs
 
-from interplay import _aio as aio
-from interplay import _asgi as asgi
-from interplay import _codec
-from interplay._listener import AsgiServer
-from interplay.endpoint import Endpoint
+from interplay._plumbing import aio, asgi
+from interplay._plumbing import codec as _codec
+from interplay._plumbing.listener import AsgiServer
+from interplay.config.endpoint import Endpoint
 from interplay.model import responses as rs
 from interplay.testing import answers
 from interplay.testing import tokens as tk

@@ -34,7 +34,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from interplay import _codec
+from interplay._plumbing import codec as _codec
 from interplay.errors import InterplayError
 from interplay.log import get_logger
 from interplay.report.episodes import episode_view

@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from interplay._listener import AsgiServer
+from interplay._plumbing.listener import AsgiServer
 from interplay.errors import InterplayError
 from interplay.log import get_logger
 from interplay.view.app import make_app
@@ -107,7 +107,7 @@ class Viewer:
 
 
 def _warm() -> None:
-    from interplay import plugins
+    from interplay.plugins import host as plugins
     from interplay.report import charts
 
     try:
@@ -158,7 +158,7 @@ def cmd_view(args: argparse.Namespace) -> int:
             print(f"view: {viewer.url}", flush=True)
             await asyncio.Event().wait()
 
-    from interplay import _aio
+    from interplay._plumbing import aio as _aio
 
     with contextlib.suppress(KeyboardInterrupt):
         _aio.run(serve())

@@ -22,7 +22,7 @@ from typing import Any
 
 import attrs
 
-from interplay import _codec
+from interplay._plumbing import codec as _codec
 from interplay.errors import InterplayError
 from interplay.log import get_logger
 from interplay.report.episodes import seat_rewards, table_row

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 from interplay.errors import InterplayError
-from interplay.tools import Tool, tool
+from interplay.values.tools import Tool, tool
 from interplay.world import times
 from interplay.world.protocols import AppHost
 

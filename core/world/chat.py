@@ -21,8 +21,8 @@ from typing import Any
 
 import attrs
 
-from interplay.clock import to_us
-from interplay.tools import Tool
+from interplay.values.clock import to_us
+from interplay.values.tools import Tool
 from interplay.world import times
 from interplay.world.events import Event
 from interplay.world.protocols import ChatHost

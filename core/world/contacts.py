@@ -30,8 +30,8 @@ from typing import Any
 
 import attrs
 
-from interplay.clock import to_us
 from interplay.log import get_logger
+from interplay.values.clock import to_us
 from interplay.world import times
 from interplay.world.events import Event
 from interplay.world.protocols import ContactsHost

@@ -24,7 +24,7 @@ from __future__ import annotations
 import random
 from typing import Any, Protocol
 
-from interplay.clock import Clock
+from interplay.values.clock import Clock
 from interplay.world.events import EventQueue
 from interplay.world.timeline import Timeline
 

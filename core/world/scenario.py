@@ -19,9 +19,9 @@ from typing import Any
 
 import attrs
 
-from interplay import config
-from interplay.clock import Clock
+from interplay.config import loading as config
 from interplay.errors import InterplayError
+from interplay.values.clock import Clock
 from interplay.world import times
 from interplay.world.apps import App, app_class
 from interplay.world.chat import CHANNEL_TOOLS, ChatSettings, Sent

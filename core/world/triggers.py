@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 import attrs
 
-from interplay.clock import to_us
+from interplay.values.clock import to_us
 from interplay.world import times
 from interplay.world.events import Event
 from interplay.world.protocols import TriggersHost

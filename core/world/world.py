@@ -26,8 +26,8 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
-from interplay.clock import Clock, to_us
-from interplay.tools import Tool
+from interplay.values.clock import Clock, to_us
+from interplay.values.tools import Tool
 from interplay.world import times
 from interplay.world.apps import App
 from interplay.world.chat import CHANNEL_TOOLS, ChatSettings, UserChat

@@ -1,7 +1,7 @@
 """Writes the settings reference, docs/reference/settings/<kind>.md, from the settings classes
 of the builtins and of the plugins in plugins/ (each installed, as `.ci/setup --test` does),
 and the JSON Schema of an episodes.jsonl record, docs/reference/episode.schema.json, from the
-record classes (interplay.records) and the shape the writer gives them:
+record classes (interplay.values.records) and the shape the writer gives them:
 
     .venv/bin/python docs/reference/generate.py
 
@@ -23,9 +23,11 @@ from typing import Any
 
 import attrs
 
-from interplay import hookspecs, plugins, records
-from interplay.describe import reference_pages
-from interplay.settings import field_docs
+from interplay.commands.describe import reference_pages
+from interplay.config.settings import field_docs
+from interplay.plugins import hookspecs
+from interplay.plugins import host as plugins
+from interplay.values import records
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "docs" / "reference" / "settings"

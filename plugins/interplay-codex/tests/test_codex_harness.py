@@ -466,7 +466,7 @@ async def main():
 
 resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
 if loop_name == "uvloop":
-    from interplay import _aio
+    from interplay._plumbing import aio as _aio
     _aio.run(main())
 else:
     asyncio.run(main())

@@ -25,14 +25,14 @@ from typing import Any, ClassVar, Protocol
 import attrs
 
 from interplay import errors
-from interplay.config import merge, settle
-from interplay.contexts import EpisodeContext
+from interplay.config.loading import merge, settle
+from interplay.contracts.contexts import EpisodeContext
+from interplay.contracts.harness import NoConfig
 from interplay.errors import InterplayError
-from interplay.harness import NoConfig
 from interplay.log import get_logger
-from interplay.records import Message
+from interplay.values.records import Message
 
-log = get_logger("interplay.usersim")
+log = get_logger("interplay.contracts.usersim")
 
 
 class BusyPeriod(Protocol):

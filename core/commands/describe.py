@@ -1,7 +1,7 @@
 """``interplay describe KIND [NAME]``: what a registered env, step, verifier, harness or user sim
 (or the model endpoint) is and every setting it takes, read from the settings classes the config
-check structures into (:mod:`interplay.settings`), so what a user reads cannot drift from what
-a config accepts. An env also shows its seats, its task rows (fields and an example), its
+check structures into (:mod:`interplay.config.settings`), so what a user reads cannot drift from
+what a config accepts. An env also shows its seats, its task rows (fields and an example), its
 verifiers with the settings it gives them, and the ``ctx.results`` keys its steps write.
 
 The same descriptions make the settings reference pages (:func:`reference_pages`).
@@ -18,15 +18,16 @@ from typing import Any
 import attrs
 import cattrs
 
-from interplay import config, plugins
-from interplay.contexts import SeatSpec
-from interplay.endpoint import Endpoint, Sampling
-from interplay.env import EnvFile, EnvOptions
+from interplay.config import loading as config
+from interplay.config.endpoint import Endpoint, Sampling
+from interplay.config.settings import field_docs, settings_of, type_text
+from interplay.contracts.contexts import SeatSpec
+from interplay.contracts.env import EnvFile, EnvOptions
 from interplay.errors import InterplayError
-from interplay.loader import env_from_toml, file_env, open_env, split_options
-from interplay.records import Task
-from interplay.registry import SINGULAR
-from interplay.settings import field_docs, settings_of, type_text
+from interplay.plugins import host as plugins
+from interplay.plugins.registry import SINGULAR
+from interplay.run.loader import env_from_toml, file_env, open_env, split_options
+from interplay.values.records import Task
 
 #: What ``describe`` takes: every registered kind, ``model`` (the endpoint a run calls) and
 #: ``run`` (the run's own settings, the top-level keys of a config file).

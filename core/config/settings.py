@@ -20,7 +20,7 @@ from typing import Any
 
 import attrs
 
-from interplay.config import _default_of, make_config_converter
+from interplay.config.loading import _default_of, make_config_converter
 
 
 @attrs.frozen

@@ -4,7 +4,7 @@ scenario file (TOML or JSON), configured with the env's settings.
 The one place an env is made of what names it: ``interplay eval NAME_OR_FILE``, a results
 folder's ``config.json`` (``--resume``, ``interplay report``, ``interplay regrade``) and the
 rollout API all come through :func:`load_env`. A plugin may register an env as a file
-(``register(Path(...))``): the registry keeps it as an :class:`~interplay.env.EnvFile` and
+(``register(Path(...))``): the registry keeps it as an :class:`~interplay.contracts.env.EnvFile` and
 :func:`env_class` reads it here on first lookup. A file env's steps and verifiers are the
 registered ones its rows name (:func:`build`).
 
@@ -21,14 +21,16 @@ from typing import Any
 
 import attrs
 
-from interplay import config, plugins, taskset
-from interplay.contexts import SeatSpec
-from interplay.env import OPTION_KEYS, AddedVerifier, Env, EnvFile, EnvOptions
+from interplay.config import loading as config
+from interplay.contracts.contexts import SeatSpec
+from interplay.contracts.env import OPTION_KEYS, AddedVerifier, Env, EnvFile, EnvOptions
+from interplay.contracts.step import Step
+from interplay.contracts.verifier import Verifier
 from interplay.errors import InterplayError
-from interplay.records import Task
-from interplay.step import Step
-from interplay.taskset import TasksetSource
-from interplay.verifier import Verifier
+from interplay.plugins import host as plugins
+from interplay.values import taskset
+from interplay.values.records import Task
+from interplay.values.taskset import TasksetSource
 from interplay.world.scenario import Scenario, load_scenario
 
 
@@ -49,7 +51,7 @@ def load_env(name: str, settings: Mapping[str, Any]) -> Env:
 
 def split_options(settings: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """An env's ``env.*`` settings parted into its own (its ``Config``'s) and those every env
-    takes (:class:`~interplay.env.EnvOptions`); an option given as null is left unset."""
+    takes (:class:`~interplay.contracts.env.EnvOptions`); an option given as null is left unset."""
     own = {k: v for k, v in settings.items() if k not in OPTION_KEYS}
     options = {k: v for k, v in settings.items() if k in OPTION_KEYS and v is not None}
     return own, options
@@ -164,7 +166,8 @@ def env_from_toml(path: str | Path) -> type[Env]:
 
         name = "my-env"
         taskset = "tasks.jsonl"          # relative to this file; or a [taskset] table
-                                         # naming a dataset (interplay.taskset.DatasetTaskset),
+                                         # naming a dataset
+                                         (interplay.values.taskset.DatasetTaskset),
                                          # or the tasks themselves as [[tasks]] rows
         [seats.assistant]
         harness = "chat"

@@ -1,10 +1,10 @@
 """The registry of names: every harness, user sim, step, verifier and env a plugin registered,
 each remembering the plugin and package it came from, and the names several packages claim.
 What it holds is what was registered: a class, or for an env written as a file its
-:class:`~interplay.env.EnvFile` (the loader, :mod:`interplay.loader`, reads it).
+:class:`~interplay.contracts.env.EnvFile` (the loader, :mod:`interplay.run.loader`, reads it).
 
 It owns lookups and clash rules (a builtin's registration wins; between installed packages none
-does), not loading: :mod:`interplay.plugins` calls the hooks and fills a registry.
+does), not loading: :mod:`interplay.plugins.host` calls the hooks and fills a registry.
 """
 
 from __future__ import annotations
@@ -13,15 +13,15 @@ from typing import Any
 
 import attrs
 
-from interplay.env import Env
+from interplay.contracts.env import Env
+from interplay.contracts.exporter import ExportFormat
+from interplay.contracts.harness import Harness
+from interplay.contracts.sandbox import Sandbox
+from interplay.contracts.scenario import ScenarioKind
+from interplay.contracts.step import Step
+from interplay.contracts.usersim import UserSim
+from interplay.contracts.verifier import Verifier
 from interplay.errors import InterplayError
-from interplay.exporter import ExportFormat
-from interplay.generator import ScenarioKind
-from interplay.harness import Harness
-from interplay.sandbox import Sandbox
-from interplay.step import Step
-from interplay.usersim import UserSim
-from interplay.verifier import Verifier
 
 #: The kinds a plugin can register, by hook, with the base class each must subclass.
 KIND_BASES: dict[str, type] = {

@@ -2,13 +2,13 @@
 of one harness segment, as protocols, and the values that come with them (:class:`SeatSpec`,
 :class:`Reply`).
 
-The contracts (:mod:`interplay.step`, :mod:`interplay.verifier`, :mod:`interplay.harness`,
-:mod:`interplay.usersim`, :mod:`interplay.env`) speak in these types, and so does a plugin; the
-run implements them (:class:`interplay.run.episode.EpisodeContext`,
-:class:`interplay.run.agent.Agent`, :class:`~interplay.run.agent.ChatSession`,
-:class:`~interplay.run.agent.SegmentContext`), so neither the contracts nor a plugin need the
-run. Each protocol holds what a plugin may rely on; the run's classes carry more for their own
-use. This module imports nothing above the records.
+The contracts (:mod:`interplay.contracts.step`, :mod:`interplay.contracts.verifier`,
+:mod:`interplay.contracts.harness`, :mod:`interplay.contracts.usersim`,
+:mod:`interplay.contracts.env`) speak in these types, and so does a plugin; the run implements them
+(:class:`interplay.run.episode.EpisodeContext`, :class:`interplay.run.agent.Agent`,
+:class:`~interplay.run.agent.ChatSession`, :class:`~interplay.run.agent.SegmentContext`), so neither
+the contracts nor a plugin need the run. Each protocol holds what a plugin may rely on; the run's
+classes carry more for their own use. This module imports nothing above the records.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from typing import Any, Protocol
 
 import attrs
 
-from interplay.clock import Clock
-from interplay.endpoint import Endpoint
-from interplay.records import EpisodeInfo, Message, ModelCall, Task, ToolRun, Trace
-from interplay.sandbox import Sandbox
-from interplay.tools import CallOutcome, Tool
+from interplay.config.endpoint import Endpoint
+from interplay.contracts.sandbox import Sandbox
+from interplay.values.clock import Clock
+from interplay.values.records import EpisodeInfo, Message, ModelCall, Task, ToolRun, Trace
+from interplay.values.tools import CallOutcome, Tool
 
 
 @attrs.define

@@ -25,11 +25,11 @@ from typing import Any
 
 import attrs
 
-from interplay import _codec
+from interplay._plumbing import codec as _codec
 from interplay.log import get_logger
-from interplay.records import ToolCall
+from interplay.values.records import ToolCall
 
-log = get_logger("interplay.tools")
+log = get_logger("interplay.values.tools")
 
 #: The id of the model's tool call a tool function is answering (see :func:`tool_call_id`).
 _CALL_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar("interplay_tool_call_id",
@@ -132,7 +132,7 @@ async def run_call(tools: Mapping[str, Tool], name: str,
 
 
 def _parsed(arguments: str | None) -> dict[str, Any]:
-    """As :meth:`interplay.records.ToolCall.parsed_arguments` reads them."""
+    """As :meth:`interplay.values.records.ToolCall.parsed_arguments` reads them."""
     return ToolCall(id="", name="", arguments=arguments or "{}").parsed_arguments()
 
 

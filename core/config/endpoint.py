@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 import attrs
 import cattrs
 
-from interplay import config
+from interplay.config import loading as config
 from interplay.errors import InterplayError
 
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]+@")
@@ -372,7 +372,7 @@ def seat_endpoint(run: Endpoint, table: Mapping[str, Any]) -> dict[str, Any]:
     ``headers`` too): a seat that names only its ``base_url`` keeps the run's model name,
     sampling, timeouts and retries. When its ``base_url`` is another server than the run's,
     the run's credentials and what its server speaks (:data:`SAME_SERVER_ONLY`) stay behind.
-    Plain data, for :func:`interplay.config.structure` into an Endpoint."""
+    Plain data, for :func:`interplay.config.loading.structure` into an Endpoint."""
     base = cattrs.Converter().unstructure(run)
     if "base_url" in table and _origin(table.get("base_url")) != _origin(run.base_url):
         for key in SAME_SERVER_ONLY:

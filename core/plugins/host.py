@@ -3,7 +3,7 @@
 Owns the builtins (``DEFAULT_PLUGINS``, registered in-process so a broken third-party plugin can
 never take them down), the ``interplay`` entry-point group (each entry point loaded on its own,
 its failures, ``sys.exit()`` included, kept to itself), the allow- and block-lists, and calling
-each plugin's hooks to fill the registry of names (:mod:`interplay.registry`). It must not
+each plugin's hooks to fill the registry of names (:mod:`interplay.plugins.registry`). It must not
 import any plugin by name, and importing it loads nothing: plugins load once, on first use.
 
 Environment:
@@ -29,17 +29,20 @@ from typing import Any
 import attrs
 import pluggy
 
-from interplay import config, hookspecs
-from interplay.config import default_sites
-from interplay.env import OPTION_KEYS, EnvFile
+from interplay.config import loading as config
+from interplay.config.loading import default_sites
+from interplay.contracts.env import OPTION_KEYS, EnvFile
 from interplay.errors import InterplayError, describe_exception
 from interplay.log import Verbatim, get_logger
-from interplay.registry import KIND_BASES, Entry, Registry, UnknownName
-from interplay.registry import KINDS as KINDS  # the kinds, where callers have always found them
-from interplay.registry import SINGULAR as SINGULAR
-from interplay.registry import Clash as Clash
+from interplay.plugins import hookspecs
+from interplay.plugins.registry import KIND_BASES, Entry, Registry, UnknownName
+from interplay.plugins.registry import (
+    KINDS as KINDS,  # the kinds, where callers have always found them
+)
+from interplay.plugins.registry import SINGULAR as SINGULAR
+from interplay.plugins.registry import Clash as Clash
 
-log = get_logger("interplay.plugins")
+log = get_logger("interplay.plugins.host")
 
 DEFAULT_PLUGINS: tuple[str, ...] = (
     "interplay.builtin_harnesses.plugin",
@@ -331,7 +334,7 @@ class _Register:
         base = KIND_BASES[kind]
         if kind == "envs" and isinstance(obj, str | os.PathLike):
             # An env file is kept by its path and name, and read when the env is looked up
-            # (interplay.loader): registering it needs nothing above the contracts.
+            # (interplay.run.loader): registering it needs nothing above the contracts.
             obj = EnvFile.at(obj)
         if kind == "envs" and isinstance(obj, EnvFile):
             self.added.append(Entry(name=name or obj.name, kind=kind, obj=obj,
@@ -440,8 +443,8 @@ def registry() -> Registry:
 
 def get(kind: str, name: str) -> Any:
     """What was registered as ``name`` of ``kind`` ('harnesses', 'envs', ...): a class, or
-    for an env written as a file its :class:`~interplay.env.EnvFile` (an Env class of any
-    name: :func:`interplay.loader.env_class`). An unknown name raises InterplayError listing
+    for an env written as a file its :class:`~interplay.contracts.env.EnvFile` (an Env class of any
+    name: :func:`interplay.run.loader.env_class`). An unknown name raises InterplayError listing
     the known ones, and every plugin that failed to load or register: the name may be one of
     theirs."""
     plugin_host = host()

@@ -6,7 +6,7 @@ converter built by :func:`make_converter`, never cattrs' global one.
 
 This module holds plain data: no I/O, no model calls, no logging. The fast way an episode's
 line is written, with the JSON its records already hold spliced in, is
-:mod:`~interplay.splicing`'s: a field added to ModelCall or Trace is a key there too (the
+:mod:`~interplay.values.splicing`'s: a field added to ModelCall or Trace is a key there too (the
 round-trip tests hold the two to one form).
 """
 
@@ -21,7 +21,7 @@ import attrs
 import cattrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
-from interplay import _codec
+from interplay._plumbing import codec as _codec
 from interplay.errors import InterplayError
 
 SCHEMA_VERSION = 1

@@ -2,7 +2,7 @@
 
 An env is written in Python (subclass :class:`Env`), as a TOML file of steps, or as an always_on
 scenario file; a plugin registers a file by its path (:class:`EnvFile`), and the loader
-(:mod:`interplay.loader`) makes an Env class of it. ``Env.check`` runs every step's and
+(:mod:`interplay.run.loader`) makes an Env class of it. ``Env.check`` runs every step's and
 verifier's ``check`` when the env loads, so a misfit is refused before any model is called.
 
 Every env is open to the run's plug-ins (:class:`EnvOptions`, ``env.user_sim`` and
@@ -21,14 +21,14 @@ from typing import Any, ClassVar
 
 import attrs
 
-from interplay.config import read_toml, settle
-from interplay.contexts import EpisodeContext, SeatSpec
+from interplay.config.loading import read_toml, settle
+from interplay.contracts.contexts import EpisodeContext, SeatSpec
+from interplay.contracts.harness import NoConfig
+from interplay.contracts.step import Step
+from interplay.contracts.verifier import Verifier
 from interplay.errors import InterplayError
-from interplay.harness import NoConfig
-from interplay.records import Task
-from interplay.step import Step
-from interplay.tools import Tool
-from interplay.verifier import Verifier
+from interplay.values.records import Task
+from interplay.values.tools import Tool
 
 
 @attrs.frozen
@@ -179,7 +179,7 @@ class EnvFile:
     """An env written as a file and registered by its path (``register(Path(...))`` in
     ``register_envs``): a TOML file of steps, or an always_on scenario (TOML or JSON). The
     registry keeps it under ``name`` (the file's ``name``, else its stem); the loader
-    (:func:`interplay.loader.env_class`) reads the rest of it when the env is first looked up,
+    (:func:`interplay.run.loader.env_class`) reads the rest of it when the env is first looked up,
     so a registration needs nothing above the contracts."""
 
     path: Path

@@ -17,8 +17,8 @@ from typing import Any, ClassVar
 
 import attrs
 
-from interplay.config import settle
-from interplay.harness import NoConfig
+from interplay.config.loading import settle
+from interplay.contracts.harness import NoConfig
 
 
 @attrs.frozen

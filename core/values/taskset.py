@@ -23,12 +23,12 @@ from typing import Any
 
 import attrs
 
-from interplay.config import explain, structure
+from interplay.config.loading import explain, structure
 from interplay.errors import InterplayError
 from interplay.log import get_logger
-from interplay.records import Task, Workspace, converter
+from interplay.values.records import Task, Workspace, converter
 
-log = get_logger("interplay.taskset")
+log = get_logger("interplay.values.taskset")
 
 TASK_FIELDS = ("idx", "prompt", "system_prompt", "answer", "info", "workspace")
 
@@ -209,7 +209,7 @@ def load(source: TasksetSource | Mapping[str, Any] | None, default: str | Path |
     or CSV file), or, when empty, ``default``. ``base`` is the folder relative paths are read
     from (an env file's)."""
     if isinstance(source, Mapping):
-        from interplay import config
+        from interplay.config import loading as config
 
         source = config.structure(source, DatasetTaskset, path="taskset")
     if isinstance(source, DatasetTaskset):

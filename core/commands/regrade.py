@@ -31,12 +31,11 @@ from typing import Any
 
 import attrs
 
-from interplay import config as config_mod
 from interplay._version import __version__
-from interplay.env import Env
+from interplay.config import loading as config_mod
+from interplay.contracts.env import Env
 from interplay.errors import InterplayError
 from interplay.log import get_logger
-from interplay.records import Episode
 from interplay.run.config import (
     RunConfig,
     give_again,
@@ -60,8 +59,9 @@ from interplay.run.results import (
     write_json,
 )
 from interplay.run.summary import summarize
+from interplay.values.records import Episode
 
-log = get_logger("interplay.regrade")
+log = get_logger("interplay.commands.regrade")
 
 #: What ``--set`` may change in a regrade: the verifiers (``env.verifiers`` beside the env's
 #: own, ``env.own_verifiers``), the endpoint a judge that names none calls, the pass threshold,
@@ -318,7 +318,7 @@ def add_regrade(sub: Any) -> None:
 
 
 def cmd_regrade(args: argparse.Namespace) -> int:
-    from interplay import _aio
+    from interplay._plumbing import aio as _aio
     from interplay.run.summary import error_line, format_summary
 
     job = prepare(args.run, args.output, args.overrides, args.concurrency)

@@ -3,7 +3,7 @@ any other listener interplay opens) use to read a request and answer it: reading
 a header, and sending JSON, SSE and OpenAI-style errors.
 
 Kept minimal on purpose: no routing framework, so per-request CPU stays low. No user logic.
-Serving an app is :mod:`interplay._listener`'s; this module must not open a socket or know
+Serving an app is :mod:`interplay._plumbing.listener`'s; this module must not open a socket or know
 how a connection is held.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from interplay import _codec
+from interplay._plumbing import codec as _codec
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]

@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from interplay.config import settle
-from interplay.contexts import EpisodeContext
-from interplay.harness import NoConfig
-from interplay.records import Episode, Reward
-from interplay.step import Step
+from interplay.config.loading import settle
+from interplay.contracts.contexts import EpisodeContext
+from interplay.contracts.harness import NoConfig
+from interplay.contracts.step import Step
+from interplay.values.records import Episode, Reward
 
 
 class Verifier:

@@ -13,8 +13,8 @@ network lets it.
 
 Backends are registered by plugins (``register_sandboxes``); ``docker`` and ``local`` are
 built in (``interplay.builtin_sandboxes``). A backend's settings are its ``Config`` (a run's
-``sandbox.*``); what a task brings is its :class:`~interplay.records.Workspace`; what a seat's
-harness brings (a program, read-only) is a :class:`Mount` of :class:`SandboxNeeds`.
+``sandbox.*``); what a task brings is its :class:`~interplay.values.records.Workspace`; what a
+seat's harness brings (a program, read-only) is a :class:`Mount` of :class:`SandboxNeeds`.
 
 This module owns the contract and the values it speaks in; it must not start anything, and
 it sits below the contexts so that every contract (a harness, a step, a verifier) can be
@@ -29,9 +29,9 @@ from typing import Any, ClassVar
 
 import attrs
 
-from interplay.config import settle
+from interplay.config.loading import settle
 from interplay.errors import InterplayError
-from interplay.records import CommandRecord, Workspace
+from interplay.values.records import CommandRecord, Workspace
 
 #: Bytes of each of stdout and stderr an exec keeps unless it asks for another bound.
 OUTPUT_BYTES = 64 * 1024
@@ -96,7 +96,7 @@ class ExecResult:
         return f"exit code {self.exit_code}"
 
     def record(self, command: str, bound: int = 8 * 1024) -> CommandRecord:
-        """This result as a :class:`~interplay.records.CommandRecord` of ``command``, its
+        """This result as a :class:`~interplay.values.records.CommandRecord` of ``command``, its
         output cut to ``bound`` bytes."""
         text, cut = bounded_text(self.output(), bound)
         return CommandRecord(command=command, exit_code=self.exit_code, output=text,

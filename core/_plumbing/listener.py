@@ -1,10 +1,10 @@
 """Serving an ASGI app on 127.0.0.1: in the current event loop, or in a background thread with
-its own loop, on uvicorn with httptools, with the limits of :mod:`interplay._connections` on
-every connection, and HTTP only: a connection of any type but ``http`` (and ``lifespan``) is
+its own loop, on uvicorn with httptools, with the limits of :mod:`interplay._plumbing.connections`
+on every connection, and HTTP only: a connection of any type but ``http`` (and ``lifespan``) is
 refused without reaching the app.
 
 This module owns a listener's life (start, stop, its thread) and how uvicorn is assembled; it
-must not read or answer an app's requests (the app does, with :mod:`interplay._asgi`).
+must not read or answer an app's requests (the app does, with :mod:`interplay._plumbing.asgi`).
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import threading
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from typing import Any
 
-from interplay import _fds
-from interplay._asgi import App, Receive, Refusal, Scope, Send, openai_refusal
-from interplay._connections import Acceptor, Held, protocol
+from interplay._plumbing import fds as _fds
+from interplay._plumbing.asgi import App, Receive, Refusal, Scope, Send, openai_refusal
+from interplay._plumbing.connections import Acceptor, Held, protocol
 
 
 def free_socket(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
@@ -107,10 +107,10 @@ def _server(app: App, *, graceful_s: float | None, header_timeout_s: float,
 class AsgiServer:
     """Serves an ASGI app on 127.0.0.1 in the current event loop (``await start()``) or in a
     background thread with its own loop (``start_in_thread()``), with the limits of
-    :mod:`interplay._connections`. ``max_connections`` defaults to the share of the descriptor limit
-    when the server starts. ``refusal`` is the app's refusal shape, which the listener's own
-    refusals take too (the OpenAI error shape unless told). ``write_timeout_s`` closes a
-    connection whose client has read nothing of its answer for that long."""
+    :mod:`interplay._plumbing.connections`. ``max_connections`` defaults to the share of the
+    descriptor limit when the server starts. ``refusal`` is the app's refusal shape, which the
+    listener's own refusals take too (the OpenAI error shape unless told). ``write_timeout_s``
+    closes a connection whose client has read nothing of its answer for that long."""
 
     def __init__(self, app: App, *, host: str = "127.0.0.1", port: int = 0,
                  graceful_s: float | None = 2.0, header_timeout_s: float = 10.0,
@@ -172,7 +172,7 @@ class AsgiServer:
         errors: list[BaseException] = []
 
         def run() -> None:
-            from interplay import _aio as aio
+            from interplay._plumbing import aio
 
             loop = aio.new_event_loop()
             self._thread_loop = loop

@@ -8,7 +8,7 @@ its own (codex) overrides ``resume`` natively. Whether a harness can go multi-tu
 from that contract (:meth:`Harness.can_resume`), never declared.
 
 This module owns the contract only; what a harness is handed (``ctx``) is
-:class:`~interplay.contexts.SegmentContext`, and builtin harnesses live in
+:class:`~interplay.contracts.contexts.SegmentContext`, and builtin harnesses live in
 ``interplay.builtin_harnesses``.
 """
 
@@ -19,11 +19,11 @@ from typing import Any, ClassVar
 
 import attrs
 
-from interplay.config import settle
-from interplay.contexts import SegmentContext
+from interplay.config.loading import settle
+from interplay.contracts.contexts import SegmentContext
+from interplay.contracts.sandbox import SandboxNeeds
 from interplay.errors import InterplayError
-from interplay.records import Message, Task
-from interplay.sandbox import SandboxNeeds
+from interplay.values.records import Message, Task
 
 
 @attrs.define

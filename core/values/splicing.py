@@ -6,7 +6,7 @@ A chat resends its conversation in every request, so an episode holds each messa
 over, and every response came as JSON bytes: each message's wire JSON (made once, when the
 message first went on the wire) and each response as it came go into the line as they are,
 without being parsed and encoded again. What comes out reads back the same as
-:func:`interplay.records.to_json`'s (the round-trip tests hold the two to one form).
+:func:`interplay.values.records.to_json`'s (the round-trip tests hold the two to one form).
 
 This module owns that encoding; it reads what a record already holds as JSON and must not make
 any of it, change a record, or do I/O.
@@ -21,8 +21,8 @@ from typing import Any
 import cattrs
 from cattrs.gen import make_dict_unstructure_fn, override
 
-from interplay import _codec
-from interplay.records import (
+from interplay._plumbing import codec as _codec
+from interplay.values.records import (
     Episode,
     Message,
     ModelCall,
@@ -120,8 +120,8 @@ def _splicing_converter() -> cattrs.Converter:
 
 
 def spliced(record: Trace | Episode) -> Any:
-    """A trace or an episode as plain data for :func:`interplay._codec.dumps`, holding the JSON
-    it already has as it is (each message's wire JSON, each response as it came): what
+    """A trace or an episode as plain data for :func:`interplay._plumbing.codec.dumps`, holding the
+    JSON it already has as it is (each message's wire JSON, each response as it came): what
     :func:`to_json_bytes` writes, for a writer that splits it first."""
     traces = record.traces if isinstance(record, Episode) else [record]
     known = {id(m._wire): m._wire_json for t in traces for m in t.messages

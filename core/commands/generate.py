@@ -17,9 +17,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from interplay import config, plugins
+from interplay.config import loading as config
+from interplay.contracts.scenario import ScenarioKind, checked, generate_tasks, task_line
 from interplay.errors import InterplayError
-from interplay.generator import ScenarioKind, checked, generate_tasks, task_line
+from interplay.plugins import host as plugins
 
 
 def make_kind(name: str, settings: dict[str, Any], path: str | None = None) -> ScenarioKind:

@@ -1,8 +1,8 @@
 """The Step contract: one piece of an env's program.
 
 An env's program is an ordered list of steps; each ``run(ctx)`` drives agents through the
-episode context (:class:`~interplay.contexts.EpisodeContext`: opening chat sessions, writing
-results). ``check(steps)`` runs when the env
+episode context (:class:`~interplay.contracts.contexts.EpisodeContext`: opening chat sessions,
+writing results). ``check(steps)`` runs when the env
 loads (``Env.check``), and ``check_seats(seats)`` when a run has resolved the seats
 (``Env.check_seats``), so a step that does not fit the others or its seats is refused before
 any model is called.
@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from interplay.config import settle
-from interplay.contexts import EpisodeContext, SeatSpec
-from interplay.harness import NoConfig
+from interplay.config.loading import settle
+from interplay.contracts.contexts import EpisodeContext, SeatSpec
+from interplay.contracts.harness import NoConfig
 
 
 class Step:

@@ -1,11 +1,11 @@
 """What one connection to a listener may hold, and how many a listener holds: the limits every
-app served by :mod:`interplay._listener` gets, so a new listener cannot forget one:
+app served by :mod:`interplay._plumbing.listener` gets, so a new listener cannot forget one:
 
 - each request has a deadline for its request line and headers, a bound on their size, and a
   deadline for its body (uvicorn has none of these: a client that sends its headers a byte at a
   time, or less body than its Content-Length says, would hold its connection for ever);
 - a listener holds at most a share of the process's descriptors
-  (:func:`interplay._fds.listener_share`); past it, a new connection closes the oldest one
+  (:func:`interplay._plumbing.fds.listener_share`); past it, a new connection closes the oldest one
   that is idle or still sending its request, so a client that opens connections and never
   finishes them cannot starve the process of descriptors (and the requests being answered are
   never cut);
@@ -14,7 +14,7 @@ app served by :mod:`interplay._listener` gets, so a new listener cannot forget o
   the Upgrade; a second parser frames the body that follows). None of it is logged as an
   error;
 - what the listener answers itself (a 400 for a request it cannot parse, 408, 431, the 403)
-  comes in the listener's own JSON refusal shape (:data:`interplay._asgi.Refusal`);
+  comes in the listener's own JSON refusal shape (:data:`interplay._plumbing.asgi.Refusal`);
 - a connection closed while its client is still sending (a body refused before it was read,
   headers past their bound) is not reset: the answer is sent, then the end of the stream, and
   what still comes is read and dropped until the client closes its side or
@@ -37,8 +37,8 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
-from interplay import _codec
-from interplay._asgi import ByPath, Refusal, openai_refusal
+from interplay._plumbing import codec as _codec
+from interplay._plumbing.asgi import ByPath, Refusal, openai_refusal
 from interplay.log import get_logger
 
 log = get_logger("interplay.listener")

@@ -4,7 +4,7 @@ A scenario kind turns a seed and a few knobs (its ``Config``: days, events, cont
 difficulty, ...) into one task whose world, user and goals are data: the same seed and knobs
 give the same task, byte for byte, so a thousand seeds are a taskset like any other
 (``interplay generate KIND -n 1000``, or an env that names the kind). A generated task is a
-:class:`~interplay.records.Task` whose ``prompt`` is her opening request and whose ``info``
+:class:`~interplay.values.records.Task` whose ``prompt`` is her opening request and whose ``info``
 holds:
 
 - ``world``: the scenario as a scenario file writes it (``start``, ``end``, ``timezone``,
@@ -30,10 +30,10 @@ from typing import Any, ClassVar
 import attrs
 import cattrs
 
-from interplay.config import settle
+from interplay.config.loading import settle
+from interplay.contracts.harness import NoConfig
 from interplay.errors import InterplayError
-from interplay.harness import NoConfig
-from interplay.records import Task
+from interplay.values.records import Task
 
 #: The keys of a generated task's ``info`` that the always_on step and the goals read.
 INFO_KEYS = ("world", "user", "goals", "scenario", "generator")
