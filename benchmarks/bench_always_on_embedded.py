@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from bench_always_on import fired_late, recount
 
-from interplay import whole_record
+from interplay.run import whole_record
 from interplay.run.loader import env_class
 
 MB = 1024 * 1024

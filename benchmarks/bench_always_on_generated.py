@@ -36,10 +36,11 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from interplay import load_jsonl, whole_record
 from interplay.builtin_envs.always_on.reference import reference_model
 from interplay.builtin_envs.user_sim import UserSimStep
 from interplay.builtin_verifiers.goals import Goals
+from interplay.run import whole_record
+from interplay.values import load_jsonl
 from interplay.values.records import Episode, EpisodeInfo
 from interplay.world.scenario import scenario_from
 

@@ -27,18 +27,8 @@ import statistics
 import time
 from typing import Any, ClassVar
 
-from interplay import (
-    Env,
-    EpisodeContext,
-    Reward,
-    RunResources,
-    SeatSpec,
-    Step,
-    Task,
-    Verifier,
-    Workspace,
-    run_episode,
-)
+from interplay import Env, EpisodeContext, Reward, SeatSpec, Step, Task, Verifier, Workspace
+from interplay.run import RunResources, run_episode
 from interplay.testing import ScriptedModel
 
 IMAGE = "interplay-base:bookworm"

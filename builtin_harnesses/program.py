@@ -503,7 +503,7 @@ class ProgramHarness(Harness):
 
         async def attempt() -> Any:
             # Made in each attempt: making it may start the run's reaper (for the run's tag,
-            # interplay.owner_tag) and writes its files, which take descriptors too.
+            # interplay.processes.owner_tag) and writes its files, which take descriptors too.
             argv0 = self.program
             try:
                 launch = self.command(turn)

@@ -78,11 +78,14 @@ log = get_logger("interplay.processes")
 
 #: The environment variable that tags every process an interplay process started (and what
 #: they started) with that process's id: ``<pid>-<random>``.
+__all__ = ["ProgramDirs", "ProgramRun", "find_program", "not_runnable", "other_version",
+           "owner_tag", "popen", "refusal_reason", "run_program", "start_process"]
+
 OWNER_VAR = "INTERPLAY_OWNER"
 #: The environment variable that tags every process of one :func:`run_program` (the program
 #: and what it starts) with that run's own value, so the run's end finds them all.
 PROGRAM_VAR = "INTERPLAY_PROGRAM_RUN"
-_SCRIPT = Path(__file__).with_name("_reaper.py")
+_SCRIPT = Path(__file__).parent / "_plumbing" / "reaper.py"
 
 
 class _Reaper:

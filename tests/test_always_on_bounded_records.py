@@ -13,10 +13,11 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from interplay import cli, whole_record
+from interplay import cli
 from interplay._plumbing import aio as _aio
 from interplay.builtin_envs.always_on.errands import Errands
 from interplay.contracts.scenario import generate_tasks
+from interplay.run import whole_record
 from interplay.run.loader import load_env
 from interplay.run.side_files import LINE_BOUND, SIDE_BOUND, episode_parts, side_ref
 from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest, run_scripted

@@ -14,7 +14,8 @@ import always_on_support as support
 import pytest
 from always_on_support import Agent, by_pattern, make_env, quiet, say
 
-from interplay import cli, whole_record
+from interplay import cli
+from interplay.run import whole_record
 from interplay.run.loader import env_from_toml
 from interplay.run.results import (
     LINE_BOUND,

@@ -12,18 +12,8 @@ from typing import Any, ClassVar
 
 import pytest
 
-from interplay import (
-    Env,
-    EpisodeContext,
-    Reward,
-    RunResources,
-    SeatSpec,
-    Step,
-    Task,
-    Verifier,
-    Workspace,
-    run_episode,
-)
+from interplay import Env, EpisodeContext, Reward, SeatSpec, Step, Task, Verifier, Workspace
+from interplay.run import RunResources, run_episode
 from interplay.testing import ScriptedModel
 
 pytestmark = pytest.mark.slow

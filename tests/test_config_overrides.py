@@ -62,7 +62,7 @@ class Impatient(interplay.UserSim):
     name = "impatient"
     Config: ClassVar[type] = ImpatientConfig
 
-    async def answer(self, read: interplay.Read) -> interplay.Answer:
+    async def answer(self, read: interplay.contracts.Read) -> interplay.Answer:
         return interplay.Answer("bye", done=True)
 
 

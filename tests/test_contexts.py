@@ -150,4 +150,4 @@ def test_the_public_names_are_the_protocols() -> None:
         assert getattr(interplay, name) is getattr(contexts, name)
         assert getattr(contexts, name)._is_protocol
     assert interplay.Reply is contexts.Reply and interplay.SeatSpec is contexts.SeatSpec
-    assert interplay.Agent is Agent  # made by a script: the run's class
+    assert interplay.run.Agent is Agent  # made by a script: the run's class

@@ -10,7 +10,7 @@ from typing import Any
 
 import attrs
 
-from interplay import RolloutGroup, Rollouts
+from interplay.run import RolloutGroup, Rollouts
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -131,7 +131,8 @@ async def test_a_reads_turn_is_as_the_docs_say_in_the_relay(register_plugin: Any
     """0 for her opening, then n for the assistant's n-th reply."""
     import types
 
-    from interplay import Answer, Read, UserSim, hookimpl, lookup
+    from interplay import Answer, UserSim, hookimpl, lookup
+    from interplay.contracts import Read
     from interplay.testing import run_scripted
 
     turns: list[int] = []
@@ -158,7 +159,8 @@ async def test_a_reads_turn_is_as_the_docs_say_in_the_relay(register_plugin: Any
 
 
 def test_a_rubric_with_fixed_criteria_refuses_others() -> None:
-    from interplay import Criterion, InterplayError
+    from interplay import InterplayError
+    from interplay.builtin_verifiers import Criterion
 
     text = (DOCS / "plugins.md").read_text().split("<!-- fixed-criteria-example -->", 1)[1]
     block = re.search(r"```python\n(.*?)```", text, re.S).group(1)  # type: ignore[union-attr]

@@ -12,8 +12,9 @@ from typing import Any
 import attrs
 import pytest
 
-from interplay import Answer, InterplayError, Read, UserSim, cli, hookimpl, load_env
+from interplay import Answer, InterplayError, UserSim, cli, hookimpl, load_env
 from interplay.cli import build_parser
+from interplay.contracts import Read
 from interplay.run.config import FLAGS, RunConfig
 from interplay.testing import ScriptedModel, run_scripted
 

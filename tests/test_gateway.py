@@ -18,13 +18,15 @@ import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from interplay import Agent, Env, EpisodeInfo, SeatSpec, Task, Tool, tool
+from interplay import Env, SeatSpec, Task, Tool, tool
 from interplay.builtin_harnesses.chat import NullHarness
 from interplay.config.endpoint import Endpoint
 from interplay.gateway import ToolGateway, ToolRoute
 from interplay.model.client import Models
+from interplay.run import Agent
 from interplay.run.episode import EpisodeContext, RunResources
 from interplay.testing import captured_log
+from interplay.values import EpisodeInfo
 
 SECRET_ARG = "ARGUMENT-SENTINEL-5e1d"
 SECRET_RESULT = "RESULT-SENTINEL-93ab"

@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from interplay import InterplayError, Rollouts, cli, hookimpl
+from interplay import InterplayError, cli, hookimpl
 from interplay.builtin_harnesses.chat import ChatHarness
+from interplay.run import Rollouts
 from interplay.testing import ScriptedModel
 
 

@@ -20,10 +20,10 @@ from interplay import (
     SegmentContext,
     Step,
     Task,
-    assistant_message,
     hookimpl,
 )
 from interplay.builtin_envs.steps import OneShot
+from interplay.model import assistant_message
 from interplay.testing import ScriptedModel, run_scripted
 
 

@@ -15,13 +15,13 @@ import httpx
 import openai
 import pytest
 
-from interplay import assistant_message, request_messages, request_tool_names
 from interplay.config import loading as config
 from interplay.config.endpoint import Endpoint
 from interplay.contracts.env import Env, SeatSpec
 from interplay.contracts.step import Step
 from interplay.errors import InterplayError
 from interplay.interception import InterceptionServer, Limits
+from interplay.model import assistant_message, request_messages, request_tool_names
 from interplay.model.client import ModelClient, Models
 from interplay.run.episode import EpisodeContext, RunResources, run_episode
 from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest, captured_log

@@ -18,8 +18,8 @@ import pytest
 from anthropic.types import Message as AnthropicMessage
 from anthropic.types import MessageTokensCount, RawMessageStreamEvent
 
-from interplay import assistant_message, request_messages, request_tool_names
 from interplay.interception import InterceptionServer, Limits
+from interplay.model import assistant_message, request_messages, request_tool_names
 from interplay.model import messages as ms
 from interplay.model.client import ModelClient
 from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest, captured_log

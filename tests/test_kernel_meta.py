@@ -107,17 +107,19 @@ def _block(marker: str) -> str:
 
 
 def test_the_docs_import_only_the_public_api() -> None:
-    """A plugin author copies the imports: every name comes from `interplay` or
-    `interplay.testing` (or the plugin's own package), never from a module behind them."""
+    """A plugin author copies the imports: every name comes from the public API (`interplay`,
+    a subpackage that re-exports what it holds, `interplay.testing`) or the plugin's own
+    package, never from a module behind them."""
+    from interplay.testing import PUBLIC_API as PUBLIC
+
     for block in _python_blocks():
         if "import" not in block:  # a hook's signature, not code
             continue
         for node in ast.walk(ast.parse(block)):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("interplay"):
-                assert node.module in ("interplay", "interplay.testing") or (
-                    node.module.startswith("interplay_")), node.module
-            if isinstance(node, ast.ImportFrom) and node.module in ("interplay",
-                                                                    "interplay.testing"):
+                assert node.module in PUBLIC or node.module.startswith("interplay_"), \
+                    node.module
+            if isinstance(node, ast.ImportFrom) and node.module in PUBLIC:
                 target = __import__(node.module, fromlist=["_"])
                 for alias in node.names:
                     assert hasattr(target, alias.name), f"{node.module}.{alias.name}"
@@ -127,9 +129,10 @@ def test_the_docs_env_config_example_merges_overrides(
         register_plugin: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import types
 
-    from interplay import hookimpl, load_taskset
+    from interplay import hookimpl
     from interplay.config import loading as config
     from interplay.run.loader import load_env
+    from interplay.values import load_taskset
 
     # As in a plugin's package: its module, and its taskset beside it.
     (tmp_path / "pkg").mkdir()
@@ -155,8 +158,10 @@ def test_the_docs_env_config_example_merges_overrides(
 
 
 async def test_the_docs_rubric_example_subclasses_the_judge(tmp_path: Path) -> None:
-    from interplay import Episode, EpisodeInfo, Message, Task, Trace, is_kind
+    from interplay import Episode, Message, Task, Trace
+    from interplay.plugins import is_kind
     from interplay.testing import ScriptedModel
+    from interplay.values import EpisodeInfo
 
     namespace: dict[str, Any] = {}
     exec(compile(_block("class StrictRubric(Rubric)"), str(DOCS), "exec", dont_inherit=True),
@@ -170,7 +175,7 @@ async def test_the_docs_rubric_example_subclasses_the_judge(tmp_path: Path) -> N
     assert judge.prompt(episode)[1].text.endswith("Be strict.")
     verdicts = ['{"criteria": [{"name": "resolved", "score": 0.5, "reason": "half"}]}',
                 '{"criteria": [{"name": "resolved", "score": 0.9, "reason": "yes"}]}']
-    from interplay import RunResources
+    from interplay.run import RunResources
     from interplay.run.episode import EpisodeContext
 
     for verdict, expected in zip(verdicts, (0.0, 0.9), strict=True):
@@ -191,10 +196,11 @@ API_DOC = ROOT / "docs" / "api.md"
 
 
 def _public() -> list[tuple[str, str]]:
-    import interplay
-    import interplay.testing
+    import importlib
 
-    modules = (interplay, interplay.testing)
+    from interplay.testing import PUBLIC_API
+
+    modules = [importlib.import_module(m) for m in sorted(PUBLIC_API)]
     for m in modules:  # interplay.testing imports its names on first use
         for name in m.__all__:
             getattr(m, name)
@@ -247,7 +253,8 @@ def test_the_docs_task_table_names_every_task_field() -> None:
 
 
 def test_the_docs_rubric_with_its_own_criteria_needs_none_in_the_env() -> None:
-    from interplay import Criterion, is_kind
+    from interplay.builtin_verifiers import Criterion
+    from interplay.plugins import is_kind
 
     namespace: dict[str, Any] = {}
     exec(compile(_block("class PolitenessRubric(Rubric)"), str(DOCS), "exec",
@@ -255,7 +262,7 @@ def test_the_docs_rubric_with_its_own_criteria_needs_none_in_the_env() -> None:
     judge = namespace["PolitenessRubric"]()
     assert is_kind(judge, "verifiers", "rubric")
     assert [c.name for c in judge.config.criteria] == ["polite", "resolved"]
-    from interplay import Relay
+    from interplay.builtin_envs import Relay
 
     assert judge.check([Relay()]) == []
     other = namespace["PolitenessRubric"]({"criteria": [{"name": "brief", "description": "b"}]})

@@ -11,8 +11,8 @@ import attrs
 import openai
 import pytest
 
-from interplay import LocalTokenizer, local_tokenizer
 from interplay.interception import InterceptionServer
+from interplay.model import LocalTokenizer, local_tokenizer
 from interplay.model.client import ModelClient
 from interplay.model.local import LocalModel
 from interplay.model.wire import assistant_message

@@ -13,7 +13,8 @@ from typing import Any
 import jsonschema
 import pytest
 
-from interplay import Env, SeatSpec, Task, lookup, tool, whole_record
+from interplay import Env, SeatSpec, Task, lookup, tool
+from interplay.run import whole_record
 from interplay.run.results import EpisodeLog
 from interplay.testing import (
     ScriptedModel,

@@ -13,8 +13,9 @@ from typing import Any
 import attrs
 import pytest
 
-from interplay import Endpoint, InterplayError, Rollouts, Task
+from interplay import Endpoint, InterplayError, Task
 from interplay.export import ExportOptions, export
+from interplay.run import Rollouts
 from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "training.md"

@@ -54,7 +54,7 @@ def test_every_known_sampling_key_of_its_type_loads() -> None:
 
 
 def test_each_sampling_field_is_documented() -> None:
-    source = Path(__file__).parents[1].joinpath("core", "endpoint.py").read_text()
+    source = Path(__file__).parents[1].joinpath("core", "config", "endpoint.py").read_text()
     body = source.split("class Sampling:")[1].split("\ndef ")[0]
     for name in KNOWN:
         before = body.split(f"\n    {name}: ")[0].rstrip().splitlines()[-1]

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from interplay import Episode, RunResources, Task, run_episode
+from interplay import Episode, Task
+from interplay.run import RunResources, run_episode
 from interplay.run.loader import load_env
 from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
 

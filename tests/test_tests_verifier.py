@@ -15,20 +15,10 @@ from typing import Any, ClassVar
 
 import pytest
 
-from interplay import (
-    Endpoint,
-    Env,
-    EpisodeContext,
-    RunResources,
-    SeatSpec,
-    Step,
-    Task,
-    Verifier,
-    Workspace,
-    run_episode,
-)
+from interplay import Endpoint, Env, EpisodeContext, SeatSpec, Step, Task, Verifier, Workspace
 from interplay.builtin_verifiers.tests import Tests, TestsConfig, plan, read_reward
 from interplay.errors import InterplayError
+from interplay.run import RunResources, run_episode
 from interplay.testing import ScriptedModel
 from interplay.values.records import Episode
 

@@ -16,12 +16,12 @@ import httpx
 import openai
 import pytest
 
-from interplay import Rollouts
 from interplay.builtin_envs.envs import UserSimEnv
 from interplay.export import ExportOptions, export
 from interplay.interception import InterceptionServer
 from interplay.model import tokens
 from interplay.model.client import ModelClient
+from interplay.run import Rollouts
 from interplay.run.episode import RunResources, run_episode
 from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
 from interplay.values import records, splicing

@@ -1,11 +1,12 @@
-"""A tool function learns the id of the model's call it answers (interplay.tool_call_id),
+"""A tool function learns the id of the model's call it answers (interplay.values.tool_call_id),
 sync or async, and only while it runs that call."""
 
 from __future__ import annotations
 
 import asyncio
 
-from interplay import tool, tool_call_id
+from interplay import tool
+from interplay.values import tool_call_id
 from interplay.values.tools import run_call
 
 

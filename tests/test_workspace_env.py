@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from interplay import Episode, RunResources, run_episode
+from interplay import Episode
 from interplay.builtin_envs.workspace import builtin_tasks
+from interplay.run import RunResources, run_episode
 from interplay.run.loader import load_env
 from interplay.testing import (
     ScriptedModel,

@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from interplay import InterplayError, Workspace, load_jsonl
+from interplay import InterplayError, Workspace
 from interplay.run.config import check_sandbox, resolve
 from interplay.run.episode import RunResources, sandbox_kind
 from interplay.run.loader import env_from_toml
 from interplay.testing import run_interplay
+from interplay.values import load_jsonl
 from interplay.values.taskset import DatasetTaskset
 
 

@@ -14,16 +14,8 @@ import pytest
 from interplay.errors import InterplayError
 from interplay.values.clock import Clock
 from interplay.values.tools import Tool
-from interplay.world import (
-    BusyBlock,
-    Event,
-    EventQueue,
-    Schedule,
-    build_world,
-    load_scenario,
-    scenario_from,
-    times,
-)
+from interplay.world import BusyBlock, Schedule, build_world, load_scenario, scenario_from, times
+from interplay.world.events import Event, EventQueue
 from interplay.world.timeline import CHANGES_KEPT, JUMPS_KEPT, Timeline
 from interplay.world.world import World
 
@@ -379,7 +371,7 @@ def test_a_deny_list_never_takes_the_agents_channel() -> None:
 
 
 def test_checks_and_stay_quiet_can_be_left_out() -> None:
-    from interplay.world import ChatSettings
+    from interplay.world.chat import ChatSettings
 
     world = world_from({}, chat=ChatSettings(stay_quiet=False, checks=False))
     assert set(tools_of(world)) == {"message_user", "get_time"}

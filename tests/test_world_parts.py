@@ -13,11 +13,13 @@ from typing import Any
 import pytest
 
 from interplay.values.clock import Clock
-from interplay.world import BUILTIN_APPS, Action, Contact, Event, EventQueue, Trigger, times
+from interplay.world import times
+from interplay.world.apps import BUILTIN_APPS
 from interplay.world.chat import ChatSettings, UserChat
-from interplay.world.contacts import Contacts
+from interplay.world.contacts import Contact, Contacts
+from interplay.world.events import Event, EventQueue
 from interplay.world.timeline import Timeline
-from interplay.world.triggers import Fire, TriggerLoop, Triggers
+from interplay.world.triggers import Action, Fire, Trigger, TriggerLoop, Triggers
 
 BERLIN = "Europe/Berlin"
 START = times.parse_instant("2025-06-02T08:00", BERLIN)

@@ -3,7 +3,7 @@
 Task ``i`` of ``-n N`` is the kind's scenario of seed ``--seed + i``, one JSON line each, the
 same bytes for the same seeds and knobs (``--set days=14``: the kind's settings,
 ``interplay describe scenario-kinds KIND``). The file is a taskset like any other: ``interplay
-eval always-on-generated --set env.taskset=FILE`` runs it, ``interplay.load_jsonl`` reads it,
+eval always-on-generated --set env.taskset=FILE`` runs it, ``interplay.values.load_jsonl`` reads it,
 and a trainer can take it as it is. Written to a file beside the output and moved into place
 once whole, so a failed run leaves what was there.
 """

@@ -1,3 +1,60 @@
 """The contracts a plugin implements: ``env``, ``harness``, ``step``, ``verifier``, ``usersim``,
 ``sandbox``, ``exporter`` (an export format) and ``scenario`` (a scenario kind for always_on
 tasks); and what they are handed (``contexts``: protocols the run implements)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from interplay._plumbing.facade import lazy_names
+
+if TYPE_CHECKING:
+    from interplay.contracts.sandbox import (
+        BoundedOutput,
+        Mount,
+        NotReachable,
+        SandboxNeeds,
+        SandboxPlan,
+    )
+    from interplay.contracts.scenario import generate_tasks
+    from interplay.contracts.usersim import (
+        PhoneNote,
+        Read,
+        ReadMessage,
+        SentLine,
+        answer_or_error,
+        chosen_user_sim,
+    )
+    from interplay.contracts.usersim import set_up as set_up_user_sim
+
+_NAMES = {
+    "BoundedOutput": "interplay.contracts.sandbox:BoundedOutput",
+    "Mount": "interplay.contracts.sandbox:Mount",
+    "NotReachable": "interplay.contracts.sandbox:NotReachable",
+    "PhoneNote": "interplay.contracts.usersim:PhoneNote",
+    "Read": "interplay.contracts.usersim:Read",
+    "ReadMessage": "interplay.contracts.usersim:ReadMessage",
+    "SandboxNeeds": "interplay.contracts.sandbox:SandboxNeeds",
+    "SandboxPlan": "interplay.contracts.sandbox:SandboxPlan",
+    "SentLine": "interplay.contracts.usersim:SentLine",
+    "answer_or_error": "interplay.contracts.usersim:answer_or_error",
+    "chosen_user_sim": "interplay.contracts.usersim:chosen_user_sim",
+    "generate_tasks": "interplay.contracts.scenario:generate_tasks",
+    "set_up_user_sim": "interplay.contracts.usersim:set_up",
+}
+__all__ = [
+    "BoundedOutput",
+    "Mount",
+    "NotReachable",
+    "PhoneNote",
+    "Read",
+    "ReadMessage",
+    "SandboxNeeds",
+    "SandboxPlan",
+    "SentLine",
+    "answer_or_error",
+    "chosen_user_sim",
+    "generate_tasks",
+    "set_up_user_sim",
+]
+__getattr__, __dir__ = lazy_names(__name__, _NAMES)

@@ -221,7 +221,7 @@ class ChatSession(Protocol):
 
 
 class SeatAgent(Protocol):
-    """The agent filling a seat in an episode (``ctx.agent(seat)``; :class:`interplay.Agent`
+    """The agent filling a seat in an episode (``ctx.agent(seat)``; :class:`interplay.run.Agent`
     is one): open an exchange with :meth:`chat`, or make one call with :meth:`run`."""
 
     #: Its name in the episode (the seat's, or a name a step gave it).
@@ -247,7 +247,7 @@ class SeatAgent(Protocol):
 
 class Resources(Protocol):
     """What every episode of a run shares that a step or a verifier may use: model clients
-    (:class:`interplay.RunResources` is one)."""
+    (:class:`interplay.run.RunResources` is one)."""
 
     #: The run's model.
     endpoint: Endpoint

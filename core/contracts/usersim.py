@@ -55,7 +55,7 @@ class BusyPeriod(Protocol):
 
 class PersonSchedule(Protocol):
     """Her schedule as a user sim reads it (``Person.schedule``; an always_on world's
-    :class:`interplay.Schedule` is one): her zone, awake hours and busy blocks, and where a
+    :class:`interplay.world.Schedule` is one): her zone, awake hours and busy blocks, and where a
     moment (epoch seconds) falls in them."""
 
     @property

@@ -10,3 +10,35 @@ embedded default model (:mod:`interplay.model.local`, its server process
 :mod:`interplay.model.local_server`, which samples the tokens itself when they are asked for:
 :mod:`interplay.model.local_generation`).
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from interplay._plumbing.facade import lazy_names
+
+if TYPE_CHECKING:
+    from interplay.model.local import LocalTokenizer, local_tokenizer
+    from interplay.model.retries import Failure as AttemptFailure
+    from interplay.model.retries import Policy as RetryPolicy
+    from interplay.model.wire import assistant_message, request_messages, request_tool_names
+
+_NAMES = {
+    "AttemptFailure": "interplay.model.retries:Failure",
+    "LocalTokenizer": "interplay.model.local:LocalTokenizer",
+    "RetryPolicy": "interplay.model.retries:Policy",
+    "assistant_message": "interplay.model.wire:assistant_message",
+    "local_tokenizer": "interplay.model.local:local_tokenizer",
+    "request_messages": "interplay.model.wire:request_messages",
+    "request_tool_names": "interplay.model.wire:request_tool_names",
+}
+__all__ = [
+    "AttemptFailure",
+    "LocalTokenizer",
+    "RetryPolicy",
+    "assistant_message",
+    "local_tokenizer",
+    "request_messages",
+    "request_tool_names",
+]
+__getattr__, __dir__ = lazy_names(__name__, _NAMES)

@@ -39,7 +39,7 @@ _BACKOFF_CAP_S = 8.0
 
 
 class Failure(Exception):
-    """One failed attempt, classified (``interplay.AttemptFailure``): its ``error_type`` says
+    """One failed attempt, classified (``interplay.model.AttemptFailure``): its ``error_type`` says
     whether :class:`Policy` tries again (:data:`RETRYABLE`) and is what the record keeps;
     ``message`` is the one line a user reads. An answer with an error status carries its
     ``status``, ``body`` and the ``headers`` worth passing on (content type, Retry-After).
@@ -122,7 +122,7 @@ def error_message(body: bytes, status: int) -> str:
 
 
 class Policy:
-    """The retry policy for one endpoint's calls (``interplay.RetryPolicy``): an attempt that
+    """The retry policy for one endpoint's calls (``interplay.model.RetryPolicy``): an attempt that
     raises a transient :class:`Failure` is tried again after exponential backoff with full
     jitter (or the endpoint's Retry-After), at most ``max_retries`` times and never past
     ``retry_max_s`` from the first attempt, and not after a second ``unanswered`` timeout in

@@ -42,6 +42,14 @@ if TYPE_CHECKING:
     from interplay.testing.script_file import read_script
     from interplay.testing.scripted import ScriptedModel
 
+PUBLIC_API = frozenset({
+    "interplay", "interplay.testing", "interplay.contracts", "interplay.values",
+    "interplay.processes", "interplay.run", "interplay.model", "interplay.world",
+    "interplay.plugins", "interplay.config", "interplay.builtin_harnesses",
+    "interplay.builtin_envs", "interplay.builtin_verifiers"})
+"""The modules a plugin imports from (the public API): the root, the subpackages that re-export
+what they hold, and this test kit. Every other module of interplay is the implementation."""
+
 _MODULES = {"ScriptedModel": "scripted", "ScriptedReply": "script",
             "ScriptedRequest": "script", "ScriptedToolCall": "script",
             "ScriptedTokenizer": "script",
@@ -54,7 +62,7 @@ _MODULES = {"ScriptedModel": "scripted", "ScriptedReply": "script",
             "needs_local_model": "cli", "captured_log": "logs",
             "docker_problem": "sandbox", "calc_fix_env": "sandbox",
             "run_sandboxed": "sandbox"}
-__all__ = ["ScriptedModel", "ScriptedReply", "ScriptedRequest", "ScriptedRun",
+__all__ = ["PUBLIC_API", "ScriptedModel", "ScriptedReply", "ScriptedRequest", "ScriptedRun",
            "ScriptedTokenizer", "ScriptedToolCall", "calc_fix_env", "captured_log",
            "command_env", "descendants", "docker_problem",
            "eval_with_harness",

@@ -414,7 +414,7 @@ class ModelCall:
     #: command the program ran; never training data), or null (not known: no /proc, or a
     #: call made in-process).
     caller: str | None = None
-    # The assistant Message of ``response`` (interplay.assistant_message), with the response
+    # The assistant Message of ``response`` (interplay.model.assistant_message), with the response
     # it was read from: made once, not stored.
     _message: tuple[bytes, Message | None] | None = attrs.field(default=None, init=False,
                                                                 eq=False, repr=False)

@@ -7,42 +7,24 @@ contacts, the user's chat and phone, the agent's scheduled checks, and the timel
 fresh one per episode. The always_on step (``interplay.builtin_envs.always_on``) runs the loop.
 
 Scenario authors need nothing from here but the file format (docs/always_on.md); authors of an
-app subclass :class:`App` and mark its tools with :func:`app_tool`.
+app subclass :class:`App` and mark its tools with :func:`app_tool`; a duration in a scenario's
+words (``"90m"``, ``"2h"``) reads with :func:`parse_duration`.
 """
 
 from __future__ import annotations
 
-from interplay.world.apps import BUILTIN_APPS, App, app_tool
-from interplay.world.chat import ChatSettings, Check, PhoneItem, Sent, UserChat
-from interplay.world.contacts import Contact
-from interplay.world.events import Event, EventQueue
-from interplay.world.scenario import Scenario, build_world, load_scenario, scenario_from
+from interplay.world.apps import App, app_tool
+from interplay.world.scenario import build_world, load_scenario, scenario_from
 from interplay.world.schedule import BusyBlock, Schedule
-from interplay.world.timeline import Timeline
-from interplay.world.triggers import Action, ChangeMatch, Trigger
-from interplay.world.world import World
+from interplay.world.times import parse_duration
 
 __all__ = [
-    "BUILTIN_APPS",
-    "Action",
     "App",
     "BusyBlock",
-    "ChangeMatch",
-    "ChatSettings",
-    "Check",
-    "Contact",
-    "Event",
-    "EventQueue",
-    "PhoneItem",
-    "Scenario",
     "Schedule",
-    "Sent",
-    "Timeline",
-    "Trigger",
-    "UserChat",
-    "World",
     "app_tool",
     "build_world",
     "load_scenario",
+    "parse_duration",
     "scenario_from",
 ]

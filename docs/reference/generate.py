@@ -151,7 +151,7 @@ def _class_schema(cls: type, defs: dict[str, Any]) -> None:
 
 
 def record_schema() -> dict[str, Any]:
-    """The JSON Schema of one episodes.jsonl record, made whole (interplay.whole_record)."""
+    """The JSON Schema of one episodes.jsonl record, made whole (interplay.run.whole_record)."""
     defs: dict[str, Any] = {"Message": MESSAGE}
     _class_schema(records.Episode, defs)
     episode = defs.pop("Episode")

@@ -26,7 +26,7 @@ from typing import Any
 
 import attrs
 
-from interplay import Schedule
+from interplay.world import Schedule
 
 #: What may wake the agent (the kinds of a wake's sources) and warrant a message to her.
 WAKE_KINDS = ("opening", "line", "user_reply", "alert", "contact_reply", "check", "rules",

@@ -20,17 +20,8 @@ from typing import Any, ClassVar
 
 import attrs
 
-from interplay import (
-    Criterion,
-    Episode,
-    EpisodeContext,
-    Reward,
-    Rubric,
-    RubricConfig,
-    Step,
-    always_on_seats,
-    get_logger,
-)
+from interplay import Episode, EpisodeContext, Reward, Step, get_logger
+from interplay.builtin_verifiers import Criterion, Rubric, RubricConfig, always_on_seats
 from interplay_always_on_verifier import measures, summary
 
 log = get_logger("interplay.verifiers.always_on_agent")
@@ -157,7 +148,7 @@ class AlwaysOnAgentVerifier(Rubric):
             # A stored episode's line: its timeline and chat are in its side file.
             raise RuntimeError(f"the episode's always_on record is its line in episodes.jsonl, "
                                f"whose timeline and chat are in {record['side_file']}; load "
-                               f"the episode with interplay.whole_record(record, folder) "
+                               f"the episode with interplay.run.whole_record(record, folder) "
                                f"before scoring it")
         found = self.measured(episode)
         reward = await super().score(episode, ctx)

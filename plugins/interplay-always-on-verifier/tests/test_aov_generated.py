@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from aov_week import CRITERIA, VERDICT
 
-from interplay import generate_tasks, load_env, lookup
+from interplay import load_env, lookup
+from interplay.contracts import generate_tasks
 from interplay.testing import ScriptedReply, ScriptedRequest, run_scripted
 
 

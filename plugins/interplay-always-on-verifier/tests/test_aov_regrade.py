@@ -9,7 +9,7 @@ from pathlib import Path
 
 from aov_week import CRITERIA, SENTINEL, Week
 
-from interplay import whole_record
+from interplay.run import whole_record
 from interplay.testing import ScriptedModel, run_interplay
 
 CHOSEN = ('env.verifiers=[{kind = "always_on_agent_verifier", latency = {}, '

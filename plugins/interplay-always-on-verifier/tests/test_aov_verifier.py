@@ -12,16 +12,10 @@ from typing import Any
 import pytest
 from aov_week import CRITERIA, SENTINEL, Week, judge_prompt, verifier_row
 
-from interplay import (
-    Env,
-    InterplayError,
-    Rubric,
-    describe_kinds,
-    env_from_toml,
-    is_kind,
-    load_env,
-    lookup,
-)
+from interplay import Env, InterplayError, load_env, lookup
+from interplay.builtin_verifiers import Rubric
+from interplay.plugins import describe_kinds, is_kind
+from interplay.run import env_from_toml
 from interplay.testing import isolated_plugins, run_scripted
 from interplay_always_on_verifier.verifier import AlwaysOnAgentVerifier
 

@@ -24,7 +24,8 @@ from collections.abc import Mapping
 
 import attrs
 
-from interplay import ProgramConfig, find_program
+from interplay.builtin_harnesses import ProgramConfig
+from interplay.processes import find_program
 
 #: The Claude Code CLI version this harness is tested against.
 CLAUDE_CODE_VERSION = "2.1.328"

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from interplay import whole_record
+from interplay.run import whole_record
 from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest, run_interplay
 
 pytestmark = pytest.mark.slow

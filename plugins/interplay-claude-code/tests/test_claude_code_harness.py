@@ -13,20 +13,18 @@ from typing import Any, ClassVar
 import pytest
 
 from interplay import (
-    Agent,
     Env,
     EpisodeContext,
     InterplayError,
-    RunResources,
     SeatSpec,
     Step,
     Task,
     Tool,
     Verifier,
     lookup,
-    run_episode,
     tool,
 )
+from interplay.run import Agent, RunResources, run_episode
 from interplay.testing import (
     ScriptedModel,
     ScriptedReply,
@@ -371,7 +369,7 @@ async def test_tools_it_cannot_reach_end_the_segment_saying_so(claude_bin: str,
 
 
 def describe(config: dict[str, Any]) -> ClaudeCodeConfig:
-    from interplay import structure_config
+    from interplay.config import structure_config
 
     return structure_config(config, ClaudeCodeConfig, path="harness_config")
 

@@ -19,7 +19,8 @@ from typing import Literal
 
 import attrs
 
-from interplay import ProgramConfig, find_program, owner_tag
+from interplay.builtin_harnesses import ProgramConfig
+from interplay.processes import find_program, owner_tag
 
 #: The codex CLI version this harness is tested against.
 CODEX_VERSION = "0.169.0"

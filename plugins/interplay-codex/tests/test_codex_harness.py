@@ -18,11 +18,9 @@ from typing import Any, ClassVar
 import pytest
 
 from interplay import (
-    Agent,
     Env,
     EpisodeContext,
     InterplayError,
-    RunResources,
     SeatSpec,
     Step,
     Task,
@@ -30,10 +28,10 @@ from interplay import (
     Trace,
     Verifier,
     lookup,
-    run_episode,
-    structure_config,
     tool,
 )
+from interplay.config import structure_config
+from interplay.run import Agent, RunResources, run_episode
 from interplay.testing import (
     ScriptedModel,
     ScriptedReply,

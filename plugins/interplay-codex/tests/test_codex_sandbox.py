@@ -13,12 +13,8 @@ from typing import Any
 
 import pytest
 
-from interplay import (
-    EpisodeContext,
-    RunResources,
-    Step,
-    run_episode,
-)
+from interplay import EpisodeContext, Step
+from interplay.run import RunResources, run_episode
 from interplay.testing import (
     ScriptedModel,
     ScriptedReply,

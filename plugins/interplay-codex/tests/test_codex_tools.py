@@ -12,16 +12,8 @@ from typing import Any
 
 import pytest
 
-from interplay import (
-    Episode,
-    Message,
-    RunResources,
-    ToolCall,
-    ToolRun,
-    lookup,
-    run_episode,
-    whole_record,
-)
+from interplay import Episode, Message, ToolCall, ToolRun, lookup
+from interplay.run import RunResources, run_episode, whole_record
 from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest, run_interplay
 from interplay_codex.events import CodexRun, read_event, tool_runs
 

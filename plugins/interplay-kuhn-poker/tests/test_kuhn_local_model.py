@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from interplay import whole_record
+from interplay.run import whole_record
 from interplay.testing import needs_local_model, run_interplay
 
 pytestmark = [*needs_local_model, pytest.mark.slow]

@@ -9,18 +9,10 @@ from typing import Any
 
 import pytest
 
-from interplay import (
-    Endpoint,
-    Episode,
-    InterplayError,
-    RunResources,
-    Trace,
-    from_json,
-    lookup,
-    run_episode,
-    to_json,
-)
+from interplay import Endpoint, Episode, InterplayError, Trace, lookup
+from interplay.run import RunResources, run_episode
 from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
+from interplay.values import from_json, to_json
 from interplay_kuhn_poker import messages, rules, strategies
 from interplay_kuhn_poker.env import (
     DEFAULT_MAX_TOKENS,

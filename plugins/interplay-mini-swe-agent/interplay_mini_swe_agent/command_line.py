@@ -30,7 +30,8 @@ from typing import Any
 import attrs
 import yaml
 
-from interplay import InterplayError, ProgramConfig
+from interplay import InterplayError
+from interplay.builtin_harnesses import ProgramConfig
 
 #: The mini-swe-agent version this harness is tested against (its trajectory format and exit
 #: statuses are read as this version writes them).

@@ -15,14 +15,8 @@ from typing import Any, ClassVar
 import pytest
 import yaml
 
-from interplay import (
-    Env,
-    EpisodeContext,
-    RunResources,
-    SeatSpec,
-    Step,
-    run_episode,
-)
+from interplay import Env, EpisodeContext, SeatSpec, Step
+from interplay.run import RunResources, run_episode
 from interplay.testing import (
     ScriptedModel,
     ScriptedReply,

@@ -33,11 +33,10 @@ from interplay import (
     SeatSpec,
     Step,
     Task,
-    TasksetSource,
     Verifier,
     get_logger,
-    load_taskset,
 )
+from interplay.values import TasksetSource, load_taskset
 from interplay_openenv.schema import ActionError, ActionSchema, render
 from interplay_openenv.server import LocalServer, app_path
 from interplay_openenv.session import (
@@ -67,7 +66,7 @@ class OpenEnvConfig:
     #: Episodes the env offers as tasks (``interplay eval -n`` takes the first n), when no
     #: taskset is given.
     tasks: int = 1000
-    #: A taskset (a JSONL file, or a dataset: ``interplay.DatasetTaskset``); a row's
+    #: A taskset (a JSONL file, or a dataset: ``interplay.values.DatasetTaskset``); a row's
     #: ``info.reset`` holds keyword arguments for that task's reset.
     taskset: TasksetSource = ""
     #: Keyword arguments for every reset (a row's ``info.reset`` goes over them).

@@ -1,6 +1,6 @@
 """An OpenEnv app served locally for a run: uvicorn on a free 127.0.0.1 port, ready once it
 answers ``GET /health``, stopped with the env (or at exit), and ended with the run however the
-run ends (``interplay.popen``: the run's reaper ends it after a ``kill -9`` too).
+run ends (``interplay.processes.popen``: the run's reaper ends it after a ``kill -9`` too).
 
 The app is named as uvicorn names it (``package.server.app:app``), or by its package alone
 (``package``: OpenEnv's layout puts the app at ``package.server.app:app``); uvicorn imports it
@@ -22,7 +22,8 @@ from pathlib import Path
 
 import httpx
 
-from interplay import InterplayError, get_logger, popen
+from interplay import InterplayError, get_logger
+from interplay.processes import popen
 
 log = get_logger("interplay.openenv")
 

@@ -46,21 +46,17 @@ from interplay import (
     InterplayError,
     Message,
     Person,
-    Read,
-    ReadMessage,
     SeatAgent,
     Step,
     Task,
     Tool,
     UserSim,
     UserSimError,
-    answer_or_error,
-    chosen_user_sim,
     get_logger,
     lookup,
-    set_up_user_sim,
-    tool_call_id,
 )
+from interplay.contracts import Read, ReadMessage, answer_or_error, chosen_user_sim, set_up_user_sim
+from interplay.values import tool_call_id
 from interplay_tau2 import domains
 from interplay_tau2.user import ending
 

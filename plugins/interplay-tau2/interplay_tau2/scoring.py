@@ -19,16 +19,8 @@ from typing import Any, ClassVar
 
 import attrs
 
-from interplay import (
-    Endpoint,
-    Episode,
-    EpisodeContext,
-    InterplayError,
-    Reward,
-    Step,
-    Verifier,
-    assistant_message,
-)
+from interplay import Endpoint, Episode, EpisodeContext, InterplayError, Reward, Step, Verifier
+from interplay.model import assistant_message
 from interplay_tau2 import domains
 from interplay_tau2.exchange import RESULTS_KEY
 

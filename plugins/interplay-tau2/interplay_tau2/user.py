@@ -19,7 +19,9 @@ from typing import Any, ClassVar
 
 import attrs
 
-from interplay import Answer, LlmUserSim, Person, Read
+from interplay import Answer, Person
+from interplay.builtin_envs import LlmUserSim
+from interplay.contracts import Read
 from interplay_tau2 import domains
 
 #: tau2's tokens that end the conversation, and the done_reason each is recorded with.

@@ -13,7 +13,7 @@ from typing import Any
 import attrs
 import pytest
 
-from interplay import whole_record
+from interplay.run import whole_record
 from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest, run_interplay
 from interplay_tau2 import scripted
 

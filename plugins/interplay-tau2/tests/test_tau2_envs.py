@@ -15,16 +15,8 @@ import pytest
 from tau2_scripts import mock_pair
 
 import interplay_tau2.plugin
-from interplay import (
-    Answer,
-    Episode,
-    InterplayError,
-    Read,
-    UserSim,
-    hookimpl,
-    load_env,
-    lookup,
-)
+from interplay import Answer, Episode, InterplayError, UserSim, hookimpl, load_env, lookup
+from interplay.contracts import Read
 from interplay.testing import (
     ScriptedModel,
     ScriptedReply,

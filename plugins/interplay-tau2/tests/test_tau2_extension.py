@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from interplay import whole_record
+from interplay.run import whole_record
 from interplay.testing import ScriptedModel, run_interplay
 from interplay_tau2 import scripted
 

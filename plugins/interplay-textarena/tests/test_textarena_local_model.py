@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from interplay import whole_record
+from interplay.run import whole_record
 from interplay.testing import needs_local_model, run_interplay
 
 pytestmark = [*needs_local_model]

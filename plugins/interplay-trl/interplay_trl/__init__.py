@@ -1,6 +1,6 @@
 """interplay-trl: train on interplay envs with Hugging Face TRL's ``GRPOTrainer``.
 
-:class:`EnvRollouts` is a ``rollout_func`` that runs any env through :class:`interplay.Rollouts`
+:class:`EnvRollouts` is a ``rollout_func`` that runs any env through :class:`interplay.run.Rollouts`
 for the trainer's prompts and returns token-exact rows; :class:`Policy` and
 :class:`PolicyServer` serve the trainer's live model to the env as an OpenAI-compatible
 endpoint; :func:`load_policy` loads the embedded model's GGUF as a trainable model;

@@ -1,5 +1,5 @@
 """interplay envs as TRL GRPO rollouts: :class:`EnvRollouts` is a ``rollout_func`` for
-``GRPOTrainer`` that runs an env's episodes through :class:`interplay.Rollouts` against the
+``GRPOTrainer`` that runs an env's episodes through :class:`interplay.run.Rollouts` against the
 trainer's live model (served by :mod:`interplay_trl.policy`) and hands back one token-exact
 row per episode.
 
@@ -27,7 +27,8 @@ from typing import Any
 
 import attrs
 
-from interplay import Endpoint, Episode, InterplayError, Rollouts, Task, Trace, get_logger
+from interplay import Endpoint, Episode, InterplayError, Task, Trace, get_logger
+from interplay.run import Rollouts
 
 log = get_logger("interplay_trl.rollout")
 

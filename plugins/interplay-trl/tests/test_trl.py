@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from interplay import EpisodeInfo, Message, ModelCall, Tokens, Trace, assistant_message
+from interplay import Message, ModelCall, Tokens, Trace
+from interplay.model import assistant_message
+from interplay.values import EpisodeInfo
 from interplay_trl import TrainOptions, trace_row, train
 
 EOS = 2

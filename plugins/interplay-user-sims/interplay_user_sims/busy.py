@@ -22,15 +22,10 @@ from typing import Any, ClassVar
 
 import attrs
 
-from interplay import (
-    Answer,
-    EpisodeContext,
-    InterplayError,
-    LlmUserSim,
-    Person,
-    Read,
-    parse_duration,
-)
+from interplay import Answer, EpisodeContext, InterplayError, Person
+from interplay.builtin_envs import LlmUserSim
+from interplay.contracts import Read
+from interplay.world import parse_duration
 
 TEMPLATE = (
     "You are role-playing a busy person who is talking to her AI assistant by chat. Never act "

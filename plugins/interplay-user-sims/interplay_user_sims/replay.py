@@ -27,15 +27,9 @@ from typing import Any, ClassVar
 
 import attrs
 
-from interplay import (
-    Answer,
-    EpisodeContext,
-    InterplayError,
-    Person,
-    Read,
-    UserSim,
-    whole_record,
-)
+from interplay import Answer, EpisodeContext, InterplayError, Person, UserSim
+from interplay.contracts import Read
+from interplay.run import whole_record
 
 
 @attrs.define

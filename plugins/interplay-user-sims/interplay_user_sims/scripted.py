@@ -25,15 +25,9 @@ from typing import Any, ClassVar
 
 import attrs
 
-from interplay import (
-    Answer,
-    EpisodeContext,
-    InterplayError,
-    Person,
-    Read,
-    UserSim,
-    parse_duration,
-)
+from interplay import Answer, EpisodeContext, InterplayError, Person, UserSim
+from interplay.contracts import Read
+from interplay.world import parse_duration
 
 
 @attrs.define

@@ -26,15 +26,9 @@ from typing import Any, ClassVar
 
 import attrs
 
-from interplay import (
-    Answer,
-    InterplayError,
-    LlmUserSim,
-    Person,
-    Read,
-    fill_placeholders,
-    reply_target_of,
-)
+from interplay import Answer, InterplayError, Person
+from interplay.builtin_envs import LlmUserSim, fill_placeholders, reply_target_of
+from interplay.contracts import Read
 
 TEMPLATE = (
     "You are playing a customer who contacts an assistant. Never act as the assistant.\n"

@@ -22,8 +22,10 @@ from user_sims_support import (
 )
 from user_sims_support import user_lines as lines_of
 
-from interplay import Episode, InterplayError, Task, to_json, whole_record
+from interplay import Episode, InterplayError, Task
+from interplay.run import whole_record
 from interplay.testing import ScriptedModel, run_interplay
+from interplay.values import to_json
 
 
 def store(path: Path, *episodes: Episode) -> Path:
@@ -123,7 +125,7 @@ async def test_her_closing_words_are_replayed_with_her_done(tmp_path: Path) -> N
 async def test_always_on_replays_a_long_run_whose_records_are_in_its_side_file(
         tmp_path: Path) -> None:
     """A long episode's line keeps its chat and replies in its side file (episodes/): the
-    replay reads them there, through interplay.whole_record."""
+    replay reads them there, through interplay.run.whole_record."""
     alerts = [{"name": f"a{i}", "at": f"2025-06-02T{9 + i // 6:02d}:{(i % 6) * 10:02d}",
                "actions": [{"kind": "notify", "text": f"news {i}"}]} for i in range(60)]
     scenario = {"end": "PT20H", "tasks": [{"prompt": "find a table for Friday"}],

@@ -12,8 +12,9 @@ import pytest
 from user_sims_support import agent, first_task, relay_env, replies, run_relay, say, scenario_env
 from user_sims_support import seats as by_seat
 
-from interplay import Task, to_json
+from interplay import Task
 from interplay.testing import ScriptedReply, captured_log
+from interplay.values import to_json
 
 S = {k: f"SENTINEL-SIMS-{k.upper()}-{i}" for i, k in enumerate(
     ("reason", "known", "unknown", "how", "persona", "scenario", "line", "description",

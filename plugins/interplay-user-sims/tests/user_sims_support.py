@@ -11,7 +11,8 @@ from typing import Any
 
 import attrs
 
-from interplay import Env, Episode, Task, env_from_toml, lookup
+from interplay import Env, Episode, Task, lookup
+from interplay.run import env_from_toml
 from interplay.testing import ScriptedReply, ScriptedRequest, run_scripted
 
 Answerer = Callable[[ScriptedRequest], "ScriptedReply | str"]
