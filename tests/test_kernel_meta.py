@@ -44,6 +44,31 @@ def test_hook_spec_has_a_docstring_saying_when_it_fires(hook: str) -> None:
     assert "Fires" in doc and ":param register:" in doc
 
 
+@pytest.mark.parametrize("hook", list(hookspecs.HOOK_KINDS))
+def test_a_hook_spec_names_its_contracts_methods_as_they_are(hook: str) -> None:
+    """What a hook's docstring says a class brings (``score(episode, ctx)``, ``setup(person,
+    ctx)``) is that contract's method with those parameters, in order: a docstring cannot drift
+    from the contract it describes. ``...`` stands for the parameters it does not list."""
+    import re
+
+    import interplay
+
+    doc = inspect.getdoc(getattr(hookspecs, hook)) or ""
+    [contract] = {getattr(interplay, name) for name in re.findall(r":class:`interplay\.(\w+)`",
+                                                                   doc)}
+    named = re.findall(r"``(?:async )?(\w+)\(([^)]*)\)", doc)
+    checked = [(method, args) for method, args in named if method != "register"]
+    for method, args in checked:
+        assert hasattr(contract, method), f"{hook}: {contract.__name__} has no {method}()"
+        # Positional parameters; ``name=...`` is a keyword the docstring shows on the side.
+        listed = [a.strip() for a in args.split(",") if a.strip() and "=" not in a]
+        params = [p.name for p in inspect.signature(getattr(contract, method)).parameters.values()
+                  if p.name != "self" and p.kind is not p.KEYWORD_ONLY]
+        if listed and listed[-1] == "...":
+            listed, params = listed[:-1], params[:len(listed) - 1]
+        assert listed == params, f"{hook}: {contract.__name__}.{method}({', '.join(params)})"
+
+
 def _test_names() -> set[str]:
     names: set[str] = set()
     for path in Path(__file__).parent.glob("test_*.py"):

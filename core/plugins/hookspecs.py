@@ -53,7 +53,7 @@ def register_user_sims(register: Register) -> None:
     Fires once per process, the first time anything looks up a user sim (or lists plugins).
 
     :param register: ``register(user_sim_class, name=None)``. ``user_sim_class`` is a subclass
-        of :class:`interplay.UserSim` with ``configure(settings)``, ``setup(person)``
+        of :class:`interplay.UserSim` with ``configure(settings)``, ``setup(person, ctx)``
         and ``answer(read) -> Answer``; ``name`` defaults to its ``name`` attribute.
     """
 
@@ -78,7 +78,7 @@ def register_verifiers(register: Register) -> None:
 
     :param register: ``register(verifier_class, name=None)``. ``verifier_class`` is a subclass
         of :class:`interplay.Verifier` with ``check(steps) -> problems`` (run when a
-        task loads) and ``async score(episode)``; ``name`` defaults to its ``name`` attribute.
+        task loads) and ``async score(episode, ctx)``; ``name`` defaults to its ``name`` attribute.
     """
 
 
