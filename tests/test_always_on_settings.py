@@ -48,8 +48,14 @@ def test_denying_the_agents_channel_is_refused_at_load(tmp_path: Path, deny: lis
     assert "\n" not in str(info.value)
 
 
-def test_a_check_tool_may_be_named_when_checks_are_off(tmp_path: Path) -> None:
-    make_env(tmp_path, {"end": "PT8H"}, always_on={"deny_tools": ["schedule_check"]})
+async def test_a_check_tool_may_be_named_when_checks_are_off(tmp_path: Path) -> None:
+    env = make_env(tmp_path, {"end": "PT8H", "tasks": [{"prompt": "go"}]},
+                   always_on={"deny_tools": ["schedule_check"]})
+    agent = Agent(lambda text: quiet())
+    await run(env, agent)
+    offered = {t["function"]["name"] for t in agent.requests[0].body["tools"]}
+    assert "schedule_check" not in offered
+    assert {"message_user", "stay_quiet"} <= offered
 
 
 async def test_a_deny_all_pattern_leaves_the_channel_in_place(tmp_path: Path) -> None:

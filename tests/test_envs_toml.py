@@ -112,7 +112,8 @@ def test_top_level_keys_of_the_wrong_type_are_one_line(tmp_path: Path, body: str
 
 def test_bad_toml_syntax_is_one_line(tmp_path: Path) -> None:
     path = write(tmp_path, 'taskset = "tasks.jsonl"\n[[steps]\nkind = "one_shot"\n')
-    one_line_error(path)
+    message = one_line_error(path)
+    assert "not valid TOML" in message and "line 2" in message
 
 
 @pytest.mark.parametrize(("verifier", "why"), [

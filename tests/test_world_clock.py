@@ -87,6 +87,7 @@ async def test_a_change_from_another_thread_wakes_a_wait() -> None:
     await asyncio.sleep(0)
     await asyncio.to_thread(clock.advance, 10)
     await asyncio.wait_for(waiter, 1)
+    assert waiter.done() and clock.now() == 10.0
 
 
 def test_a_running_clock_stops_at_its_hold_and_goes_on_from_there() -> None:
