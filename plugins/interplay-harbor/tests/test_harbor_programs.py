@@ -1,8 +1,9 @@
-"""Agent programs in a Harbor task's container on the scripted model, scored by the task's
-tests: Claude Code and codex each solving three example tasks with their own shell (a wrong
-fix scores 0), and the user-sim variant, where the instruction the agent gets hides the port
-the tests check: Claude Code asks the user, she answers from what the task says she knows,
-and its session is resumed in the same container to write it."""
+"""Agents in a Harbor task's container on the scripted model, scored by the task's tests:
+Claude Code and codex (each with its own shell in the container), mini-swe-agent (its loop on
+this machine, its commands through Sandbox.exec) and chat (its sandbox tools) each solving
+three example tasks (a wrong fix scores 0), and the user-sim variant, where the instruction
+the agent gets hides the port the tests check: Claude Code asks the user, she answers from
+what the task says she knows, and its session is resumed in the same container to write it."""
 
 from __future__ import annotations
 
@@ -36,6 +37,8 @@ SOLUTIONS = {
                               "json.dump(c, open('config.json', 'w'))\""),
 }
 WRONG = "sed -i 's/a - b/a * b/' calc.py"
+#: mini-swe-agent's way of saying it is done: a command whose output starts with this line.
+SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 TASKS = {"hello-file": "Create a file named `hello.txt`", "fix-add": "`calc.py` in /app has a bug",
          "json-config": "Edit /app/config.json"}
 
@@ -49,7 +52,11 @@ def plugin(module: str, name: str, package: str) -> tuple[str, ModuleType, str] 
 
 PROGRAMS = {"claude-code": plugin("interplay_claude_code.plugin", "claude-code",
                                   "interplay-claude-code"),
-            "codex": plugin("interplay_codex.plugin", "codex", "interplay-codex")}
+            "codex": plugin("interplay_codex.plugin", "codex", "interplay-codex"),
+            "mini-swe-agent": plugin("interplay_mini_swe_agent.plugin", "mini-swe-agent",
+                                     "interplay-mini-swe-agent")}
+#: Every harness that takes the seat here; chat is a builtin, the rest plugins.
+HARNESSES = [*PROGRAMS, "chat"]
 
 
 @pytest.fixture(autouse=True)
@@ -63,12 +70,12 @@ def plugin_host() -> Iterator[None]:
 
 def program(harness: str) -> None:
     """Skip, saying why, when the harness's plugin or its program is missing here."""
-    if PROGRAMS[harness] is None:
+    if harness != "chat" and PROGRAMS[harness] is None:
         pytest.skip(f"the {harness} harness's plugin is not installed")
     if harness == "claude-code":
         from interplay_claude_code.command_line import CLAUDE_CODE_VERSION, NPM_PACKAGE
         npm_program("claude", NPM_PACKAGE, CLAUDE_CODE_VERSION)
-    else:
+    elif harness == "codex":
         from interplay_codex.command_line import CODEX_VERSION
         npm_program("codex", "@openai/codex", CODEX_VERSION)
 
@@ -76,7 +83,15 @@ def program(harness: str) -> None:
 def shell(harness: str, command: str) -> ScriptedReply:
     if harness == "claude-code":
         return ScriptedReply.tool_call("Bash", {"command": command, "description": "run it"})
-    return ScriptedReply.tool_call("exec_command", {"cmd": command})
+    if harness == "codex":
+        return ScriptedReply.tool_call("exec_command", {"cmd": command})
+    return ScriptedReply.tool_call("bash", {"command": command})  # mini-swe-agent's, chat's
+
+
+def done(harness: str) -> ScriptedReply:
+    """The model's last word once its command ran: mini-swe-agent's loop ends only on a
+    submitting command (a reply without one is a format error it asks again about)."""
+    return shell(harness, SUBMIT) if harness == "mini-swe-agent" else ScriptedReply.text("done")
 
 
 def said(request: ScriptedRequest, role: str) -> list[str]:
@@ -93,7 +108,7 @@ async def solve(harness: str, task: str, wrong: bool = False,
                 **env: Any) -> tuple[Episode, list[ScriptedRequest]]:
     def handler(request: ScriptedRequest) -> ScriptedReply:
         if said(request, "tool"):
-            return ScriptedReply.text("done")
+            return done(harness)
         text = " ".join(said(request, "user"))
         command = next(c for key, c in SOLUTIONS.items() if key in text)
         return shell(harness, WRONG if wrong else command)
@@ -105,7 +120,23 @@ async def solve(harness: str, task: str, wrong: bool = False,
     return run.episode, run.requests
 
 
-@pytest.mark.parametrize("harness", ["claude-code", "codex"])
+#: Each harness's own record of where it worked: a program's segment (its loop and its shell)
+#: in the container; mini-swe-agent's loop on this machine and its commands in the container;
+#: chat's loop in this process and its one bash call in the sandbox, exited 0.
+WHERE = {"claude-code": ["sandbox"], "codex": ["sandbox"],
+         "mini-swe-agent": [("host", "sandbox")], "chat": [("bash", 0)]}
+
+
+def where_it_ran(harness: str, info: dict[str, Any]) -> list[Any]:
+    if harness == "chat":
+        return [(c["tool"], c["exit_code"]) for c in info["sandbox_tools"]]
+    segments = info[harness.replace("-", "_")]["segments"]
+    if harness == "mini-swe-agent":
+        return [(s["where"], s["commands_in"]) for s in segments]
+    return [s["where"] for s in segments]
+
+
+@pytest.mark.parametrize("harness", HARNESSES)
 @pytest.mark.parametrize("task", list(TASKS))
 async def test_a_program_solves_an_example_task_with_its_own_shell(harness: str,
                                                                    task: str) -> None:
@@ -114,13 +145,12 @@ async def test_a_program_solves_an_example_task_with_its_own_shell(harness: str,
     assert ep.error is None, ep.error
     assert ep.reward == 1.0, ep.results["harbor"]["verifier"]
     trace = ep.trace("assistant")
-    info = trace.info["claude_code" if harness == "claude-code" else "codex"]
-    assert [s["where"] for s in info["segments"]] == ["sandbox"]
+    assert where_it_ran(harness, trace.info) == WHERE[harness]
     assert trace.tool_runs and all(r.error_type is None for r in trace.tool_runs)
     assert ep.sandbox.changes.files  # its work, seen in the workspace
 
 
-@pytest.mark.parametrize("harness", ["claude-code", "codex"])
+@pytest.mark.parametrize("harness", HARNESSES)
 async def test_a_wrong_fix_scores_0(harness: str) -> None:
     program(harness)
     ep, _ = await solve(harness, "fix-add", wrong=True)
