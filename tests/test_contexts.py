@@ -139,7 +139,8 @@ def test_the_check_finds_what_an_implementation_lacks() -> None:
 
     assert missing(Half(), contexts.EpisodeContext) == [
         "info: missing", "resources: missing", "clock: missing", "results: missing",
-        "metrics: missing", "traces: missing", "rng: missing", "agent(name): not taken",
+        "metrics: missing", "traces: missing", "store: missing", "rng: missing",
+        "agent(name): not taken",
         "sandbox: missing", "fail: missing"]
 
 

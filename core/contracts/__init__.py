@@ -1,6 +1,7 @@
 """The contracts a plugin implements: ``env``, ``harness``, ``step``, ``verifier``, ``usersim``,
 ``sandbox``, ``exporter`` (an export format) and ``scenario`` (a scenario kind for always_on
-tasks); and what they are handed (``contexts``: protocols the run implements)."""
+tasks); and what they are handed (``contexts``: protocols the run implements, and the episode's
+store)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import TYPE_CHECKING
 from interplay._plumbing.facade import lazy_names
 
 if TYPE_CHECKING:
+    from interplay.contracts.contexts import EpisodeStore
     from interplay.contracts.sandbox import (
         BoundedOutput,
         Mount,
@@ -29,6 +31,7 @@ if TYPE_CHECKING:
 
 _NAMES = {
     "BoundedOutput": "interplay.contracts.sandbox:BoundedOutput",
+    "EpisodeStore": "interplay.contracts.contexts:EpisodeStore",
     "Mount": "interplay.contracts.sandbox:Mount",
     "NotReachable": "interplay.contracts.sandbox:NotReachable",
     "PhoneNote": "interplay.contracts.usersim:PhoneNote",
@@ -44,6 +47,7 @@ _NAMES = {
 }
 __all__ = [
     "BoundedOutput",
+    "EpisodeStore",
     "Mount",
     "NotReachable",
     "PhoneNote",

@@ -8,7 +8,9 @@ The contracts (:mod:`interplay.contracts.step`, :mod:`interplay.contracts.verifi
 (:class:`interplay.run.episode.EpisodeContext`, :class:`interplay.run.agent.Agent`,
 :class:`~interplay.run.agent.ChatSession`, :class:`~interplay.run.agent.SegmentContext`), so neither
 the contracts nor a plugin need the run. Each protocol holds what a plugin may rely on; the run's
-classes carry more for their own use. This module imports nothing above the records.
+classes carry more for their own use. One class is concrete, the same for every context:
+:class:`EpisodeStore`, an episode's own state by type (``ctx.store``). This module imports nothing
+above the records.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 import random
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import attrs
 
@@ -25,6 +27,8 @@ from interplay.contracts.sandbox import Sandbox
 from interplay.values.clock import Clock
 from interplay.values.records import EpisodeInfo, Message, ModelCall, Task, ToolRun, Trace
 from interplay.values.tools import CallOutcome, Tool
+
+_T = TypeVar("_T")
 
 
 @attrs.define
@@ -64,6 +68,46 @@ class Reply:
     stopped: bool = False
     stop_condition: str | None = None
     messages: list[Message] = attrs.Factory(list)
+
+
+class EpisodeStore:
+    """One episode's own state, by type (``ctx.store``): what a step makes and a seat's tools,
+    a later step, a verifier or a harness of the same episode use, with its class as the key.
+
+    ``ctx.store.get(Cart)`` is the episode's ``Cart``, made by ``Cart()`` on first use (an
+    attrs class with defaults, a dataclass) and the same object every later call, from every
+    context of the episode; ``put`` keeps one made with arguments, ``find`` reads one without
+    making it. ``instance`` keeps more than one of a class (one per seat: ``get(Hand,
+    instance="player0")``). Each episode has a store of its own, so episodes that run at once
+    never see each other's state, and the run drops it when the episode ends, after scoring:
+    state that should outlive the episode belongs in ``ctx.results`` (stored on the episode, what
+    a regrade scores again), never here. Calls are synchronous, so two steps or tools of one
+    episode (one event loop) never make a class twice."""
+
+    def __init__(self) -> None:
+        self._held: dict[tuple[type[Any], str], Any] = {}
+
+    def get(self, cls: type[_T], *, instance: str = "") -> _T:
+        """The episode's ``cls`` (under ``instance``), made by ``cls()`` on first use."""
+        key = (cls, instance)
+        found = self._held.get(key)
+        if found is None:
+            found = self._held[key] = cls()
+        return found  # type: ignore[no-any-return]
+
+    def find(self, cls: type[_T], *, instance: str = "") -> _T | None:
+        """The episode's ``cls`` (under ``instance``) if one was made or put, else None."""
+        return self._held.get((cls, instance))
+
+    def put(self, value: _T, *, instance: str = "") -> _T:
+        """Keep ``value`` as the episode's object of its class (under ``instance``), in place of
+        any before it; returns it."""
+        self._held[(type(value), instance)] = value
+        return value
+
+    def clear(self) -> None:
+        """Drop everything held (the run calls it when the episode ends)."""
+        self._held.clear()
 
 
 class ChatClient(Protocol):
@@ -152,6 +196,12 @@ class SegmentContext(Protocol):
     @property
     def clock(self) -> Clock | None:
         """The episode's clock (None for an agent outside an episode)."""
+        ...
+
+    @property
+    def store(self) -> EpisodeStore | None:
+        """The episode's own state by type, the one its steps and ``Env.tools`` reach (None
+        for an agent outside an episode); ``state`` is this trace's alone."""
         ...
 
     def record_call(self, call: ModelCall) -> None:
@@ -259,7 +309,8 @@ class Resources(Protocol):
 
 class EpisodeContext(Protocol):
     """What an env's steps, its verifiers, its user sims and ``Env.tools`` reach during one
-    episode."""
+    episode (the same object for all of them: ``Env.tools`` is handed it when a step first
+    opens the seat)."""
 
     #: The episode's task as the taskset gave it, whatever a step hides from a seat.
     task: Task
@@ -275,6 +326,9 @@ class EpisodeContext(Protocol):
     metrics: dict[str, float]
     #: Every trace of every exchange opened so far.
     traces: list[Trace]
+    #: The episode's own state by type (``store.get(Cls)``), for its steps, ``Env.tools``, its
+    #: verifiers and its seats' harnesses; not recorded, dropped when the episode ends.
+    store: EpisodeStore
 
     @property
     def rng(self) -> random.Random:

@@ -33,6 +33,7 @@ from interplay.values.tools import CallOutcome, run_call
 
 if TYPE_CHECKING:
     from interplay.config.endpoint import Endpoint
+    from interplay.contracts.contexts import EpisodeStore
     from interplay.contracts.sandbox import Sandbox
     from interplay.gateway import ToolGateway, ToolRoute
     from interplay.interception import InterceptionServer, TraceRoute
@@ -54,7 +55,7 @@ class RunServers(Protocol):
 
 class EpisodeHost(Protocol):
     """What an agent needs of the episode whose seat it fills: the episode's ids, its clock,
-    the run's servers, and where the traces it writes are kept. The episode's context
+    its store, the run's servers, and where the traces it writes are kept. The episode's context
     (:class:`~interplay.run.episode.EpisodeContext`) is one; it makes the agents, so it imports
     this module and never the other way round."""
 
@@ -63,6 +64,9 @@ class EpisodeHost(Protocol):
 
     @property
     def clock(self) -> Clock: ...
+
+    @property
+    def store(self) -> EpisodeStore: ...
 
     @property
     def resources(self) -> RunServers: ...
@@ -173,6 +177,10 @@ class SegmentContext:
     @property
     def clock(self) -> Clock | None:
         return self.agent.episode.clock if self.agent.episode is not None else None
+
+    @property
+    def store(self) -> EpisodeStore | None:
+        return self.agent.episode.store if self.agent.episode is not None else None
 
     def record_call(self, call: ModelCall) -> None:
         """Keep a model call on the trace, once: calls made through ``ctx.client`` are kept

@@ -21,6 +21,7 @@ import cattrs
 from interplay._plumbing.ids import new_id
 from interplay.config import loading as config_mod
 from interplay.config.endpoint import Endpoint, redact_url, seat_endpoint
+from interplay.contracts.contexts import EpisodeStore
 from interplay.contracts.env import Env, SeatSpec
 from interplay.contracts.sandbox import Sandbox, SandboxError, SandboxNeeds
 from interplay.contracts.usersim import UserSimError
@@ -222,6 +223,8 @@ class EpisodeContext:
         #: Metrics steps report (turn counts, forfeits); merged into the episode's metrics.
         self.metrics: dict[str, float] = {}
         self.traces: list[Trace] = []
+        #: The episode's own state by type; emptied by ``release`` when the episode ends.
+        self.store = EpisodeStore()
         self._agents: dict[str, Agent] = {}
         #: The error a step ended the episode in without raising (``fail``): type and text.
         self.failure: tuple[str, str] | None = None
@@ -293,10 +296,12 @@ class EpisodeContext:
             await workspace.stop(self._ready)
 
     def release(self) -> None:
-        """Drop this episode's agents (the episode is over; they point back here)."""
+        """Drop this episode's agents (the episode is over; they point back here) and its
+        store (its state ends with it, whoever still holds the context)."""
         for agent in self._agents.values():
             agent.episode = None
         self._agents.clear()
+        self.store.clear()
 
     def add_trace(self, trace: Trace) -> None:
         self.traces.append(trace)

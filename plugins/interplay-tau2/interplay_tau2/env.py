@@ -13,9 +13,9 @@ import attrs
 from interplay import Env, EpisodeContext, InterplayError, SeatSpec, Step, Task, Tool, Verifier
 from interplay_tau2 import domains
 from interplay_tau2.exchange import (
-    LIVE,
     RESULTS_KEY,
     ExchangeConfig,
+    Live,
     StepConfig,
     Tau2Exchange,
     tau2_tools,
@@ -86,7 +86,7 @@ class Tau2Env(Env):
 
     def tools(self, seat: str, ctx: EpisodeContext) -> list[Tool]:
         cfg: Tau2EnvConfig = self.config
-        live = LIVE.get(ctx.info.episode_id)
+        live = ctx.store.find(Live)
         if live is None:
             raise InterplayError(f"env {self.name!r}: the seats' tools are tau2's environment, "
                                  f"made by the tau2 step; open a seat only inside it")

@@ -112,15 +112,12 @@ class StepConfig(ExchangeConfig):
 
 @attrs.define(eq=False)
 class Live:
-    """One episode's tau2 environment and what its tools answered, by the model's call id."""
+    """One episode's tau2 environment and what its tools answered, by the model's call id:
+    kept in the episode's store (``ctx.store``), where ``Env.tools`` finds it."""
 
     environment: Any
     replies: dict[str, Any] = attrs.Factory(dict)
     calls: int = 0
-
-
-#: The live environments of running episodes, by episode id (``Env.tools`` reads them).
-LIVE: dict[str, Live] = {}
 
 
 #: tau2's tool schemas, by toolkit class. tau2 makes them anew on every ``get_tools()`` (a
@@ -422,9 +419,7 @@ class Tau2Exchange(Step):
             initialization_data=initial.initialization_data if initial else None,
             initialization_actions=initial.initialization_actions if initial else None,
             message_history=[])
-        live = Live(environment)
-        episode_id = ctx.info.episode_id
-        LIVE[episode_id] = live
+        live = ctx.store.put(Live(environment))
         tool_names = {side: {t.name for t in tau2_tools(live, side)}
                       for side in ("assistant", "user")}
         trajectory = Trajectory(cfg.max_steps, cfg.max_errors, tool_names, solo=cfg.solo)
@@ -436,7 +431,6 @@ class Tau2Exchange(Step):
             else:
                 reason = await self._converse(ctx, task, live, trajectory)
         finally:
-            LIVE.pop(episode_id, None)
             ctx.metrics["tau2_steps"] = float(trajectory.steps)
             ctx.metrics["tau2_tool_errors"] = float(trajectory.errors)
             ctx.results[RESULTS_KEY] = {
@@ -449,7 +443,7 @@ class Tau2Exchange(Step):
                 "max_errors": cfg.max_errors, "steps": trajectory.steps,
                 "db_hash": environment.get_db_hash(),
                 "messages": trajectory.plain()}
-            log.debug("tau2.episode", episode_id=episode_id, task_id=task.id,
+            log.debug("tau2.episode", episode_id=ctx.info.episode_id, task_id=task.id,
                       termination_reason=reason, steps=trajectory.steps,
                       tool_calls=live.calls, messages=len(trajectory.messages))
 

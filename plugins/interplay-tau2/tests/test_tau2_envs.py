@@ -4,6 +4,7 @@ one line."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import types
@@ -15,7 +16,17 @@ import pytest
 from tau2_scripts import mock_pair
 
 import interplay_tau2.plugin
-from interplay import Answer, Episode, InterplayError, UserSim, hookimpl, load_env, lookup
+from interplay import (
+    Answer,
+    Episode,
+    EpisodeContext,
+    InterplayError,
+    Step,
+    UserSim,
+    hookimpl,
+    load_env,
+    lookup,
+)
 from interplay.contracts import Read
 from interplay.testing import (
     ScriptedModel,
@@ -100,6 +111,36 @@ async def test_each_episode_gets_a_fresh_database() -> None:
     contents = [tau2_record(r.episode)["messages"][3]["content"] for r in runs]
     assert contents[0] == contents[1] and '"task_id": "task_2"' in contents[0]
     assert tau2_record(runs[0].episode)["db_hash"] == tau2_record(runs[1].episode)["db_hash"]
+
+
+async def test_episodes_at_once_each_play_on_their_own_environment() -> None:
+    """The step keeps its tau2 environment in the episode's store, where Env.tools finds it:
+    two tasks played at once each change their own database, as when played one by one."""
+    made = env(task_ids=["create_task_1", "update_task_1"])
+    tasks = [task_of(made, "create_task_1"), task_of(made, "update_task_1")]
+    alone = [tau2_record((await run_scripted(made, t, mock_pair)).episode) for t in tasks]
+    together = await asyncio.gather(*(run_scripted(made, t, mock_pair) for t in tasks))
+    for run, record in zip(together, alone, strict=True):
+        assert run.episode.reward == 1.0
+        assert tau2_record(run.episode)["db_hash"] == record["db_hash"]
+    assert alone[0]["db_hash"] != alone[1]["db_hash"]
+
+
+async def test_a_seat_opened_outside_the_tau2_step_is_one_line() -> None:
+    """The seats' tools are the environment the tau2 step made in this episode: a step of
+    another kind that opens a seat has none to get."""
+
+    class Opener(Step):
+        name = "opener"
+
+        async def run(self, ctx: EpisodeContext) -> None:
+            ctx.agent("assistant")
+
+    made = env()
+    made.steps = lambda: [Opener()]
+    run = await run_scripted(made, next(iter(made.tasks())), mock_pair)
+    assert run.episode.error_type is not None and run.requests == []
+    assert "made by the tau2 step; open a seat only inside it" in str(run.episode.error)
 
 
 async def test_a_tool_error_comes_back_as_tau2_returns_it_and_too_many_end_the_episode(
