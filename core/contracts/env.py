@@ -105,7 +105,9 @@ class Env:
         return []
 
     def tools(self, seat: str, ctx: EpisodeContext) -> list[Tool]:
-        """Tools the agent in ``seat`` may call in one episode (fresh per episode)."""
+        """Tools the agent in ``seat`` may call in one episode (fresh per episode), called when
+        a step first opens the seat: ``ctx`` is the context the episode's steps run in, so what
+        they keep in ``ctx.store`` or wrote to ``ctx.results`` is there."""
         return []
 
     def run_steps(self) -> list[Step]:

@@ -56,5 +56,7 @@ class Step:
 
     async def run(self, ctx: EpisodeContext) -> None:
         """Play this step of one episode: open the seats' exchanges through ``ctx``, write
-        what it found to ``ctx.results`` and ``ctx.metrics``."""
+        what it found to ``ctx.results`` and ``ctx.metrics``, and keep what it holds while the
+        episode runs that the env's tools or a verifier reach too (a live simulator, a board)
+        in ``ctx.store``, never on the env or in a module."""
         raise NotImplementedError(f"step {self.name!r} does not implement run()")
