@@ -6,8 +6,8 @@ it, at its mark, whatever the agent is doing: a trigger fires, a contact's answe
 reads, her reply is written. Each of the agent's tool calls first brings the world up to the
 clock and runs with the clock stopped (a tool takes no task time, and what it queues is due
 when it was called), so a tool never sees a world behind its clock, however the call arrived.
-What wakes the agent waits for its next wake (the loop's). The loop owns what one event does
-(:meth:`Loop._take_one`); this module owns only when it is done.
+What wakes the agent waits for its next wake. :mod:`.arrivals` owns what one event does
+(:meth:`.arrivals.Arrivals.take_one`); this module owns only when it is done.
 """
 
 from __future__ import annotations

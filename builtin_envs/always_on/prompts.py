@@ -1,9 +1,9 @@
 """What the always_on step tells the models it runs, in one place: the agent's rules and system
 prompt, the line each waking event becomes, the nudge after a private note, the final notice,
-and the prompt a modeled contact answers under. The loop
-(:mod:`interplay.builtin_envs.always_on.loop`) decides when each is sent; the wording is here,
-so changing what the agent is told touches one file. (The digest of folded wakes has its own
-terser wording, in :mod:`interplay.builtin_envs.always_on.history`.)
+and the prompt a modeled contact answers under. The loop's parts decide when each is sent
+(:mod:`interplay.builtin_envs.always_on.delivery`); the wording is here, so changing what the
+agent is told touches one file. (The digest of folded wakes has its own terser wording, in
+:mod:`interplay.builtin_envs.always_on.history`.)
 """
 
 from __future__ import annotations

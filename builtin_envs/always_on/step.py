@@ -255,17 +255,18 @@ class AlwaysOn(Step):
             await loop.run()
         finally:
             try:
-                ctx.results["always_on"] = result = records.build(loop)
+                ctx.results["always_on"] = result = records.build(loop.view())
                 ctx.metrics.update(records.metrics(result))
             finally:
                 await loop.close()
-        if loop.error_type == "user_error":
+        outcome = loop.outcome
+        if outcome.error_type == "user_error":
             # Recorded: now the episode is the user sim's failure, never scored.
-            raise UserSimError(loop.error or "the user sim failed")
-        if loop.end_reason == "error" and loop.error_type is not None:
+            raise UserSimError(outcome.error or "the user sim failed")
+        if outcome.end_reason == "error" and outcome.error_type is not None:
             # Recorded, not raised: the episode ends in the turn's error, never scored (the
             # trace of a turn the harness cut at its turn cap carries no error type itself).
-            ctx.fail(loop.error_type, loop.error or f"the run ended on {loop.error_type}")
+            ctx.fail(outcome.error_type, outcome.error or f"the run ended on {outcome.error_type}")
 
 
 def budget_problems(budget_s: float, scenario: Scenario) -> list[str]:
