@@ -26,7 +26,7 @@ import attrs
 from interplay.builtin_harnesses.sandbox_tools import NAMES, Limits, SandboxTools
 from interplay.contracts.contexts import SegmentContext
 from interplay.contracts.harness import Harness, Segment
-from interplay.errors import InterplayError
+from interplay.errors import ErrorType, InterplayError
 from interplay.model.wire import assistant_message
 from interplay.values.records import Message, Task, ToolCall
 from interplay.values.tools import Tool
@@ -97,7 +97,7 @@ class ChatHarness(Harness):
             msg = assistant_message(call)
             if msg is None:
                 return Segment(added, stop_condition="error", error="no message in response",
-                               error_type="bad_response")
+                               error_type=ErrorType.BAD_RESPONSE)
             added.append(msg)
             if not msg.tool_calls:
                 return Segment(added)

@@ -48,7 +48,7 @@ from interplay.builtin_harnesses.program import (
 from interplay.contracts.contexts import SegmentContext
 from interplay.contracts.harness import Segment
 from interplay.contracts.sandbox import Mount
-from interplay.errors import InterplayError
+from interplay.errors import ErrorType, InterplayError
 from interplay.values.records import Message, Task
 
 #: Bytes of stdout/stderr kept on the trace per segment.
@@ -119,7 +119,7 @@ class CommandHarness(ProgramHarness):
 
     @property
     def failed_type(self) -> str:
-        return "command_failed"
+        return ErrorType.COMMAND_FAILED
 
     # -- the program ---------------------------------------------------------------------------
 

@@ -42,7 +42,7 @@ import attrs
 from interplay.contracts.contexts import SegmentContext
 from interplay.contracts.harness import Harness, Segment, text_prompt
 from interplay.contracts.sandbox import BoundedOutput, Mount, Sandbox, SandboxNeeds
-from interplay.errors import InterplayError
+from interplay.errors import ErrorType, InterplayError
 from interplay.log import get_logger
 from interplay.model.retries import Failure, Policy
 from interplay.model.wire import assistant_message, request_messages
@@ -275,7 +275,9 @@ class ProgramHarness(Harness):
 
     @property
     def failed_type(self) -> str:
-        """The error type of a segment whose program failed (``codex_failed``, ...)."""
+        """The error type of a segment whose program failed: ``<info_key>_failed``
+        (``codex_failed``, ...; those of interplay's own program harnesses are ErrorType
+        members)."""
         return f"{self.info_key}_failed"
 
     # -- the program -------------------------------------------------------------------------
@@ -518,7 +520,7 @@ class ProgramHarness(Harness):
                 if isinstance(exc, FileNotFoundError) or not_runnable(exc) or \
                         exc.errno == errno.E2BIG:
                     raise self.start_error(argv0, exc) from None
-                raise Failure("spawn_error", f"the system could not start "
+                raise Failure(ErrorType.SPAWN_ERROR, f"the system could not start "
                               f"{self.title or self.name} ({refusal_reason(exc)})") from None
 
         program = await Policy(turn.ctx.client.endpoint).run(
@@ -573,11 +575,12 @@ class ProgramHarness(Harness):
         """The segment a finished run amounts to."""
         title = self.title or self.name
         if ran.timed_out:
-            return Segment(messages, stop_condition="timeout", error_type="timeout",
+            return Segment(messages, stop_condition="timeout", error_type=ErrorType.TIMEOUT,
                            error=f"{title} exceeded {self.config.timeout_s:g} s "
                                  f"(harness_config.timeout_s)")
         if heard.tools_reached is False:
-            return Segment(messages, stop_condition="error", error_type="tools_unreachable",
+            return Segment(messages, stop_condition="error",
+                           error_type=ErrorType.TOOLS_UNREACHABLE,
                            error=f"{title} could not reach the env's tools: "
                                  f"{heard.tools_problem or 'its MCP server did not start'}")
         if heard.stop_condition is not None:

@@ -29,6 +29,7 @@ import attrs
 
 from interplay.contracts.contexts import SegmentContext
 from interplay.contracts.sandbox import ExecResult, Sandbox, SandboxError, bounded_text
+from interplay.errors import ErrorType
 from interplay.log import get_logger
 from interplay.values.records import ToolRun
 from interplay.values.tools import CallOutcome, Tool, run_call, tool_call_id
@@ -163,8 +164,8 @@ class SandboxTools:
         ended = self.ended.pop(call_id, None)
         error_type = outcome.error_type
         if error_type is None and ended is not None:
-            error_type = "timeout" if ended.timed_out else \
-                "tool_error" if ended.stopped or ended.failed else None
+            error_type = ErrorType.TIMEOUT if ended.timed_out else \
+                ErrorType.TOOL_ERROR if ended.stopped or ended.failed else None
         duration = time.monotonic() - t0
         ctx.record_tool(ToolRun(call_id=call_id, name=name, duration_s=duration,
                                 error_type=error_type))

@@ -5,8 +5,9 @@ This module is the public API a plugin (a harness, a user sim, a step, a verifie
 sandbox, an export format) is written against: the contracts, what they are handed (the
 contexts: ``EpisodeContext``, ``SegmentContext``, ``SeatAgent``, ``ChatSession``,
 ``SegmentClient``, protocols the run implements and a plugin annotates with), the records they
-speak in, tools, the error type, logging and loading an env. The rest of the public API is in
-the subpackages, each re-exporting what it holds (docs/api.md lists every name):
+speak in, tools, the error type and the error types a record names, logging and loading an
+env. The rest of the public API is in the subpackages, each re-exporting what it holds
+(docs/api.md lists every name):
 
 - :mod:`interplay.contracts`: the contracts' other values (a user sim's reads and lines, a
   sandbox's plan, needs and mounts);
@@ -51,7 +52,7 @@ from interplay.contracts.scenario import ScenarioKind
 from interplay.contracts.step import Step
 from interplay.contracts.usersim import Answer, Opening, Person, UserSim, UserSimError
 from interplay.contracts.verifier import Verifier
-from interplay.errors import InterplayError
+from interplay.errors import ErrorType, InterplayError
 from interplay.log import get_logger
 from interplay.plugins.hookspecs import Register, hookimpl
 from interplay.run.loader import load_env, lookup
@@ -81,6 +82,7 @@ __all__ = [
     "EnvOptions",
     "Episode",
     "EpisodeContext",
+    "ErrorType",
     "ExecResult",
     "ExportFormat",
     "Harness",

@@ -9,6 +9,7 @@ from typing import Any
 
 import attrs
 
+from interplay.errors import ErrorType
 from interplay.world.world import World
 
 #: The next wake is the closing one once the budget's time left is under this many times the
@@ -33,7 +34,7 @@ class Outcome:
         """The run ends for ``reason``; her sim's failure is its error type too."""
         self.end_reason = reason
         if reason == "user_error":
-            self.error_type = "user_error"
+            self.error_type = ErrorType.USER_ERROR
 
 
 class Budget:

@@ -24,7 +24,7 @@ from interplay.builtin_envs.always_on.wakes import Wakes
 from interplay.builtin_envs.user_sim import UserSide, make_sim, person_from
 from interplay.contracts.contexts import EpisodeContext
 from interplay.contracts.usersim import UserSimError, set_up
-from interplay.errors import InterplayError
+from interplay.errors import ErrorType, InterplayError, error_of
 from interplay.log import get_logger
 from interplay.values.tools import Tool
 from interplay.world import times
@@ -167,19 +167,18 @@ class Loop:
                         raise
                     self.wakes.out_of_budget()
                 except asyncio.CancelledError:
-                    outcome.end_reason, outcome.error_type = "cancelled", "cancelled"
+                    outcome.end_reason, outcome.error_type = "cancelled", ErrorType.CANCELLED
                     raise
                 except Exception as exc:
                     outcome.end_reason = "error"
-                    outcome.error_type = "config_error" if isinstance(exc, InterplayError) \
-                        else "env_error"
-                    outcome.error = f"{type(exc).__name__}: {exc}"
+                    outcome.error_type, outcome.error = error_of(exc, ErrorType.ENV_ERROR,
+                                                                 located=False)
                     raise
-                if outcome.error_type in (None, "user_error"):
+                if outcome.error_type in (None, ErrorType.USER_ERROR):
                     session.stop(f"always_on_{outcome.end_reason}")
         except UserSimError as exc:  # her sim could not set up
-            outcome.end_reason = outcome.error_type = "user_error"
-            outcome.error = str(exc)
+            outcome.end_reason = "user_error"
+            outcome.error_type, outcome.error = error_of(exc, ErrorType.ENV_ERROR)
             raise
         finally:
             world.enter("end")
@@ -213,7 +212,7 @@ class Loop:
             self.budget.ran_out(len(self.wakes.entries), "wrap-up")
             return
         if record["outcome"] == "error":
-            outcome.end_reason = outcome.error_type = "user_error"
+            outcome.end_reason, outcome.error_type = "user_error", ErrorType.USER_ERROR
             outcome.error = record.get("error")
 
     def view(self) -> RunView:

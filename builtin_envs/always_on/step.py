@@ -44,7 +44,7 @@ from interplay.contracts.contexts import EpisodeContext
 from interplay.contracts.env import SeatSpec
 from interplay.contracts.step import Step
 from interplay.contracts.usersim import UserSimError
-from interplay.errors import InterplayError
+from interplay.errors import ErrorType, InterplayError
 from interplay.log import Verbatim, get_logger
 from interplay.plugins import host as plugins
 from interplay.run.loader import tasks_of
@@ -260,7 +260,7 @@ class AlwaysOn(Step):
             finally:
                 await loop.close()
         outcome = loop.outcome
-        if outcome.error_type == "user_error":
+        if outcome.error_type == ErrorType.USER_ERROR:
             # Recorded: now the episode is the user sim's failure, never scored.
             raise UserSimError(outcome.error or "the user sim failed")
         if outcome.end_reason == "error" and outcome.error_type is not None:

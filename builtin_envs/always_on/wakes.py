@@ -17,6 +17,7 @@ from interplay.builtin_envs.always_on.delivery import Delivery
 from interplay.builtin_envs.always_on.ending import Budget, Outcome
 from interplay.builtin_envs.always_on.history import Folder
 from interplay.contracts.contexts import ChatSession, Reply
+from interplay.errors import ErrorType
 from interplay.log import get_logger
 from interplay.world.chat import Sent
 from interplay.world.events import Event
@@ -152,7 +153,10 @@ class Wakes:
         if reply.stopped:
             trace = session.trace
             self.outcome.turn_failed = True
-            self.outcome.error_type = trace.error_type or reply.stop_condition or "error"
+            # A turn cut at its harness's turn cap has no error type: its stop condition is it
+            # (max_turns).
+            self.outcome.error_type = trace.error_type or reply.stop_condition \
+                or ErrorType.HARNESS_ERROR
             self.outcome.error = trace.error
             for message in mine:
                 message.leftover = True

@@ -34,7 +34,7 @@ import attrs
 from interplay._version import __version__
 from interplay.config import loading as config_mod
 from interplay.contracts.env import Env
-from interplay.errors import InterplayError
+from interplay.errors import ErrorType, InterplayError
 from interplay.log import get_logger
 from interplay.run.config import (
     RunConfig,
@@ -193,7 +193,7 @@ def unscored(episode: Episode, old_names: frozenset[str]) -> dict[str, float]:
     keys = {r.name if r.seat is None else f"{r.name}/{r.seat}" for r in episode.rewards}
     keys |= {f"{n}_error" for n in names}
     steps_metrics = {k: v for k, v in episode.metrics.items() if k not in keys}
-    if episode.error_type == "verifier_error":
+    if episode.error_type == ErrorType.VERIFIER_ERROR:
         # The verifier's failure was the source's; the episode's own error, if any, stays.
         failed = next((t for t in episode.traces if t.error_type is not None), None)
         episode.error = failed.error if failed else None

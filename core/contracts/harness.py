@@ -37,7 +37,8 @@ class Segment:
 
     ``messages`` are the messages the segment added after its input (assistant and tool
     messages, in order). ``stop_condition`` is set when the agent can go no further (a turn
-    cap, an error, a timeout); the exchange is then over.
+    cap, an error, a timeout); the exchange is then over. A failed segment says why in
+    ``error`` (one line) and ``error_type`` (an :class:`~interplay.errors.ErrorType`).
     """
 
     messages: list[Message] = attrs.Factory(list)

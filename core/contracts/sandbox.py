@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 import attrs
 
 from interplay.config.loading import settle
-from interplay.errors import InterplayError
+from interplay.errors import ErrorType, InterplayError
 from interplay.values.records import CommandRecord, Workspace
 
 #: Bytes of each of stdout and stderr an exec keeps unless it asks for another bound.
@@ -42,7 +42,11 @@ EXEC_TIMEOUT_S = 600.0
 class SandboxError(Exception):
     """A sandbox could not do what it was asked: start (an image missing, a Dockerfile that
     does not build, a daemon gone), set up, or run a command at all. Its message is one line
-    saying what failed and what to change; the episode ends as a ``sandbox_error``."""
+    saying what failed and what to change; the episode ends as a ``sandbox_error``
+    (:attr:`error_type`)."""
+
+    #: The error type of an episode this ends (:func:`interplay.errors.error_of`).
+    error_type: ClassVar[ErrorType] = ErrorType.SANDBOX_ERROR
 
 
 class NotReachable(SandboxError, InterplayError):

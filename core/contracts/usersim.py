@@ -28,7 +28,7 @@ from interplay import errors
 from interplay.config.loading import merge, settle
 from interplay.contracts.contexts import EpisodeContext
 from interplay.contracts.harness import NoConfig
-from interplay.errors import InterplayError
+from interplay.errors import ErrorType, InterplayError
 from interplay.log import get_logger
 from interplay.values.records import Message
 
@@ -289,12 +289,14 @@ def chosen_user_sim(own: str, own_settings: Mapping[str, Any], name: str,
     return own, merge(own_settings, settings)
 
 
-class UserSimError(Exception):
+class UserSimError(InterplayError):
     """A user sim failed (it raised, or answered with ``Answer.error``): the episode ends as a
     ``user_error``, not scored. The message names the sim, the step that ran it and where it
-    failed."""
+    failed. An InterplayError whose error type is ``user_error``, not ``config_error``: a sim
+    that raises one (a sim set up inside another) has failed, like one that raises anything
+    else."""
 
-    error_type = "user_error"
+    error_type: ClassVar[ErrorType] = ErrorType.USER_ERROR
 
 
 def failure_site(exc: BaseException, sim: UserSim) -> str:
@@ -312,9 +314,9 @@ async def answer_or_error(sim: UserSim, read: Read, *, name: str, step: str,
     refuses) is raised as it is: a config error, which says what to change."""
     try:
         answer = await sim.answer(read)
-    except InterplayError:
-        raise  # a setting or a task the sim refuses: a config error, with what to change
     except Exception as exc:
+        if isinstance(exc, InterplayError) and not isinstance(exc, UserSimError):
+            raise  # a setting or a task the sim refuses: a config error, with what to change
         where = _raised(exc, sim, name=name, step=step)
         return Answer(text="", error=f"user sim {name!r} failed in {step}{what} at {where}: "
                                      f"{type(exc).__name__}: {exc}")
@@ -336,9 +338,9 @@ async def set_up(sim: UserSim, person: Person, ctx: EpisodeContext, *, name: str
     step and where in its code (an InterplayError is raised as it is)."""
     try:
         await sim.setup(person, ctx)
-    except InterplayError:
-        raise  # a setting or a task the sim refuses: a config error, with what to change
     except Exception as exc:
+        if isinstance(exc, InterplayError) and not isinstance(exc, UserSimError):
+            raise  # a setting or a task the sim refuses: a config error, with what to change
         where = _raised(exc, sim, name=name, step=step)
         raise UserSimError(f"user sim {name!r} failed to set up in {step} at {where}: "
                            f"{type(exc).__name__}: {exc}") from exc

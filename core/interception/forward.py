@@ -27,6 +27,7 @@ from typing import Any, Protocol
 from interplay._plumbing import asgi
 from interplay._plumbing import codec as _codec
 from interplay.config.endpoint import Endpoint
+from interplay.errors import ErrorType
 from interplay.interception import passthrough
 from interplay.interception.flight import Flight, error_json
 from interplay.model import messages as ms
@@ -34,7 +35,8 @@ from interplay.model import responses as rs
 from interplay.model.client import ModelClient
 from interplay.values.records import ModelCall
 
-ERROR_STATUS = {"timeout": 504, "connection_error": 502, "bad_response": 502}
+ERROR_STATUS = {ErrorType.TIMEOUT: 504, ErrorType.CONNECTION_ERROR: 502,
+                ErrorType.BAD_RESPONSE: 502}
 
 # Keys that shape a request rather than how the model samples: never taken from sampling.
 _NOT_SAMPLING = frozenset({"model", "messages", "input", "instructions", "tools", "stream",
@@ -165,7 +167,7 @@ async def _chat(client: ModelClient, body: dict[str, Any], upstream: dict[str, A
             flight.push(b"data: [DONE]\n\n")
     elif flight.status:  # the stream had begun: end it with an error chunk
         flight.push(_chat_stream_error(call.error or "upstream model call failed",
-                                       call.error_type or "server_error"))
+                                       call.error_type or ErrorType.SERVER_ERROR))
     else:
         flight.answer(*_error_json(call))
     return call
@@ -253,7 +255,7 @@ async def _answered_as(client: ModelClient, upstream: dict[str, Any], flight: Fl
             flight.answer(200, call.response)
     elif flight.status:
         flight.push(streamer.failed(call.error or "upstream failed",
-                                    call.error_type or "server_error"))
+                                    call.error_type or ErrorType.SERVER_ERROR))
     else:
         flight.answer(*_error_json(call, anthropic=anthropic))
     return call

@@ -22,6 +22,7 @@ from typing import Any
 from interplay._plumbing import asgi
 from interplay._plumbing import codec as _codec
 from interplay._plumbing.ids import new_id
+from interplay.errors import ErrorType
 from interplay.log import get_logger
 from interplay.model import responses as rs
 from interplay.model import tokens
@@ -149,7 +150,7 @@ class Forward:
             on_start(f.status, f.headers)
             on_data(f.body)
         else:
-            status = {"timeout": 504}.get(f.error_type, 502)
+            status = 504 if f.error_type == ErrorType.TIMEOUT else 502
             on_start(status, asgi.JSON_HEADERS)
             on_data(_codec.dumps(asgi.error_body(f.message, type_="server_error",
                                                  code=f.error_type)))
@@ -196,11 +197,11 @@ class Forward:
                         self.ended = True
                         failure = str(event.get("message") or "error in stream")
             if final is None:
-                raise Failure("server_error" if failure else "connection_error",
+                raise Failure(ErrorType.SERVER_ERROR if failure else ErrorType.CONNECTION_ERROR,
                               failure or "stream ended before it finished", answer.status)
             _finish(call, _codec.dumps_kept(final), final, self.strip)
             if failure is not None:
-                raise Failure("server_error", failure, answer.status)
+                raise Failure(ErrorType.SERVER_ERROR, failure, answer.status)
         except Failure as f:
             f.final = self.started  # the program has part of this answer
             raise

@@ -46,7 +46,7 @@ import attrs
 from interplay._bounded import bounded, bounded_names
 from interplay._plumbing import asgi
 from interplay._plumbing.listener import AsgiServer
-from interplay.errors import InterplayError
+from interplay.errors import ErrorType, InterplayError
 from interplay.interception import callers
 from interplay.interception import forward as fw
 from interplay.interception.flight import Flight, error_json
@@ -396,7 +396,7 @@ class InterceptionServer:
         try:
             count = await route.client.count_tokens(request)
         except Failure as f:
-            status = 404 if f.error_type == "not_supported" else \
+            status = 404 if f.error_type == ErrorType.NOT_SUPPORTED else \
                 f.status if f.status and f.status >= 400 else \
                 fw.ERROR_STATUS.get(f.error_type, 502)
             log.info("interception.count_failed", api=api, status=status,
@@ -490,7 +490,7 @@ class InterceptionServer:
                              started_at=time.time() - (time.monotonic() - t0),
                              latency_s=time.monotonic() - t0,
                              error=f"{type(exc).__name__} in the interception server",
-                             error_type="server_error")
+                             error_type=ErrorType.SERVER_ERROR)
         finally:
             self._land(route, flight)
         # One request is one recorded turn: the request as the program sent it (the answer as
@@ -513,7 +513,7 @@ class InterceptionServer:
         if not task.cancelled() and (exc := task.exception()) is not None:
             # Retrieved here, so that it is logged through the guard rather than by asyncio
             # with the task's repr (which holds the request).
-            log.error("interception.producer_failed", api=api, error_type="server_error",
+            log.error("interception.producer_failed", api=api, error_type=ErrorType.SERVER_ERROR,
                       exception_type=type(exc).__name__)
         if not flight.done:  # cancelled before it began, or failed: never leave it open
             if task.cancelled():

@@ -24,7 +24,7 @@ import attrs
 from interplay._plumbing import codec as _codec
 from interplay._plumbing.ids import new_id
 from interplay.config.endpoint import Endpoint
-from interplay.errors import InterplayError
+from interplay.errors import ErrorType, InterplayError
 from interplay.log import get_logger
 from interplay.model import tokens, wire
 from interplay.model.retries import Failure, Policy
@@ -199,7 +199,7 @@ class ModelClient:
                     answer = await transport.post(url, request, data, stream=False)
                 except Failure as f:
                     if f.status in (404, 405):
-                        f.error_type, f.final = "not_supported", True
+                        f.error_type, f.final = ErrorType.NOT_SUPPORTED, True
                         f.message = ("the endpoint has no /tokenize route to count tokens "
                                      "with (vLLM and the embedded model serve one)")
                     raise
@@ -210,11 +210,11 @@ class ModelClient:
             try:
                 parsed = _codec.loads(raw)
             except ValueError:
-                raise Failure("bad_response", "the /tokenize answer is not JSON",
+                raise Failure(ErrorType.BAD_RESPONSE, "the /tokenize answer is not JSON",
                               answer.status) from None
             count = parsed.get("count") if isinstance(parsed, dict) else None
             if not isinstance(count, int) or isinstance(count, bool):
-                raise Failure("bad_response", "the /tokenize answer has no count",
+                raise Failure(ErrorType.BAD_RESPONSE, "the /tokenize answer has no count",
                               answer.status)
             return count
 
@@ -235,7 +235,7 @@ class ModelClient:
         except InterplayError:
             raise
         except Exception as exc:  # the local model failed to start: record it as a call failure
-            call.error, call.error_type = f"{type(exc).__name__}: {exc}", "connection_error"
+            call.error, call.error_type = f"{type(exc).__name__}: {exc}", ErrorType.CONNECTION_ERROR
             call.attempts = 1
             call.latency_s = time.monotonic() - t0
             return call
@@ -276,7 +276,7 @@ class ModelClient:
                 finally:
                     await answer.close()
             except Failure as f:
-                if f.error_type == "connection_error" and self.endpoint.is_local:
+                if f.error_type == ErrorType.CONNECTION_ERROR and self.endpoint.is_local:
                     _local_gone(f)
                 raise
 
@@ -330,14 +330,15 @@ async def _read_stream(call: ModelCall, answer: Answer, t0: float, on_chunk: Chu
                 try:
                     chunk = _codec.loads(data)
                 except ValueError:
-                    raise Failure("bad_response", "stream chunk is not JSON",
+                    raise Failure(ErrorType.BAD_RESPONSE, "stream chunk is not JSON",
                                   answer.status) from None
                 if not isinstance(chunk, dict):
-                    raise Failure("bad_response", "stream chunk is not an object", answer.status)
+                    raise Failure(ErrorType.BAD_RESPONSE, "stream chunk is not an object",
+                                  answer.status)
                 if "error" in chunk and not chunk.get("choices"):
                     err = chunk["error"]
                     msg = err.get("message") if isinstance(err, dict) else str(err)
-                    raise Failure("server_error", f"error in stream: {msg}", answer.status)
+                    raise Failure(ErrorType.SERVER_ERROR, f"error in stream: {msg}", answer.status)
                 wire.check_chunk(chunk, answer.status)
                 if call.first_token_s is None:
                     call.first_token_s = time.monotonic() - t0
@@ -357,7 +358,8 @@ async def _read_stream(call: ModelCall, answer: Answer, t0: float, on_chunk: Chu
                     if inspect.isawaitable(out):
                         await out
         if not done and not asm.finished:
-            raise Failure("connection_error", "stream ended before it finished", answer.status)
+            raise Failure(ErrorType.CONNECTION_ERROR, "stream ended before it finished",
+                          answer.status)
     except Failure as f:
         f.final = delivered  # the program has part of this answer: it cannot be asked again
         raise

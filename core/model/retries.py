@@ -26,14 +26,15 @@ from typing import TypeVar
 
 from interplay._plumbing import codec as _codec
 from interplay.config.endpoint import Endpoint
+from interplay.errors import ErrorType
 from interplay.log import get_logger
 
 T = TypeVar("T")
 
 log = get_logger("interplay.model")
 
-RETRYABLE = frozenset({"rate_limited", "server_error", "timeout", "connection_error",
-                       "spawn_error"})
+RETRYABLE = frozenset({ErrorType.RATE_LIMITED, ErrorType.SERVER_ERROR, ErrorType.TIMEOUT,
+                       ErrorType.CONNECTION_ERROR, ErrorType.SPAWN_ERROR})
 _BACKOFF_FIRST_S = 0.5
 _BACKOFF_CAP_S = 8.0
 
@@ -76,19 +77,20 @@ class Failure(Exception):
         return self.error_type in RETRYABLE and not self.final
 
 
-def status_error_type(status: int) -> str:
+def status_error_type(status: int) -> ErrorType:
+    """The error type of an answer with the error ``status``."""
     if status == 429:
-        return "rate_limited"
+        return ErrorType.RATE_LIMITED
     # A conflict is transient by OpenAI's own convention; retry it like a server error.
     if status >= 500 or status == 409:
-        return "server_error"
+        return ErrorType.SERVER_ERROR
     if status == 408:
-        return "timeout"
+        return ErrorType.TIMEOUT
     if status in (401, 403):
-        return "auth_error"
+        return ErrorType.AUTH_ERROR
     if status == 404:
-        return "not_found"
-    return "bad_request"
+        return ErrorType.NOT_FOUND
+    return ErrorType.BAD_REQUEST
 
 
 def parse_retry_after(value: str | None) -> float | None:

@@ -28,7 +28,7 @@ import aiohttp
 import yarl
 
 from interplay.config.endpoint import Endpoint, redact_url
-from interplay.errors import InterplayError
+from interplay.errors import ErrorType, InterplayError
 from interplay.model.retries import Failure
 
 if TYPE_CHECKING:
@@ -41,12 +41,12 @@ def _broken(exc: BaseException, while_: str, *, timed_out: bool) -> Failure:
     names the cause (credentials in a URL masked). A certificate the endpoint's CAs do not
     trust will not be trusted on the next try either: that failure is final."""
     if timed_out:
-        return Failure("timeout", f"timed out {while_}")
+        return Failure(ErrorType.TIMEOUT, f"timed out {while_}")
     chain = [exc]
     while len(chain) < 10 and (chain[-1].__cause__ or chain[-1].__context__) is not None:
         chain.append(chain[-1].__cause__ or chain[-1].__context__)  # type: ignore[arg-type]
     named = next((e for e in chain if str(e)), exc)
-    failure = Failure("connection_error", f"connection error {while_}: "
+    failure = Failure(ErrorType.CONNECTION_ERROR, f"connection error {while_}: "
                       f"{redact_url(str(named)) or type(named).__name__}")
     failure.final = any(isinstance(e, ssl.SSLCertVerificationError) for e in chain) or \
         isinstance(exc, aiohttp.ClientConnectorCertificateError)
@@ -57,7 +57,7 @@ def unanswered(base_url: str, waited_s: float, setting: str) -> Failure:
     """The ``timeout`` of an attempt whose request was sent and whose answer never began: it
     names the endpoint and the setting that bounded the wait, and is marked ``unanswered``
     (:class:`~interplay.model.retries.Policy` asks such an endpoint once more, not again)."""
-    failure = Failure("timeout", f"{redact_url(base_url)} began no answer within "
+    failure = Failure(ErrorType.TIMEOUT, f"{redact_url(base_url)} began no answer within "
                                  f"{waited_s:g} s of the request ({setting})")
     failure.unanswered = True
     return failure

@@ -15,7 +15,7 @@ from typing import Any
 
 from interplay._plumbing import codec as _codec
 from interplay._plumbing.ids import new_id
-from interplay.errors import InterplayError
+from interplay.errors import ErrorType, InterplayError
 from interplay.model import messages as ms
 from interplay.model import responses as rs
 from interplay.model.retries import Failure
@@ -43,9 +43,9 @@ def parse_body(data: bytes, status: int, list_key: str, what: str) -> dict[str, 
     try:
         parsed = _codec.loads(data)
     except ValueError:
-        raise Failure("bad_response", "response body is not JSON", status) from None
+        raise Failure(ErrorType.BAD_RESPONSE, "response body is not JSON", status) from None
     if not isinstance(parsed, dict) or not isinstance(parsed.get(list_key), list):
-        raise Failure("bad_response", f"response is not {what}", status)
+        raise Failure(ErrorType.BAD_RESPONSE, f"response is not {what}", status)
     return parsed
 
 
@@ -60,7 +60,8 @@ def json_object(data: bytes | None) -> bytes | None:
 
 
 def _not_chunk(where: str, status: int) -> Failure:
-    return Failure("bad_response", f"stream chunk is not a chat.completion.chunk ({where})",
+    return Failure(ErrorType.BAD_RESPONSE,
+                   f"stream chunk is not a chat.completion.chunk ({where})",
                    status)
 
 

@@ -24,7 +24,7 @@ import attrs
 
 from interplay.contracts.contexts import Reply, SeatSpec
 from interplay.contracts.harness import Harness, Segment
-from interplay.errors import InterplayError, describe_exception
+from interplay.errors import ErrorType, InterplayError, error_of
 from interplay.log import get_logger
 from interplay.model import tokens
 from interplay.model.share import PARTY
@@ -395,23 +395,23 @@ class ChatSession:
             if failed is not None:
                 # What the turn waited on, so the advice is the endpoint's, not "wait longer".
                 error += f"; its last model call had failed: {failed.error}"
-            return Segment(stop_condition="timeout", error_type="timeout", error=error)
+            return Segment(stop_condition="timeout", error_type=ErrorType.TIMEOUT, error=error)
         except InterplayError:
             raise
         except Exception as exc:
+            error_type, error = error_of(exc, ErrorType.HARNESS_ERROR)
             log.warning("agent.harness_error", agent=self.agent.name,
-                        harness=self.agent.harness.name, error_type="harness_error",
+                        harness=self.agent.harness.name, error_type=error_type,
                         exception_type=type(exc).__name__)
-            return Segment(stop_condition="error", error_type="harness_error",
-                           error=describe_exception(exc))
+            return Segment(stop_condition="error", error_type=error_type, error=error)
         # What a harness hands back becomes the trace: anything but Messages in a Segment
         # would fail only when the episode is written, and take the run down with it.
         problem = _segment_problem(segment)
         if problem is not None:
             log.warning("agent.harness_error", agent=self.agent.name,
-                        harness=self.agent.harness.name, error_type="harness_error",
+                        harness=self.agent.harness.name, error_type=ErrorType.HARNESS_ERROR,
                         reason_code="bad_segment")
-            return Segment(stop_condition="error", error_type="harness_error",
+            return Segment(stop_condition="error", error_type=ErrorType.HARNESS_ERROR,
                            error=f"harness {self.agent.harness.name!r} {problem}")
         if segment.error_type is None:
             failed = unreached(self.trace.model_calls[first_call:])
@@ -431,7 +431,7 @@ class ChatSession:
     def _fail(self, exc: BaseException) -> None:
         if self.trace.error_type is None:
             self.trace.error = f"{type(exc).__name__}: {exc}"
-            self.trace.error_type = "env_error"
+            self.trace.error_type = ErrorType.ENV_ERROR
         if self.trace.stop_condition is None:
             self.trace.stop_condition = "error"
 
@@ -458,8 +458,9 @@ class ChatSession:
 
 #: A model call's failures that say the endpoint was not reached or gave no usable answer
 #: (a refusal of the request itself, a 4xx, is the program's to handle).
-UPSTREAM_FAILURES = frozenset({"timeout", "connection_error", "server_error", "rate_limited",
-                               "bad_response"})
+UPSTREAM_FAILURES = frozenset({ErrorType.TIMEOUT, ErrorType.CONNECTION_ERROR,
+                               ErrorType.SERVER_ERROR, ErrorType.RATE_LIMITED,
+                               ErrorType.BAD_RESPONSE})
 
 
 def unreached(calls: Sequence[ModelCall]) -> ModelCall | None:

@@ -24,8 +24,7 @@ from interplay.config.endpoint import Endpoint, redact_url, seat_endpoint
 from interplay.contracts.contexts import EpisodeStore
 from interplay.contracts.env import Env, SeatSpec
 from interplay.contracts.sandbox import Sandbox, SandboxError, SandboxNeeds
-from interplay.contracts.usersim import UserSimError
-from interplay.errors import InterplayError, describe_exception
+from interplay.errors import ErrorType, InterplayError, describe_exception, error_of
 from interplay.log import get_logger
 from interplay.plugins import host as plugins
 from interplay.run import workspace
@@ -360,16 +359,10 @@ async def _run(ctx: EpisodeContext, env: Env, task: Task) -> Episode:
         _mark_open_traces(ctx, "cancelled")
         raise
     except Exception as exc:
-        if isinstance(exc, UserSimError | SandboxError):
-            episode.error = str(exc)
-        elif isinstance(exc, InterplayError):
-            episode.error = f"{type(exc).__name__}: {exc}"
-        else:  # a step's bug, at the line of the step's own code that raised
-            named = f"step {step.name!r}: " if step is not None else ""
-            episode.error = named + describe_exception(exc, step)
-        episode.error_type = "user_error" if isinstance(exc, UserSimError) else \
-            "sandbox_error" if isinstance(exc, SandboxError) else \
-            "config_error" if isinstance(exc, InterplayError) else "env_error"
+        # A step's bug is at the line of the step's own code that raised.
+        episode.error_type, episode.error = error_of(
+            exc, ErrorType.ENV_ERROR, owner=step,
+            by=f"step {step.name!r}" if step is not None else "")
         log.warning("episode.step_failed", episode_id=info.episode_id, env=env.name,
                     error_type=episode.error_type, exception_type=type(exc).__name__)
     if episode.error is None and ctx.failure is not None:
@@ -383,7 +376,7 @@ async def _run(ctx: EpisodeContext, env: Env, task: Task) -> Episode:
     episode.results = ctx.results
     await ctx.workspace_changes()
     episode.sandbox = ctx.sandbox_record
-    if episode.error_type in (None, "user_error"):
+    if episode.error_type in (None, ErrorType.USER_ERROR):
         # A seat's own failure (its model call, its turn's time) is the cause, also of a
         # user sim that could not answer because its seat's model failed.
         for trace in episode.traces:
@@ -424,7 +417,7 @@ def _numbers(metrics: dict[str, Any], episode: Episode) -> dict[str, float]:
         elif episode.error is None:
             episode.error = (f"ctx.metrics[{key!r}] is {type(value).__name__} {value!r}; "
                              f"a step's metrics are numbers")
-            episode.error_type = "env_error"
+            episode.error_type = ErrorType.ENV_ERROR
     return out
 
 
@@ -468,11 +461,11 @@ async def score(episode: Episode, env: Env, ctx: EpisodeContext) -> None:
                 continue
             why = {"reason_code": "bad_reward"}
         log.warning("episode.verifier_failed", verifier=verifier.name,
-                    episode_id=episode.info.episode_id, error_type="verifier_error", **why)
+                    episode_id=episode.info.episode_id, error_type=ErrorType.VERIFIER_ERROR, **why)
         episode.metrics[f"{verifier.name}_error"] = 1.0
         if episode.error is None:
             episode.error = f"verifier {verifier.name}: {problem}"
-            episode.error_type = "verifier_error"
+            episode.error_type = ErrorType.VERIFIER_ERROR
     episode.rewards = rewards
     scored = episode.error_type is None
     shared = [r for r in rewards if r.seat is None]

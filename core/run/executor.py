@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import attrs
 
 from interplay._plumbing import fds as _fds
-from interplay.errors import InterplayError
+from interplay.errors import ErrorType, InterplayError, error_of
 from interplay.log import get_logger
 from interplay.run.config import RunConfig, episode_seed
 from interplay.values.records import Episode, EpisodeInfo, Task
@@ -171,17 +171,16 @@ async def run_one(env: Env, task: Task, rollout: int, *, resources: Any, seed: i
 
 
 def failed_episode(env_name: str, task: Task, rollout: int, seed: int, exc: BaseException,
-                   started_at: float, *, error_type: str | None = None) -> Episode:
-    """The record of an episode that could not run: its pair, seed and error."""
+                   started_at: float, *, error_type: ErrorType | None = None) -> Episode:
+    """The record of an episode that could not run: its pair, seed and error (a bug of the
+    runner's is a ``runner_error``; ``error_type`` says otherwise)."""
     from interplay.run.episode import new_episode_id
 
     info = EpisodeInfo(episode_id=new_episode_id(), env=env_name, task_idx=task.idx,
                        rollout=rollout, seed=seed)
-    return Episode(info=info, task=task, started_at=started_at,
-                   error=f"{type(exc).__name__}: {exc}",
-                   error_type=error_type or ("config_error" if isinstance(exc, InterplayError)
-                                             else "runner_error"),
-                   wall_s=time.time() - started_at)
+    kind, error = error_of(exc, ErrorType.RUNNER_ERROR, located=False)
+    return Episode(info=info, task=task, started_at=started_at, error=error,
+                   error_type=error_type or kind, wall_s=time.time() - started_at)
 
 
 def lost_episode(work: Work, task: Task, rollout: int, started_at: float,
@@ -190,7 +189,7 @@ def lost_episode(work: Work, task: Task, rollout: int, started_at: float,
     says which process and how (``the worker process running it exited (code -9)``)."""
     return failed_episode(work.env.name, task, rollout,
                           episode_seed(work.seed, task.idx, rollout), RuntimeError(reason),
-                          started_at, error_type="worker_error")
+                          started_at, error_type=ErrorType.WORKER_ERROR)
 
 
 def prepare_process() -> None:

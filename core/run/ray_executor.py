@@ -43,7 +43,7 @@ from urllib.parse import urlsplit
 
 from interplay import log as log_mod
 from interplay import processes
-from interplay.errors import InterplayError
+from interplay.errors import ErrorType, InterplayError
 from interplay.plugins import host as plugins
 from interplay.run.executor import Finished, Sink, Work, lost_episode, shares
 from interplay.run.ray_actor import EpisodeActor, endpoints
@@ -405,7 +405,8 @@ async def _dispatch(ray: Any, pool: Sequence[_Actor], work: Work, sink: Sink) ->
             except ray.exceptions.RayError as exc:
                 if isinstance(exc, ray.exceptions.RayActorError) and not actor.dead:
                     actor.dead = True
-                    log.warning("ray.actor_lost", host=actor.host, error_type="worker_error",
+                    log.warning("ray.actor_lost", host=actor.host,
+                                error_type=ErrorType.WORKER_ERROR,
                                 exception_type=type(exc).__name__)
                 sink.episode(lost_episode(
                     work, task, rollout, started,

@@ -31,6 +31,7 @@ from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
+from interplay.errors import ErrorType
 from interplay.run.results import finite_number, slim_record
 
 
@@ -206,7 +207,7 @@ _SLOW_WHOLE = ("the endpoint did not answer a whole (non-streamed) request withi
 #: ``{ep}`` is the endpoint's key (``model``, or a seat's own ``seats.SEAT.model``), ``{flag}``
 #: its flag (the run's only).
 _REMEDIES: dict[str, list[tuple[tuple[str, ...], str, str]]] = {
-    "connection_error": [
+    ErrorType.CONNECTION_ERROR: [
         (("mismatch", "certificate verify failed"),
          "the endpoint's certificate is for another name: reach it by a host name the "
          "certificate holds ({ep}.base_url)", "new_run"),
@@ -224,7 +225,7 @@ _REMEDIES: dict[str, list[tuple[tuple[str, ...], str, str]]] = {
     ],
     # Read from what timed out: the endpoint (a call that began no answer, or stalled), the
     # seat's turn, a harness's own limit (the setting it names), else what the text says.
-    "timeout": [
+    ErrorType.TIMEOUT: [
         (("began no answer", "in a row"), _UNANSWERED, "resume"),
         (("began no answer", "first_byte_timeout_s"), _QUEUED, "resume"),
         (("began no answer",), _SLOW_WHOLE, "resume"),
@@ -247,36 +248,36 @@ _REMEDIES: dict[str, list[tuple[tuple[str, ...], str, str]]] = {
         ((), "a time limit inside the turn was reached (the error says which): raise that "
              "limit where it is set", "resume"),
     ],
-    "auth_error": [((), "the endpoint refused the key: set {ep}.api_key_var to the variable "
-                        "holding a valid one", "resume")],
+    ErrorType.AUTH_ERROR: [((), "the endpoint refused the key: set {ep}.api_key_var to the "
+                                "variable holding a valid one", "resume")],
     # What was sent is the run's config: a change to it is a new run, and the same request
     # sent again (--retry-errors) is refused again.
-    "bad_request": [
+    ErrorType.BAD_REQUEST: [
         (("context",), _OUTGROWN, "new_run"),
         (("too long",), _OUTGROWN, "new_run"),
         ((), "the endpoint refused the request the run's config made (its answer says why): "
              "change that setting, or serve another model; sent again unchanged, it is "
              "refused again", "new_run"),
     ],
-    "not_found": [((), "check {ep}.base_url (it often ends in /v1) and the model's name "
-                       "({ep}.model)", "new_run")],
-    "rate_limited": [((), "lower -c, or give retries more room ({ep}.max_retries, "
-                          "{ep}.retry_max_s)", "resume")],
-    "server_error": [((), "the endpoint failed; its own logs say why ({ep}.max_retries "
-                          "retries such answers)", "resume")],
-    "spawn_error": [((), "the system ran short of descriptors, processes or memory: raise "
-                         "`ulimit -n` (and `ulimit -u`) or lower -c", "resume")],
-    "command_failed": [((), "the program's exit code and stderr are in episodes.jsonl "
-                            "(traces[].info.command_runs)", "resume")],
-    "user_error": [((), "the user sim failed (its error names it and where in its code): mend "
-                        "it and resume, or choose another (env.user_sim) in a new run",
-                    "resume")],
-    "env_error": [((), "a step of the env raised (the error names where in its code): mend "
-                       "it", "resume")],
-    "verifier_error": [((), "a verifier failed (the error names where in its code): mend it",
-                        "regrade")],
+    ErrorType.NOT_FOUND: [((), "check {ep}.base_url (it often ends in /v1) and the model's name "
+                               "({ep}.model)", "new_run")],
+    ErrorType.RATE_LIMITED: [((), "lower -c, or give retries more room ({ep}.max_retries, "
+                                  "{ep}.retry_max_s)", "resume")],
+    ErrorType.SERVER_ERROR: [((), "the endpoint failed; its own logs say why ({ep}.max_retries "
+                                  "retries such answers)", "resume")],
+    ErrorType.SPAWN_ERROR: [((), "the system ran short of descriptors, processes or memory: raise "
+                                 "`ulimit -n` (and `ulimit -u`) or lower -c", "resume")],
+    ErrorType.COMMAND_FAILED: [((), "the program's exit code and stderr are in episodes.jsonl "
+                                    "(traces[].info.command_runs)", "resume")],
+    ErrorType.USER_ERROR: [((), "the user sim failed (its error names it and where in its "
+                                "code): mend it and resume, or choose another (env.user_sim) "
+                                "in a new run", "resume")],
+    ErrorType.ENV_ERROR: [((), "a step of the env raised (the error names where in its "
+                               "code): mend it", "resume")],
+    ErrorType.VERIFIER_ERROR: [((), "a verifier failed (the error names where in its code): "
+                                    "mend it", "regrade")],
     # Its own text says what to change; a changed setting is a new run.
-    "config_error": [((), "", "new_run")],
+    ErrorType.CONFIG_ERROR: [((), "", "new_run")],
 }
 
 #: An episode error that names the seat whose own endpoint failed

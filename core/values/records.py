@@ -403,7 +403,8 @@ class ModelCall:
     status: int | None = None
     #: What went wrong, in one line (null on success).
     error: str | None = None
-    #: The kind of failure (timeout, server_error, rate_limited, ...); null on success.
+    #: The kind of failure (timeout, server_error, rate_limited, ...: an ErrorType); null on
+    #: success.
     error_type: str | None = None
     #: The token ids and logprobs the endpoint returned, when token capture asked for them
     #: (None: not asked, or the call failed). They are kept here rather than in
@@ -434,7 +435,8 @@ class ToolRun:
     name: str
     #: Seconds it took.
     duration_s: float = 0.0
-    #: null on success, else unknown_tool, bad_arguments, timeout or tool_error.
+    #: null on success, else the kind of failure (unknown_tool, bad_arguments, timeout,
+    #: tool_error, ...: an ErrorType).
     error_type: str | None = None
 
 
@@ -574,7 +576,7 @@ class Trace:
     stop_condition: str | None = None
     #: What went wrong, in one line.
     error: str | None = None
-    #: The kind of failure; null when none.
+    #: The kind of failure (an ErrorType); null when none.
     error_type: str | None = None
     #: The rewards that count for it: the episode's shared ones (a trainable trace's) and its
     #: seat's own.
@@ -625,7 +627,7 @@ class Episode:
     sandbox: SandboxRecord | None = None
     #: What ended it in an error, in one line; null when it completed.
     error: str | None = None
-    #: The kind of error; null when none.
+    #: The kind of error (an ErrorType: docs/results.md lists them); null when none.
     error_type: str | None = None
     #: When it started (epoch seconds).
     started_at: float = 0.0

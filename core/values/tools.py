@@ -26,6 +26,7 @@ from typing import Any
 import attrs
 
 from interplay._plumbing import codec as _codec
+from interplay.errors import ErrorType
 from interplay.log import get_logger
 from interplay.values.records import ToolCall
 
@@ -73,7 +74,8 @@ class Tool:
 @attrs.frozen
 class CallOutcome:
     """What one call of a tool gave back: the text the model reads, and why it failed (None on
-    success): ``unknown_tool``, ``bad_arguments``, ``timeout`` or ``tool_error``."""
+    success): ``unknown_tool``, ``bad_arguments``, ``timeout`` or ``tool_error`` (an
+    :class:`~interplay.errors.ErrorType`)."""
 
     output: str
     error_type: str | None = None
@@ -102,31 +104,32 @@ async def run_call(tools: Mapping[str, Tool], name: str,
     if tool is None:
         known = ", ".join(sorted(tools)) or "none"
         return CallOutcome(f"error: there is no tool named {name!r}; available tools: {known}",
-                           "unknown_tool")
+                           ErrorType.UNKNOWN_TOOL)
     if arguments is None or isinstance(arguments, str):
         try:
             args = _parsed(arguments)
         except ValueError as exc:
             return CallOutcome(f"error: the arguments are not a JSON object ({exc}); "
-                               "call it again", "bad_arguments")
+                               "call it again", ErrorType.BAD_ARGUMENTS)
     elif isinstance(arguments, Mapping):
         args = dict(arguments)
     else:
         return CallOutcome("error: the arguments are not a JSON object; call it again",
-                           "bad_arguments")
+                           ErrorType.BAD_ARGUMENTS)
     problem = _schema_problem(tool, args) or _binding_problem(tool, args)
     if problem is not None:
         return CallOutcome(f"error: {problem}; call it again with the tool's parameters",
-                           "bad_arguments")
+                           ErrorType.BAD_ARGUMENTS)
     timeout = tool.timeout_s if timeout_s is None else min(tool.timeout_s, timeout_s)
     # Set in this context only: the tool's task (and a sync tool's thread) copy it from here.
     token = _CALL_ID.set(call_id)
     try:
         return CallOutcome(await asyncio.wait_for(tool.call(args), timeout))
     except TimeoutError:
-        return CallOutcome(f"error: the tool did not finish within {timeout:g} s", "timeout")
+        return CallOutcome(f"error: the tool did not finish within {timeout:g} s",
+                           ErrorType.TIMEOUT)
     except Exception as exc:
-        return CallOutcome(f"error: {type(exc).__name__}: {exc}", "tool_error")
+        return CallOutcome(f"error: {type(exc).__name__}: {exc}", ErrorType.TOOL_ERROR)
     finally:
         _CALL_ID.reset(token)
 

@@ -25,7 +25,7 @@ import uuid
 from collections.abc import Sequence
 from typing import ClassVar
 
-from interplay import Message, ToolRun
+from interplay import ErrorType, Message, ToolRun
 from interplay.builtin_harnesses import Heard, Launch, ProgramHarness, Ran, Turn
 from interplay_claude_code import command_line as cl
 from interplay_claude_code.command_line import ClaudeCodeConfig
@@ -105,10 +105,10 @@ class ClaudeCodeHarness(ProgramHarness):
             if use.name.startswith(prefix):
                 heard.tool_runs.append(ToolRun(call_id=use.id,
                                                name=use.name.removeprefix(prefix),
-                                               error_type="mcp_call_failed"))
+                                               error_type=ErrorType.MCP_CALL_FAILED))
             else:
                 heard.tool_runs.append(ToolRun(
                     call_id=use.id, name=use.name, duration_s=round(duration_s(use), 4),
                     error_type=None if use.is_error is False else
-                    "tool_error" if use.is_error else "interrupted"))
+                    ErrorType.TOOL_ERROR if use.is_error else ErrorType.INTERRUPTED))
         return heard

@@ -19,7 +19,7 @@ from typing import Any
 
 import attrs
 
-from interplay import Message, ToolRun
+from interplay import ErrorType, Message, ToolRun
 
 #: Tool items codex runs itself, by the name the model calls them.
 _TOOL_ITEMS = {"command_execution": "exec_command", "file_change": "apply_patch"}
@@ -57,7 +57,7 @@ class CodexRun:
         now = time.monotonic()
         for item_id, (name, t) in self.running.items():
             self.tool_items.append((item_id, name, name, now - t,
-                                    "timeout" if killed else "interrupted"))
+                                    ErrorType.TIMEOUT if killed else ErrorType.INTERRUPTED))
         self.running.clear()
 
 
@@ -92,14 +92,14 @@ def read_event(line: bytes, run: CodexRun) -> None:
             tool_name = str(item.get("tool") or "")
             run.tool_items.append((str(item.get("id")),
                                    f"mcp__{item.get('server')}__{tool_name}",
-                                   tool_name, 0.0, "mcp_call_failed"))
+                                   tool_name, 0.0, ErrorType.MCP_CALL_FAILED))
         elif item.get("type") in _TOOL_ITEMS:
             began = run.running.pop(str(item.get("id")), None)
             code = item.get("exit_code")
             if isinstance(code, int) and code != 0:
-                error_type: str | None = "exit_code"
+                error_type: str | None = ErrorType.EXIT_CODE
             elif item.get("status") in ("failed", "declined"):
-                error_type = str(item["status"])
+                error_type = ErrorType(item["status"])  # codex's status, ours by name
             else:
                 error_type = None
             name = _TOOL_ITEMS[item["type"]]

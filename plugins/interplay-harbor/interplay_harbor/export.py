@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from interplay import ExportFormat, InterplayError, Written, __version__
+from interplay import ErrorType, ExportFormat, InterplayError, Written, __version__
 from interplay_harbor.env import RESULTS_KEY
 
 #: Harbor's name of a trial's verifier error, by what interplay recorded.
@@ -152,7 +152,7 @@ def _exception(record: dict[str, Any], results: dict[str, Any]) -> dict[str, Any
     if error:
         kept = (results.get("verifier") or {}).get("exception")
         kind = _EXCEPTIONS.get(kept or "", kept) if record.get("error_type") == \
-            "verifier_error" and kept else (record.get("error_type") or "Error")
+            ErrorType.VERIFIER_ERROR and kept else (record.get("error_type") or "Error")
         return {"exception_type": kind, "exception_message": error,
                 "exception_traceback": "", "occurred_at": _iso(
                     (record.get("started_at") or 0) + (record.get("wall_s") or 0))}

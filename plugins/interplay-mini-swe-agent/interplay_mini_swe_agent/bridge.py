@@ -30,7 +30,7 @@ from typing import Any
 
 import attrs
 
-from interplay import Sandbox, SandboxError, get_logger
+from interplay import ErrorType, Sandbox, SandboxError, get_logger
 
 log = get_logger("interplay_mini_swe_agent.bridge")
 
@@ -127,7 +127,7 @@ class CommandBridge:
                                              timeout_s=timeout, output_bytes=self.output_bytes)
         except SandboxError as exc:
             self.failure = self.failure or str(exc)
-            log.warning("mini_swe_agent.command_failed", error_type="sandbox_error",
+            log.warning("mini_swe_agent.command_failed", error_type=ErrorType.SANDBOX_ERROR,
                         command_len=len(command))
             return {"error": str(exc)}
         run = CommandRun(call_id=None if call_id is None else str(call_id),

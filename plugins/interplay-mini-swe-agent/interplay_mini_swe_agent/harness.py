@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from interplay import (
+    ErrorType,
     InterplayError,
     Message,
     ModelCall,
@@ -236,8 +237,8 @@ class MiniSweAgentHarness(ProgramHarness):
             else:
                 timed_out, duration, stopped = command.timed_out, command.duration_s, False
             out.append(ToolRun(call_id=command.call_id, name="bash", duration_s=duration,
-                               error_type="timeout" if timed_out else
-                               "tool_error" if stopped else None))
+                               error_type=ErrorType.TIMEOUT if timed_out else
+                               ErrorType.TOOL_ERROR if stopped else None))
         return out
 
     def keep(self, ctx: SegmentContext, turn: Turn, ran: Ran, heard: Heard,
@@ -257,13 +258,13 @@ class MiniSweAgentHarness(ProgramHarness):
         than the base can: its own time limit, the sandbox gone, its format errors."""
         if ending is not None and ending.status == tj.TIME and \
                 segment.stop_condition == "timeout" and segment.error_type is None:
-            segment.error_type = "timeout"
+            segment.error_type = ErrorType.TIMEOUT
             segment.error = (f"mini-swe-agent reached its own time limit of "
                              f"{self.config.wall_time_limit_s or '?'} s "
                              f"(harness_config.wall_time_limit_s)")
         elif bridge is not None and bridge.failure is not None and \
                 segment.error_type == self.failed_type:
-            segment.error_type = "sandbox_error"
+            segment.error_type = ErrorType.SANDBOX_ERROR
             segment.error = f"mini-swe-agent's command could not run: {bridge.failure}"
         elif ending is not None and ending.status == tj.FORMAT and \
                 segment.error_type == self.failed_type:

@@ -2,7 +2,7 @@
 (``/ws``, through openenv-core's own ``GenericEnvClient``), with every way a server can fail
 turned into an :class:`EnvFailure` of a named kind.
 
-The kinds, which become the episode's ``error_type``:
+The kinds, which become the episode's ``error_type`` (:class:`interplay.ErrorType` members):
 
 - ``env_unreachable``: no connection, or the connection was lost;
 - ``env_timeout``: the server took longer than ``message_timeout_s`` to answer;
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 from websockets.exceptions import ConnectionClosed
 
-from interplay import get_logger
+from interplay import ErrorType, get_logger
 from interplay_openenv.schema import ActionSchema
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ VALIDATION_ERROR = "VALIDATION_ERROR"
 class EnvFailure(Exception):
     """The server failed this episode; ``error_type`` names how."""
 
-    def __init__(self, error_type: str, message: str) -> None:
+    def __init__(self, error_type: ErrorType, message: str) -> None:
         super().__init__(message)
         self.error_type = error_type
 
@@ -78,7 +78,7 @@ def client_class() -> type:
                 pass
             response = await self._receive()
             if not isinstance(response, dict):
-                raise EnvFailure("env_bad_response",
+                raise EnvFailure(ErrorType.ENV_BAD_RESPONSE,
                                  f"the server answered {type(response).__name__}, not a message")
             if response.get("type") == "error":
                 data = response.get("data")
@@ -96,7 +96,8 @@ def client_class() -> type:
 
 def _observation(payload: Any) -> dict[str, Any]:
     if not isinstance(payload, dict) or not isinstance(payload.get("observation"), dict):
-        raise EnvFailure("env_bad_response", "the server's answer holds no observation object")
+        raise EnvFailure(ErrorType.ENV_BAD_RESPONSE,
+                         "the server's answer holds no observation object")
     return payload["observation"]
 
 
@@ -104,7 +105,7 @@ def _reward(payload: dict[str, Any]) -> float | None:
     reward = payload.get("reward")
     if reward is not None and (isinstance(reward, bool) or not isinstance(reward, int | float)
                                or not math.isfinite(reward)):
-        raise EnvFailure("env_bad_response", f"the server's reward is not a finite number "
+        raise EnvFailure(ErrorType.ENV_BAD_RESPONSE, f"the server's reward is not a finite number "
                          f"({json.dumps(reward)[:40]})")
     return reward
 
@@ -112,7 +113,7 @@ def _reward(payload: dict[str, Any]) -> float | None:
 def _done(payload: dict[str, Any]) -> bool:
     done = payload.get("done", False)
     if not isinstance(done, bool):
-        raise EnvFailure("env_bad_response", f"the server's done is not true or false "
+        raise EnvFailure(ErrorType.ENV_BAD_RESPONSE, f"the server's done is not true or false "
                          f"({json.dumps(done)[:40]})")
     return done
 
@@ -121,16 +122,17 @@ def _failure(exc: BaseException, doing: str) -> EnvFailure:
     if isinstance(exc, EnvFailure):
         return exc
     if isinstance(exc, TimeoutError):
-        return EnvFailure("env_timeout", f"no answer to {doing} in time")
+        return EnvFailure(ErrorType.ENV_TIMEOUT, f"no answer to {doing} in time")
     if isinstance(exc, ConnectionClosed):
-        return EnvFailure("env_unreachable", f"the connection closed during {doing}")
+        return EnvFailure(ErrorType.ENV_UNREACHABLE, f"the connection closed during {doing}")
     if isinstance(exc, ConnectionError | OSError):
-        return EnvFailure("env_unreachable", f"{doing}: {exc}")
+        return EnvFailure(ErrorType.ENV_UNREACHABLE, f"{doing}: {exc}")
     if isinstance(exc, ValueError):  # json.JSONDecodeError and other unreadable answers
-        return EnvFailure("env_bad_response", f"{doing}: the answer is not JSON ({exc})")
+        return EnvFailure(ErrorType.ENV_BAD_RESPONSE, f"{doing}: the answer is not JSON ({exc})")
     if isinstance(exc, _Refusal):
-        return EnvFailure("env_server_error", f"{doing}: the server answered {exc.code}: {exc}")
-    return EnvFailure("env_bad_response", f"{doing}: {type(exc).__name__}: {exc}")
+        return EnvFailure(ErrorType.ENV_SERVER_ERROR,
+                          f"{doing}: the server answered {exc.code}: {exc}")
+    return EnvFailure(ErrorType.ENV_BAD_RESPONSE, f"{doing}: {type(exc).__name__}: {exc}")
 
 
 async def fetch_schema(base_url: str, timeout_s: float) -> ActionSchema:
@@ -139,17 +141,18 @@ async def fetch_schema(base_url: str, timeout_s: float) -> ActionSchema:
         async with httpx.AsyncClient(timeout=timeout_s, trust_env=False) as client:
             response = await client.get(f"{base_url}/schema")
     except httpx.TimeoutException:
-        raise EnvFailure("env_timeout", f"GET {base_url}/schema: no answer in time") from None
+        raise EnvFailure(ErrorType.ENV_TIMEOUT,
+                         f"GET {base_url}/schema: no answer in time") from None
     except httpx.HTTPError as exc:
-        raise EnvFailure("env_unreachable", f"GET {base_url}/schema: {exc}") from None
+        raise EnvFailure(ErrorType.ENV_UNREACHABLE, f"GET {base_url}/schema: {exc}") from None
     if response.status_code != 200:
-        raise EnvFailure("env_bad_response", f"GET {base_url}/schema answered HTTP "
+        raise EnvFailure(ErrorType.ENV_BAD_RESPONSE, f"GET {base_url}/schema answered HTTP "
                          f"{response.status_code}; is it an OpenEnv server?")
     try:
         return ActionSchema.from_json_schema(response.json()["action"])
     except (ValueError, KeyError, TypeError) as exc:
-        raise EnvFailure("env_bad_response", f"GET {base_url}/schema: not an OpenEnv schema "
-                         f"({exc})") from None
+        raise EnvFailure(ErrorType.ENV_BAD_RESPONSE,
+                         f"GET {base_url}/schema: not an OpenEnv schema ({exc})") from None
 
 
 class Session:
@@ -194,7 +197,7 @@ class Session:
                 self._client = client
                 return result
             if time.monotonic() + pause > deadline:
-                raise EnvFailure("env_capacity", f"every session of {self.base_url} stayed "
+                raise EnvFailure(ErrorType.ENV_CAPACITY, f"every session of {self.base_url} stayed "
                                  f"taken for {self._capacity_wait_s:g} s; run fewer episodes at "
                                  f"once (-c) or raise the server's max_concurrent_envs")
             log.debug("openenv.capacity_wait", base_url=self.base_url, pause_s=pause)
