@@ -170,7 +170,8 @@ def test_a_name_registered_by_two_packages_is_an_error_naming_both(
     assert "fixture_echo" in harnesses  # the rest of both packages still works
 
     # Looking the name up is an error that names both packages and says what to do.
-    probe = ("from interplay import InterplayError, plugins\n"
+    probe = ("from interplay import InterplayError\n"
+             "from interplay.plugins import host as plugins\n"
              "try:\n"
              "    plugins.get('verifiers', 'fixture_exact')\n"
              "except InterplayError as exc:\n"

@@ -28,7 +28,7 @@ def test_runtime_modules_import_without_test_only_packages() -> None:
         "import sys",
         *[f"sys.modules[{name!r}] = None" for name in TEST_ONLY],
         *[f"import {name}" for name in RUNTIME_MODULES],
-        "from interplay import plugins",
+        "from interplay.plugins import host as plugins",
         "plugins.reset(load_entry_points=False)",
         "for kind in plugins.KINDS: plugins.registry().entries(kind)",
         # The MCP SDK the tool gateway imports when it starts.

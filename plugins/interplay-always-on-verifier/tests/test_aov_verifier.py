@@ -213,6 +213,6 @@ async def test_a_stored_line_whose_records_are_in_its_side_file_is_refused_with_
     [verifier] = week(verifier_row()).run_verifiers()
     judged = len(handler.judge)
     with pytest.raises(RuntimeError, match=r"episodes/0123abcd\.json; load the episode with "
-                                           r"interplay\.whole_record"):
+                                           r"interplay\.run\.whole_record"):
         await verifier.score(episode, None)  # type: ignore[arg-type]
     assert len(handler.judge) == judged  # no judge call spent on it

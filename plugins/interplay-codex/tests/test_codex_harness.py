@@ -410,7 +410,8 @@ async def test_a_codex_that_cannot_run_is_a_config_error(tmp_path: Path) -> None
 CODEX_UNDER_PRESSURE = """
 import asyncio, json, os, resource, sys
 from typing import ClassVar
-from interplay import Env, RunResources, SeatSpec, Step, Task, run_episode
+from interplay import Env, SeatSpec, Step, Task
+from interplay.run import RunResources, run_episode
 from interplay.testing import ScriptedModel, isolated_plugins
 from interplay_codex import plugin
 

@@ -58,7 +58,8 @@ def test_it_registers_only_through_its_own_entry_point() -> None:
 
 
 def test_listing_plugins_imports_no_openenv(run: Run) -> None:
-    code = ("import sys; from interplay import plugins; plugins.reset(); plugins.registry(); "
+    code = ("import sys; from interplay.plugins import host as plugins; "
+            "plugins.reset(); plugins.registry(); "
             "assert plugins.get('envs', 'openenv'); "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('openenv', 'gradio')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

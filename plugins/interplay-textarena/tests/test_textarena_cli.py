@@ -34,7 +34,8 @@ def test_it_registers_only_through_its_own_entry_point() -> None:
 
 
 def test_neither_the_kernel_nor_registering_imports_textarena() -> None:
-    code = ("import sys; from interplay import plugins; plugins.reset(); plugins.registry(); "
+    code = ("import sys; from interplay.plugins import host as plugins; "
+            "plugins.reset(); plugins.registry(); "
             "assert plugins.get('envs', 'textarena'); "
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'textarena'))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

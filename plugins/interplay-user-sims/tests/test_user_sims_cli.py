@@ -34,7 +34,7 @@ def test_it_registers_only_through_its_own_entry_point() -> None:
 
 
 def test_the_kernel_never_imports_it() -> None:
-    code = ("import sys; from interplay import plugins; "
+    code = ("import sys; from interplay.plugins import host as plugins; "
             "plugins.reset(load_entry_points=False); plugins.registry(); "
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'interplay_user_sims'))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
