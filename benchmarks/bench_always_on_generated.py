@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from interplay.builtin_envs.always_on.reference import reference_model
-from interplay.builtin_envs.user_sim import UserSimStep
+from interplay.builtin_envs.user_sim_step import UserSimStep
 from interplay.builtin_verifiers.goals import Goals
 from interplay.run import whole_record
 from interplay.values import load_jsonl

@@ -10,26 +10,26 @@ from typing import TYPE_CHECKING
 from interplay._plumbing.facade import lazy_names
 
 if TYPE_CHECKING:
-    from interplay.builtin_envs.shop import InitState, InitStateConfig
-    from interplay.builtin_envs.steps import Relay, RelayConfig
-    from interplay.builtin_envs.usersims import (
+    from interplay.builtin_envs.llm_user import (
         LlmUserConfig,
         LlmUserSim,
         fill_placeholders,
         person_from_task,
         reply_target_of,
     )
+    from interplay.builtin_envs.shop import InitState, InitStateConfig
+    from interplay.builtin_envs.steps import Relay, RelayConfig
 
 _NAMES = {
     "InitState": "interplay.builtin_envs.shop:InitState",
     "InitStateConfig": "interplay.builtin_envs.shop:InitStateConfig",
-    "LlmUserConfig": "interplay.builtin_envs.usersims:LlmUserConfig",
-    "LlmUserSim": "interplay.builtin_envs.usersims:LlmUserSim",
+    "LlmUserConfig": "interplay.builtin_envs.llm_user:LlmUserConfig",
+    "LlmUserSim": "interplay.builtin_envs.llm_user:LlmUserSim",
     "Relay": "interplay.builtin_envs.steps:Relay",
     "RelayConfig": "interplay.builtin_envs.steps:RelayConfig",
-    "fill_placeholders": "interplay.builtin_envs.usersims:fill_placeholders",
-    "person_from_task": "interplay.builtin_envs.usersims:person_from_task",
-    "reply_target_of": "interplay.builtin_envs.usersims:reply_target_of",
+    "fill_placeholders": "interplay.builtin_envs.llm_user:fill_placeholders",
+    "person_from_task": "interplay.builtin_envs.llm_user:person_from_task",
+    "reply_target_of": "interplay.builtin_envs.llm_user:reply_target_of",
 }
 __all__ = [
     "InitState",

@@ -37,7 +37,7 @@ def register_steps(register: Register) -> None:
     from interplay.builtin_envs.puzzles import AlphabetSort, ColorCodeword
     from interplay.builtin_envs.shop import InitState
     from interplay.builtin_envs.steps import OneShot, Relay
-    from interplay.builtin_envs.user_sim import UserSimStep
+    from interplay.builtin_envs.user_sim_step import UserSimStep
     from interplay.builtin_envs.wordle import Wordle
 
     register(OneShot)
@@ -52,7 +52,7 @@ def register_steps(register: Register) -> None:
 
 @hookimpl
 def register_user_sims(register: Register) -> None:
-    from interplay.builtin_envs.usersims import LlmUserSim
+    from interplay.builtin_envs.llm_user import LlmUserSim
 
     register(LlmUserSim)
 

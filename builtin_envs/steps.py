@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 import attrs
 
-from interplay.builtin_envs.usersims import person_from_task
+from interplay.builtin_envs.llm_user import person_from_task
 from interplay.contracts.contexts import EpisodeContext
 from interplay.contracts.step import Step
 from interplay.contracts.usersim import (

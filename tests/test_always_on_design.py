@@ -103,7 +103,7 @@ async def test_her_sim_writes_her_opening_when_the_scenario_gives_no_words(tmp_p
 
 
 async def test_the_person_a_sim_plays_knows_her_opening(tmp_path: Path) -> None:
-    from interplay.builtin_envs.user_sim import person_from
+    from interplay.builtin_envs.user_sim_step import person_from
 
     env = make_env(tmp_path, {"end": "P1D"}, user={"opening": {"at": "PT1H", "text": "hi"}})
     user_step = env.steps()[0]

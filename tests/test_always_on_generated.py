@@ -21,7 +21,7 @@ import pytest
 from interplay import cli, hookimpl
 from interplay.builtin_envs.always_on.errands import Errands, ErrandsConfig
 from interplay.builtin_envs.always_on.reference import ReferenceAgent, reference_model
-from interplay.builtin_envs.user_sim import UserSimStep
+from interplay.builtin_envs.user_sim_step import UserSimStep
 from interplay.builtin_verifiers.goals import matches
 from interplay.contracts.scenario import ScenarioKind, generate_tasks, task_line
 from interplay.errors import InterplayError

@@ -368,7 +368,7 @@ async def test_jumps_and_app_changes_fold(tmp_path: Path) -> None:
 
 
 def test_what_her_reply_answers() -> None:
-    from interplay.builtin_envs.user_sim import reply_target
+    from interplay.builtin_envs.user_sim_step import reply_target
     from interplay.contracts.usersim import Answer
     from interplay.world.chat import Sent
 

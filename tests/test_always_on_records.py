@@ -23,7 +23,7 @@ from always_on_support import (
     wakes,
 )
 
-from interplay.builtin_envs.user_sim import UserSide, reply_match
+from interplay.builtin_envs.user_sim_step import UserSide, reply_match
 from interplay.contracts.usersim import Answer, Person
 from interplay.testing import ScriptedReply
 from interplay.values.clock import Clock

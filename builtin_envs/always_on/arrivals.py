@@ -14,7 +14,7 @@ from typing import Any
 
 from interplay.builtin_envs.always_on.clock import TurnClock
 from interplay.builtin_envs.always_on.ending import Outcome
-from interplay.builtin_envs.user_sim import UserSide
+from interplay.builtin_envs.user_sim_step import UserSide
 from interplay.world import times
 from interplay.world.events import Event
 from interplay.world.world import World

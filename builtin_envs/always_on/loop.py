@@ -21,7 +21,7 @@ from interplay.builtin_envs.always_on.ending import Budget, Outcome
 from interplay.builtin_envs.always_on.history import Folder, resolve
 from interplay.builtin_envs.always_on.records import RunView
 from interplay.builtin_envs.always_on.wakes import Wakes
-from interplay.builtin_envs.user_sim import UserSide, make_sim, person_from
+from interplay.builtin_envs.user_sim_step import UserSide, make_sim, person_from
 from interplay.contracts.contexts import EpisodeContext
 from interplay.contracts.usersim import UserSimError, set_up
 from interplay.errors import ErrorType, InterplayError, error_of

@@ -39,7 +39,7 @@ from interplay.builtin_envs.always_on.history import (
     session_problem,
 )
 from interplay.builtin_envs.always_on.loop import Loop, deny_problems, spans_days
-from interplay.builtin_envs.user_sim import UserSimStep, make_sim
+from interplay.builtin_envs.user_sim_step import UserSimStep, make_sim
 from interplay.contracts.contexts import EpisodeContext
 from interplay.contracts.env import SeatSpec
 from interplay.contracts.step import Step
