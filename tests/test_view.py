@@ -18,6 +18,7 @@ import pytest
 
 from interplay import cli
 from interplay.errors import InterplayError
+from interplay.report.episodes import ROW_COLUMNS
 from interplay.run.results import RUNNING_FILE, episode_parts, side_path
 from interplay.values.records import (
     Episode,
@@ -92,7 +93,7 @@ def test_the_index_reads_only_what_was_appended_and_waits_for_a_whole_line(
     assert index.refresh() is False and index.rows == []
     append(folder, episode(0), episode(1, reward=0.0))
     assert index.refresh() is True
-    assert [r[2] for r in index.rows] == [0, 1]
+    assert [r.task for r in index.rows] == [0, 1]
     assert index.offset == (folder / "episodes.jsonl").stat().st_size
     # A line being written (no newline yet) is left for the next refresh.
     line, _ = episode_parts(episode(2))
@@ -103,7 +104,7 @@ def test_the_index_reads_only_what_was_appended_and_waits_for_a_whole_line(
     assert index.caught_up  # every whole line is read
     with (folder / "episodes.jsonl").open("ab") as fh:
         fh.write(line[40:] + b"\n")
-    assert index.refresh() is True and [r[2] for r in index.rows] == [0, 1, 2]
+    assert index.refresh() is True and [r.task for r in index.rows] == [0, 1, 2]
     assert index.caught_up
     summary = index.summary()
     assert summary["episodes"] == 3 and summary["reward_mean"] == pytest.approx(2 / 3)
@@ -119,7 +120,7 @@ def test_a_later_line_replaces_its_pair_and_a_bad_line_is_counted_not_fatal(
     index = RunIndex(folder, "run")
     index.refresh()
     assert len(index.rows) == 2 and index.bad_lines == 1 and "byte" in index.first_bad
-    assert index.rows[0][6] == "" and index.rows[0][4] == 1.0
+    assert index.rows[0].error_type == "" and index.rows[0].reward == 1.0
     assert index.record(0)["info"]["task_idx"] == 0 and index.record(0)["error_type"] is None
     # The charts are made again from the lines that count.
     assert sum(index.current_figures().rewards.values()) == 2
@@ -133,7 +134,7 @@ def test_a_replaced_or_shortened_file_is_read_again_from_its_start(tmp_path: Pat
     (folder / "episodes.jsonl").unlink()
     append(folder, episode(5))
     index.refresh()
-    assert [r[2] for r in index.rows] == [5]
+    assert [r.task for r in index.rows] == [5]
 
 
 def test_a_config_rewritten_by_resume_is_read_again(tmp_path: Path) -> None:
@@ -167,7 +168,7 @@ def test_rows_filter_sort_page_and_search_the_messages(tmp_path: Path) -> None:
     assert (folder / "episodes" / "ep-5-0.json").is_file()  # the long one's side file
 
     def tasks(**params: str) -> list[int]:
-        return [r[2] for r in index.rows_page(rows_query(params))["rows"]]
+        return [r.task for r in index.rows_page(rows_query(params))["rows"]]
 
     assert tasks() == [0, 1, 2, 3, 4, 5]
     assert tasks(sort="reward", desc="1") == [5, 3, 2, 1, 0, 4]  # unscored last either way
@@ -210,7 +211,7 @@ def test_a_two_seat_run_has_its_seats_figures_and_columns(tmp_path: Path) -> Non
     index = found.index("game")
     page = index.rows_page(rows_query({}))
     assert page["seats"] == ["player0", "player1"]
-    assert [r[5] for r in page["rows"]] == [[-1.0, 1.0], [1.0, -1.0]] * 2
+    assert [r.seat_rewards for r in page["rows"]] == [[-1.0, 1.0], [1.0, -1.0]] * 2
     line = card(found.get("game"))
     assert {s: v["mean"] for s, v in line["seat_rewards"].items()} == {"player0": 0.0,
                                                                       "player1": 0.0}
@@ -517,7 +518,9 @@ def test_the_pages_and_the_data_they_ask_for(root: Path) -> None:
     assert "interplay · echo" in page and '<script src="/static/report.js">' in page
     assert page.count("<script>") == 0 and "sk-hidden" not in page
     rows = json.loads(got["rows"][1].split(b"\r\n\r\n", 1)[1])
-    assert [r[2] for r in rows["rows"]] == [1, 3, 5, 9] and rows["total"] == 7
+    # Over the wire each row is the list of its fields (ROW_COLUMNS).
+    task = ROW_COLUMNS.index("task")
+    assert [r[task] for r in rows["rows"]] == [1, 3, 5, 9] and rows["total"] == 7
     section = got["episode"][1].decode()
     assert 'data-episode="ep-1-0"' in section and "reason 1" in section
     assert "model calls (1)" in section and "0.25" in section

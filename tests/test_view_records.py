@@ -72,16 +72,16 @@ def test_a_row_holds_each_component_and_the_rows_filter_and_sort_by_one(root: Pa
     index.refresh()
     assert index.component_names() == list(GOALS)
     page = index.rows_page(rows_query({"component": "quiet_hours"}))
-    assert [r[2] for r in page["rows"]] == [1, 2] and page["components"] == list(GOALS)
-    assert [r[2] for r in index.rows_page(rows_query(
+    assert [r.task for r in page["rows"]] == [1, 2] and page["components"] == list(GOALS)
+    assert [r.task for r in index.rows_page(rows_query(
         {"component": "relayed_within", "outcome": "fail"}))["rows"]] == [2]
-    assert [r[2] for r in index.rows_page(rows_query(
+    assert [r.task for r in index.rows_page(rows_query(
         {"component": "quiet_hours", "outcome": "pass"}))["rows"]] == [0, 3]
     assert index.rows_page(rows_query({"component": "nope", "outcome": "none"}))["matched"] == 4
     ordered = index.rows_page(rows_query({"sort": "c:quiet_hours", "desc": "1"}))["rows"]
-    assert [r[2] for r in ordered] == [3, 0, 2, 1]  # ties the other way too, as every sort
+    assert [r.task for r in ordered] == [3, 0, 2, 1]  # ties the other way too, as every sort
     row = page["rows"][0]
-    assert row[ROW_COLUMNS.index("components")] == {
+    assert row.components == {
         "relayed_within": 1.0, "bought_after_yes": 1.0, "quiet_hours": 0.0}
     with pytest.raises(Exception, match="outcome: expected pass, fail or none"):
         rows_query({"component": "quiet_hours", "outcome": "maybe"})
@@ -116,7 +116,7 @@ def test_the_view_shows_a_run_s_label_its_sandbox_segments_and_calls_of_another(
         "segment 1: launch", "segment 2: resume"]
     assert '<span class="other-label">another process</span>' in section
     rows = json.loads(got["rows"][1].split(b"\r\n\r\n", 1)[1])
-    assert [r[2] for r in rows["rows"]] == [1, 2]
+    assert [r[ROW_COLUMNS.index("task")] for r in rows["rows"]] == [1, 2]
 
 
 @pytest.mark.slow

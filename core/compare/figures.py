@@ -17,9 +17,9 @@ from typing import Any
 import attrs
 
 from interplay.errors import InterplayError
-from interplay.report.episodes import components
 from interplay.report.label import read_label
 from interplay.run.config import config_differences, flatten
+from interplay.run.recorded import RecordedEpisode, read_episode
 from interplay.run.results import (
     CONFIG_FILE,
     EPISODES_FILE,
@@ -28,7 +28,7 @@ from interplay.run.results import (
     recorded_verifiers,
     slim_record,
 )
-from interplay.run.summary import scored_reward, summarize
+from interplay.run.summary import summarize
 
 CONFIDENCE = 0.95
 RESAMPLES = 2000
@@ -47,8 +47,11 @@ class Run:
     stored: dict[str, Any]
     #: Each task's content fingerprint, by index.
     tasks: dict[int, str]
-    #: Each (task, rollout)'s slim record, with its reward components (``components``).
+    #: Each (task, rollout)'s slim record: what the summary reads.
     records: dict[tuple[int, int], dict[str, Any]]
+    #: Each (task, rollout)'s episode without its transcripts: what the pairs compare (its
+    #: reward, its seats' rewards, its reward components).
+    episodes: dict[tuple[int, int], RecordedEpisode] = attrs.Factory(dict)
     #: The run's label (``interplay label``), or "".
     name: str = ""
 
@@ -69,7 +72,8 @@ def fingerprint(task: Any) -> str:
 
 
 def load_run(path: str | Path, label: str | None = None) -> Run:
-    """A results folder's config and its episodes' slim records, read line by line."""
+    """A results folder's config and its episodes (their slim records and their episodes
+    without transcripts), read line by line."""
     folder = Path(path)
     if not (folder / EPISODES_FILE).is_file():
         raise InterplayError(f"{folder}: not a results folder (no {EPISODES_FILE}); point "
@@ -81,14 +85,17 @@ def load_run(path: str | Path, label: str | None = None) -> Run:
     stored = dict(_map(stored))
     tasks: dict[int, str] = {}
     records: dict[tuple[int, int], dict[str, Any]] = {}
+    episodes: dict[tuple[int, int], RecordedEpisode] = {}
     for record in iter_episodes(folder / EPISODES_FILE):
         slim = slim_record(record)
-        slim["components"] = components(record)
-        idx = slim["info"]["task_idx"]
-        tasks.setdefault(idx, fingerprint(record.get("task")))
-        records[(idx, slim["info"]["rollout"])] = slim
+        ep = read_episode(record)
+        pair = (slim["info"]["task_idx"], slim["info"]["rollout"])
+        tasks.setdefault(pair[0], fingerprint(ep.task))
+        records[pair] = slim
+        episodes[pair] = ep.without_transcripts()
     return Run(path=folder, label=label or folder.name, config=dict(_map(stored.get("config"))),
-               stored=stored, tasks=tasks, records=records, name=read_label(folder))
+               stored=stored, tasks=tasks, records=records, episodes=episodes,
+               name=read_label(folder))
 
 
 def _list(idxs: Sequence[int], limit: int = 6) -> str:
@@ -170,29 +177,28 @@ def bootstrap(groups: Sequence[Sequence[float]], *, resamples: int, rng: random.
     return _quantile(stats, alpha), _quantile(stats, 1 - alpha), above
 
 
-def _value(record: Mapping[str, Any], quantity: str) -> float | None:
+def _value(ep: RecordedEpisode, quantity: str) -> float | None:
     """An episode's reward (``reward``), one seat's (``seat:NAME``) or one reward component's
     (``component:NAME``); None when unscored."""
     if quantity == "reward":
-        return scored_reward(record)
-    if record.get("error_type"):
+        return ep.scored_reward
+    if ep.is_error:
         return None
     if quantity.startswith("component:"):
-        value = _map(record.get("components")).get(quantity.split(":", 1)[1])
+        value = ep.components().get(quantity.split(":", 1)[1])
         return None if value is None else float(value)
     seat = quantity.split(":", 1)[1]
-    for t in record.get("traces") or ():
-        if (t.get("seat") or t.get("agent")) == seat and t.get("reward") is not None:
-            return float(t["reward"])
+    for t in ep.traces:
+        if t.seat == seat and t.reward is not None:
+            return float(t.reward)
     return None
 
 
 def _quantities(runs: Sequence[Run]) -> list[str]:
-    seats = sorted({str(t.get("seat") or t.get("agent")) for r in runs
-                    for rec in r.records.values() for t in rec.get("traces") or ()
-                    if t.get("reward") is not None})
-    out = ["reward"] if any(scored_reward(rec) is not None for r in runs
-                            for rec in r.records.values()) else []
+    seats = sorted({t.seat for r in runs for ep in r.episodes.values() for t in ep.traces
+                    if t.reward is not None})
+    out = ["reward"] if any(ep.scored_reward is not None for r in runs
+                            for ep in r.episodes.values()) else []
     # A seat's reward is its own row where it is not the episode's (several seats, or none
     # shared): a one-seat run's assistant reward is its episode reward again.
     if len(seats) > 1 or not out:
@@ -201,8 +207,8 @@ def _quantities(runs: Sequence[Run]) -> list[str]:
     # a change of the reward comes from.
     names: dict[str, None] = {}
     for r in runs:
-        for rec in r.records.values():
-            for name in _map(rec.get("components")):
+        for ep in r.episodes.values():
+            for name in ep.components():
                 names.setdefault(name)
     if len(names) > 1:
         out += [f"component:{name}" for name in names]
@@ -212,11 +218,11 @@ def _quantities(runs: Sequence[Run]) -> list[str]:
 def _paired(a: Run, b: Run, tasks: set[int], quantity: str, *, resamples: int,
             seed: int) -> dict[str, Any]:
     by_task: dict[int, list[tuple[float, float]]] = {}
-    for (idx, rollout), rec in a.records.items():
-        other = b.records.get((idx, rollout))
+    for (idx, rollout), ep in a.episodes.items():
+        other = b.episodes.get((idx, rollout))
         if other is None or idx not in tasks:
             continue
-        x, y = _value(rec, quantity), _value(other, quantity)
+        x, y = _value(ep, quantity), _value(other, quantity)
         if x is not None and y is not None:
             by_task.setdefault(idx, []).append((x, y))
     rng = random.Random(f"{seed}:{quantity}")

@@ -28,7 +28,7 @@ from interplay.errors import InterplayError
 from interplay.export import rows as rw
 from interplay.export.groups import Advantage, Groups, group_id
 from interplay.log import get_logger
-from interplay.run.notes import keeps_private_notes, private_notes
+from interplay.run.recorded import RecordedTrace, read_episode
 from interplay.run.results import CONFIG_FILE, EPISODES_FILE, iter_episodes, whole_record
 
 log = get_logger("interplay.export")
@@ -167,7 +167,7 @@ def _refuse_without_capture(folder: Path, episodes: Path) -> None:
     try:
         with episodes.open("rb") as fh:
             first = _codec.loads(fh.readline())
-        traces = [t for t in rw.trainable_traces(first) if t.get("model_calls")]
+        traces = [t for t in rw.trainable_traces(read_episode(first)) if t.model_calls]
     except (OSError, ValueError, AttributeError, TypeError):
         return
     if not traces or any(rw.has_tokens(t) for t in traces):
@@ -220,21 +220,22 @@ def _collect(episodes: Path, spill: Path, opts: ExportOptions, groups: Groups,
     with spill.open("wb", buffering=_BUFFER) as fh:
         for record in iter_episodes(episodes):
             result.episodes += 1
-            if record.get("error_type") is not None:
-                # An episode that failed is never training data.
+            line = read_episode(record)
+            if line.error_type is not None:
+                # An episode that failed is never training data (its side file is not read).
                 _count(counts, "error episodes")
                 continue
-            # A long episode's messages and calls are in its side file.
-            record = whole_record(record, episodes)
-            info = record.get("info") or {}
-            task_idx, rollout = int(info.get("task_idx", 0)), int(info.get("rollout") or 0)
-            notes = private_notes(record) if opts.kind == "sft" and with_meta \
-                and keeps_private_notes(record) else None
-            for trace in rw.trainable_traces(record, opts.seats):
+            # A long episode's messages and calls are in its side file (a line without one is
+            # whole: read once).
+            ep = read_episode(whole_record(record, episodes)) if "side" in record else line
+            task_idx, rollout = ep.task_idx or 0, ep.rollout or 0
+            notes = ep.private_notes() if opts.kind == "sft" and with_meta \
+                and ep.keeps_private_notes else None
+            for trace in rw.trainable_traces(ep, opts.seats):
                 trainable += 1
-                seats_seen.update((rw.seat_of(trace), str(trace.get("agent"))))
-                reward = _reward(trace.get("reward"))
-                group = group_id(task_idx, rw.seat_of(trace))
+                seats_seen.update((trace.seat, str(trace.agent)))
+                reward = _reward(trace.reward)
+                group = group_id(task_idx, trace.seat)
                 groups.add(group, reward)
                 found = found or rw.has_tokens(trace)
                 if opts.min_reward is not None and (reward is None or reward < opts.min_reward):
@@ -249,11 +250,11 @@ def _collect(episodes: Path, spill: Path, opts: ExportOptions, groups: Groups,
                         _count(counts, "traces without a reply")
                     continue
                 serial += 1
-                key = f"{rollout}/{trace.get('agent')}"
+                key = f"{rollout}/{trace.agent}"
                 if opts.best_of_group:
                     groups.offer(group, reward, rollout, key)
                 head = _codec.dumps({"g": group, "k": key, "r": reward, "t": serial})
-                meta = rw.meta(record, trace) if with_meta else None
+                meta = rw.meta(ep, trace) if with_meta else None
                 for row in made:
                     if meta is not None and opts.kind == "rl":
                         row = {**meta, **row}
@@ -285,7 +286,7 @@ def _count(counts: dict[str, int], reason: str) -> None:
     counts[reason] = counts.get(reason, 0) + 1
 
 
-def _rows(trace: Mapping[str, Any], opts: ExportOptions,
+def _rows(trace: RecordedTrace, opts: ExportOptions,
           skipped: rw.Skipped) -> Iterator[dict[str, Any]]:
     if opts.kind == "sft":
         row = rw.sft_row(trace)

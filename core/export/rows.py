@@ -1,9 +1,10 @@
-"""What one trace of an episode record becomes in an export: an SFT row (its conversation in the
+"""What one trace of an episode becomes in an export: an SFT row (its conversation in the
 OpenAI chat shape, with the tools it was offered), RL rows of one model call each, or one RL row
 of the whole trace with a loss mask; and which traces count as training data at all.
 
-Works on episode records as an episode line holds them (dicts, not structured records: an
-export reads millions of them). Pure functions; no I/O, no logging.
+Works on episodes read once into typed values (:func:`~interplay.run.recorded.read_episode`),
+whose messages and model calls stay the JSON objects the line holds (not structured records:
+an export reads millions of them). Pure functions; no I/O, no logging.
 """
 
 from __future__ import annotations
@@ -14,53 +15,48 @@ from typing import Any
 import attrs
 
 from interplay.run.notes import is_private_note
+from interplay.run.recorded import RecordedEpisode, RecordedTrace
 
 #: A trace's stop conditions that mean it was cut short rather than finished.
 CUT_SHORT = frozenset({"max_turns", "timeout", "error", "cancelled"})
 
 
-def trainable_traces(record: Mapping[str, Any],
-                     seats: Sequence[str] = ()) -> Iterator[Mapping[str, Any]]:
-    """The trainable traces of an episode record (of ``seats`` when given: a seat or agent
-    name)."""
-    for trace in record.get("traces") or ():
-        if not isinstance(trace, Mapping) or not trace.get("trainable", True):
+def trainable_traces(ep: RecordedEpisode,
+                     seats: Sequence[str] = ()) -> Iterator[RecordedTrace]:
+    """The trainable traces of an episode (a trace whose record does not say is one), of
+    ``seats`` when given: a seat or agent name."""
+    for trace in ep.traces:
+        if trace.trainable is False:
             continue
-        if seats and trace.get("seat") not in seats and trace.get("agent") not in seats:
+        if seats and trace.seat not in seats and trace.agent not in seats:
             continue
         yield trace
 
 
-def seat_of(trace: Mapping[str, Any]) -> str:
-    return str(trace.get("seat") or trace.get("agent") or "")
-
-
-def cut_short(trace: Mapping[str, Any]) -> bool:
+def cut_short(trace: RecordedTrace) -> bool:
     """Whether the trace did not finish: stopped by a cap, a timeout or an error, or a model
     call was cut off at its token limit."""
-    if trace.get("stop_condition") in CUT_SHORT:
+    if trace.stop_condition in CUT_SHORT:
         return True
-    return any(isinstance(c, Mapping) and c.get("finish_reason") == "length"
-               for c in trace.get("model_calls") or ())
+    return any(c.get("finish_reason") == "length" for c in trace.model_calls)
 
 
-def meta(record: Mapping[str, Any], trace: Mapping[str, Any]) -> dict[str, Any]:
+def meta(ep: RecordedEpisode, trace: RecordedTrace) -> dict[str, Any]:
     """Which episode, task, rollout and seat a row comes from, and its reward."""
-    info = record.get("info") or {}
-    return {"episode_id": info.get("episode_id"), "task_idx": info.get("task_idx"),
-            "rollout": info.get("rollout") or 0, "seat": seat_of(trace),
-            "agent": trace.get("agent"), "reward": trace.get("reward")}
+    return {"episode_id": ep.episode_id, "task_idx": ep.task_idx, "rollout": ep.rollout or 0,
+            "seat": trace.seat, "agent": trace.agent, "reward": trace.reward}
 
 
 # -- SFT ---------------------------------------------------------------------------------------
 
 
-def sft_row(trace: Mapping[str, Any]) -> dict[str, Any] | None:
+def sft_row(trace: RecordedTrace) -> dict[str, Any] | None:
     """The trace's conversation up to its last assistant message (``messages``, OpenAI chat
     shape, tool calls and tool results included) and the tools its model calls were offered
     (``tools``, function tools in the Chat Completions shape); None when the agent never
     answered."""
-    messages = [m for m in trace.get("messages") or () if isinstance(m, Mapping)]
+    # An entry that is not a message (an empty object) is no turn of the conversation.
+    messages = [m for m in trace.messages if m]
     last = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"),
                default=-1)
     if last < 0:
@@ -89,12 +85,12 @@ def _message(m: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in m.items() if v is not None or k == "content"}
 
 
-def tools_of(trace: Mapping[str, Any]) -> list[dict[str, Any]]:
+def tools_of(trace: RecordedTrace) -> list[dict[str, Any]]:
     """The function tools the trace's model calls offered, each once (by name), in the Chat
     Completions shape."""
     seen: dict[str, dict[str, Any]] = {}
-    for call in trace.get("model_calls") or ():
-        request = call.get("request") if isinstance(call, Mapping) else None
+    for call in trace.model_calls:
+        request = call.get("request")
         for tool in (request or {}).get("tools") or () if isinstance(request, Mapping) else ():
             spec = _chat_tool(tool)
             if spec is not None:
@@ -139,12 +135,13 @@ def _ids(tokens: Mapping[str, Any], key: str) -> list[int] | None:
     return value if isinstance(value, list) else None
 
 
-def call_rows(trace: Mapping[str, Any], skipped: Skipped) -> Iterator[dict[str, Any]]:
+def call_rows(trace: RecordedTrace, skipped: Skipped) -> Iterator[dict[str, Any]]:
     """One row per model call with captured ids: ``prompt_ids``, ``completion_ids``,
     ``logprobs`` (None when the endpoint returned none), ``loss_mask`` (all ones: every
     completion token was sampled) and the call's ``finish_reason``."""
-    for index, call in enumerate(trace.get("model_calls") or ()):
-        if not isinstance(call, Mapping) or call.get("error_type") is not None:
+    for index, call in enumerate(trace.model_calls):
+        # An empty object (an entry that was not a call) is no call at all.
+        if not call or call.get("error_type") is not None:
             continue
         if call.get("caller") == "other":
             skipped.calls_by_others += 1
@@ -165,7 +162,7 @@ def call_rows(trace: Mapping[str, Any], skipped: Skipped) -> Iterator[dict[str, 
                "finish_reason": call.get("finish_reason")}
 
 
-def trace_row(trace: Mapping[str, Any], skipped: Skipped) -> dict[str, Any] | None:
+def trace_row(trace: RecordedTrace, skipped: Skipped) -> dict[str, Any] | None:
     """The whole trace as one sequence: the first call's ``prompt_ids``, then
     ``completion_ids`` holding every call's completion and, between them, what the next call's
     prompt added (tool results, the user's turns); ``loss_mask`` is 1 on sampled tokens and 0
@@ -215,7 +212,6 @@ def trace_row(trace: Mapping[str, Any], skipped: Skipped) -> dict[str, Any] | No
             "finish_reason": rows[-1]["finish_reason"]}
 
 
-def has_tokens(trace: Mapping[str, Any]) -> bool:
+def has_tokens(trace: RecordedTrace) -> bool:
     """Whether any model call of the trace captured tokens."""
-    return any(isinstance(c, Mapping) and isinstance(c.get("tokens"), Mapping)
-               for c in trace.get("model_calls") or ())
+    return any(isinstance(c.get("tokens"), Mapping) for c in trace.model_calls)

@@ -3,7 +3,7 @@ message), the run wake by wake (what woke the agent, what it sent her, its tool 
 changes around it), the items on her phone, and what the world did that woke nobody.
 
 This module turns ``results["always_on"]`` (plain JSON from an episode's line) into plain
-values for the page, reading them defensively (:mod:`interplay.report.plain`): a field of an
+values for the page, reading them defensively (:mod:`interplay.values.plain`): a field of an
 unexpected shape is shown as text or left out, never a crash. It writes no markup.
 """
 
@@ -13,7 +13,7 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from interplay.report.plain import as_json, as_map, as_seq, as_text
+from interplay.values.plain import as_json, as_map, as_seq, as_text
 
 #: App changes listed per wake on the page (the timeline keeps up to 200 per wake).
 CHANGES_SHOWN = 30

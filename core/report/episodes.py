@@ -1,25 +1,28 @@
-"""An episode as the report shows it: its row in the page's table (:func:`table_row`, the
-fields :data:`ROW_COLUMNS` names) and its section (:func:`episode_view`): each seat's
-transcript (messages, tool calls with their arguments, rewards with a judge's criteria), the
-episode's rewards, metrics and error, and an always_on episode's chat and wakes (values from
+"""An episode as the report shows it: its row in the page's table (:class:`TableRow`, made by
+:func:`table_row`) and its section (:func:`episode_view`): each seat's transcript (messages,
+tool calls with their arguments, rewards with a judge's criteria), the episode's rewards,
+metrics and error, and an always_on episode's chat and wakes (values from
 :mod:`interplay.report.always_on`, charts from :mod:`interplay.report.charts`).
 
-This module turns one episode record into plain values for the templates, reading it
-defensively (:mod:`interplay.report.plain`); it must not write markup or read a file.
+This module turns one episode, read once into typed values
+(:class:`~interplay.run.recorded.RecordedEpisode`), into plain values for the templates; the
+parts that reading keeps as the line holds them (messages, model calls, tool runs, the
+sandbox's record) it reads defensively (:mod:`interplay.values.plain`). It must not write
+markup or read a file.
 """
 
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Collection, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from interplay.report import always_on, charts
-from interplay.report.plain import as_json, as_map, as_seq, as_text, fmt
-from interplay.run.notes import is_private_note, private_notes
-from interplay.run.results import finite_number
-from interplay.run.summary import is_error, scored_reward
+from interplay.report.plain import fmt
+from interplay.run.notes import is_private_note
+from interplay.run.recorded import RecordedEpisode, RecordedReward, RecordedTrace
+from interplay.run.slim import finite_number
+from interplay.values.plain import as_json, as_map, as_seq, as_text
 
 
 def _content_text(content: Any) -> str:
@@ -43,14 +46,8 @@ def _pretty_args(arguments: Any) -> str:
         return as_text(arguments)
 
 
-def seat_name(t: Mapping[str, Any]) -> str:
-    """The seat a trace is of (an older record names its agent)."""
-    return as_text(t.get("seat") or t.get("agent"))
-
-
-def _stops(ep: Mapping[str, Any]) -> list[str]:
-    return [f"{seat_name(as_map(t))}: {as_text(as_map(t).get('stop_condition'))}"
-            for t in as_seq(ep.get("traces"))]
+def _stops(ep: RecordedEpisode) -> list[str]:
+    return [f"{t.seat}: {t.stop_condition or ''}" for t in ep.traces]
 
 
 _ROLES = ("system", "developer", "user", "assistant", "tool")
@@ -71,49 +68,26 @@ def _message(m: Mapping[str, Any], notes: Sequence[str] = ()) -> dict[str, Any]:
                            for c in as_seq(m.get("tool_calls"))]}
 
 
-def _messages(messages: Any, notes: Sequence[str] = (),
+def _messages(messages: Sequence[Mapping[str, Any]], notes: Sequence[str] = (),
               starts: Sequence[int] = ()) -> list[dict[str, Any]]:
     """The messages as the page shows them; ``starts``: where each segment's messages begin
     (the first the launch, each later one a resume), each such message marked."""
-    if messages is not None and not isinstance(messages, list | tuple):
-        # Not a list of messages: shown as what it is rather than dropped.
-        return [_message({"role": "?", "content": messages})]
-    out = [_message(as_map(m), notes) for m in as_seq(messages)]
+    out = [_message(m, notes) for m in messages]
     for n, at in enumerate(starts, start=1):
         if 0 <= at < len(out) and not out[at].get("segment"):
             out[at]["segment"] = f"segment {n}: " + ("launch" if n == 1 else "resume")
     return out
 
 
-def segment_starts(t: Mapping[str, Any]) -> list[int]:
-    """Where each of a trace's segments begins among its messages (the kernel records it in
-    ``info["segment_starts"]``; a record without it has none)."""
-    return [at for at in as_seq(as_map(t.get("info")).get("segment_starts"))
-            if type(at) is int and at >= 0]
-
-
-def episode_turns(ep: Mapping[str, Any]) -> float | int | None:
-    """An episode's turns: the count its env records (``metrics.turns``), else the most
-    segments any of its seats ran; None when neither is known."""
-    turns = as_map(ep.get("metrics")).get("turns")
-    if finite_number(turns):
-        return turns  # type: ignore[no-any-return]
-    counts = [len(segment_starts(as_map(t))) for t in as_seq(ep.get("traces"))]
-    return max(counts) if counts and max(counts) > 0 else None
-
-
-def _rewards(rewards: Any, judged: Collection[str]) -> list[dict[str, Any]]:
+def _rewards(rewards: Sequence[RecordedReward], judged: Collection[str]) -> list[dict[str, Any]]:
     """Rewards as rows; a judge's (a rubric verifier's, named in ``judged``) with a row per
     criterion: its score, weight and reason."""
     out = []
-    for r in map(as_map, as_seq(rewards)):
-        name = as_text(r.get("name"))
-        criteria = as_map(as_map(r.get("info")).get("criteria")) if name in judged else {}
-        info = {k: v for k, v in as_map(r.get("info")).items()
-                if not (k == "criteria" and criteria)}
-        out.append({"name": name, "value": fmt(r.get("value")),
-                    "weight": fmt(r.get("weight")), "seat": as_text(r.get("seat")),
-                    "reason": as_text(r.get("reason")),
+    for r in rewards:
+        criteria = as_map(r.info.get("criteria")) if r.name in judged else {}
+        info = {k: v for k, v in r.info.items() if not (k == "criteria" and criteria)}
+        out.append({"name": r.name, "value": fmt(r.value), "weight": fmt(r.weight),
+                    "seat": r.seat, "reason": r.reason,
                     "info": as_json(info, indent=2) if info else "",
                     "criteria": [{"name": as_text(c), "score": fmt(as_map(v).get("score")),
                                   "weight": fmt(as_map(v).get("weight")),
@@ -143,43 +117,39 @@ def _tool_run(r: Mapping[str, Any]) -> dict[str, str]:
             "duration_s": fmt(r.get("duration_s"), 3), "error_type": as_text(r.get("error_type"))}
 
 
-def _trace(t: Mapping[str, Any], errored: bool, judged: Collection[str],
+def _trace(t: RecordedTrace, errored: bool, judged: Collection[str],
            notes: Sequence[str] = ()) -> dict[str, Any]:
-    calls = [as_map(c) for c in as_seq(t.get("model_calls"))]
+    calls = t.model_calls
     tokens = 0
     for c in calls:
         count = as_map(c.get("usage")).get("total_tokens")
         tokens += count if isinstance(count, int) else 0
     # The kernel's own key is shown as the transcript's segment marks, not as harness info.
-    info = {k: v for k, v in as_map(t.get("info")).items() if k != "segment_starts"}
-    starts = segment_starts(t)
-    return {"seat": seat_name(t), "agent": as_text(t.get("agent")),
-            "harness": as_text(t.get("harness")),
-            "model": as_text(t.get("model")), "trainable": t.get("trainable") is True,
-            "stop_condition": as_text(t.get("stop_condition")),
-            "reward": "-" if errored else fmt(t.get("reward")), "calls": len(calls),
+    info = {k: v for k, v in t.info.items() if k != "segment_starts"}
+    starts = t.segment_starts
+    return {"seat": t.seat, "agent": as_text(t.agent), "harness": t.harness, "model": t.model,
+            "trainable": t.trainable is True, "stop_condition": t.stop_condition or "",
+            "reward": "-" if errored else fmt(t.reward), "calls": len(calls),
             "failed_calls": sum(1 for c in calls if c.get("error_type")), "tokens": tokens,
-            "tool_runs": len(as_seq(t.get("tool_runs"))),
-            "error_type": as_text(t.get("error_type")), "error": as_text(t.get("error")),
-            "messages": _messages(t.get("messages"), notes, starts),
+            "tool_runs": len(t.tool_runs), "error_type": t.error_type, "error": t.error,
+            "messages": _messages(t.messages, notes, starts),
             "segments": len(starts),
             "model_calls": [_call(n, c) for n, c in enumerate(calls, start=1)],
             "other_calls": sum(1 for c in calls if c.get("caller") == "other"),
-            "tool_run_rows": [_tool_run(as_map(r)) for r in as_seq(t.get("tool_runs"))],
+            "tool_run_rows": [_tool_run(r) for r in t.tool_runs],
             # What the harness recorded of its program (codex's, Claude Code's session),
             # whatever its keys: shown as it is.
             "info": as_json(info, indent=2) if info else "",
-            "rewards": _rewards(t.get("rewards"), judged)}
+            "rewards": _rewards(t.rewards, judged)}
 
 
-def _label(ep: Mapping[str, Any]) -> str:
+def _label(ep: RecordedEpisode) -> str:
     """What the episode was asked: the task's prompt, or for a task whose env makes its
     prompt (a puzzle, a game), the first message a seat was sent."""
-    text = _prompt_text(as_map(ep.get("task")).get("prompt"))
+    text = _prompt_text(ep.task.get("prompt"))
     if not text.strip():
-        for t in map(as_map, as_seq(ep.get("traces"))):
-            first = next((m for m in map(as_map, as_seq(t.get("messages")))
-                          if m.get("role") == "user"), None)
+        for t in ep.traces:
+            first = next((m for m in t.messages if m.get("role") == "user"), None)
             if first is not None:
                 text = _content_text(first.get("content"))
                 break
@@ -193,38 +163,33 @@ def cause(error: Any) -> str:
     return line[:160] + ("…" if len(line) > 160 else "")
 
 
-def episode_view(i: int, ep: Mapping[str, Any], judged: Collection[str]) -> dict[str, Any]:
+def episode_view(i: int, ep: RecordedEpisode, judged: Collection[str]) -> dict[str, Any]:
     """The ``i``-th episode's section of the page; ``judged`` names the rubric verifiers,
     whose rewards are shown per criterion."""
-    info, task = as_map(ep.get("info")), as_map(ep.get("task"))
-    reward = scored_reward(ep)
-    traces = [as_map(t) for t in as_seq(ep.get("traces"))]
-    turns = episode_turns(ep)
-    stops = _stops(ep)
-    record = as_map(ep.get("results")).get("always_on")
-    notes = private_notes(ep)
+    task = ep.task
+    record = ep.always_on
+    notes = ep.private_notes()
     view = always_on.view(record)
     if view is not None:
         view["timeline_chart"] = charts.always_on_timeline(
-            as_map(record), awake=as_map(as_map(ep.get("results")).get("user")).get("awake"))
+            as_map(record), awake=as_map(as_map(ep.results).get("user")).get("awake"))
         view["latency_chart"] = charts.reply_latencies(as_map(record))
     return {
-        "index": i, "episode_id": as_text(info.get("episode_id")),
-        "task_idx": as_text(info.get("task_idx")), "rollout": as_text(info.get("rollout")),
-        "seed": as_text(info.get("seed")),
-        "reward": fmt(reward),
-        "error_type": as_text(ep.get("error_type")), "error": as_text(ep.get("error")),
-        "stops": stops, "turns": fmt(turns),
-        "calls": sum(len(as_seq(t.get("model_calls"))) for t in traces),
-        "wall_s": fmt(ep.get("wall_s"), 3),
-        "metrics": ", ".join(f"{k} = {fmt(v)}" for k, v in as_map(ep.get("metrics")).items()),
-        "rewards": _rewards(ep.get("rewards"), judged),
+        "index": i, "episode_id": as_text(ep.episode_id),
+        "task_idx": as_text(ep.task_idx), "rollout": as_text(ep.rollout),
+        "seed": as_text(ep.seed),
+        "reward": fmt(ep.scored_reward),
+        "error_type": as_text(ep.error_type), "error": as_text(ep.error),
+        "stops": _stops(ep), "turns": fmt(ep.turns), "calls": ep.calls,
+        "wall_s": fmt(ep.wall_s, 3),
+        "metrics": ", ".join(f"{k} = {fmt(v)}" for k, v in ep.metrics.items()),
+        "rewards": _rewards(ep.rewards, judged),
         "system_prompt": as_text(task.get("system_prompt")),
         "prompt": _prompt_text(task.get("prompt")), "answer": as_json(task.get("answer")),
-        "results": as_json(ep["results"], indent=2) if ep.get("results") else "",
-        "traces": [_trace(t, is_error(ep), judged, notes) for t in traces],
+        "results": as_json(ep.results, indent=2) if ep.results else "",
+        "traces": [_trace(t, ep.is_error, judged, notes) for t in ep.traces],
         "always_on": view,
-        "sandbox": sandbox_view(ep.get("sandbox")),
+        "sandbox": sandbox_view(ep.sandbox),
     }
 
 
@@ -277,70 +242,58 @@ def _count(values: Any) -> dict[str, int]:
     return out
 
 
-def seat_rewards(ep: Mapping[str, Any]) -> dict[str, float | None]:
-    """Each seat's reward in an episode (None for an error episode, which is not scored, and
-    for a seat nothing scored)."""
-    errored = is_error(ep)
-    out: dict[str, float | None] = {}
-    for t in map(as_map, as_seq(ep.get("traces"))):
-        reward = t.get("reward")
-        out[seat_name(t)] = None if errored or not finite_number(reward) else reward
-    return out
+class TableRow(NamedTuple):
+    """An episode's row of the page's table: read by its names here and in the view, written
+    as the list of its fields (:data:`ROW_COLUMNS`, in this order) for the page's script and
+    its CSV, which read them by those names."""
 
-
-def components(ep: Mapping[str, Any]) -> dict[str, float | None]:
-    """An episode's reward components: each verifier's reward by its name (a seat's own as
-    ``NAME (SEAT)``, a name met again as ``NAME #2``), None for an error episode (not scored)
-    and for a value that is not a finite number."""
-    errored = is_error(ep)
-    out: dict[str, float | None] = {}
-    for r in map(as_map, as_seq(ep.get("rewards"))):
-        name = as_text(r.get("name")) or "?"
-        if r.get("seat"):
-            name = f"{name} ({as_text(r.get('seat'))})"
-        key, n = name, 1
-        while key in out:
-            n += 1
-            key = f"{name} #{n}"
-        value = r.get("value")
-        # One string per name however many rows hold it (the view keeps a row per episode).
-        out[sys.intern(key)] = None if errored or not finite_number(value) else float(value)
-        if len(out) >= COMPONENTS_KEPT:
-            break
-    return out
-
-
-#: Reward components a row keeps at most (an env with more is shown by its first ones).
-COMPONENTS_KEPT = 64
-
-
-def table_row(i: int, ep: Mapping[str, Any], seats: Sequence[str],
-              stop_index: dict[str, int]) -> list[Any]:
-    """An episode's row of the table, as the page's script reads it (see ROW_COLUMNS)."""
-    info = as_map(ep.get("info"))
-    traces = [as_map(t) for t in as_seq(ep.get("traces"))]
-    by_seat = seat_rewards(ep)
-    stops = [stop_index.setdefault(s, len(stop_index)) for s in _stops(ep)]
-    wall = ep.get("wall_s")
-    turns = episode_turns(ep)
-    return [i, as_text(info.get("episode_id")), info.get("task_idx"), info.get("rollout") or 0,
-            scored_reward(ep), [by_seat.get(s) for s in seats], as_text(ep.get("error_type")),
-            cause(ep.get("error")),
-            stops, turns if finite_number(turns) else None,
-            sum(len(as_seq(t.get("model_calls"))) for t in traces),
-            round(wall, 3) if finite_number(wall) else None, _label(ep), components(ep)]
+    index: int
+    episode_id: str
+    task: int | None
+    rollout: int
+    #: The reward that counts (None for an error episode and an unscored one).
+    reward: float | None
+    #: Each of the table's seats' reward, in the order of its seat columns.
+    seat_rewards: list[float | None]
+    error_type: str
+    #: The error's one-line cause (:func:`cause`).
+    error: str
+    #: The seats' stop conditions, as indices into the table's ``stops``.
+    stops: list[int]
+    turns: float | None
+    calls: int
+    wall_s: float | None
+    #: What the episode was asked, shortened.
+    prompt: str
+    #: Each reward component's name and value (:meth:`RecordedEpisode.components`).
+    components: dict[str, float | None]
 
 
 #: The fields of a row of the episode table, in order (the page's script and its CSV read
-#: them by these names); ``components`` maps each reward component's name to its value.
-ROW_COLUMNS = ("index", "episode_id", "task", "rollout", "reward", "seat_rewards", "error_type",
-               "error", "stops", "turns", "calls", "wall_s", "prompt", "components")
+#: them by these names).
+ROW_COLUMNS = TableRow._fields
 
 
-def component_names(rows: Sequence[Sequence[Any]]) -> list[str]:
+def table_row(i: int, ep: RecordedEpisode, seats: Sequence[str],
+              stop_index: dict[str, int]) -> TableRow:
+    """An episode's row of the table, its seat columns those of ``seats``; ``stop_index``
+    numbers the stop conditions met, new ones added."""
+    by_seat = ep.seat_rewards()
+    wall = ep.wall_s
+    return TableRow(
+        index=i, episode_id=as_text(ep.episode_id), task=ep.task_idx, rollout=ep.rollout or 0,
+        reward=ep.scored_reward, seat_rewards=[by_seat.get(s) for s in seats],
+        error_type=as_text(ep.error_type), error=cause(ep.error),
+        stops=[stop_index.setdefault(s, len(stop_index)) for s in _stops(ep)],
+        turns=ep.turns, calls=ep.calls,
+        wall_s=round(wall, 3) if finite_number(wall) else None, prompt=_label(ep),
+        components=ep.components())
+
+
+def component_names(rows: Sequence[TableRow]) -> list[str]:
     """The reward components of a table's rows, in the order first met."""
     seen: dict[str, None] = {}
     for row in rows:
-        for name in as_map(row[13] if len(row) > 13 else None):
+        for name in row.components:
             seen.setdefault(name)
     return list(seen)

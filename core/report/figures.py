@@ -11,23 +11,23 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from markupsafe import Markup
 
 from interplay.report import charts
-from interplay.report.episodes import seat_name
-from interplay.report.plain import as_map, as_seq, as_text, fmt
+from interplay.report.plain import fmt
+from interplay.run.recorded import RecordedEpisode
 from interplay.run.results import finite_number
 from interplay.run.summary import (
     TRUNCATED_LABEL,
     completion_text,
     metric_text,
     reward_text,
-    scored_reward,
     truncated_text,
 )
+from interplay.values.plain import as_map, as_text
 
 RULE = ("Rewards, pass@k and metrics are over the completed episodes (a metric over those that "
         "recorded it, its count beside it when that is fewer). An episode that ended in an "
@@ -105,26 +105,23 @@ class Figures:
         self.tokens: dict[str, Counter[int]] = {}
         self.seconds: dict[str, Counter[int]] = {}
 
-    def add(self, ep: Mapping[str, Any]) -> None:
-        reward = scored_reward(ep)
+    def add(self, ep: RecordedEpisode) -> None:
+        reward = ep.scored_reward
         if reward is not None and math.isfinite(reward):
             self.rewards[round(reward, 4)] += 1
-            idx = as_map(ep.get("info")).get("task_idx")
-            if isinstance(idx, int):
+            idx = ep.task_idx
+            if idx is not None:
                 acc = self.tasks.setdefault(idx, [0.0, 0])
                 acc[0] += reward
                 acc[1] += 1
-        for t in as_seq(ep.get("traces")):
-            if isinstance(t, Mapping):
-                self._calls(seat_name(t), t.get("model_calls"))
-        self._calls("judge", ep.get("judge_calls"))
+        for t in ep.traces:
+            self._calls(t.seat, t.model_calls)
+        self._calls("judge", ep.judge_calls)
 
-    def _calls(self, seat: str, calls: Any) -> None:
+    def _calls(self, seat: str, calls: Sequence[Mapping[str, Any]]) -> None:
         tokens = self.tokens.get(seat)
         seconds = self.seconds.get(seat)
-        for call in as_seq(calls):
-            if not isinstance(call, Mapping):
-                continue
+        for call in calls:
             usage = call.get("usage")
             count = usage.get("completion_tokens") if isinstance(usage, Mapping) else None
             if type(count) is int and count > 0:

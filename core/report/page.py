@@ -14,9 +14,12 @@ Episodes are read one at a time, in (task, rollout) order: what is held is a row
 and the charts' counts; each episode's details go through a temporary file into the page, up
 to a budget of transcripts. It does not run anything or change the results.
 
-``interplay view`` serves this same page for a run (:func:`render_to` with ``live``: the rows
-and the episodes' sections fetched from it, the figures again as the run writes,
-:func:`render_figures`): one page, one script, whichever way it is read.
+``interplay view`` serves this same page for a run (:func:`render_to` with a :class:`Page`
+whose ``live`` says where: the rows and the episodes' sections fetched from it, the figures
+again as the run writes, :func:`render_figures`): one page, one script, whichever way it is
+read. Each episode is read once into typed values
+(:func:`~interplay.run.recorded.read_episode`), which its row, its section and the charts
+read.
 """
 
 from __future__ import annotations
@@ -32,18 +35,25 @@ from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+import attrs
 import jinja2
 from markupsafe import Markup
 
 from interplay._plumbing import codec as _codec
 from interplay.errors import InterplayError
 from interplay.report import charts
-from interplay.report.episodes import ROW_COLUMNS, component_names, episode_view, table_row
+from interplay.report.episodes import (
+    ROW_COLUMNS,
+    TableRow,
+    component_names,
+    episode_view,
+    table_row,
+)
 from interplay.report.figures import Figures, summary_view, table_seats
 from interplay.report.label import read_label
-from interplay.report.plain import as_map, as_seq, as_text
+from interplay.run.recorded import RecordedEpisode, read_episode
 from interplay.run.results import finite
-from interplay.run.summary import is_error
+from interplay.values.plain import as_map, as_seq, as_text
 
 REPORT_FILE = "report.html"
 
@@ -63,9 +73,10 @@ def _script_safe(text: str) -> str:
 
 def _rows_json(table: Mapping[str, Any]) -> str:
     """:func:`safe_json` of the episode table, made by orjson (a row per episode: the
-    standard library's encoder is most of the page's build time on a large run). Its numbers
-    are finite already (:func:`~interplay.report.episodes.table_row`); orjson writes any
-    other as null all the same."""
+    standard library's encoder is most of the page's build time on a large run), each row
+    the list of its fields. Its numbers are finite already
+    (:func:`~interplay.report.episodes.table_row`); orjson writes any other as null all the
+    same."""
     return _script_safe(_codec.dumps(table).decode("utf-8", "replace"))
 
 
@@ -149,32 +160,73 @@ def render_figures(config: Mapping[str, Any], summary: Mapping[str, Any], figure
         **figures_context(config, summary, figures, running=running, drawn=drawn))
 
 
-def render_to(out: IO[str], config: Mapping[str, Any], summary: Mapping[str, Any],
-              rows: Sequence[Sequence[Any]], details: Iterable[str], *, stops: Sequence[str],
-              seats: Sequence[str], figures: Figures, kept: int, budget_mb: float,
-              folder: str = "DIR", stored: Mapping[str, Any] | None = None,
-              live: Mapping[str, Any] | None = None, errors: Sequence[str] | None = None,
-              episodes_total: int | None = None,
-              drawn: Sequence[Markup] | None = None,
-              seen: Mapping[str, tuple[str, str]] | None = None, label: str = "",
-              components: Sequence[str] | None = None) -> None:
-    """Write the page to ``out``: the summary, charts, the episode table (``rows``, drawn by
-    the page's script) and the episodes' details (``details``: each one's rendered section,
-    streamed through).
+@attrs.frozen
+class RunHeader:
+    """What the page's header says the run is: its config (``config.json``'s ``config``),
+    the whole of ``config.json`` (its seats, verifiers, a regrade's source), its label
+    (``interplay label``) and, for a run recorded before config.json kept its seats, each
+    seat's harness and model as the traces say (:func:`note_seats`)."""
+
+    config: Mapping[str, Any]
+    stored: Mapping[str, Any] = attrs.Factory(dict)
+    label: str = ""
+    seen: Mapping[str, tuple[str, str]] | None = None
+
+
+@attrs.frozen
+class EpisodeTable:
+    """The page's table of episodes, drawn by its script: the rows, the seats given a
+    reward column, the stop conditions the rows' ``stops`` index, and how many episodes'
+    sections the page kept within its budget of transcripts (MB). ``components``, ``errors``
+    and ``total`` are what the filters offer and how many episodes there are, when the rows
+    are not all here (``interplay view`` fetches them): None, those of ``rows``."""
+
+    rows: Sequence[TableRow]
+    seats: Sequence[str]
+    stops: Sequence[str]
+    kept: int
+    budget_mb: float
+    #: The results folder, as the page names it.
+    folder: str = "DIR"
+    components: Sequence[str] | None = None
+    errors: Sequence[str] | None = None
+    total: int | None = None
+
+
+@attrs.frozen
+class Page:
+    """One run's page: its header, its figures and charts (``summary``, the charts'
+    ``figures``, and the charts drawn before when a live page asks again), the episode table
+    and the episodes' sections (``details``: each one rendered, streamed through).
 
     ``live`` makes it the page ``interplay view`` serves for a run: the table's rows and the
     episodes' sections are fetched from it (``live["table"]``: where), the scripts are its
-    files, and ``rows`` and ``details`` are empty (``errors`` and ``episodes_total`` say what
-    the rows would)."""
+    files, and the table's rows and ``details`` are empty."""
+
+    header: RunHeader
+    summary: Mapping[str, Any]
+    figures: Figures
+    table: EpisodeTable
+    details: Iterable[str] = ()
+    drawn: Sequence[Markup] | None = None
+    live: Mapping[str, Any] | None = None
+
+
+def render_to(out: IO[str], page: Page) -> None:
+    """Write ``page`` to ``out``: the summary, charts, the episode table (drawn by the page's
+    script) and the episodes' details, streamed through."""
+    config, stored, t = page.header.config, page.header.stored, page.table
     env_name = as_text(as_map(config.get("env")).get("name")) or "run"
     model = as_map(config.get("model"))
-    if errors is None:
-        errors = sorted({r[6] for r in rows if r[6]})
-    if components is None:
-        components = component_names(rows)
-    table: dict[str, Any] = {"columns": ROW_COLUMNS, "seats": list(seats), "stops": list(stops),
-                             "components": list(components), "rows": rows, "kept": kept,
-                             "budget_mb": budget_mb, "folder": folder}
+    errors = t.errors if t.errors is not None else sorted(
+        {r.error_type for r in t.rows if r.error_type})
+    components = t.components if t.components is not None else component_names(t.rows)
+    table: dict[str, Any] = {"columns": ROW_COLUMNS, "seats": list(t.seats),
+                             "stops": list(t.stops), "components": list(components),
+                             # Each row the list of its fields, as the script reads them.
+                             "rows": [list(r) for r in t.rows], "kept": t.kept,
+                             "budget_mb": t.budget_mb, "folder": t.folder}
+    live = page.live
     if live is not None:
         table["live"] = live["table"]
     stream = template("report.html.j2").generate(
@@ -182,14 +234,14 @@ def render_to(out: IO[str], config: Mapping[str, Any], summary: Mapping[str, Any
         model=as_text(model.get("model")),
         where=as_text(model.get("base_url")) or "embedded local model",
         rollouts=as_text(config.get("rollouts")), seed=as_text(config.get("seed")),
-        seat_lines=seat_lines(stored or {}, seen), label=label,
-        about=_about(config, stored or {}),
-        per_seat=bool(seats), error_options=errors, stop_options=sorted(stops),
+        seat_lines=seat_lines(stored, page.header.seen), label=page.header.label,
+        about=_about(config, stored),
+        per_seat=bool(t.seats), error_options=errors, stop_options=sorted(t.stops),
         component_options=list(components),
-        episodes_total=len(rows) if episodes_total is None else episodes_total, kept=kept,
-        budget_mb=budget_mb, details=(Markup(d) for d in details),
+        episodes_total=len(t.rows) if t.total is None else t.total, kept=t.kept,
+        budget_mb=t.budget_mb, details=(Markup(d) for d in page.details),
         table=Markup(_rows_json(table)), live=live,
-        **figures_context(config, summary, figures, drawn=drawn,
+        **figures_context(config, page.summary, page.figures, drawn=page.drawn,
                           running=bool(live and live.get("state") == "running")))
     for chunk in stream:
         out.write(chunk)
@@ -206,23 +258,24 @@ def render(config: Mapping[str, Any], summary: Mapping[str, Any],
     figures = Figures()
     rows, details = [], []
     seen: dict[str, tuple[str, str]] = {}
-    for i, ep in enumerate(episodes):
+    for i, record in enumerate(episodes):
+        ep = read_episode(record)
         figures.add(ep)
         note_seats(seen, ep)
-        row = table_row(i, ep, seats, stop_index)
-        rows.append(row)
+        rows.append(table_row(i, ep, seats, stop_index))
         details.append(template("episode.html.j2").render(ep=episode_view(i, ep, judged)))
-    render_to(buf, config, summary, rows, details, stops=list(stop_index), seats=seats,
-              figures=figures, kept=len(details), budget_mb=math.inf, seen=seen)
+    table = EpisodeTable(rows=rows, seats=seats, stops=list(stop_index), kept=len(details),
+                         budget_mb=math.inf)
+    render_to(buf, Page(header=RunHeader(config=config, seen=seen), summary=summary,
+                        figures=figures, table=table, details=details))
     return buf.getvalue()
 
 
-def note_seats(seen: dict[str, tuple[str, str]], ep: Mapping[str, Any]) -> None:
+def note_seats(seen: dict[str, tuple[str, str]], ep: RecordedEpisode) -> None:
     """Note the harness and model of each seat an episode's traces name, first come."""
-    for t in map(as_map, as_seq(ep.get("traces"))):
-        seat = as_text(t.get("seat") or t.get("agent"))
-        if seat and seat not in seen and len(seen) < 64:
-            seen[seat] = (as_text(t.get("harness")), as_text(t.get("model")))
+    for t in ep.traces:
+        if t.seat and t.seat not in seen and len(seen) < 64:
+            seen[t.seat] = (t.harness, t.model)
 
 
 # -- files -------------------------------------------------------------------------------------
@@ -286,7 +339,7 @@ def write_report(folder: str | Path, *, transcripts_mb: float = TRANSCRIPTS_MB) 
     budget = transcripts_mb * 1_000_000
     used = 0
     kept = 0
-    rows: list[list[Any]] = []
+    rows: list[TableRow] = []
     stop_index: dict[str, int] = {}
     figures = Figures()
     seen: dict[str, tuple[str, str]] = {}
@@ -295,11 +348,11 @@ def write_report(folder: str | Path, *, transcripts_mb: float = TRANSCRIPTS_MB) 
                                 dir=out if out.is_dir() else None) as held:
         for i, stored_ep in enumerate(iter_episodes(episodes_path, order="pair")):
             # A long episode's transcripts and records are in its side file: the page shows them.
-            ep = whole_record(stored_ep, out)
+            ep = read_episode(whole_record(stored_ep, out))
             figures.add(ep)
             note_seats(seen, ep)
             rows.append(table_row(i, ep, seats, stop_index))
-            if used < budget * (1.0 if is_error(ep) else 0.75):
+            if used < budget * (1.0 if ep.is_error else 0.75):
                 section = template("episode.html.j2").render(ep=episode_view(i, ep, judged))
                 held.write(section)
                 used += len(section.encode("utf-8", "replace"))
@@ -311,18 +364,21 @@ def write_report(folder: str | Path, *, transcripts_mb: float = TRANSCRIPTS_MB) 
             if table_seats(summary) != seats:
                 # The columns follow the summary's seats: the rows are made again with them.
                 seats, stop_index, rows = table_seats(summary), {}, []
-                for i, ep in enumerate(iter_episodes(episodes_path, order="pair")):
-                    rows.append(table_row(i, whole_record(ep, out), seats, stop_index))
+                for i, record in enumerate(iter_episodes(episodes_path, order="pair")):
+                    rows.append(table_row(i, read_episode(whole_record(record, out)), seats,
+                                          stop_index))
         held.seek(0)
         tmp = path.with_suffix(".html.tmp")
         try:
             # A lone surrogate (JSON can carry one; UTF-8 cannot) is shown as a replacement
             # mark.
             with tmp.open("w", encoding="utf-8", errors="replace") as page:
-                render_to(page, config, summary, rows, _chunks(held), stops=list(stop_index),
-                          seats=seats, figures=figures, kept=kept, budget_mb=transcripts_mb,
-                          folder=str(out), stored=stored, seen=seen,
-                          label=read_label(out))
+                table = EpisodeTable(rows=rows, seats=seats, stops=list(stop_index),
+                                     kept=kept, budget_mb=transcripts_mb, folder=str(out))
+                header = RunHeader(config=config, stored=stored, label=read_label(out),
+                                   seen=seen)
+                render_to(page, Page(header=header, summary=summary, figures=figures,
+                                     table=table, details=_chunks(held)))
             os.replace(tmp, path)
         except OSError as exc:
             raise InterplayError(f"{path}: cannot write it ({exc.strerror or exc})") from None

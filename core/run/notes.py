@@ -24,8 +24,13 @@ def private_notes(episode: Any) -> list[str]:
     """The private notes of an episode record's always_on wakes (none for any other
     episode)."""
     results = episode.get("results") if isinstance(episode, Mapping) else None
-    record = results.get("always_on") if isinstance(results, Mapping) else None
-    timeline = record.get("timeline") if isinstance(record, Mapping) else None
+    return wake_notes(results.get("always_on") if isinstance(results, Mapping) else None)
+
+
+def wake_notes(always_on: Any) -> list[str]:
+    """The private notes of an always_on record's wakes (``results["always_on"]``; none for
+    anything else)."""
+    timeline = always_on.get("timeline") if isinstance(always_on, Mapping) else None
     if not isinstance(timeline, list | tuple):
         return []
     return [note.strip() for e in timeline if isinstance(e, Mapping)

@@ -40,7 +40,14 @@ from interplay.log import get_logger
 from interplay.report.episodes import episode_view
 from interplay.report.figures import table_seats
 from interplay.report.label import read_label
-from interplay.report.page import render_figures, render_to, template
+from interplay.report.page import (
+    EpisodeTable,
+    Page,
+    RunHeader,
+    render_figures,
+    render_to,
+    template,
+)
 from interplay.run.results import SUMMARY_FILE
 from interplay.view.folder import Folder, Hub, card, differing, masked
 from interplay.view.runs import RunIndex, read_json, rows_query, run_state
@@ -157,7 +164,9 @@ def make_app(folder: Folder, hub: Hub, *, allowed_hosts: list[str] | None = None
     async def rows(request: Request) -> Response:
         index = await index_of(request)
         query = rows_query(request.query_params)
-        return _json(await asyncio.to_thread(index.rows_page, query))
+        page = await asyncio.to_thread(index.rows_page, query)
+        # Each row the list of its fields, as the page's script reads them.
+        return _json({**page, "rows": [list(r) for r in page["rows"]]})
 
     async def episode(request: Request) -> Response:
         index = await index_of(request)
@@ -182,7 +191,7 @@ def make_app(folder: Folder, hub: Hub, *, allowed_hosts: list[str] | None = None
             pos = index.position(**wanted)
 
         def section() -> str:
-            ep = index.record(pos)
+            ep = index.episode(pos)
             return template("episode.html.j2").render(ep=episode_view(pos, ep, index.judged))
 
         return _html(await asyncio.to_thread(section))
@@ -213,7 +222,7 @@ def make_app(folder: Folder, hub: Hub, *, allowed_hosts: list[str] | None = None
                      "reward": "" if outcome == "any" else outcome}))
                 if page["matched"]:
                     out.append({"key": run.key, "episodes": page["matched"],
-                                "rollouts": sorted(r[3] for r in page["rows"])})
+                                "rollouts": sorted(r.rollout for r in page["rows"])})
             return out
 
         return _json({"task": task, "outcome": outcome,
@@ -374,14 +383,19 @@ def _run_page(index: RunIndex, key: str) -> str:
             "table": {"rows": f"/api/rows?run={q}", "episode": f"/api/episode?run={q}",
                       "figures": f"/api/figures?run={q}",
                       "run": key}}
+    # The rows and the episodes' sections are fetched: the table says what they would offer.
+    table = EpisodeTable(rows=[], seats=table_seats(summary), stops=index.stop_names(),
+                         kept=0, budget_mb=0.0, folder=key,
+                         components=index.component_names(), errors=index.errors(),
+                         total=len(index.rows))
+    header = RunHeader(config=masked(index.config), stored=index.stored,
+                       label=read_label(index.folder))
     out = io.StringIO()
-    render_to(out, masked(index.config), summary, [], (), stops=index.stop_names(),
-              seats=table_seats(summary), figures=index.figures, kept=0, budget_mb=0.0,
-              folder=key, stored=index.stored, live=live, errors=index.errors(),
-              episodes_total=len(index.rows), label=read_label(index.folder),
-              components=index.component_names(),
-              # Charts take seconds on a large run: the page asks for them once shown.
-              drawn=index.charts(summary, draw=False) or [])
+    render_to(out, Page(header=header, summary=summary, figures=index.figures, table=table,
+                        live=live,
+                        # Charts take seconds on a large run: the page asks for them once
+                        # shown.
+                        drawn=index.charts(summary, draw=False) or []))
     return out.getvalue()
 
 

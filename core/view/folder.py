@@ -24,9 +24,9 @@ import attrs
 
 from interplay.log import get_logger
 from interplay.report.label import LABEL_FILE, read_label
-from interplay.report.plain import as_map, as_text
 from interplay.run.config import RESUME_IGNORED, flatten, without_credentials
 from interplay.run.results import CONFIG_FILE, EPISODES_FILE, RUNNING_FILE, SIDE_DIR, SUMMARY_FILE
+from interplay.values.plain import as_map, as_text
 from interplay.view.runs import RunIndex, State, mtime, read_json, run_state
 
 log = get_logger("interplay.view")

@@ -1,17 +1,20 @@
 """One results folder as ``interplay view`` reads it while a run may still be writing it:
 :class:`RunIndex` reads ``episodes.jsonl`` from where it last stopped (never the whole file
-again), keeping per episode its table row, its slim record (what the summary reads) and where
-its line is, so a page of rows, the summary and one episode are answered without reading the
-run again. :func:`run_state` tells a run in progress from one that stopped.
+again), keeping per episode its table row (:class:`~interplay.report.episodes.TableRow`), its
+slim record (what the summary reads) and where its line is, so a page of rows, the summary and
+one episode are answered without reading the run again. :func:`run_state` tells a run in
+progress from one that stopped.
 
-It reads through the report's own functions (:mod:`interplay.report`): a row here is the row
-of the static page, an episode's section its section. It writes nothing.
+It reads through the report's own functions (:mod:`interplay.report`), each episode read once
+into typed values (:func:`~interplay.run.recorded.read_episode`): a row here is the row of the
+static page, an episode's section its section. It writes nothing.
 """
 
 from __future__ import annotations
 
 import gc
 import math
+import operator
 import os
 import socket
 import threading
@@ -25,10 +28,10 @@ import attrs
 from interplay._plumbing import codec as _codec
 from interplay.errors import InterplayError
 from interplay.log import get_logger
-from interplay.report.episodes import seat_rewards, table_row
+from interplay.report.episodes import TableRow, table_row
 from interplay.report.figures import Figures, table_seats
 from interplay.report.page import pass_threshold, summary_is_current
-from interplay.report.plain import as_map, as_seq, as_text
+from interplay.run.recorded import RecordedEpisode, read_episode
 from interplay.run.results import (
     CONFIG_FILE,
     EPISODES_FILE,
@@ -41,6 +44,7 @@ from interplay.run.results import (
     whole_record,
 )
 from interplay.run.summary import summarize
+from interplay.values.plain import as_map, as_seq, as_text
 
 log = get_logger("interplay.view")
 
@@ -214,7 +218,7 @@ def rows_query(params: Mapping[str, str]) -> RowsQuery:
     return q
 
 
-def _texts(record: Mapping[str, Any]) -> str:
+def _texts(ep: RecordedEpisode) -> str:
     """The text a search reads of an episode: every message of every seat (its content, its
     tool calls' names and arguments) and the task's prompt, lower-cased."""
     parts: list[str] = []
@@ -226,14 +230,14 @@ def _texts(record: Mapping[str, Any]) -> str:
             for part in value:
                 content(as_map(part).get("text") if isinstance(part, Mapping) else part)
 
-    prompt = as_map(record.get("task")).get("prompt")
+    prompt = ep.task.get("prompt")
     if isinstance(prompt, list):
         for m in prompt:
             content(as_map(m).get("content"))
     else:
         content(prompt)
-    for trace in map(as_map, as_seq(record.get("traces"))):
-        for m in map(as_map, as_seq(trace.get("messages"))):
+    for trace in ep.traces:
+        for m in trace.messages:
             content(m.get("content"))
             for call in map(as_map, as_seq(m.get("tool_calls"))):
                 fn = as_map(call.get("function"))
@@ -294,7 +298,7 @@ class RunIndex:
         return again
 
     def _reset(self) -> None:
-        self.rows: list[list[Any]] = []
+        self.rows: list[TableRow] = []
         self.slims: list[dict[str, Any]] = []
         self.seats_of: list[dict[str, float | None]] = []
         #: (offset, length) of each row's line in episodes.jsonl.
@@ -398,7 +402,7 @@ class RunIndex:
         self._keep(parsed)
 
     def _parse(self, lines: bytes, base: int) -> list[tuple[int, int, dict[str, Any],
-                                                            dict[str, Any]]]:
+                                                            RecordedEpisode]]:
         parsed = []
         start = 0
         for raw in lines.splitlines(keepends=True):
@@ -418,38 +422,39 @@ class RunIndex:
                 # Its line is still a record: shown without what its side file held.
                 whole = dict(record)
                 self._bad(at, exc.message[:200])
-            parsed.append((at, len(raw), slim, whole))
+            parsed.append((at, len(raw), slim, read_episode(whole)))
         return parsed
 
-    def _keep(self, parsed: list[tuple[int, int, dict[str, Any], dict[str, Any]]]) -> None:
+    def _keep(self, parsed: list[tuple[int, int, dict[str, Any], RecordedEpisode]]) -> None:
         with self._lock:
-            for at, length, slim, whole in parsed:
+            for at, length, slim, ep in parsed:
                 pair = pair_of(slim)
                 pos = self.pairs.get(pair)
                 if pos is None:
                     pos = len(self.rows)
                     self.pairs[pair] = pos
-                    self.rows.append([])
-                    self.slims.append({})
-                    self.seats_of.append({})
-                    self.spots.append((0, 0))
+                    row = table_row(pos, ep, (), self.stops)
+                    self.rows.append(row)
+                    self.slims.append(slim)
+                    self.seats_of.append(ep.seat_rewards())
+                    self.spots.append((at, length))
                 else:
                     # A later line for the pair (an episode run again): the charts are made
                     # again, and searches read the pair again.
                     self._figures_stale = True
                     self._searches.clear()
-                    old = self.rows[pos][1]
+                    old = self.rows[pos].episode_id
                     if self.ids.get(old) == pos:
                         del self.ids[old]
-                self.rows[pos] = table_row(pos, whole, (), self.stops)
-                for name in self.rows[pos][13]:
+                    row = self.rows[pos] = table_row(pos, ep, (), self.stops)
+                    self.slims[pos] = slim
+                    self.seats_of[pos] = ep.seat_rewards()
+                    self.spots[pos] = (at, length)
+                for name in row.components:
                     self.components.setdefault(name)
-                self.slims[pos] = slim
-                self.seats_of[pos] = seat_rewards(whole)
-                self.spots[pos] = (at, length)
-                self.ids[as_text(self.rows[pos][1])] = pos
+                self.ids[row.episode_id] = pos
                 if not self._figures_stale:
-                    self.figures.add(whole)
+                    self.figures.add(ep)
             self.version += 1
 
     def _bad(self, offset: int, why: str) -> None:
@@ -476,6 +481,10 @@ class RunIndex:
             return whole_record(record, self.folder)
         except InterplayError:
             return dict(record)  # its side file is counted among the lines not read
+
+    def episode(self, pos: int) -> RecordedEpisode:
+        """The episode in row ``pos``, read from its whole record (:meth:`record`)."""
+        return read_episode(self.record(pos))
 
     def position(self, *, index: int | None = None, episode_id: str | None = None) -> int:
         with self._lock:
@@ -545,7 +554,7 @@ class RunIndex:
         figures = Figures()
         for pos in positions:
             try:
-                figures.add(self.record(pos))
+                figures.add(self.episode(pos))
             except InterplayError:
                 continue
         with self._lock:
@@ -554,7 +563,7 @@ class RunIndex:
 
     def errors(self) -> list[str]:
         with self._lock:
-            return sorted({r[6] for r in self.rows if r[6]})
+            return sorted({r.error_type for r in self.rows if r.error_type})
 
     def component_names(self) -> list[str]:
         with self._lock:
@@ -565,10 +574,11 @@ class RunIndex:
             return list(self.stops)
 
     def rows_page(self, q: RowsQuery) -> dict[str, Any]:
-        """A page of the table for ``q``: the rows (as the static page holds them, with the
-        seats' columns of the run's summary), how many match, how many there are, whether
-        that is the whole of the episodes file (``complete``: false while a large run is
-        still being read, its counts so far), and the names the rows' indices stand for."""
+        """A page of the table for ``q``: the rows (:class:`TableRow`, as the static page holds
+        them, with the seats' columns of the run's summary), how many match, how many there
+        are, whether that is the whole of the episodes file (``complete``: false while a large
+        run is still being read, its counts so far), and the names the rows' indices stand
+        for."""
         seats = self.seats()
         with self._lock:
             complete = self.caught_up
@@ -579,13 +589,13 @@ class RunIndex:
         found = self._search(q.text) if q.text else None
         t = self.threshold
 
-        def keep(row: list[Any]) -> bool:
-            reward, error = row[4], row[6]
-            if found is not None and row[0] not in found:
+        def keep(row: TableRow) -> bool:
+            reward, error = row.reward, row.error_type
+            if found is not None and row.index not in found:
                 return False
-            if q.task is not None and row[2] != q.task:
+            if q.task is not None and row.task != q.task:
                 return False
-            if q.rollout is not None and row[3] != q.rollout:
+            if q.rollout is not None and row.rollout != q.rollout:
                 return False
             if q.reward == "pass" and not (reward is not None and reward >= t):
                 return False
@@ -604,33 +614,31 @@ class RunIndex:
             if q.error not in ("", "__none", "__any") and error != q.error:
                 return False
             if q.component:
-                value = row[13].get(q.component)
+                value = row.components.get(q.component)
                 if q.outcome == "none" and value is not None:
                     return False
                 if q.outcome == "pass" and not (value is not None and value >= t):
                     return False
                 if q.outcome == "fail" and not (value is not None and value < t):
                     return False
-            return not q.stop or q.stop in [stops[i] for i in row[8]]
+            return not q.stop or q.stop in [stops[i] for i in row.stops]
 
         matched = [r for r in rows if keep(r)]
         key = _sort_key(q.sort, stops)
         present = [r for r in matched if key(r) is not None]
         absent = [r for r in matched if key(r) is None]
-        present.sort(key=lambda r: (key(r), r[2], r[3]), reverse=q.desc)
-        absent.sort(key=lambda r: (r[2], r[3]))
+        present.sort(key=lambda r: (key(r), r.task, r.rollout), reverse=q.desc)
+        absent.sort(key=lambda r: (r.task, r.rollout))
         ordered = present + absent
         window = ordered[q.offset:] if q.limit < 0 else ordered[q.offset:q.offset + q.limit]
         out = []
         for row in window:
-            row = list(row)
-            by_seat = seats_of[row[0]]
-            row[5] = [by_seat.get(s) for s in seats]
-            out.append(row)
+            by_seat = seats_of[row.index]
+            out.append(row._replace(seat_rewards=[by_seat.get(s) for s in seats]))
         return {"total": len(rows), "matched": len(matched), "complete": complete,
                 "offset": q.offset,
                 "rows": out, "stops": stops, "seats": seats, "components": components,
-                "errors": sorted({r[6] for r in rows if r[6]})}
+                "errors": sorted({r.error_type for r in rows if r.error_type})}
 
     def _search(self, text: str) -> set[int]:
         """The rows whose messages hold ``text`` (case aside). Each search's answer is kept and
@@ -663,7 +671,7 @@ class RunIndex:
                     record = whole_record(_codec.loads(raw), self.folder)
                 except (ValueError, InterplayError):
                     continue
-                if needle in _texts(record):
+                if needle in _texts(read_episode(record)):
                     found.add(pos)
         with self._lock:
             self._searches[needle] = (count, found)
@@ -672,17 +680,15 @@ class RunIndex:
         return found
 
 
-def _sort_key(name: str, stops: Sequence[str]) -> Callable[[list[Any]], Any]:
-    column = {"task": 2, "rollout": 3, "reward": 4, "turns": 9, "calls": 10, "wall_s": 11}
-    if name in column:
-        i = column[name]
-        return lambda r: r[i]
+def _sort_key(name: str, stops: Sequence[str]) -> Callable[[TableRow], Any]:
+    if name in ("task", "rollout", "reward", "turns", "calls", "wall_s"):
+        return operator.attrgetter(name)
     if name == "error":
-        return lambda r: r[6] or None
+        return lambda r: r.error_type or None
     if name.startswith("c:"):
         component = name[2:]
-        return lambda r: r[13].get(component)
-    return lambda r: ", ".join(stops[i] for i in r[8]) or None
+        return lambda r: r.components.get(component)
+    return lambda r: ", ".join(stops[i] for i in r.stops) or None
 
 
 def _expected(config: Mapping[str, Any]) -> int | None:
