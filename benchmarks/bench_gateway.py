@@ -59,12 +59,13 @@ async def session_tools() -> tuple[Any, Any]:
     ``get_time``; its SegmentContext (and what to close)."""
     import random
 
-    from interplay import Clock, Task
+    from interplay import Task
     from interplay.builtin_envs.shop import shop_tools
     from interplay.builtin_harnesses.chat import NullHarness
     from interplay.config.endpoint import Endpoint
     from interplay.model.client import Models
     from interplay.run import Agent
+    from interplay.values import Clock
     from interplay.world.world import World
 
     world = World(clock=Clock(1_748_844_000.0, rate=0.0), timezone="Europe/Berlin",

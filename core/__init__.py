@@ -3,19 +3,22 @@ and simulated worlds.
 
 This module is the public API a plugin (a harness, a user sim, a step, a verifier, an env, a
 sandbox, an export format) is written against: the contracts, what they are handed (the
-contexts: ``EpisodeContext``, ``SegmentContext``, ``SeatAgent``, ``ChatSession``,
-``SegmentClient``, protocols the run implements and a plugin annotates with), the records they
-speak in, tools, the error type and the error types a record names, logging and loading an
-env. The rest of the public API is in the subpackages, each re-exporting what it holds
-(docs/api.md lists every name):
+contexts: ``EpisodeContext``, ``SegmentContext``, ``SeatAgent``, ``ChatSession``, protocols the
+run implements and a plugin annotates with), the records they speak in, tools, the error type
+and the error types a record names, logging and loading an env, and the builtins a plugin
+builds on: the program harness base (``ProgramHarness``, ``ProgramConfig``, ``Turn``,
+``Launch``, ``Ran``, ``Heard``, ``ProgramState``), the relay step (``Relay``, ``RelayConfig``),
+the LLM-played user sim (``LlmUserSim``, ``LlmUserConfig``, ``reply_target_of``,
+``fill_placeholders``) and the rubric judge (``Rubric``, ``RubricConfig``, ``Criterion``,
+``always_on_seats``). The rest of the public API is in the subpackages, each re-exporting what
+it holds (docs/api.md lists every name):
 
 - :mod:`interplay.contracts`: the contracts' other values (a user sim's reads and lines, a
-  sandbox's plan, needs and mounts);
-- :mod:`interplay.values`: the rest of the records, JSON, tools' outcomes and tasksets;
+  sandbox's plan, needs, mounts and results, the model client a segment is handed, an env's
+  run options, the per-episode store);
+- :mod:`interplay.values`: the rest of the records, JSON, tools' outcomes, tasksets and the
+  virtual clock;
 - :mod:`interplay.processes`: programs started so that they end with the run;
-- :mod:`interplay.builtin_harnesses`, :mod:`interplay.builtin_envs`,
-  :mod:`interplay.builtin_verifiers`: the builtins a plugin builds on (the program harness
-  base, the relay step and the LLM-played user sim, the rubric judge);
 - :mod:`interplay.model`: the wire helpers, the retry policy and the embedded model's
   tokenizer; :mod:`interplay.world`: the always_on world's apps and schedules;
   :mod:`interplay.run`: agents, episodes and rollouts for a trainer; :mod:`interplay.plugins`
@@ -34,6 +37,23 @@ Importing the package has no side effects: plugins load lazily, once, on the fir
 from __future__ import annotations
 
 from interplay._version import __version__
+from interplay.builtin_envs.llm_user import (
+    LlmUserConfig,
+    LlmUserSim,
+    fill_placeholders,
+    reply_target_of,
+)
+from interplay.builtin_envs.steps import Relay, RelayConfig
+from interplay.builtin_harnesses.program import (
+    Heard,
+    Launch,
+    ProgramConfig,
+    ProgramHarness,
+    ProgramState,
+    Ran,
+    Turn,
+)
+from interplay.builtin_verifiers.rubric import Criterion, Rubric, RubricConfig, always_on_seats
 from interplay.config.endpoint import Endpoint
 from interplay.contracts.contexts import (
     ChatSession,
@@ -41,13 +61,12 @@ from interplay.contracts.contexts import (
     Reply,
     SeatAgent,
     SeatSpec,
-    SegmentClient,
     SegmentContext,
 )
-from interplay.contracts.env import Env, EnvOptions
+from interplay.contracts.env import Env
 from interplay.contracts.exporter import ExportFormat, Written
-from interplay.contracts.harness import Harness, NoConfig, Segment, text_prompt
-from interplay.contracts.sandbox import ExecResult, Sandbox, SandboxError
+from interplay.contracts.harness import Harness, NoConfig, Segment
+from interplay.contracts.sandbox import Sandbox, SandboxError
 from interplay.contracts.scenario import ScenarioKind
 from interplay.contracts.step import Step
 from interplay.contracts.usersim import Answer, Opening, Person, UserSim, UserSimError
@@ -56,19 +75,16 @@ from interplay.errors import ErrorType, InterplayError
 from interplay.log import get_logger
 from interplay.plugins.hookspecs import Register, hookimpl
 from interplay.run.loader import load_env, lookup
-from interplay.values.clock import Clock
 from interplay.values.records import (
     Episode,
     Message,
     ModelCall,
-    Repo,
     Reward,
     Task,
     Tokens,
     ToolCall,
     ToolRun,
     Trace,
-    Usage,
     Workspace,
 )
 from interplay.values.tools import Tool, tool
@@ -76,33 +92,41 @@ from interplay.values.tools import Tool, tool
 __all__ = [
     "Answer",
     "ChatSession",
-    "Clock",
+    "Criterion",
     "Endpoint",
     "Env",
-    "EnvOptions",
     "Episode",
     "EpisodeContext",
     "ErrorType",
-    "ExecResult",
     "ExportFormat",
     "Harness",
+    "Heard",
     "InterplayError",
+    "Launch",
+    "LlmUserConfig",
+    "LlmUserSim",
     "Message",
     "ModelCall",
     "NoConfig",
     "Opening",
     "Person",
+    "ProgramConfig",
+    "ProgramHarness",
+    "ProgramState",
+    "Ran",
     "Register",
+    "Relay",
+    "RelayConfig",
     "Reply",
-    "Repo",
     "Reward",
+    "Rubric",
+    "RubricConfig",
     "Sandbox",
     "SandboxError",
     "ScenarioKind",
     "SeatAgent",
     "SeatSpec",
     "Segment",
-    "SegmentClient",
     "SegmentContext",
     "Step",
     "Task",
@@ -111,17 +135,19 @@ __all__ = [
     "ToolCall",
     "ToolRun",
     "Trace",
-    "Usage",
+    "Turn",
     "UserSim",
     "UserSimError",
     "Verifier",
     "Workspace",
     "Written",
     "__version__",
+    "always_on_seats",
+    "fill_placeholders",
     "get_logger",
     "hookimpl",
     "load_env",
     "lookup",
-    "text_prompt",
+    "reply_target_of",
     "tool",
 ]

@@ -159,8 +159,7 @@ async def test_a_reads_turn_is_as_the_docs_say_in_the_relay(register_plugin: Any
 
 
 def test_a_rubric_with_fixed_criteria_refuses_others() -> None:
-    from interplay import InterplayError
-    from interplay.builtin_verifiers import Criterion
+    from interplay import Criterion, InterplayError
 
     text = (DOCS / "plugins.md").read_text().split("<!-- fixed-criteria-example -->", 1)[1]
     block = re.search(r"```python\n(.*?)```", text, re.S).group(1)  # type: ignore[union-attr]

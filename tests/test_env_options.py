@@ -1,5 +1,5 @@
-"""What every env takes from the run beside its own settings (interplay.EnvOptions): the user
-sim of any env with a user (the relay's, always_on's) and verifiers beside or instead of the
+"""What every env takes from the run beside its own settings (interplay.contracts.EnvOptions): the
+user sim of any env with a user (the relay's, always_on's) and verifiers beside or instead of the
 env's own; the refusals in one line; `interplay describe run` and its flags."""
 
 from __future__ import annotations

@@ -278,7 +278,7 @@ def test_the_docs_task_table_names_every_task_field() -> None:
 
 
 def test_the_docs_rubric_with_its_own_criteria_needs_none_in_the_env() -> None:
-    from interplay.builtin_verifiers import Criterion
+    from interplay import Criterion
     from interplay.plugins import is_kind
 
     namespace: dict[str, Any] = {}
@@ -287,7 +287,7 @@ def test_the_docs_rubric_with_its_own_criteria_needs_none_in_the_env() -> None:
     judge = namespace["PolitenessRubric"]()
     assert is_kind(judge, "verifiers", "rubric")
     assert [c.name for c in judge.config.criteria] == ["polite", "resolved"]
-    from interplay.builtin_envs import Relay
+    from interplay import Relay
 
     assert judge.check([Relay()]) == []
     other = namespace["PolitenessRubric"]({"criteria": [{"name": "brief", "description": "b"}]})

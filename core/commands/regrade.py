@@ -138,9 +138,10 @@ def prepare(source: str | Path, output: str | Path | None, overrides: Sequence[s
     """Check the source folder and the settings, load the env with the verifiers to use, and
     make the new results folder with its config.json. Nothing is scored yet.
 
-    The verifiers follow the rule ``interplay eval`` follows (:class:`interplay.EnvOptions`):
-    the env's own, and beside them those ``env.verifiers`` names; with ``env.own_verifiers =
-    false`` only those. The source's own ``env.verifiers`` are kept unless given again."""
+    The verifiers follow the rule ``interplay eval`` follows
+    (:class:`interplay.contracts.EnvOptions`): the env's own, and beside them those
+    ``env.verifiers`` names; with ``env.own_verifiers = false`` only those. The source's own
+    ``env.verifiers`` are kept unless given again."""
     src = Path(source)
     stored = _read_config(src)
     data = config_mod.apply_overrides(stored["config"], _checked_overrides(overrides))

@@ -10,9 +10,12 @@ from typing import TYPE_CHECKING
 from interplay._plumbing.facade import lazy_names
 
 if TYPE_CHECKING:
-    from interplay.contracts.contexts import EpisodeStore
+    from interplay.contracts.contexts import EpisodeStore, SegmentClient
+    from interplay.contracts.env import EnvOptions
+    from interplay.contracts.harness import text_prompt
     from interplay.contracts.sandbox import (
         BoundedOutput,
+        ExecResult,
         Mount,
         NotReachable,
         SandboxNeeds,
@@ -31,7 +34,9 @@ if TYPE_CHECKING:
 
 _NAMES = {
     "BoundedOutput": "interplay.contracts.sandbox:BoundedOutput",
+    "EnvOptions": "interplay.contracts.env:EnvOptions",
     "EpisodeStore": "interplay.contracts.contexts:EpisodeStore",
+    "ExecResult": "interplay.contracts.sandbox:ExecResult",
     "Mount": "interplay.contracts.sandbox:Mount",
     "NotReachable": "interplay.contracts.sandbox:NotReachable",
     "PhoneNote": "interplay.contracts.usersim:PhoneNote",
@@ -39,15 +44,19 @@ _NAMES = {
     "ReadMessage": "interplay.contracts.usersim:ReadMessage",
     "SandboxNeeds": "interplay.contracts.sandbox:SandboxNeeds",
     "SandboxPlan": "interplay.contracts.sandbox:SandboxPlan",
+    "SegmentClient": "interplay.contracts.contexts:SegmentClient",
     "SentLine": "interplay.contracts.usersim:SentLine",
     "answer_or_error": "interplay.contracts.usersim:answer_or_error",
     "chosen_user_sim": "interplay.contracts.usersim:chosen_user_sim",
     "generate_tasks": "interplay.contracts.scenario:generate_tasks",
     "set_up_user_sim": "interplay.contracts.usersim:set_up",
+    "text_prompt": "interplay.contracts.harness:text_prompt",
 }
 __all__ = [
     "BoundedOutput",
+    "EnvOptions",
     "EpisodeStore",
+    "ExecResult",
     "Mount",
     "NotReachable",
     "PhoneNote",
@@ -55,10 +64,12 @@ __all__ = [
     "ReadMessage",
     "SandboxNeeds",
     "SandboxPlan",
+    "SegmentClient",
     "SentLine",
     "answer_or_error",
     "chosen_user_sim",
     "generate_tasks",
     "set_up_user_sim",
+    "text_prompt",
 ]
 __getattr__, __dir__ = lazy_names(__name__, _NAMES)

@@ -357,8 +357,9 @@ class _Register:
             if taken:
                 raise InterplayError(
                     f"{package}: {obj.__qualname__}.Config has the setting {taken[0]}, which "
-                    f"every env takes from the run (env.{taken[0]}: interplay.EnvOptions); "
-                    f"rename it", site=config.field_site(config_cls, taken[0]))
+                    f"every env takes from the run (env.{taken[0]}: "
+                    f"interplay.contracts.EnvOptions); rename it",
+                    site=config.field_site(config_cls, taken[0]))
         problems = default_sites(config_cls, f"{obj.__qualname__}.Config")
         if problems:
             # Reported where the default is written, not at this register() call.

@@ -45,8 +45,7 @@ if TYPE_CHECKING:
 PUBLIC_API = frozenset({
     "interplay", "interplay.testing", "interplay.contracts", "interplay.values",
     "interplay.processes", "interplay.run", "interplay.model", "interplay.world",
-    "interplay.plugins", "interplay.config", "interplay.builtin_harnesses",
-    "interplay.builtin_envs", "interplay.builtin_verifiers"})
+    "interplay.plugins", "interplay.config"})
 """The modules a plugin imports from (the public API): the root, the subpackages that re-export
 what they hold, and this test kit. Every other module of interplay is the implementation."""
 

@@ -9,11 +9,14 @@ from typing import TYPE_CHECKING
 from interplay._plumbing.facade import lazy_names
 
 if TYPE_CHECKING:
+    from interplay.values.clock import Clock
     from interplay.values.records import (
         CommandRecord,
         EpisodeInfo,
         FileChange,
+        Repo,
         SandboxRecord,
+        Usage,
         WorkspaceChanges,
         from_json,
         to_json,
@@ -24,12 +27,15 @@ if TYPE_CHECKING:
 
 _NAMES = {
     "CallOutcome": "interplay.values.tools:CallOutcome",
+    "Clock": "interplay.values.clock:Clock",
     "CommandRecord": "interplay.values.records:CommandRecord",
     "DatasetTaskset": "interplay.values.taskset:DatasetTaskset",
     "EpisodeInfo": "interplay.values.records:EpisodeInfo",
     "FileChange": "interplay.values.records:FileChange",
+    "Repo": "interplay.values.records:Repo",
     "SandboxRecord": "interplay.values.records:SandboxRecord",
     "TasksetSource": "interplay.values.taskset:TasksetSource",
+    "Usage": "interplay.values.records:Usage",
     "WorkspaceChanges": "interplay.values.records:WorkspaceChanges",
     "from_json": "interplay.values.records:from_json",
     "load_jsonl": "interplay.values.taskset:load_jsonl",
@@ -39,12 +45,15 @@ _NAMES = {
 }
 __all__ = [
     "CallOutcome",
+    "Clock",
     "CommandRecord",
     "DatasetTaskset",
     "EpisodeInfo",
     "FileChange",
+    "Repo",
     "SandboxRecord",
     "TasksetSource",
+    "Usage",
     "WorkspaceChanges",
     "from_json",
     "load_jsonl",

@@ -20,8 +20,17 @@ from typing import Any, ClassVar
 
 import attrs
 
-from interplay import Episode, EpisodeContext, Reward, Step, get_logger
-from interplay.builtin_verifiers import Criterion, Rubric, RubricConfig, always_on_seats
+from interplay import (
+    Criterion,
+    Episode,
+    EpisodeContext,
+    Reward,
+    Rubric,
+    RubricConfig,
+    Step,
+    always_on_seats,
+    get_logger,
+)
 from interplay_always_on_verifier import measures, summary
 
 log = get_logger("interplay.verifiers.always_on_agent")

@@ -12,8 +12,7 @@ from typing import Any
 import pytest
 from aov_week import CRITERIA, SENTINEL, Week, judge_prompt, verifier_row
 
-from interplay import Env, InterplayError, load_env, lookup
-from interplay.builtin_verifiers import Rubric
+from interplay import Env, InterplayError, Rubric, load_env, lookup
 from interplay.plugins import describe_kinds, is_kind
 from interplay.run import env_from_toml
 from interplay.testing import isolated_plugins, run_scripted

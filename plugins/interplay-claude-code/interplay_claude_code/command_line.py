@@ -24,7 +24,7 @@ from collections.abc import Mapping
 
 import attrs
 
-from interplay.builtin_harnesses import ProgramConfig
+from interplay import ProgramConfig
 from interplay.processes import find_program
 
 #: The Claude Code CLI version this harness is tested against.

@@ -10,7 +10,7 @@ server, the run's tool gateway, named ``interplay`` (the model sees them as
 harness records it, under the model's own call id.
 
 Where it runs, how long, what it leaves and how a segment ends are the kernel's program
-harness base (``interplay.builtin_harnesses.ProgramHarness``): on this machine in a config home and
+harness base (``interplay.ProgramHarness``): on this machine in a config home and
 workdir of the trace's own (its own tools off unless named), or inside the episode's sandbox (this
 machine's ``claude`` binary brought in read-only; its Bash, Read, Edit, Write, Glob and Grep
 on, working on the task's workspace). This module holds what is Claude Code's own: its command
@@ -25,8 +25,7 @@ import uuid
 from collections.abc import Sequence
 from typing import ClassVar
 
-from interplay import ErrorType, Message, ToolRun
-from interplay.builtin_harnesses import Heard, Launch, ProgramHarness, Ran, Turn
+from interplay import ErrorType, Heard, Launch, Message, ProgramHarness, Ran, ToolRun, Turn
 from interplay_claude_code import command_line as cl
 from interplay_claude_code.command_line import ClaudeCodeConfig
 from interplay_claude_code.events import ClaudeRun, duration_s, last_line, read_events

@@ -19,7 +19,7 @@ from typing import Literal
 
 import attrs
 
-from interplay.builtin_harnesses import ProgramConfig
+from interplay import ProgramConfig
 from interplay.processes import find_program, owner_tag
 
 #: The codex CLI version this harness is tested against.

@@ -10,7 +10,7 @@ resume (no file is written: :mod:`~interplay_codex.command_line`); each call cod
 one runs in-process and is recorded as the ``chat`` harness records it.
 
 Where it runs, how long, what it leaves and how a segment ends are the kernel's program
-harness base (``interplay.builtin_harnesses.ProgramHarness``): on this machine in a CODEX_HOME and
+harness base (``interplay.ProgramHarness``): on this machine in a CODEX_HOME and
 workdir of the trace's own, or inside the episode's sandbox (the native binary of this machine's npm
 install brought in read-only, codex's own sandbox off there: the container is the sandbox).
 This module holds what is codex's own: its command line, what its ``--json`` events say
@@ -26,8 +26,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import ClassVar
 
-from interplay import Message, ModelCall, SegmentContext
-from interplay.builtin_harnesses import Heard, Launch, ProgramHarness, Ran, Turn
+from interplay import Heard, Launch, Message, ModelCall, ProgramHarness, Ran, SegmentContext, Turn
 from interplay.contracts import Mount
 from interplay.model import request_tool_names
 from interplay_codex import command_line as cl

@@ -465,8 +465,9 @@ async def main():
 
 resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
 if loop_name == "uvloop":
-    from interplay._plumbing import aio as _aio
-    _aio.run(main())
+    import uvloop
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(main())
 else:
     asyncio.run(main())
 """

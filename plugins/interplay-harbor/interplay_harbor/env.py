@@ -29,8 +29,17 @@ from typing import Any, ClassVar
 
 import attrs
 
-from interplay import Env, EpisodeContext, InterplayError, SeatSpec, Step, Task, Verifier
-from interplay.builtin_envs import Relay, RelayConfig
+from interplay import (
+    Env,
+    EpisodeContext,
+    InterplayError,
+    Relay,
+    RelayConfig,
+    SeatSpec,
+    Step,
+    Task,
+    Verifier,
+)
 from interplay_harbor.tasks import HarborTask, read_tasks
 
 #: The key of ``ctx.results`` (and of ``task.info``) this env writes.

@@ -30,8 +30,7 @@ from typing import Any
 import attrs
 import yaml
 
-from interplay import InterplayError
-from interplay.builtin_harnesses import ProgramConfig
+from interplay import InterplayError, ProgramConfig
 
 #: The mini-swe-agent version this harness is tested against (its trajectory format and exit
 #: statuses are read as this version writes them).

@@ -21,7 +21,7 @@ the harness's own record (``trace.info.mini_swe_agent``, one per segment); its s
 limits end a segment as ``max_turns`` and ``max_cost``, its own time limit as a ``timeout``
 naming ``harness_config.wall_time_limit_s``. Where it runs, its time limit
 (``timeout_s``), what it leaves and the rest of a segment's course are the kernel's program
-harness base (``interplay.builtin_harnesses.ProgramHarness``).
+harness base (``interplay.ProgramHarness``).
 """
 
 from __future__ import annotations
@@ -37,16 +37,21 @@ from typing import Any, ClassVar
 
 from interplay import (
     ErrorType,
+    Heard,
     InterplayError,
+    Launch,
     Message,
     ModelCall,
+    ProgramHarness,
+    ProgramState,
+    Ran,
     Segment,
     SegmentContext,
     Task,
     ToolRun,
+    Turn,
     get_logger,
 )
-from interplay.builtin_harnesses import Heard, Launch, ProgramHarness, ProgramState, Ran, Turn
 from interplay.contracts import SandboxNeeds
 from interplay_mini_swe_agent import command_line as cl
 from interplay_mini_swe_agent import trajectory as tj

@@ -19,8 +19,7 @@ from typing import Any, ClassVar
 
 import attrs
 
-from interplay import Answer, Person
-from interplay.builtin_envs import LlmUserSim
+from interplay import Answer, LlmUserSim, Person
 from interplay.contracts import Read
 from interplay_tau2 import domains
 

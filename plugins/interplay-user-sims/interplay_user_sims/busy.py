@@ -22,8 +22,7 @@ from typing import Any, ClassVar
 
 import attrs
 
-from interplay import Answer, EpisodeContext, InterplayError, Person
-from interplay.builtin_envs import LlmUserSim
+from interplay import Answer, EpisodeContext, InterplayError, LlmUserSim, Person
 from interplay.contracts import Read
 from interplay.world import parse_duration
 

@@ -26,8 +26,7 @@ from typing import Any, ClassVar
 
 import attrs
 
-from interplay import Answer, InterplayError, Person
-from interplay.builtin_envs import LlmUserSim, fill_placeholders, reply_target_of
+from interplay import Answer, InterplayError, LlmUserSim, Person, fill_placeholders, reply_target_of
 from interplay.contracts import Read
 
 TEMPLATE = (
