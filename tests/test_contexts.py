@@ -146,12 +146,12 @@ def test_the_check_finds_what_an_implementation_lacks() -> None:
 
 def test_the_public_names_are_the_protocols() -> None:
     """A plugin types against the contracts, never the run's classes."""
-    import interplay.contracts
+    from interplay.contracts import SegmentClient
 
     for name in ("EpisodeContext", "SegmentContext", "ChatSession", "SeatAgent"):
         assert getattr(interplay, name) is getattr(contexts, name)
         assert getattr(contexts, name)._is_protocol
-    assert interplay.contracts.SegmentClient is contexts.SegmentClient
+    assert SegmentClient is contexts.SegmentClient
     assert contexts.SegmentClient._is_protocol
     assert interplay.Reply is contexts.Reply and interplay.SeatSpec is contexts.SeatSpec
     assert interplay.run.Agent is Agent  # made by a script: the run's class

@@ -31,7 +31,7 @@ from typing import Any
 import attrs
 
 from interplay.run.notes import wake_notes
-from interplay.run.slim import finite_number
+from interplay.run.slim import counted_reward, finite_number
 from interplay.values.plain import as_map, as_seq, as_text
 
 #: Reward components an episode's :meth:`~RecordedEpisode.components` names at most (an env
@@ -190,7 +190,7 @@ class RecordedEpisode:
     def scored_reward(self) -> float | None:
         """The reward it counts with: None for an error episode whatever its record holds (a
         line written before that rule may carry one) and for an episode nothing scored."""
-        return None if self.is_error or self.reward is None else float(self.reward)
+        return counted_reward(self.error_type, self.reward)
 
     @property
     def calls(self) -> int:

@@ -222,5 +222,12 @@ def finite_number(value: Any) -> bool:
             and math.isfinite(value))
 
 
+def counted_reward(error_type: Any, reward: Any) -> float | None:
+    """The reward an episode counts with, the one rule the summary and the pages read: None
+    for an error episode whatever its line holds (a line written before this rule may carry
+    one) and for an episode nothing scored."""
+    return None if error_type or reward is None else float(reward)
+
+
 def _map(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}

@@ -33,6 +33,7 @@ from typing import Any
 
 from interplay.errors import ErrorType
 from interplay.run.results import finite_number, slim_record
+from interplay.run.slim import counted_reward
 
 
 def _comb(n: int, k: int) -> int:
@@ -73,8 +74,7 @@ def is_truncated(record: Mapping[str, Any]) -> bool:
 def scored_reward(record: Mapping[str, Any]) -> float | None:
     """The reward an episode counts with: None for an error episode whatever its line holds
     (a line written before this rule may carry one) and for an episode nothing scored."""
-    reward = record.get("reward")
-    return None if is_error(record) or reward is None else float(reward)
+    return counted_reward(record.get("error_type"), record.get("reward"))
 
 
 def summarize(records: Sequence[Mapping[str, Any]], *, pass_threshold: float = 1.0,
