@@ -161,7 +161,7 @@ class ProbePlugin:
     """A plugin written into ``folder`` as an installed distribution (a module and its
     ``dist-info`` with the entry point), found by a subprocess given :meth:`env`. Its env,
     :attr:`name`, is unique to the test: each container of its episodes carries the label
-    ``interplay.contracts.env=NAME``."""
+    ``interplay.env=NAME``."""
 
     def __init__(self, folder: Path) -> None:
         self.name = f"probe-{secrets.token_hex(4)}"
@@ -184,10 +184,10 @@ class ProbePlugin:
 
     def containers(self) -> list[dict[str, Any]]:
         """Its episodes' containers on the test daemon, running or not."""
-        return labelled("interplay.contracts.env", self.name)
+        return labelled("interplay.env", self.name)
 
     def remove_containers(self) -> None:
-        remove_labelled("interplay.contracts.env", self.name)
+        remove_labelled("interplay.env", self.name)
 
     def eval_argv(self, *args: str) -> list[str]:
         """``interplay eval NAME ARGS`` as the running interpreter starts it."""

@@ -6,7 +6,7 @@ daemon that is not there is one line when the run starts, and so is a configured
 does not exist, or a task's.
 
 What a run left is found by its env's name, unique to the test (each container carries it as
-the label ``interplay.contracts.env``) and a marker in its commands, never by anyone else's."""
+the label ``interplay.env``) and a marker in its commands, never by anyone else's."""
 
 from __future__ import annotations
 
