@@ -35,7 +35,7 @@ from interplay.contracts.step import Step  # noqa: E402
 from interplay.contracts.verifier import Verifier  # noqa: E402
 from interplay.plugins import host as plugins  # noqa: E402
 from interplay.run import config, results, runner  # noqa: E402
-from interplay.run.episode import EpisodeContext  # noqa: E402
+from interplay.run.episode import LiveEpisodeContext  # noqa: E402
 from interplay.run.executor import collector_tuned_for_runs  # noqa: E402
 from interplay.values.records import Episode, Reward, Task  # noqa: E402
 
@@ -49,7 +49,7 @@ class Rounds(Step):
 
     name = "bench_rounds"
 
-    async def run(self, ctx: EpisodeContext) -> None:
+    async def run(self, ctx: LiveEpisodeContext) -> None:
         async with ctx.agent("assistant").chat(ctx.task) as chat:
             for k in range(1, ROUNDS + 1):
                 reply = await chat.turn(f"ROUND {k}")
@@ -63,7 +63,7 @@ class Finished(Verifier):
 
     name = "bench_finished"
 
-    async def score(self, episode: Episode, ctx: EpisodeContext) -> Reward:
+    async def score(self, episode: Episode, ctx: LiveEpisodeContext) -> Reward:
         replies = [m.text for m in episode.trace("assistant").messages if m.role == "assistant"]
         return Reward(self.name, float(bool(replies) and replies[-1] == EXPECTED))
 

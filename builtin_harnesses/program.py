@@ -44,7 +44,7 @@ from interplay.contracts.harness import Harness, Segment, text_prompt
 from interplay.contracts.sandbox import BoundedOutput, Mount, Sandbox, SandboxNeeds
 from interplay.errors import ErrorType, InterplayError
 from interplay.log import get_logger
-from interplay.model.retries import Failure, Policy
+from interplay.model.retries import Failure, RetryPolicy
 from interplay.model.wire import assistant_message, request_messages
 from interplay.processes import (
     PROGRAM_VAR,
@@ -523,7 +523,7 @@ class ProgramHarness(Harness):
                 raise Failure(ErrorType.SPAWN_ERROR, f"the system could not start "
                               f"{self.title or self.name} ({refusal_reason(exc)})") from None
 
-        program = await Policy(turn.ctx.client.endpoint).run(
+        program = await RetryPolicy(turn.ctx.client.endpoint).run(
             attempt, event=f"{self.info_key}.start_retry")
         ran.exit_code, ran.timed_out, ran.strays = program.exit_code, program.timed_out, \
             program.strays

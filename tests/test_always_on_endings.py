@@ -317,7 +317,7 @@ async def test_the_same_seed_gives_the_same_timeline_byte_for_byte(
 async def test_a_cancelled_run_keeps_its_records(tmp_path: Path) -> None:
     import asyncio
 
-    from interplay.run.episode import EpisodeContext, RunResources
+    from interplay.run.episode import LiveEpisodeContext, RunResources
     from interplay.testing import ScriptedModel
 
     env = make_env(tmp_path, {"end": "P1D", "tasks": [{"prompt": "go"}]})
@@ -333,7 +333,7 @@ async def test_a_cancelled_run_keeps_its_records(tmp_path: Path) -> None:
 
     async with ScriptedModel(handler) as model:
         resources = RunResources(endpoint=model.endpoint)
-        ctx = EpisodeContext(env=env, task=task, info=support_info(), resources=resources)
+        ctx = LiveEpisodeContext(env=env, task=task, info=support_info(), resources=resources)
         try:
             steps = env.steps()
             await steps[0].run(ctx)

@@ -20,7 +20,7 @@ import pytest
 from interplay.contracts.env import Env, SeatSpec
 from interplay.contracts.step import Step
 from interplay.errors import InterplayError
-from interplay.run.episode import EpisodeContext
+from interplay.run.episode import LiveEpisodeContext
 from interplay.testing import (
     ScriptedReply,
     ScriptedRequest,
@@ -78,7 +78,7 @@ class CommandEnv(Env):
         class Program(Step):
             name = "program"
 
-            async def run(self, ctx: EpisodeContext) -> None:
+            async def run(self, ctx: LiveEpisodeContext) -> None:
                 await env.program(ctx)
 
         return [Program()]
@@ -91,7 +91,7 @@ def agent_script(tmp_path: Path) -> Path:
     return path
 
 
-async def one_call(ctx: EpisodeContext) -> None:
+async def one_call(ctx: LiveEpisodeContext) -> None:
     await ctx.agent("assistant").run(ctx.task)
 
 
@@ -139,7 +139,7 @@ async def test_a_program_reading_messages_takes_part_in_a_chat(
         agent_script: Path) -> None:
     replies: list[str] = []
 
-    async def program(ctx: EpisodeContext) -> None:
+    async def program(ctx: LiveEpisodeContext) -> None:
         agent = ctx.agent("assistant")
         assert agent.harness.can_resume()
         async with agent.chat(ctx.task) as chat:
@@ -159,7 +159,7 @@ async def test_a_program_reading_messages_takes_part_in_a_chat(
 @pytest.mark.slow
 async def test_a_text_only_program_cannot_continue_a_chat(
         agent_script: Path) -> None:
-    async def program(ctx: EpisodeContext) -> None:
+    async def program(ctx: LiveEpisodeContext) -> None:
         agent = ctx.agent("assistant")
         assert not agent.harness.can_resume()
         async with agent.chat(ctx.task) as chat:

@@ -17,8 +17,8 @@ from interplay.contracts import contexts
 from interplay.contracts.env import Env, SeatSpec
 from interplay.contracts.usersim import BusyPeriod, PersonSchedule
 from interplay.model.client import ModelClient
-from interplay.run.agent import Agent, ChatSession, SegmentClient, SegmentContext
-from interplay.run.episode import EpisodeContext, RunResources
+from interplay.run.agent import Agent, LiveChatSession, LiveSegmentContext, SegmentClient
+from interplay.run.episode import LiveEpisodeContext, RunResources
 from interplay.values.records import EpisodeInfo, Task
 from interplay.values.tools import Tool, tool
 from interplay.world import BusyBlock, Schedule
@@ -90,7 +90,7 @@ async def live() -> AsyncIterator[dict[str, Any]]:
     resources = RunResources(endpoint=Endpoint(base_url="http://127.0.0.1:9/v1", model="none"))
     env = OneSeat()
     task = Task(idx=0, prompt="hi")
-    episode = EpisodeContext(env=env, task=task, resources=resources,
+    episode = LiveEpisodeContext(env=env, task=task, resources=resources,
                              info=EpisodeInfo(episode_id="e1", env=env.name, task_idx=0))
     agent = episode.agent("assistant")
     session = agent.chat(task)
@@ -104,14 +104,14 @@ async def live() -> AsyncIterator[dict[str, Any]]:
 async def test_the_run_implements_every_context_a_plugin_is_handed(
         live: dict[str, Any]) -> None:
     session = live["session"]
-    assert isinstance(session, ChatSession) and isinstance(session.ctx, SegmentContext)
+    assert isinstance(session, LiveChatSession) and isinstance(session.ctx, LiveSegmentContext)
     assert isinstance(live["agent"], Agent)
     checks = {
-        "EpisodeContext": (live["episode"], contexts.EpisodeContext),
+        "LiveEpisodeContext": (live["episode"], contexts.EpisodeContext),
         "Resources": (live["resources"], contexts.Resources),
         "SeatAgent": (live["agent"], contexts.SeatAgent),
-        "ChatSession": (session, contexts.ChatSession),
-        "SegmentContext": (session.ctx, contexts.SegmentContext),
+        "LiveChatSession": (session, contexts.ChatSession),
+        "LiveSegmentContext": (session.ctx, contexts.SegmentContext),
         "SegmentClient": (session.ctx.client, contexts.SegmentClient),
         "ChatClient": (live["resources"].client(), contexts.ChatClient),
         "ModelRoute": (await session.ctx.route(), contexts.ModelRoute),

@@ -23,9 +23,9 @@ from interplay.contracts.usersim import Answer, Read, UserSim
 from interplay.contracts.verifier import Verifier
 from interplay.errors import InterplayError
 from interplay.model.client import ModelClient
-from interplay.run.agent import Agent, SegmentContext
+from interplay.run.agent import Agent, LiveSegmentContext
 from interplay.run.config import check_seats
-from interplay.run.episode import EpisodeContext, RunResources, run_episode
+from interplay.run.episode import LiveEpisodeContext, RunResources, run_episode
 from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
 from interplay.values.records import Message, Reward, Task
 from interplay.values.tools import Tool, tool
@@ -49,7 +49,7 @@ class StepsEnv(Env):
     }
 
     def __init__(self, steps: list[Step], verifiers: list[Verifier] | None = None,
-                 tools: Callable[[EpisodeContext], list[Tool]] | None = None) -> None:
+                 tools: Callable[[LiveEpisodeContext], list[Tool]] | None = None) -> None:
         super().__init__()
         self._steps, self._verifiers, self._tools = steps, verifiers or [], tools
 
@@ -62,7 +62,7 @@ class StepsEnv(Env):
     def verifiers(self) -> list[Verifier]:
         return self._verifiers
 
-    def tools(self, seat: str, ctx: EpisodeContext) -> list[Tool]:
+    def tools(self, seat: str, ctx: LiveEpisodeContext) -> list[Tool]:
         return self._tools(ctx) if self._tools and seat == "assistant" else []
 
 
@@ -71,7 +71,7 @@ class FnStep(Step):
 
     name = "fn"
 
-    def __init__(self, fn: Callable[[EpisodeContext], Any], seats: set[str] | None = None):
+    def __init__(self, fn: Callable[[LiveEpisodeContext], Any], seats: set[str] | None = None):
         super().__init__()
         self.fn = fn
         self._seats = seats or {"assistant"}
@@ -79,7 +79,7 @@ class FnStep(Step):
     def seats(self) -> set[str]:
         return self._seats
 
-    async def run(self, ctx: EpisodeContext) -> None:
+    async def run(self, ctx: LiveEpisodeContext) -> None:
         await self.fn(ctx)
 
 
@@ -99,7 +99,7 @@ async def model_and_resources() -> AsyncIterator[Callable[..., Any]]:
         model.stop()
 
 
-async def run_steps(resources: RunResources, fn: Callable[[EpisodeContext], Any],
+async def run_steps(resources: RunResources, fn: Callable[[LiveEpisodeContext], Any],
                     task: Task, **kwargs: Any) -> Any:
     env = StepsEnv([FnStep(fn, kwargs.pop("seats", None))], **kwargs)
     return await run_episode(env, task, resources=resources, seed=7)
@@ -112,7 +112,7 @@ async def test_prompted_task_speaks_first(model_and_resources: Any) -> None:
     model, resources = model_and_resources(counting)
     replies: list[str] = []
 
-    async def program(ctx: EpisodeContext) -> None:
+    async def program(ctx: LiveEpisodeContext) -> None:
         async with ctx.agent("assistant").chat(ctx.task) as chat:
             replies.append((await chat.turn()).text)
             replies.append((await chat.turn("and again")).text)
@@ -133,7 +133,7 @@ async def test_promptless_task_is_opened_by_a_message(model_and_resources: Any) 
     model, resources = model_and_resources(counting)
     errors: list[str] = []
 
-    async def program(ctx: EpisodeContext) -> None:
+    async def program(ctx: LiveEpisodeContext) -> None:
         async with ctx.agent("assistant").chat(ctx.task) as chat:
             with pytest.raises(InterplayError, match="no prompt") as err:
                 await chat.turn()
@@ -150,7 +150,7 @@ async def test_masked_prompt_never_reaches_the_wire_but_scoring_sees_it(
         model_and_resources: Any) -> None:
     model, resources = model_and_resources(lambda r: ScriptedReply.text("the answer is 42"))
 
-    async def program(ctx: EpisodeContext) -> None:
+    async def program(ctx: LiveEpisodeContext) -> None:
         async with ctx.agent("assistant").chat(ctx.task, mask_prompt=True) as chat:
             with pytest.raises(InterplayError, match="masked"):
                 await chat.turn()
@@ -172,7 +172,7 @@ async def test_resume_keeps_supplied_system_messages(model_and_resources: Any) -
     model, resources = model_and_resources(counting)
     prompt = (Message("system", "task rule A"), Message("user", "start"))
 
-    async def program(ctx: EpisodeContext) -> None:
+    async def program(ctx: LiveEpisodeContext) -> None:
         async with ctx.agent("assistant").chat(ctx.task) as chat:
             await chat.turn()
             await chat.turn(Message("system", "a note from the operator"))
@@ -188,7 +188,7 @@ async def test_a_turns_context_is_what_is_sent_and_the_trace_keeps_everything(
         model_and_resources: Any) -> None:
     model, resources = model_and_resources(counting)
 
-    async def program(ctx: EpisodeContext) -> None:
+    async def program(ctx: LiveEpisodeContext) -> None:
         async with ctx.agent("assistant").chat(ctx.task) as chat:
             with pytest.raises(InterplayError, match="needs an opened chat"):
                 await chat.turn("first", context=[Message("user", "first")])
@@ -218,7 +218,7 @@ async def test_concurrent_turns_are_serialized(model_and_resources: Any) -> None
 
     model, resources = model_and_resources(slow)
 
-    async def program(ctx: EpisodeContext) -> None:
+    async def program(ctx: LiveEpisodeContext) -> None:
         async with ctx.agent("assistant").chat(ctx.task) as chat:
             await chat.turn()
             results = await asyncio.gather(chat.turn("a"), chat.turn("b"), chat.turn("c"))
@@ -236,7 +236,7 @@ async def test_turn_after_close_is_an_error(model_and_resources: Any) -> None:
     _, resources = model_and_resources(counting)
     sessions: list[Any] = []
 
-    async def program(ctx: EpisodeContext) -> None:
+    async def program(ctx: LiveEpisodeContext) -> None:
         async with ctx.agent("assistant").chat(ctx.task) as chat:
             await chat.turn()
             sessions.append(chat)
@@ -252,7 +252,7 @@ async def test_turn_after_close_is_an_error(model_and_resources: Any) -> None:
 async def test_one_shot_run_ends_agent_completed(model_and_resources: Any) -> None:
     _, resources = model_and_resources(counting)
 
-    async def program(ctx: EpisodeContext) -> None:
+    async def program(ctx: LiveEpisodeContext) -> None:
         trace = await ctx.agent("assistant").run(ctx.task)
         assert trace.messages[-1].text == "ok 1"
 
@@ -265,7 +265,7 @@ async def test_model_failure_sets_error_type_and_stops_the_chat(model_and_resour
     _, resources = model_and_resources(
         [ScriptedReply.text("fine"), ScriptedReply.fault(400)])
 
-    async def program(ctx: EpisodeContext) -> None:
+    async def program(ctx: LiveEpisodeContext) -> None:
         async with ctx.agent("assistant").chat(ctx.task) as chat:
             await chat.turn()
             reply = await chat.turn("next")
@@ -283,7 +283,7 @@ async def test_model_failure_sets_error_type_and_stops_the_chat(model_and_resour
 async def test_episode_keeps_every_trace_when_the_program_raises(model_and_resources: Any) -> None:
     _, resources = model_and_resources(counting)
 
-    async def program(ctx: EpisodeContext) -> None:
+    async def program(ctx: LiveEpisodeContext) -> None:
         user = ctx.agent("user").chat(Task(0, prompt="be the user"))
         await user.turn()
         async with ctx.agent("assistant").chat(ctx.task) as chat:
@@ -308,7 +308,7 @@ async def test_run_retries_but_chat_does_not(model_and_resources: Any) -> None:
         assistant={"retries": 1},
     )
 
-    async def program(ctx: EpisodeContext) -> None:
+    async def program(ctx: LiveEpisodeContext) -> None:
         trace = await ctx.agent("assistant").run(ctx.task)
         assert trace.info["attempts"] == 2
         assert trace.error_type is None
@@ -324,7 +324,7 @@ async def test_run_retries_but_chat_does_not(model_and_resources: Any) -> None:
 async def test_traces_are_stamped(model_and_resources: Any) -> None:
     _, resources = model_and_resources(counting)
 
-    async def program(ctx: EpisodeContext) -> None:
+    async def program(ctx: LiveEpisodeContext) -> None:
         await ctx.agent("assistant").run(ctx.task)
         await ctx.agent("user").run(ctx.task)
 
@@ -345,7 +345,7 @@ class FixedVerifier(Verifier):
         self.name = name  # type: ignore[misc]
         self.out = out
 
-    async def score(self, episode: Any, ctx: EpisodeContext) -> Any:
+    async def score(self, episode: Any, ctx: LiveEpisodeContext) -> Any:
         return self.out
 
 
@@ -360,7 +360,7 @@ async def test_a_verifier_returning_no_rewards_or_non_finite_ones_is_a_verifier_
         model_and_resources: Any, out: Any, why: str) -> None:
     _, resources = model_and_resources(counting)
 
-    async def program(ctx: EpisodeContext) -> None:
+    async def program(ctx: LiveEpisodeContext) -> None:
         await ctx.agent("assistant").run(ctx.task)
 
     ep = await run_steps(resources, program, Task(0, prompt="hi"),
@@ -377,7 +377,7 @@ async def test_a_verifier_returning_no_rewards_or_non_finite_ones_is_a_verifier_
 class RaisingVerifier(Verifier):
     name = "raising"
 
-    async def score(self, episode: Any, ctx: EpisodeContext) -> Any:
+    async def score(self, episode: Any, ctx: LiveEpisodeContext) -> Any:
         return json.loads("{not json")  # raises inside the standard library
 
 
@@ -385,7 +385,7 @@ async def test_a_verifier_that_raises_says_where_in_its_own_code(
         model_and_resources: Any) -> None:
     _, resources = model_and_resources(counting)
 
-    async def program(ctx: EpisodeContext) -> None:
+    async def program(ctx: LiveEpisodeContext) -> None:
         await ctx.agent("assistant").run(ctx.task)
 
     ep = await run_steps(resources, program, Task(0, prompt="hi"),
@@ -400,7 +400,7 @@ async def test_a_verifier_that_raises_says_where_in_its_own_code(
 async def test_a_step_that_raises_says_where(model_and_resources: Any) -> None:
     _, resources = model_and_resources(counting)
 
-    async def program(ctx: EpisodeContext) -> None:
+    async def program(ctx: LiveEpisodeContext) -> None:
         json.loads("{not json")
 
     ep = await run_steps(resources, program, Task(0, prompt="hi"))
@@ -425,7 +425,7 @@ async def test_an_env_whose_steps_cannot_be_built_is_an_episode_error(
 async def test_concurrent_route_callers_share_one_route(model_and_resources: Any) -> None:
     _, resources = model_and_resources(counting)
 
-    async def program(ctx: EpisodeContext) -> None:
+    async def program(ctx: LiveEpisodeContext) -> None:
         async with ctx.agent("assistant").chat(ctx.task) as chat:
             first, second = await asyncio.gather(chat.ctx.route(), chat.ctx.route())
             assert first is second
@@ -437,10 +437,10 @@ async def test_concurrent_route_callers_share_one_route(model_and_resources: Any
 
 async def test_a_cancelled_chat_is_not_an_env_error(model_and_resources: Any) -> None:
     _, resources = model_and_resources(counting)
-    seen: list[EpisodeContext] = []
+    seen: list[LiveEpisodeContext] = []
     entered = asyncio.Event()
 
-    async def program(ctx: EpisodeContext) -> None:
+    async def program(ctx: LiveEpisodeContext) -> None:
         seen.append(ctx)
         async with ctx.agent("assistant").chat(ctx.task) as chat:
             await chat.turn()
@@ -460,7 +460,7 @@ async def test_a_cancelled_chat_is_not_an_env_error(model_and_resources: Any) ->
 # -- the chat harness's tool loop --------------------------------------------------------------
 
 
-def shop_tools(ctx: EpisodeContext) -> list[Tool]:
+def shop_tools(ctx: LiveEpisodeContext) -> list[Tool]:
     ctx.results["orders"] = {"1042": "open"}
 
     @tool
@@ -490,7 +490,7 @@ async def test_tool_loop_runs_tools_and_survives_bad_calls(model_and_resources: 
         ScriptedReply.text("done: cancelled"),
     ])
 
-    async def program(ctx: EpisodeContext) -> None:
+    async def program(ctx: LiveEpisodeContext) -> None:
         async with ctx.agent("assistant").chat(ctx.task) as chat:
             reply = await chat.turn()
             assert reply.text == "done: cancelled"
@@ -515,7 +515,7 @@ async def test_tool_loop_stops_at_max_turns(model_and_resources: Any) -> None:
         lambda r: ScriptedReply.tool_call("cancel_order", {"order_id": "1042"}),
         assistant={"harness_config": {"max_turns": 3}})
 
-    async def program(ctx: EpisodeContext) -> None:
+    async def program(ctx: LiveEpisodeContext) -> None:
         async with ctx.agent("assistant").chat(ctx.task) as chat:
             reply = await chat.turn()
             assert reply.stopped and reply.stop_condition == "max_turns"
@@ -536,7 +536,7 @@ async def test_a_slow_sync_tool_times_out_without_blocking_the_others(
         await asyncio.sleep(0)
         return "quick done"
 
-    def tools(ctx: EpisodeContext) -> list[Tool]:
+    def tools(ctx: LiveEpisodeContext) -> list[Tool]:
         empty = {"type": "object", "properties": {}}
         return [Tool("blocking", "sync and slow", empty, blocking, timeout_s=0.05),
                 Tool("quick", "async and fast", empty, quick)]
@@ -546,7 +546,7 @@ async def test_a_slow_sync_tool_times_out_without_blocking_the_others(
         ScriptedReply.text("done"),
     ])
 
-    async def program(ctx: EpisodeContext) -> None:
+    async def program(ctx: LiveEpisodeContext) -> None:
         async with ctx.agent("assistant").chat(ctx.task) as chat:
             await chat.turn()
 
@@ -591,7 +591,7 @@ async def test_only_a_binding_failure_is_bad_arguments(model_and_resources: Any)
         ScriptedReply.text("done"),
     ])
 
-    async def program(ctx: EpisodeContext) -> None:
+    async def program(ctx: LiveEpisodeContext) -> None:
         async with ctx.agent("assistant").chat(ctx.task) as chat:
             await chat.turn()
 
@@ -627,7 +627,7 @@ async def test_arguments_are_checked_against_the_tools_schema_before_it_runs(
         ScriptedReply.text("done"),
     ])
 
-    async def program(ctx: EpisodeContext) -> None:
+    async def program(ctx: LiveEpisodeContext) -> None:
         async with ctx.agent("assistant").chat(ctx.task) as chat:
             await chat.turn()
 
@@ -830,7 +830,7 @@ async def test_unknown_user_sim_is_refused_at_load() -> None:
 class HangingHarness(Harness):
     name = "test_hanging"
 
-    async def launch(self, task: Task, ctx: SegmentContext) -> Segment:
+    async def launch(self, task: Task, ctx: LiveSegmentContext) -> Segment:
         await asyncio.sleep(60)
         return Segment()
 

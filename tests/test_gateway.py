@@ -24,7 +24,7 @@ from interplay.config.endpoint import Endpoint
 from interplay.gateway import ToolGateway, ToolRoute
 from interplay.model.client import Models
 from interplay.run import Agent
-from interplay.run.episode import EpisodeContext, RunResources
+from interplay.run.episode import LiveEpisodeContext, RunResources
 from interplay.testing import captured_log
 from interplay.values import EpisodeInfo
 
@@ -84,7 +84,7 @@ class TwoSeats(Env):
         super().__init__()
         self.calls = calls
 
-    def tools(self, seat: str, ctx: EpisodeContext) -> list[Tool]:
+    def tools(self, seat: str, ctx: LiveEpisodeContext) -> list[Tool]:
         return shop_tools(self.calls) if seat == "shop" else desk_tools()
 
 
@@ -97,7 +97,7 @@ class Seats:
                                                         model="none"))
         self.calls: list[str] = []
         env = TwoSeats(self.calls)
-        self.episode = EpisodeContext(env=env, task=Task(idx=0, prompt="hi"),
+        self.episode = LiveEpisodeContext(env=env, task=Task(idx=0, prompt="hi"),
                                       info=EpisodeInfo(episode_id="e1", env=env.name,
                                                        task_idx=0),
                                       resources=self.resources)

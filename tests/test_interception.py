@@ -23,7 +23,7 @@ from interplay.errors import InterplayError
 from interplay.interception import InterceptionServer, Limits
 from interplay.model import assistant_message, request_messages, request_tool_names
 from interplay.model.client import ModelClient, Models
-from interplay.run.episode import EpisodeContext, RunResources, run_episode
+from interplay.run.episode import LiveEpisodeContext, RunResources, run_episode
 from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest, captured_log
 from interplay.values.records import ModelCall, Task
 
@@ -520,7 +520,7 @@ class OneSeat(Env):
         class Run(Step):
             name = "run"
 
-            async def run(self, ctx: EpisodeContext) -> None:
+            async def run(self, ctx: LiveEpisodeContext) -> None:
                 await ctx.agent("assistant").run(ctx.task)
 
         return [Run()]

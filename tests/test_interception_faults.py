@@ -25,7 +25,7 @@ from interplay.contracts.verifier import Verifier
 from interplay.interception import InterceptionServer, Limits, TraceRoute
 from interplay.model.client import ModelClient
 from interplay.model.share import FairShare
-from interplay.run.episode import EpisodeContext
+from interplay.run.episode import LiveEpisodeContext
 from interplay.run.summary import remedy
 from interplay.testing import (
     ScriptedModel,
@@ -199,7 +199,7 @@ PROGRAM = textwrap.dedent("""
 class Scored(Verifier):
     name = "scored"
 
-    async def score(self, episode: Episode, ctx: EpisodeContext) -> Reward:
+    async def score(self, episode: Episode, ctx: LiveEpisodeContext) -> Reward:
         return Reward("scored", 0.0)
 
 
@@ -214,7 +214,7 @@ class ProgramEnv(Env):
         class Ask(Step):
             name = "ask"
 
-            async def run(self, ctx: EpisodeContext) -> None:
+            async def run(self, ctx: LiveEpisodeContext) -> None:
                 await ctx.agent("assistant").run(ctx.task)
 
         return [Ask()]

@@ -201,12 +201,12 @@ async def test_the_docs_rubric_example_subclasses_the_judge(tmp_path: Path) -> N
     verdicts = ['{"criteria": [{"name": "resolved", "score": 0.5, "reason": "half"}]}',
                 '{"criteria": [{"name": "resolved", "score": 0.9, "reason": "yes"}]}']
     from interplay.run import RunResources
-    from interplay.run.episode import EpisodeContext
+    from interplay.run.episode import LiveEpisodeContext
 
     for verdict, expected in zip(verdicts, (0.0, 0.9), strict=True):
         with ScriptedModel([verdict]) as model:
             resources = RunResources(endpoint=model.endpoint)
-            ctx = EpisodeContext(env=None, task=episode.task, info=info,  # type: ignore[arg-type]
+            ctx = LiveEpisodeContext(env=None, task=episode.task, info=info,  # type: ignore[arg-type]
                                  resources=resources)
             try:
                 reward = await judge.score(episode, ctx)

@@ -22,7 +22,7 @@ from interplay import log
 from interplay.builtin_envs.steps import Relay, RelayConfig
 from interplay.contracts.env import Env, SeatSpec
 from interplay.contracts.step import Step
-from interplay.run.episode import EpisodeContext, RunResources, run_episode
+from interplay.run.episode import LiveEpisodeContext, RunResources, run_episode
 from interplay.run.loader import env_from_toml
 from interplay.testing import (
     ScriptedModel,
@@ -55,7 +55,7 @@ class SentinelEnv(Env):
     def steps(self) -> list[Step]:
         return [Relay(RelayConfig(max_turns=3))]
 
-    def tools(self, seat: str, ctx: EpisodeContext) -> list[Tool]:
+    def tools(self, seat: str, ctx: LiveEpisodeContext) -> list[Tool]:
         @tool
         def lookup(query: str) -> str:
             """Look something up."""
@@ -355,7 +355,7 @@ async def test_a_failed_step_is_logged_with_the_episodes_error_type(
     class Fails(Step):
         name = "test_fails"
 
-        async def run(self, ctx: EpisodeContext) -> None:
+        async def run(self, ctx: LiveEpisodeContext) -> None:
             raise (ValueError if raised == "ValueError" else InterplayError)(SENTINELS["reply"])
 
     class FailingEnv(Env):

@@ -19,7 +19,7 @@ from interplay._plumbing.listener import AsgiServer
 from interplay.config.endpoint import Endpoint
 from interplay.errors import InterplayError
 from interplay.model.client import ModelClient, Models, encode_body
-from interplay.model.retries import Failure, Policy, parse_retry_after
+from interplay.model.retries import Failure, RetryPolicy, parse_retry_after
 from interplay.model.transport import redact_url
 from interplay.model.wire import assistant_message
 from interplay.testing import ScriptedModel, ScriptedReply
@@ -299,7 +299,7 @@ def test_redact_url_masks_credentials() -> None:
 
 
 def test_the_policy_waits_with_full_jitter_and_honours_retry_after_in_the_budget() -> None:
-    policy = Policy(Endpoint(base_url="http://127.0.0.1:9/v1", max_retries=3, retry_max_s=10.0,
+    policy = RetryPolicy(Endpoint(base_url="http://127.0.0.1:9/v1", max_retries=3, retry_max_s=10.0,
                              timeout_s=1.0))
     assert policy.delay(Failure("bad_request", "no", 400), 1, 0.0) is None
     assert policy.delay(Failure("server_error", "x", 500, retry_after=1.5), 1, 0.0) == 1.5
@@ -316,4 +316,4 @@ def test_the_policy_waits_with_full_jitter_and_honours_retry_after_in_the_budget
 def test_with_the_default_settings_a_hung_request_is_retried() -> None:
     ep = Endpoint(base_url="http://127.0.0.1:9/v1")
     # The first attempt hung for the whole timeout: a retry must still fit in the budget.
-    assert Policy(ep).delay(Failure("timeout", "timed out"), 1, ep.timeout_s) is not None
+    assert RetryPolicy(ep).delay(Failure("timeout", "timed out"), 1, ep.timeout_s) is not None

@@ -26,7 +26,7 @@ from interplay.config.endpoint import Endpoint
 from interplay.contracts.env import Env, SeatSpec
 from interplay.contracts.step import Step
 from interplay.run import config, executor, local, results, summary
-from interplay.run.episode import EpisodeContext, RunResources
+from interplay.run.episode import LiveEpisodeContext, RunResources
 from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest, survivors
 from interplay.values.records import Task
 
@@ -514,7 +514,7 @@ class PickStep(Step):
 
     name = "test_pick"
 
-    async def run(self, ctx: EpisodeContext) -> None:
+    async def run(self, ctx: LiveEpisodeContext) -> None:
         async with ctx.agent("assistant").chat(ctx.task) as chat:
             for _ in range(2):
                 await chat.turn(f"pick {ctx.rng.randint(0, 10**9)}")
@@ -523,7 +523,7 @@ class PickStep(Step):
 class FailingStep(Step):
     name = "test_failing"
 
-    async def run(self, ctx: EpisodeContext) -> None:
+    async def run(self, ctx: LiveEpisodeContext) -> None:
         await ctx.agent("assistant").run(attrs_evolve_prompt(ctx.task, "hello"))
         if ctx.task.idx == 1:
             raise ValueError("task 1 breaks the env")
@@ -545,7 +545,7 @@ class TwoSeatStep(Step):
     def seats(self) -> set[str]:
         return {"player0", "player1"}
 
-    async def run(self, ctx: EpisodeContext) -> None:
+    async def run(self, ctx: LiveEpisodeContext) -> None:
         cls = type(self)
         cls.live += 1
         cls.max_live = max(cls.max_live, cls.live)
@@ -566,7 +566,7 @@ class HeldStep(PickStep):
 
     name = "test_held"
 
-    async def run(self, ctx: EpisodeContext) -> None:
+    async def run(self, ctx: LiveEpisodeContext) -> None:
         await super().run(ctx)
         ctx.metrics["finished_alive"] = sum(ref() is not None for ref in FINISHED)
 
@@ -740,7 +740,7 @@ class BarrierStep(Step):
     arrived = 0
     all_in: asyncio.Event | None = None
 
-    async def run(self, ctx: EpisodeContext) -> None:
+    async def run(self, ctx: LiveEpisodeContext) -> None:
         cls = type(self)
         assert cls.all_in is not None
         cls.arrived += 1

@@ -25,7 +25,7 @@ from interplay.contracts.step import Step
 from interplay.contracts.verifier import Verifier
 from interplay.report.figures import summary_view
 from interplay.run import summary
-from interplay.run.episode import EpisodeContext
+from interplay.run.episode import LiveEpisodeContext
 from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
 from interplay.values.records import Episode, Reward, Task
 
@@ -255,7 +255,7 @@ def test_summarize_keeps_non_finite_numbers_out_of_its_figures() -> None:
 class _Say(Step):
     name = "test_say"
 
-    async def run(self, ctx: EpisodeContext) -> None:
+    async def run(self, ctx: LiveEpisodeContext) -> None:
         await ctx.agent("assistant").run(ctx.task)
         if ctx.task.idx == 2:
             ctx.metrics["odd"] = float("nan")
@@ -266,7 +266,7 @@ class _Odd(Verifier):
 
     name = "test_odd"
 
-    async def score(self, episode: Episode, ctx: EpisodeContext) -> Any:
+    async def score(self, episode: Episode, ctx: LiveEpisodeContext) -> Any:
         kind = ctx.task.info.get("kind")
         value = {"nan": float("nan"), "inf": math.inf}.get(kind, 1.0)
         if kind == "text":
@@ -330,7 +330,7 @@ class _Surrogate(Step):
 
     name = "test_surrogate"
 
-    async def run(self, ctx: EpisodeContext) -> None:
+    async def run(self, ctx: LiveEpisodeContext) -> None:
         ctx.results["said"] = "half a pair: \ud800 and on"
         ctx.metrics["\udc80odd"] = 1.0
 

@@ -12,7 +12,7 @@ import json
 import pytest
 
 from interplay.plugins import host as plugins
-from interplay.run.episode import EpisodeContext, RunResources
+from interplay.run.episode import LiveEpisodeContext, RunResources
 from interplay.run.loader import env_class
 from interplay.testing import ScriptedModel, ScriptedReply, ScriptedRequest
 from interplay.values.records import EpisodeInfo
@@ -47,7 +47,7 @@ async def test_each_steps_writes_are_the_keys_it_wrote(env_name: str) -> None:
     task = next(iter(env.tasks()))
     async with ScriptedModel(answer) as model:
         resources = RunResources(endpoint=model.endpoint)
-        ctx = EpisodeContext(env=env, task=task, resources=resources,
+        ctx = LiveEpisodeContext(env=env, task=task, resources=resources,
                              info=EpisodeInfo(episode_id="writes", env=env.name,
                                               task_idx=task.idx))
         try:

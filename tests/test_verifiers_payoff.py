@@ -16,7 +16,7 @@ from interplay.builtin_verifiers.payoff import Payoff, PayoffConfig
 from interplay.contracts.env import Env, SeatSpec
 from interplay.contracts.step import Step
 from interplay.errors import InterplayError
-from interplay.run.episode import EpisodeContext
+from interplay.run.episode import LiveEpisodeContext
 from interplay.testing import run_scripted
 from interplay.values.records import Episode, Task
 
@@ -37,7 +37,7 @@ class HigherNumber(Step):
     def seats(self) -> set[str]:
         return {"player0", "player1"}
 
-    async def run(self, ctx: EpisodeContext) -> None:
+    async def run(self, ctx: LiveEpisodeContext) -> None:
         said = {}
         for seat in ("player0", "player1"):
             trace = await ctx.agent(seat).run(ctx.task)

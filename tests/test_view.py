@@ -33,7 +33,7 @@ from interplay.values.records import (
 )
 from interplay.view import Viewer
 from interplay.view.app import _figures, _run_page
-from interplay.view.folder import Folder, card, differing, masked
+from interplay.view.folder import RunsFolder, card, differing, masked
 from interplay.view.runs import RunIndex, rows_query, run_state
 
 SECRET = "the-secret-outside-the-folder-8f3a"
@@ -206,7 +206,7 @@ def test_a_two_seat_run_has_its_seats_figures_and_columns(tmp_path: Path) -> Non
         episodes.append(Episode(info=info, task=ep.task, traces=traces, reward=None,
                                 started_at=ep.started_at, wall_s=1.0))
     append(folder, *episodes)
-    found = Folder(tmp_path)
+    found = RunsFolder(tmp_path)
     found.scan()
     index = found.index("game")
     page = index.rows_page(rows_query({}))
@@ -270,7 +270,7 @@ def test_the_list_shows_what_differs_and_no_header_value(tmp_path: Path) -> None
     c = run_folder(tmp_path, "c", env="other")
     for folder in (a, b, c):
         append(folder, episode(0))
-    folder = Folder(tmp_path)
+    folder = RunsFolder(tmp_path)
     folder.scan()
     cards = [card(folder.get(k)) for k in ("a", "b", "c")]
     assert [c["reading"] for c in cards] == [True] * 3  # no summary: the index reads them
@@ -303,7 +303,7 @@ def test_a_runs_line_holds_its_scores_errors_and_times(
     cli.main(["eval", "echo", "-n", "3", "-r", "2", "-c", "1", "--base-url", model.base_url,
               "-o", str(out), "--quiet", "--no-report"])
     summary = json.loads((out / "summary.json").read_text())
-    found = Folder(tmp_path)
+    found = RunsFolder(tmp_path)
     found.scan()
     line = card(found.get("run"))
     assert not line["reading"] and line["state"] == "finished"
@@ -334,7 +334,7 @@ def test_a_url_with_credentials_is_shown_without_them(tmp_path: Path) -> None:
     append(folder, episode(0))
     other = run_folder(tmp_path, "new")  # its URL differs: a setting the list shows
     append(other, episode(0))
-    found = Folder(tmp_path)
+    found = RunsFolder(tmp_path)
     found.scan()
     cards = [card(found.get(k)) for k in ("old", "new")]
     differing(cards)

@@ -32,7 +32,7 @@ from interplay.values.records import (
     WorkspaceChanges,
 )
 from interplay.view import Viewer
-from interplay.view.folder import Folder, card
+from interplay.view.folder import RunsFolder, card
 from interplay.view.runs import RunIndex, rows_query
 
 GOALS = ("relayed_within", "bought_after_yes", "quiet_hours")
@@ -90,7 +90,7 @@ def test_a_row_holds_each_component_and_the_rows_filter_and_sort_by_one(root: Pa
 def test_the_view_shows_a_run_s_label_its_sandbox_segments_and_calls_of_another(
         root: Path) -> None:
     assert cli.main(["label", str(root / "week"), "codex, before the prompt fix"]) == 0
-    folder = Folder(root)
+    folder = RunsFolder(root)
     folder.scan()
     assert card(folder.get("week"))["label"] == "codex, before the prompt fix"
 

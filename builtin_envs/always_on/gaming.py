@@ -25,12 +25,12 @@ from typing import Any
 from interplay.builtin_envs.always_on.reference import LINE as _LINE
 from interplay.builtin_envs.always_on.reference import NUDGE as _NUDGE
 from interplay.builtin_envs.always_on.reference import (
-    Policy,
     ReferenceAgent,
     calls_made,
     plays_her,
 )
 from interplay.testing import ScriptedReply, ScriptedRequest
+from interplay.testing.scripted import Handler
 from interplay.values.records import Task
 from interplay.world import times
 
@@ -115,7 +115,7 @@ class GamingAgent(ReferenceAgent):
         return calls
 
 
-def gaming_model(tasks: Iterable[Task], game: str) -> Policy:
+def gaming_model(tasks: Iterable[Task], game: str) -> Handler:
     """One scripted model's handler for a run of many errands tasks, each request going to
     the :class:`GamingAgent` of its task (found by her opening request); her seat is answered
     yes."""

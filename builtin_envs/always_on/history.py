@@ -87,7 +87,7 @@ class HistoryConfig:
 
 
 @attrs.frozen
-class Policy:
+class HistoryPolicy:
     """The policy an episode's agent runs under, resolved from the settings and its seat."""
 
     mode: str  # "all" or "fold"
@@ -118,23 +118,23 @@ def embedded_budget(max_tokens: int) -> int:
     return int((N_CTX - 2 * max_tokens) * EMBEDDED_SHARE)
 
 
-def resolve(cfg: HistoryConfig, agent: Agent) -> Policy:
+def resolve(cfg: HistoryConfig, agent: Agent) -> HistoryPolicy:
     """The policy for ``agent``'s seat. A harness that keeps its own session (one that
     overrides ``resume``) is sent only the new message, so nothing can be folded for it."""
     cpt = cfg.chars_per_token
     if cfg.mode == "all":
-        return Policy("all", chars_per_token=cpt)
+        return HistoryPolicy("all", chars_per_token=cpt)
     if not cfg.asks_to_fold and not agent.client.endpoint.is_local:
-        return Policy("all", chars_per_token=cpt, why="remote endpoint")
+        return HistoryPolicy("all", chars_per_token=cpt, why="remote endpoint")
     if keeps_session(type(agent.harness)):
         if not cfg.asks_to_fold:
-            return Policy("all", chars_per_token=cpt, why="harness keeps its session")
+            return HistoryPolicy("all", chars_per_token=cpt, why="harness keeps its session")
         raise InterplayError(f"env.always_on.{session_problem(agent.harness.name)}")
     if cfg.bounded:
-        return Policy("fold", cfg.keep_wakes, cfg.max_context_tokens, cpt)
+        return HistoryPolicy("fold", cfg.keep_wakes, cfg.max_context_tokens, cpt)
     sampling = {**agent.client.endpoint.sampling, **agent.spec.sampling}
     max_tokens = int(sampling.get("max_tokens") or DEFAULT_MAX_TOKENS)
-    return Policy("fold", None, embedded_budget(max_tokens), cpt, why="embedded model")
+    return HistoryPolicy("fold", None, embedded_budget(max_tokens), cpt, why="embedded model")
 
 
 def tools_chars(tools: Sequence[Tool]) -> int:
@@ -169,11 +169,11 @@ class _Line:
     talk: bool
 
 
-class Folder:
+class HistoryFold:
     """One episode's folding: where each wake starts in the conversation, a digest line per
     finished wake, how far the fold has moved, and what each turn sent."""
 
-    def __init__(self, policy: Policy, *, tools: Sequence[Tool], system: str | None,
+    def __init__(self, policy: HistoryPolicy, *, tools: Sequence[Tool], system: str | None,
                  rules: str | None, timezone: str, user_name: str) -> None:
         self.policy = policy
         self.user_name = user_name

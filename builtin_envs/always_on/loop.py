@@ -18,7 +18,7 @@ import attrs
 from interplay.builtin_envs.always_on.arrivals import Arrivals
 from interplay.builtin_envs.always_on.delivery import ContactSessions, Delivery
 from interplay.builtin_envs.always_on.ending import Budget, Outcome
-from interplay.builtin_envs.always_on.history import Folder, resolve
+from interplay.builtin_envs.always_on.history import HistoryFold, resolve
 from interplay.builtin_envs.always_on.records import RunView
 from interplay.builtin_envs.always_on.wakes import Wakes
 from interplay.builtin_envs.user_sim_step import UserSide, make_sim, person_from
@@ -151,7 +151,7 @@ class Loop:
             agent.tools = [*(t for t in agent.tools if not denied(t.name, deny)), *own]
             policy = resolve(self.cfg.history, agent)
             task = self.delivery.agent_task()
-            self.wakes.folder = Folder(policy, tools=agent.tools, timezone=world.timezone,
+            self.wakes.folder = HistoryFold(policy, tools=agent.tools, timezone=world.timezone,
                                        system=task.system_prompt,
                                        user_name=self.user.person.name,
                                        rules=None if ctx.task.system_prompt

@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from interplay.testing import ScriptedReply, ScriptedRequest
+from interplay.testing.scripted import Handler
 from interplay.values.records import Task
 from interplay.world import Schedule, times
 
@@ -46,9 +47,6 @@ _LINE = re.compile(r"^\[\w{3} (\d{4}-\d{2}-\d{2}) (\d{2}:\d{2}) [^\];]+"
                    r"(?:; reached you at (\d{2}:\d{2}))?\] (.*)$", re.M)
 _SLOT = re.compile(r"\((\d{4}-\d{2}-\d{2}) (\d{2}:\d{2})\)")
 _NUDGE = "[always_on] Your reply above is a private note"
-
-Policy = Callable[[ScriptedRequest], "ScriptedReply | str"]
-
 
 class ReferenceAgent:
     """Plays one errands task (see the module's docstring)."""
@@ -203,7 +201,7 @@ def _calls(messages: Iterable[Mapping[str, Any]]) -> list[tuple[str, dict[str, A
     return out
 
 
-def reference_model(tasks: Iterable[Task], mistakes: Collection[str] = ()) -> Policy:
+def reference_model(tasks: Iterable[Task], mistakes: Collection[str] = ()) -> Handler:
     """One scripted model's handler for a run of many errands tasks: each request of the
     agent's goes to the :class:`ReferenceAgent` of its task (found by her opening request in
     its first wake); a request of her seat (the ``llm`` user sim) is answered yes."""

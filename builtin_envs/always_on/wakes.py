@@ -15,7 +15,7 @@ from interplay.builtin_envs.always_on import prompts
 from interplay.builtin_envs.always_on.arrivals import Arrivals
 from interplay.builtin_envs.always_on.delivery import Delivery
 from interplay.builtin_envs.always_on.ending import Budget, Outcome
-from interplay.builtin_envs.always_on.history import Folder
+from interplay.builtin_envs.always_on.history import HistoryFold
 from interplay.contracts.contexts import ChatSession, Reply
 from interplay.errors import ErrorType
 from interplay.log import get_logger
@@ -68,7 +68,7 @@ class Wakes:
         #: The wake whose turn is running (cut short when the budget runs out).
         self.open: OpenWake | None = None
         #: The agent's context policy (made when its agent is, before the first wake).
-        self.folder: Folder | None = None
+        self.folder: HistoryFold | None = None
 
     async def run(self, session: ChatSession) -> None:
         """Wake the agent until the run ends; why it ended is in the outcome."""

@@ -44,7 +44,7 @@ from interplay.run.config import (
     resolved_seats,
     without_credentials,
 )
-from interplay.run.episode import EpisodeContext, RunResources, score
+from interplay.run.episode import LiveEpisodeContext, RunResources, score
 from interplay.run.results import (
     CONFIG_FILE,
     EPISODES_FILE,
@@ -71,7 +71,7 @@ SETTABLE = ("env.verifiers", "env.own_verifiers", "model", "pass_threshold",
             "concurrency")
 
 
-class StoredEpisodeContext(EpisodeContext):
+class StoredEpisodeContext(LiveEpisodeContext):
     """A stored episode's context: its env, task, results and traces, and no agents or
     sandbox."""
 

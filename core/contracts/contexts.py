@@ -5,12 +5,12 @@ of one harness segment, as protocols, and the values that come with them (:class
 The contracts (:mod:`interplay.contracts.step`, :mod:`interplay.contracts.verifier`,
 :mod:`interplay.contracts.harness`, :mod:`interplay.contracts.usersim`,
 :mod:`interplay.contracts.env`) speak in these types, and so does a plugin; the run implements them
-(:class:`interplay.run.episode.EpisodeContext`, :class:`interplay.run.agent.Agent`,
-:class:`~interplay.run.agent.ChatSession`, :class:`~interplay.run.agent.SegmentContext`), so neither
-the contracts nor a plugin need the run. Each protocol holds what a plugin may rely on; the run's
-classes carry more for their own use. One class is concrete, the same for every context:
-:class:`EpisodeStore`, an episode's own state by type (``ctx.store``). This module imports nothing
-above the records.
+(:class:`interplay.run.episode.LiveEpisodeContext`, :class:`interplay.run.agent.Agent`,
+:class:`~interplay.run.agent.LiveChatSession`, :class:`~interplay.run.agent.LiveSegmentContext`),
+so neither the contracts nor a plugin need the run. Each protocol holds what a plugin may rely
+on; the run's classes carry more for their own use. One class is concrete, the same for every
+context: :class:`EpisodeStore`, an episode's own state by type (``ctx.store``). This module
+imports nothing above the records.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ from interplay.model import responses as rs
 from interplay.model import tokens
 from interplay.model.client import ModelClient
 from interplay.model.retries import Failure
-from interplay.model.transport import Answer
+from interplay.model.transport import UpstreamResponse
 from interplay.model.wire import aiter_sse_data, parse_body
 from interplay.values.records import ModelCall, Usage
 
@@ -155,7 +155,7 @@ class Forward:
             on_data(_codec.dumps(asgi.error_body(f.message, type_="server_error",
                                                  code=f.error_type)))
 
-    async def _read_stream(self, call: ModelCall, answer: Answer, t0: float,
+    async def _read_stream(self, call: ModelCall, answer: UpstreamResponse, t0: float,
                            on_start: OnStart, on_data: OnData) -> None:
         final: dict[str, Any] | None = None
         failure: str | None = None

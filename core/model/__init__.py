@@ -20,13 +20,13 @@ from interplay._plumbing.facade import lazy_names
 if TYPE_CHECKING:
     from interplay.model.local import LocalTokenizer, local_tokenizer
     from interplay.model.retries import Failure as AttemptFailure
-    from interplay.model.retries import Policy as RetryPolicy
+    from interplay.model.retries import RetryPolicy
     from interplay.model.wire import assistant_message, request_messages, request_tool_names
 
 _NAMES = {
     "AttemptFailure": "interplay.model.retries:Failure",
     "LocalTokenizer": "interplay.model.local:LocalTokenizer",
-    "RetryPolicy": "interplay.model.retries:Policy",
+    "RetryPolicy": "interplay.model.retries:RetryPolicy",
     "assistant_message": "interplay.model.wire:assistant_message",
     "local_tokenizer": "interplay.model.local:local_tokenizer",
     "request_messages": "interplay.model.wire:request_messages",

@@ -27,9 +27,9 @@ from interplay.config.endpoint import Endpoint
 from interplay.errors import ErrorType, InterplayError
 from interplay.log import get_logger
 from interplay.model import tokens, wire
-from interplay.model.retries import Failure, Policy
+from interplay.model.retries import Failure, RetryPolicy
 from interplay.model.share import FairShare
-from interplay.model.transport import Answer, Transport, open_transport
+from interplay.model.transport import Transport, UpstreamResponse, open_transport
 from interplay.values.records import Message, ModelCall
 
 log = get_logger("interplay.model.client")
@@ -61,7 +61,7 @@ class ModelClient:
                  _resolve: Callable[[], Awaitable[Endpoint]] | None = None) -> None:
         self.endpoint = endpoint
         #: The retry policy of every call to this endpoint (the passthrough's too).
-        self.policy = Policy(endpoint)
+        self.policy = RetryPolicy(endpoint)
         self._max_connections = max(1, int(max_connections))
         self._resolve = _resolve
         self._transport: Transport | None = None
@@ -315,8 +315,8 @@ def _local_gone(failure: Failure) -> None:
         failure.message, failure.final = reason, True
 
 
-async def _read_stream(call: ModelCall, answer: Answer, t0: float, on_chunk: ChunkSink | None,
-                       on_start: Callable[[], None] | None,
+async def _read_stream(call: ModelCall, answer: UpstreamResponse, t0: float,
+                       on_chunk: ChunkSink | None, on_start: Callable[[], None] | None,
                        strip: frozenset[str] | None) -> None:
     asm = wire.StreamAssembler()
     captured = tokens.StreamTokens() if strip is not None else None

@@ -10,7 +10,7 @@ backoff with full jitter, or the endpoint's Retry-After when it sends one; a cal
 ``max_retries`` retries, or rather than wait past ``retry_max_s`` from its start, or once
 two attempts in a row sent their request and got no answer begun (``unanswered``: an
 endpoint that accepts requests and answers none is not worth a third wait). One
-:class:`Policy` per endpoint, held by its :class:`~interplay.model.client.ModelClient`.
+:class:`RetryPolicy` per endpoint, held by its :class:`~interplay.model.client.ModelClient`.
 
 No I/O of its own; logs carry error types, statuses and delays, never bodies.
 """
@@ -41,7 +41,7 @@ _BACKOFF_CAP_S = 8.0
 
 class Failure(Exception):
     """One failed attempt, classified (``interplay.model.AttemptFailure``): its ``error_type`` says
-    whether :class:`Policy` tries again (:data:`RETRYABLE`) and is what the record keeps;
+    whether :class:`RetryPolicy` tries again (:data:`RETRYABLE`) and is what the record keeps;
     ``message`` is the one line a user reads. An answer with an error status carries its
     ``status``, ``body`` and the ``headers`` worth passing on (content type, Retry-After).
     ``final`` marks a failure that trying again cannot mend: part of the answer was already
@@ -123,7 +123,7 @@ def error_message(body: bytes, status: int) -> str:
     return f"HTTP {status}"
 
 
-class Policy:
+class RetryPolicy:
     """The retry policy for one endpoint's calls (``interplay.model.RetryPolicy``): an attempt that
     raises a transient :class:`Failure` is tried again after exponential backoff with full
     jitter (or the endpoint's Retry-After), at most ``max_retries`` times and never past

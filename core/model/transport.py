@@ -3,7 +3,7 @@
 :func:`open_transport` makes the endpoint's transport: aiohttp's client by default, or the
 openai SDK's own (``AsyncOpenAI`` over httpx2) when ``Endpoint.transport`` is "openai". Either
 posts JSON under the endpoint's base URL with its key, headers, proxy and TLS settings,
-follows redirects (a 307 or 308 sends the body again), and gives back an :class:`Answer`
+follows redirects (a 307 or 308 sends the body again), and gives back an :class:`UpstreamResponse`
 (status, headers, the body whole or as it arrives) or raises a
 :class:`~interplay.model.retries.Failure`: ``timeout``, ``connection_error``, or the answer's
 own error status with its body. What to do with an answer, and whether to try again, is the
@@ -56,7 +56,7 @@ def _broken(exc: BaseException, while_: str, *, timed_out: bool) -> Failure:
 def unanswered(base_url: str, waited_s: float, setting: str) -> Failure:
     """The ``timeout`` of an attempt whose request was sent and whose answer never began: it
     names the endpoint and the setting that bounded the wait, and is marked ``unanswered``
-    (:class:`~interplay.model.retries.Policy` asks such an endpoint once more, not again)."""
+    (:class:`~interplay.model.retries.RetryPolicy` asks such an endpoint once more, not again)."""
     failure = Failure(ErrorType.TIMEOUT, f"{redact_url(base_url)} began no answer within "
                                  f"{waited_s:g} s of the request ({setting})")
     failure.unanswered = True
@@ -77,7 +77,7 @@ def env_proxy(url: str) -> str | None:
     return proxy
 
 
-class Answer:
+class UpstreamResponse:
     """An answer with a status below 400, its body not yet read. Read it once, whole
     (:meth:`read`) or as it arrives (:meth:`chunks`), then :meth:`close` it."""
 
@@ -134,7 +134,7 @@ class Transport:
         raise NotImplementedError
 
     async def post(self, path: str, body: Mapping[str, Any], payload: bytes, *,
-                   stream: bool) -> Answer:
+                   stream: bool) -> UpstreamResponse:
         """POST ``payload`` (``body`` encoded) to ``path`` under the base URL (a whole URL,
         such as one of :meth:`root_url`'s, is taken as it is). The answer must begin within
         :meth:`Endpoint.first_byte_s`, else a :func:`unanswered` timeout."""
@@ -176,7 +176,7 @@ def open_transport(endpoint: Endpoint, max_connections: int = 64) -> Transport:
 
 # -- aiohttp -------------------------------------------------------------------------------------
 
-class _AiohttpAnswer(Answer):
+class _AiohttpResponse(UpstreamResponse):
     def __init__(self, resp: aiohttp.ClientResponse) -> None:
         self._resp = resp
         self.status = resp.status
@@ -246,7 +246,7 @@ class AiohttpTransport(Transport):
                                          cookie_jar=aiohttp.DummyCookieJar())
 
     async def post(self, path: str, body: Mapping[str, Any], payload: bytes, *,
-                   stream: bool) -> Answer:
+                   stream: bool) -> UpstreamResponse:
         session: aiohttp.ClientSession = self.client()
         try:
             url = path if path.startswith(("http://", "https://")) else self.base_url + path
@@ -261,7 +261,7 @@ class AiohttpTransport(Transport):
         except (aiohttp.ClientError, OSError) as exc:
             raise _broken(exc, "sending the request", timed_out=False) from None
         if resp.status < 400:
-            return _AiohttpAnswer(resp)
+            return _AiohttpResponse(resp)
         try:
             content = await resp.read()
         except (aiohttp.ClientError, OSError):
@@ -276,7 +276,7 @@ class AiohttpTransport(Transport):
 
 # -- the openai SDK ------------------------------------------------------------------------------
 
-class _HttpxAnswer(Answer):
+class _HttpxResponse(UpstreamResponse):
     def __init__(self, resp: httpx2.Response) -> None:
         self._resp = resp
         self.status = resp.status_code
@@ -327,7 +327,7 @@ class OpenAITransport(Transport):
                                   max_retries=0, timeout=timeout, http_client=http)
 
     async def post(self, path: str, body: Mapping[str, Any], payload: bytes, *,
-                   stream: bool) -> Answer:
+                   stream: bool) -> UpstreamResponse:
         import httpx2
         import openai
 
@@ -352,7 +352,7 @@ class OpenAITransport(Transport):
             raise _broken(cause, "connecting" if isinstance(cause, httpx2.ConnectTimeout)
                           else "sending the request",
                           timed_out=isinstance(exc, openai.APITimeoutError)) from None
-        return _HttpxAnswer(resp)
+        return _HttpxResponse(resp)
 
     def _no_authorization(self) -> dict[str, Any]:
         """Without a key (and no Authorization among the endpoint's headers), the request's

@@ -9,8 +9,9 @@ a modeled user is simply another agent's chat session.
 This module owns turn-taking (opening, serializing, closing) and the trace each session
 writes. It does not know what an env is or how episodes are scored. Its classes implement the
 protocols a plugin is handed (:mod:`interplay.contracts.contexts`): :class:`Agent` is a
-:class:`~interplay.contracts.contexts.SeatAgent`, :class:`ChatSession`, :class:`SegmentContext` and
-:class:`SegmentClient` are the protocols of those names.
+:class:`~interplay.contracts.contexts.SeatAgent`; :class:`LiveChatSession`,
+:class:`LiveSegmentContext` and :class:`SegmentClient` implement the protocols named
+``ChatSession``, ``SegmentContext`` and ``SegmentClient``.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ class RunServers(Protocol):
 class EpisodeHost(Protocol):
     """What an agent needs of the episode whose seat it fills: the episode's ids, its clock,
     its store, the run's servers, and where the traces it writes are kept. The episode's context
-    (:class:`~interplay.run.episode.EpisodeContext`) is one; it makes the agents, so it imports
+    (:class:`~interplay.run.episode.LiveEpisodeContext`) is one; it makes the agents, so it imports
     this module and never the other way round."""
 
     @property
@@ -147,11 +148,11 @@ class SegmentClient:
         return getattr(self.plain, name)
 
 
-class SegmentContext:
+class LiveSegmentContext:
     """Everything a harness may use while it runs segments for one trace: the run's
     :class:`interplay.contracts.contexts.SegmentContext`."""
 
-    def __init__(self, session: ChatSession) -> None:
+    def __init__(self, session: LiveChatSession) -> None:
         self.agent: Agent = session.agent
         self.trace: Trace = session.trace
         self.task: Task = session.task
@@ -270,7 +271,7 @@ class SegmentContext:
             self._tool_route = self._tool_gateway = None
 
 
-class ChatSession:
+class LiveChatSession:
     """An exchange held open turn by turn; every ``turn()`` runs exactly one segment.
 
     A prompted task speaks first (a bare ``turn()`` takes its opening reply); a prompt-less
@@ -287,7 +288,7 @@ class ChatSession:
         self.trace = agent.new_trace()
         if mask_prompt:
             self.trace.info["prompt_masked"] = True
-        self.ctx = SegmentContext(self)
+        self.ctx = LiveSegmentContext(self)
         # Bound once per exchange: structlog's module-level proxy binds afresh on every call,
         # which each turn would pay for a debug line that is usually dropped.
         self._log = log.bind()
@@ -301,7 +302,7 @@ class ChatSession:
     def over(self) -> bool:
         return self._over
 
-    async def __aenter__(self) -> ChatSession:
+    async def __aenter__(self) -> LiveChatSession:
         return self
 
     async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
@@ -562,12 +563,12 @@ class Agent:
             self._gateway = gateway
         return self._gateway
 
-    def chat(self, task: Task, *, mask_prompt: bool = False) -> ChatSession:
+    def chat(self, task: Task, *, mask_prompt: bool = False) -> LiveChatSession:
         """Open an exchange on ``task`` (use as ``async with agent.chat(task) as s``)."""
         if not self.harness.can_resume():
             # A single segment still works; a second turn is refused in resume().
             log.debug("agent.single_segment_harness", harness=self.harness.name)
-        return ChatSession(self, task, mask_prompt=mask_prompt)
+        return LiveChatSession(self, task, mask_prompt=mask_prompt)
 
     async def run(self, task: Task) -> Trace:
         """One call: open, one segment, close (``agent_completed``). A run that ends in an
@@ -575,7 +576,7 @@ class Agent:
         attempts = max(0, self.spec.retries) + 1
         trace: Trace | None = None
         for attempt in range(1, attempts + 1):
-            session = ChatSession(self, task)
+            session = LiveChatSession(self, task)
             async with session:
                 await session.turn()
                 session.stop("agent_completed")

@@ -204,7 +204,7 @@ def seat_harness(spec: SeatSpec, seat: str) -> tuple[type[Any], Any]:
                                      path=f"seats.{seat}.harness_config")
 
 
-class EpisodeContext:
+class LiveEpisodeContext:
     """What an env's steps reach during one episode: the run's
     :class:`interplay.contracts.contexts.EpisodeContext`, with the env, the run's resources and the
     agents it made."""
@@ -333,7 +333,7 @@ async def run_episode(env: Env, task: Task, *, resources: RunResources, rollout:
     code or a model did: the error is recorded on the episode."""
     info = EpisodeInfo(episode_id=episode_id or new_episode_id(), env=env.name,
                        task_idx=task.idx, rollout=rollout, seed=seed)
-    ctx = EpisodeContext(env=env, task=task, info=info, resources=resources)
+    ctx = LiveEpisodeContext(env=env, task=task, info=info, resources=resources)
     try:
         return await _run(ctx, env, task)
     finally:
@@ -345,7 +345,7 @@ async def run_episode(env: Env, task: Task, *, resources: RunResources, rollout:
         ctx.release()
 
 
-async def _run(ctx: EpisodeContext, env: Env, task: Task) -> Episode:
+async def _run(ctx: LiveEpisodeContext, env: Env, task: Task) -> Episode:
     info = ctx.info
     episode = Episode(info=info, task=task, started_at=time.time())
     t0 = time.monotonic()
@@ -392,7 +392,7 @@ async def _run(ctx: EpisodeContext, env: Env, task: Task) -> Episode:
     return episode
 
 
-def seat_error(ctx: EpisodeContext, env: Env, trace: Trace) -> str:
+def seat_error(ctx: LiveEpisodeContext, env: Env, trace: Trace) -> str:
     """A trace's error, naming its seat, and the seat's own endpoint when it has one (its
     ``seats.SEAT.model``): which seat and which endpoint failed, not only how."""
     seat = trace.seat or trace.agent
@@ -421,7 +421,7 @@ def _numbers(metrics: dict[str, Any], episode: Episode) -> dict[str, float]:
     return out
 
 
-def _mark_open_traces(ctx: EpisodeContext, stop_condition: str) -> None:
+def _mark_open_traces(ctx: LiveEpisodeContext, stop_condition: str) -> None:
     for trace in ctx.traces:
         if trace.stop_condition is None:
             trace.stop_condition = stop_condition
@@ -429,7 +429,7 @@ def _mark_open_traces(ctx: EpisodeContext, stop_condition: str) -> None:
             trace.ended_at = time.time()
 
 
-async def score(episode: Episode, env: Env, ctx: EpisodeContext) -> None:
+async def score(episode: Episode, env: Env, ctx: LiveEpisodeContext) -> None:
     """Run the env's verifiers and spread their rewards onto the episode and its traces.
 
     An episode that ended in an error before it was scored (a model fault, a user sim that

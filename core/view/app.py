@@ -1,5 +1,5 @@
 """The web app of ``interplay view``: starlette routes over a
-:class:`~interplay.view.folder.Folder`, read-only (GET and HEAD; any other method is a 405),
+:class:`~interplay.view.folder.RunsFolder`, read-only (GET and HEAD; any other method is a 405),
 every page rendered by the report's own templates and functions (:mod:`interplay.report`; the
 comparison by :mod:`interplay.compare`), so the live view and the static report cannot drift
 apart.
@@ -49,7 +49,7 @@ from interplay.report.page import (
     template,
 )
 from interplay.run.results import SUMMARY_FILE
-from interplay.view.folder import Folder, Hub, card, differing, masked
+from interplay.view.folder import Hub, RunsFolder, card, differing, masked
 from interplay.view.runs import RunIndex, read_json, rows_query, run_state
 
 log = get_logger("interplay.view")
@@ -110,7 +110,7 @@ def _one(request: Request, name: str) -> str:
     return values[0]
 
 
-def make_app(folder: Folder, hub: Hub, *, allowed_hosts: list[str] | None = None) -> Starlette:
+def make_app(folder: RunsFolder, hub: Hub, *, allowed_hosts: list[str] | None = None) -> Starlette:
     """The app over ``folder``; ``allowed_hosts``: the Host headers it answers (None: any,
     for a server bound to all addresses)."""
 
@@ -344,9 +344,9 @@ async def _not_allowed(request: Request, exc: Exception) -> Response:
                     headers={**HEADERS, "allow": "GET, HEAD"}, media_type="application/json")
 
 
-def _read_soon(folder: Folder, key: str) -> None:
+def _read_soon(folder: RunsFolder, key: str) -> None:
     """Read a run's index in the background (its line in the list says it is being read
-    meanwhile); the pages are told as it fills and when it is read (``Folder.on_read``)."""
+    meanwhile); the pages are told as it fills and when it is read (``RunsFolder.on_read``)."""
     try:
         if key in folder.reading or folder.get(key).index is not None:
             return

@@ -17,7 +17,7 @@ from interplay._plumbing.listener import AsgiServer
 from interplay.errors import InterplayError
 from interplay.log import get_logger
 from interplay.view.app import make_app
-from interplay.view.folder import Folder, Hub, watch
+from interplay.view.folder import Hub, RunsFolder, watch
 
 log = get_logger("interplay.view")
 
@@ -51,7 +51,7 @@ class Viewer:
             raise InterplayError(f"{root}: no such folder; name the folder that holds your "
                                  f"runs (the -o folders of `interplay eval`)")
         self.host, self.port, self.poll_s = host, port, poll_s
-        self.folder = Folder(self.root)
+        self.folder = RunsFolder(self.root)
         self.hub = Hub()
         self._stop = asyncio.Event()
         self._watcher: asyncio.Task[None] | None = None

@@ -1,4 +1,4 @@
-"""The folder ``interplay view`` serves: the runs under it (:class:`Folder`, found by their
+"""The folder ``interplay view`` serves: the runs under it (:class:`RunsFolder`, found by their
 ``config.json`` or ``episodes.jsonl``), each one's line in the list of runs (:func:`card`),
 what tells the pages that something changed (:class:`Hub`) and what notices it
 (:func:`watch`: file events from watchfiles, and a look at each running run's process).
@@ -59,7 +59,7 @@ class Run:
     again: bool = False
 
 
-class Folder:
+class RunsFolder:
     """The runs under ``root`` (itself included, when it is a run)."""
 
     def __init__(self, root: Path) -> None:
@@ -356,7 +356,7 @@ def _in_loop(loop: asyncio.AbstractEventLoop) -> bool:
         return False
 
 
-async def refresh(folder: Folder, hub: Hub, key: str, *, tell: bool = True) -> None:
+async def refresh(folder: RunsFolder, hub: Hub, key: str, *, tell: bool = True) -> None:
     """Read what a run's episodes file gained and tell the pages (with ``tell``, even when
     it gained nothing: another of its files changed). A change of one run is told as that
     run's (the list asks for its line alone); the list of runs as a whole is told only when
@@ -394,7 +394,7 @@ def _changed(run: Run) -> dict[str, Any]:
             "version": index.version if index is not None else 0}
 
 
-async def watch(folder: Folder, hub: Hub, stop: asyncio.Event, *, poll_s: float | None = None,
+async def watch(folder: RunsFolder, hub: Hub, stop: asyncio.Event, *, poll_s: float | None = None,
                 check_s: float = 2.0) -> None:
     """Follow the folder until ``stop``: file events (watchfiles: inotify, or polling every
     ``poll_s`` seconds where events do not reach, a network filesystem) refresh the runs
@@ -409,7 +409,7 @@ async def watch(folder: Folder, hub: Hub, stop: asyncio.Event, *, poll_s: float 
             await checker
 
 
-async def _follow(folder: Folder, hub: Hub, stop: asyncio.Event, poll_s: float | None) -> None:
+async def _follow(folder: RunsFolder, hub: Hub, stop: asyncio.Event, poll_s: float | None) -> None:
     import watchfiles
 
     polling = poll_s is not None
@@ -444,7 +444,7 @@ async def _follow(folder: Folder, hub: Hub, stop: asyncio.Event, poll_s: float |
                 polling, poll_s = True, poll_s or 1.0
 
 
-async def _changes(folder: Folder, hub: Hub, paths: list[str]) -> None:
+async def _changes(folder: RunsFolder, hub: Hub, paths: list[str]) -> None:
     keys: set[str] = set()
     rescan = configured = False
     for path in paths:
@@ -463,7 +463,7 @@ async def _changes(folder: Folder, hub: Hub, paths: list[str]) -> None:
         await refresh(folder, hub, key)
 
 
-async def _check(folder: Folder, hub: Hub, stop: asyncio.Event, every_s: float) -> None:
+async def _check(folder: RunsFolder, hub: Hub, stop: asyncio.Event, every_s: float) -> None:
     marked: dict[str, str] = {}  # the runs with a running mark, by their state
     while not stop.is_set():
         with contextlib.suppress(TimeoutError):
@@ -474,7 +474,7 @@ async def _check(folder: Folder, hub: Hub, stop: asyncio.Event, every_s: float) 
             log.warning("view.check_failed", exception_type=type(exc).__name__)
 
 
-async def _look(folder: Folder, hub: Hub, marked: dict[str, str]) -> None:
+async def _look(folder: RunsFolder, hub: Hub, marked: dict[str, str]) -> None:
     """Look at each run with a running mark: tell the pages when its state changed, read
     what it wrote; let go of the indices not asked for in ten minutes."""
     for run in folder.all():

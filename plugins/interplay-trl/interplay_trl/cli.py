@@ -73,12 +73,12 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from interplay_trl.policy import Policy, PolicyServer
+    from interplay_trl.policy import PolicyModel, PolicyServer
     from interplay_trl.train import load_policy
 
     model, tokenizer = load_policy(args.model)
     name = args.model.name if args.model is not None else "policy"
-    with PolicyServer(Policy(model, tokenizer, name=name), port=args.port) as server:
+    with PolicyServer(PolicyModel(model, tokenizer, name=name), port=args.port) as server:
         print(server.base_url, flush=True)
         try:
             threading.Event().wait()

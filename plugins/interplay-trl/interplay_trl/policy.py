@@ -56,7 +56,7 @@ def template_messages(messages: list[dict[str, Any]]) -> list[dict[str, str]]:
     return out
 
 
-class Policy:
+class PolicyModel:
     """A causal LM and its tokenizer answering chat completions (see the module docstring).
     ``name`` is the model name it answers as."""
 
@@ -243,10 +243,10 @@ def _chunks(completion: dict[str, Any], usage: bool) -> Iterator[dict[str, Any]]
 
 
 class PolicyServer:
-    """Serves a :class:`Policy` on 127.0.0.1 from a thread (``with PolicyServer(p) as s:``;
+    """Serves a :class:`PolicyModel` on 127.0.0.1 from a thread (``with PolicyServer(p) as s:``;
     ``s.base_url`` is the ``/v1`` URL an interplay Endpoint takes)."""
 
-    def __init__(self, policy: Policy, *, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, policy: PolicyModel, *, host: str = "127.0.0.1", port: int = 0) -> None:
         self.policy = policy
         handler = type("Handler", (_Handler,), {"policy": policy})
         self.http = ThreadingHTTPServer((host, port), handler)
@@ -277,7 +277,7 @@ class PolicyServer:
 
 
 class _Handler(BaseHTTPRequestHandler):
-    policy: Policy
+    policy: PolicyModel
     protocol_version = "HTTP/1.1"
 
     def log_message(self, format: str, *args: Any) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 import attrs
 
 from interplay import Episode, InterplayError, get_logger
-from interplay_trl.policy import Policy, PolicyServer
+from interplay_trl.policy import PolicyModel, PolicyServer
 from interplay_trl.rollout import EnvRollouts, Row, env_reward
 
 log = get_logger("interplay_trl.train")
@@ -108,7 +108,7 @@ def train(options: TrainOptions,
     out = options.output
     out.mkdir(parents=True, exist_ok=True)
     model, tokenizer = load_policy(options.start)
-    policy = Policy(model, tokenizer)
+    policy = PolicyModel(model, tokenizer)
     rewards_file = out / "rewards.jsonl"
     with PolicyServer(policy) as server:
         rollouts = EnvRollouts(options.env, base_url=server.base_url,
