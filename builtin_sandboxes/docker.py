@@ -676,8 +676,8 @@ def _command_processes(tag: str, leader: int, cid: str, procs_file: str | None) 
 
 def _end_processes(tag: str, leader: int, cid: str, procs_file: str | None) -> None:
     """End what one command started and left running (:func:`_command_processes`), as the
-    reaper ends a run's: stopped, scanning again until nothing new forks, then killed; waits
-    (up to STREAM_GRACE_S) until they are gone. It blocks: call it in a thread."""
+    reaper ends a run's: stopped, scanning again until nothing new forks, then killed, and
+    again while any is left (up to STREAM_GRACE_S). It blocks: call it in a thread."""
     def find(_groups: set[int]) -> set[int]:
         return _command_processes(tag, leader, cid, procs_file)
 
@@ -702,6 +702,8 @@ def _in_container(pid: int, cid: str) -> bool:
 def _pidfd_of(pid: int, cid: str) -> int | None:
     if not pid or not hasattr(os, "pidfd_open") or not _in_container(pid, cid):
         return None
+        # One forked between the last scan and the kill (a fork bomb's) is ended too.
+        sweep(set(), find, grace_s=0.0)
     try:
         return os.pidfd_open(pid)
     except OSError:
