@@ -41,7 +41,7 @@ import attrs
 
 from interplay.contracts.contexts import SegmentContext
 from interplay.contracts.harness import Harness, Segment, text_prompt
-from interplay.contracts.sandbox import BoundedOutput, Mount, Sandbox, SandboxNeeds
+from interplay.contracts.sandbox import BoundedOutput, Mount, Sandbox, SandboxError, SandboxNeeds
 from interplay.errors import ErrorType, InterplayError
 from interplay.log import get_logger
 from interplay.model.retries import Failure, RetryPolicy
@@ -409,6 +409,12 @@ class ProgramHarness(Harness):
                 place = Place(sandbox=sandbox, root=root, home=f"{root}/home",
                               workdir=sandbox.workdir, binary=inside)
                 await sandbox.write_file(f"{root}/home/.interplay", "", mode=0o600)
+                if sandbox.user:  # its program runs as that user: its folder is that user's
+                    given = await sandbox.exec(["chown", "-R", sandbox.user, root], user="0")
+                    if not given.ok:
+                        raise SandboxError(f"could not give {root} to the user "
+                                           f"{sandbox.user!r} the agent runs as: "
+                                           f"{given.output()[-300:].strip()}")
             else:  # its commands run on this machine: folders of the trace's own here
                 dirs = ProgramDirs.make(self.name,
                                         state_dir=getattr(self.config, "state_dir", None),

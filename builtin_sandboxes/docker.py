@@ -139,6 +139,7 @@ class DockerSandbox(Sandbox):
         self._daemon = engine.daemon(cfg.host)
         self._id: str | None = None
         self._workdir = "/workspace"
+        self._owner: str | None = cfg.user
         self._image: str | None = None
         self._network: str = "none"
         self._env: dict[str, str] = {}
@@ -199,12 +200,19 @@ class DockerSandbox(Sandbox):
     def image(self) -> str | None:
         return self._image
 
+    @property
+    def user(self) -> str | None:
+        cfg: DockerConfig = self.config
+        return cfg.user or None
+
     async def start(self, plan: SandboxPlan) -> None:
         cfg: DockerConfig = self.config
         ws = plan.workspace
         self._image, inspected = await self._image_for(ws)
         own_dir = (inspected.get("Config") or {}).get("WorkingDir") or ""
         self._workdir = ws.workdir or own_dir or "/workspace"
+        # Who the files put in belong to: the task's agent user, else sandbox.user.
+        self._owner = ws.user or cfg.user
         self._network = cfg.network or ("model" if plan.reach else "none")
         self._env = dict(ws.env)
         owner = owner_tag()
@@ -249,13 +257,12 @@ class DockerSandbox(Sandbox):
         self._procs_file = _procs_file(int(state.get("Pid") or 0))
         if self._network == "model":
             self._forwarder = Forwarder(int(state["Pid"]))
-        if cfg.user:
+        if self._owner:
             made = await self.exec(["sh", "-c", 'mkdir -p "$1" && chown "$2" "$1"', "sh",
-                                    self._workdir, cfg.user], user="0")
+                                    self._workdir, self._owner], user="0")
             if not made.ok:
                 raise SandboxError(f"could not give the working folder {self._workdir} to "
-                                   f"sandbox.user {cfg.user!r}: "
-                                   f"{made.output()[-300:].strip()}")
+                                   f"{self._owner_name()}: {made.output()[-300:].strip()}")
         log.debug("sandbox.started", kind=self.name, container=self._id[:12],
                   network=self._network)
 
@@ -524,11 +531,12 @@ class DockerSandbox(Sandbox):
                                     max_bytes=max_bytes)
 
     async def _own(self, path: str, *, tree: bool = False) -> None:
-        """Give what was put at ``path`` to ``sandbox.user``, with the folders the daemon made
-        for it below the working folder (``tree``: everything under it too): the daemon
-        unpacks files as root, and commands run as that user must be able to change them.
-        Nothing to do when commands run as the image's user."""
-        user = self.config.user
+        """Give what was put at ``path`` to the task's ``workspace.user`` (else
+        ``sandbox.user``), with the folders the daemon made for it below the working folder
+        (``tree``: everything under it too): the daemon unpacks files as root, and commands
+        run as that user must be able to change them. Nothing to do when commands run as the
+        image's user."""
+        user = self._owner
         if not user:
             return
         folders = []
@@ -542,8 +550,15 @@ class DockerSandbox(Sandbox):
         for argv in commands:
             result = await self.exec(argv, user="0")
             if not result.ok:
-                raise SandboxError(f"could not give {path} to sandbox.user {user!r}: "
+                raise SandboxError(f"could not give {path} to {self._owner_name()}: "
                                    f"{result.output()[-300:].strip()}")
+
+    def _owner_name(self) -> str:
+        """Which setting names the owner, for an error: the task's, or sandbox.user."""
+        cfg: DockerConfig = self.config
+        if self._owner and self._owner != cfg.user:
+            return f"the task's workspace user {self._owner!r}"
+        return f"sandbox.user {self._owner!r}"
 
     # -- network ---------------------------------------------------------------------------------
 
@@ -687,6 +702,8 @@ def _end_processes(tag: str, leader: int, cid: str, procs_file: str | None) -> N
     deadline = time.monotonic() + STREAM_GRACE_S
     while find(set()) and time.monotonic() < deadline:
         time.sleep(0.01)
+        # One forked between the last scan and the kill (a fork bomb's) is ended too.
+        sweep(set(), find, grace_s=0.0)
 
 
 def _in_container(pid: int, cid: str) -> bool:
@@ -702,8 +719,6 @@ def _in_container(pid: int, cid: str) -> bool:
 def _pidfd_of(pid: int, cid: str) -> int | None:
     if not pid or not hasattr(os, "pidfd_open") or not _in_container(pid, cid):
         return None
-        # One forked between the last scan and the kill (a fork bomb's) is ended too.
-        sweep(set(), find, grace_s=0.0)
     try:
         return os.pidfd_open(pid)
     except OSError:

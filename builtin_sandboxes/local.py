@@ -114,6 +114,10 @@ class LocalSandbox(Sandbox):
             if getattr(workspace, key) is not None:
                 return [f"sandbox 'local' has no images, and a task names its {key} "
                         f"{getattr(workspace, key)!r}: run it with sandbox.kind = \"docker\""]
+        if workspace.user not in (None, "", getpass.getuser(), str(os.getuid())):
+            return [f"sandbox 'local' runs commands as {getpass.getuser()!r} only, and a task "
+                    f"names its workspace user {workspace.user!r}: run it with sandbox.kind = "
+                    f"\"docker\", or drop the user"]
         return []
 
     @property

@@ -131,3 +131,50 @@ async def test_the_same_program_on_the_local_backend(tmp_path: Path) -> None:
     assert trace.messages[-1].text == f"wrote a + b in {ep.sandbox.workdir} with {sys.executable}"
     assert [c.caller for c in trace.model_calls] == ["program", "other"]
     await asyncio.to_thread(Path("/tmp/outside-the-workspace").unlink, missing_ok=True)
+
+
+class Who(Verifier):
+    """The reward is 1 when the agent's commands ran as the task's user and the verifier's own
+    as the image's (root); its reason says who ran what."""
+
+    name = "who"
+
+    async def score(self, episode: Any, ctx: EpisodeContext) -> Reward:
+        sandbox = await ctx.sandbox()
+        assert sandbox is not None
+        mine = (await sandbox.exec(["id", "-un"])).stdout.strip()
+        owner = (await sandbox.exec(["stat", "-c", "%U", "calc.py"])).stdout.strip()
+        wrote = (await sandbox.read_file("calc.py")).decode()
+        return Reward(self.name, float(mine == "root" and owner == "nobody" and "a + b" in wrote),
+                      reason=f"verifier {mine}, calc.py {owner}")
+
+
+class AsNobody(Fix):
+    name = "as_nobody"
+
+    def tasks(self) -> list[Task]:
+        return [Task(0, "Fix add.", workspace=Workspace(
+            user="nobody", files={"calc.py": "def add(a, b):\n    return a - b\n"}))]
+
+    def verifiers(self) -> list[Verifier]:
+        return [Who()]
+
+
+async def test_the_agents_commands_run_as_the_tasks_workspace_user(
+        tmp_path: Path, docker_sandbox: None) -> None:
+    script = ("id -un; sed -i 's/a - b/a + b/' calc.py && echo fixed; "
+              "touch /root/x 2>/dev/null || echo 'no /root'")
+    seats = {"assistant": {"harness_config": {"argv": ["sh", "-c", script]}}}
+    env = AsNobody()
+    with ScriptedModel(["unused"]) as model:
+        resources = RunResources(endpoint=model.endpoint, seats=seats,
+                                 sandbox={"kind": "docker"})
+        try:
+            ep = await run_episode(env, env.tasks()[0], resources=resources)
+        finally:
+            await resources.aclose()
+    assert ep.error is None, ep.error
+    assert ep.trace("assistant").messages[-1].text.split("\n") == ["nobody", "fixed", "no /root"]
+    assert ep.rewards[0].reason == "verifier root, calc.py nobody"
+    assert ep.reward == 1.0
+

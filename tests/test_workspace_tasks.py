@@ -121,6 +121,18 @@ def test_the_local_backend_refuses_a_task_that_names_an_image(tmp_path: Path) ->
                       list(env.tasks()))
 
 
+
+
+def test_the_local_backend_refuses_a_workspace_user_other_than_its_own(tmp_path: Path) -> None:
+    path = tmp_path / "env.toml"
+    path.write_text('[[tasks]]\nprompt = "a"\n[tasks.workspace]\nuser = "someone-else"\n'
+                    '[[steps]]\nkind = "one_shot"\n')
+    cfg, env, _ = resolve({"env": {"name": str(path)}, "sandbox": {"kind": "local"}})
+    with pytest.raises(InterplayError, match=r"^task 0: sandbox 'local' runs commands as .* "
+                                             r"only, and a task names its workspace user "
+                                             r"'someone-else': run it with sandbox.kind"):
+        check_sandbox(env, RunResources(endpoint=cfg.model, sandbox=cfg.sandbox),
+                      list(env.tasks()))
 @pytest.mark.parametrize(("sandbox", "said"), [
     ({"kind": "nope"}, "sandbox.kind: unknown sandbox 'nope'; known: docker, local"),
     ({"cpus": 2}, "sandbox.cpus: set sandbox.kind too"),

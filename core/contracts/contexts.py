@@ -229,7 +229,8 @@ class SegmentContext(Protocol):
 
     async def sandbox(self) -> Sandbox | None:
         """The episode's sandbox when this seat works in one (started, with the task's
-        workspace in place, on first use); None when it works in none."""
+        workspace in place, on first use); a command run through it that names no user runs
+        as the task's ``workspace.user`` when it names one. None when it works in none."""
         ...
 
 

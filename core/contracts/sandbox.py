@@ -302,6 +302,12 @@ class Sandbox:
         """The image it runs, as named or built (None for a backend without images)."""
         return None
 
+    @property
+    def user(self) -> str | None:
+        """Who a command that names no user runs as (a name or uid inside); None: the image's
+        own user (or, for a backend without users, the one interplay runs as)."""
+        return None
+
 
 __all__ = [
     "EXEC_TIMEOUT_S",

@@ -80,6 +80,8 @@ class EpisodeHost(Protocol):
 
     async def sandbox(self) -> Sandbox | None: ...
 
+    async def seat_sandbox(self, seat: str) -> Sandbox | None: ...
+
 
 class SegmentClient:
     """The model client as a harness reaches it (``ctx.client``): every call made through it is
@@ -257,9 +259,9 @@ class LiveSegmentContext:
         """The episode's sandbox when this seat works in one (started on first use); None
         when it works in none (or the agent is in no episode)."""
         episode = self.agent.episode
-        if episode is None or not episode.sandboxed(self.agent.seat):
+        if episode is None:
             return None
-        return await episode.sandbox()
+        return await episode.seat_sandbox(self.agent.seat)
 
     async def _release(self) -> None:
         if self._route is not None:

@@ -267,6 +267,17 @@ class LiveEpisodeContext:
                 raise SandboxError(self._ready.record.error)
         return self._ready.sandbox
 
+    async def seat_sandbox(self, seat: str) -> Sandbox | None:
+        """The episode's sandbox as the agent in ``seat`` reaches it (its commands run as the
+        task's workspace user, when it names one); None when that seat works in none."""
+        if not self.sandboxed(seat):
+            return None
+        sandbox = await self.sandbox()
+        user = self.task.workspace.user if self.task.workspace is not None else None
+        if sandbox is None or not user:
+            return sandbox
+        return workspace.AsUser(sandbox, user)
+
     def sandbox_needs(self) -> list[SandboxNeeds]:
         """What the harnesses of the seats that work in the sandbox need of it."""
         out = []

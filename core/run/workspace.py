@@ -9,7 +9,7 @@ comparing the copies file by file on this machine: it needs nothing inside (no g
 shell), and the diff of the text files is bounded, as the list of files is.
 
 This module owns those steps; it must not decide when they happen (the episode does:
-:class:`~interplay.run.episode.EpisodeContext`) nor run a command other than a task's setup.
+:class:`~interplay.run.episode.LiveEpisodeContext`) nor run a command other than a task's setup.
 """
 
 from __future__ import annotations
@@ -21,13 +21,16 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import attrs
 
 from interplay.contracts.sandbox import (
+    OUTPUT_BYTES,
+    ExecResult,
+    Mount,
     Sandbox,
     SandboxError,
     SandboxNeeds,
@@ -77,6 +80,69 @@ class Ready:
         self.scratch = scratch
         self.before: dict[str, Entry] | None = None
         self.compared = False
+
+
+class AsUser(Sandbox):
+    """The episode's sandbox as the agent's seat reaches it when the task names a
+    :attr:`~interplay.values.records.Workspace.user`: a command that names no user runs as
+    that one; everything else is the sandbox's own (its backend gives the files it puts in to
+    the same user)."""
+
+    def __init__(self, sandbox: Sandbox, user: str) -> None:
+        self.sandbox = sandbox
+        self._user = user
+        self.config = sandbox.config
+        # The backend's class facts, seen through the view (they are class variables there).
+        vars(self).update(name=sandbox.name, isolated=sandbox.isolated)
+
+    @property
+    def workdir(self) -> str:
+        return self.sandbox.workdir
+
+    @property
+    def image(self) -> str | None:
+        return self.sandbox.image
+
+    @property
+    def user(self) -> str | None:
+        return self._user
+
+    async def start(self, plan: SandboxPlan) -> None:
+        raise SandboxError("the agent's view of a sandbox cannot start it: the run does")
+
+    async def exec(self, argv: Sequence[str], *, cwd: str | None = None,
+                   env: Mapping[str, str] | None = None, stdin: bytes | str | None = None,
+                   timeout_s: float | None = None, user: str | None = None,
+                   output_bytes: int = OUTPUT_BYTES,
+                   on_stdout: Callable[[bytes], None] | None = None) -> ExecResult:
+        return await self.sandbox.exec(argv, cwd=cwd, env=env, stdin=stdin,
+                                       timeout_s=timeout_s, user=user or self._user,
+                                       output_bytes=output_bytes, on_stdout=on_stdout)
+
+    async def read_file(self, path: str, *, max_bytes: int = 16 * 1024 * 1024) -> bytes:
+        return await self.sandbox.read_file(path, max_bytes=max_bytes)
+
+    async def write_file(self, path: str, data: bytes | str, *, mode: int = 0o644) -> None:
+        await self.sandbox.write_file(path, data, mode=mode)
+
+    async def put(self, source: Path, target: str) -> None:
+        await self.sandbox.put(source, target)
+
+    async def get(self, source: str, target: Path, *,
+                  max_bytes: int = 1024 * 1024 * 1024) -> None:
+        await self.sandbox.get(source, target, max_bytes=max_bytes)
+
+    async def reach(self, url: str) -> str:
+        return await self.sandbox.reach(url)
+
+    async def stop(self) -> None:
+        """Nothing: the run stops the sandbox after the verifiers."""
+
+    def inside(self, mount: Mount) -> str:
+        return self.sandbox.inside(mount)
+
+    def record(self) -> dict[str, Any]:
+        return self.sandbox.record()
 
 
 def made(cls: type[Sandbox], config: Any) -> Ready:

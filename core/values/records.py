@@ -203,6 +203,12 @@ class Workspace:
     #: Memory in MB for this task's sandbox, over the backend's setting (null: the
     #: backend's).
     memory_mb: int | None = None
+    #: The user (a name or uid the image knows) the agent's commands run as inside, when
+    #: they name none: its harness's program and tools; the task's files, folder and repo are
+    #: given to this user, as are files the agent's tools write. Setup commands and the
+    #: verifiers' run as the sandbox's own user (docker: sandbox.user, else the image's)
+    #: unless they name one. Null: the sandbox's own user for the agent too.
+    user: str | None = None
 
     def resolved(self, base: str | None) -> Workspace:
         """This workspace with its relative paths (dockerfile, folder, a repo's folder) read

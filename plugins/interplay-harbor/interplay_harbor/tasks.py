@@ -2,8 +2,13 @@
 
 A task is a folder::
 
-    task.toml            schema_version, [agent] timeout_sec, [verifier] timeout_sec, env,
-                         [environment] (cpus, memory_mb, workdir, env, docker_image), [solution] env
+    task.toml            schema_version, [agent] timeout_sec, user, [verifier] timeout_sec,
+                         env, user, [environment] (cpus, memory_mb, workdir, env,
+                         docker_image), [solution] env
+
+``[agent] user`` is the user every harness's commands run as inside (its program, its tools,
+the oracle's solve.sh: the workspace's ``user``); ``[verifier] user`` the user test.sh runs as;
+unset, the image's.
     instruction.md       what the agent is told
     environment/         the image's build context: a Dockerfile
     tests/test.sh        run after the agent; writes /logs/verifier/reward.json or reward.txt
@@ -31,6 +36,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import shlex
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -179,6 +185,12 @@ def read_task(folder: Path) -> HarborTask:
         raise InterplayError(f"{folder}: no environment/Dockerfile (nor [environment] "
                              f"docker_image in task.toml); write the task's image there")
     where = f"{toml_path}: "
+    agent_user = _user(agent.get("user"))
+    # Harbor's environment has its log folders (mounted from the trial's); the agent's and the
+    # verifier's programs write there, the agent's as its own user.
+    logs = f"mkdir -p {AGENT_LOGS} {VERIFIER_LOGS}"
+    if agent_user is not None:
+        logs += f" && chown {shlex.quote(agent_user)} {AGENT_LOGS}"
     workspace = Workspace(
         dockerfile=str(dockerfile) if dockerfile.is_file() else None,
         image=None if dockerfile.is_file() else str(image),
@@ -186,9 +198,8 @@ def read_task(folder: Path) -> HarborTask:
         env=resolve_env(_strings(environment.get("env", {}), where + "[environment] env")),
         cpus=_number(environment.get("cpus"), where + "[environment] cpus"),
         memory_mb=_int(environment.get("memory_mb"), where + "[environment] memory_mb"),
-        # Harbor's environment has its log folders (mounted from the trial's); the agent's
-        # and the verifier's programs write there.
-        setup=[f"mkdir -p {AGENT_LOGS} {VERIFIER_LOGS}"])
+        # [agent] user: the agent's harness and its tools run as that user inside.
+        user=agent_user, setup=[logs])
     users = data.get("interplay", {}).get("user", {}) if isinstance(data.get("interplay"),
                                                                    dict) else {}
     if not isinstance(users, dict):
@@ -206,7 +217,7 @@ def read_task(folder: Path) -> HarborTask:
         agent_timeout_s=_timeout(agent.get("timeout_sec"), where + "[agent] timeout_sec"),
         verifier_timeout_s=_timeout(verifier.get("timeout_sec", VERIFIER_TIMEOUT_S),
                                     where + "[verifier] timeout_sec") or VERIFIER_TIMEOUT_S,
-        agent_user=_user(agent.get("user")), verifier_user=_user(verifier.get("user")),
+        agent_user=agent_user, verifier_user=_user(verifier.get("user")),
         verifier_env=resolve_env(_strings(verifier.get("env", {}), where + "[verifier] env")),
         solution_env=resolve_env(_strings(solution.get("env", {}), where + "[solution] env")),
         workspace=workspace, user=user,

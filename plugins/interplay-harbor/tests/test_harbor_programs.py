@@ -209,3 +209,40 @@ async def test_the_user_knows_what_the_instruction_hides_and_answers_when_asked(
         assert len({s["session_id"] for s in segments}) == 1  # resumed in the same container
         relay = ep.results["relay"]
         assert relay["ended_by"] == "user_done" and "It is 8123." in relay["user_lines"]
+
+
+def as_user_task(root: Any) -> Any:
+    """A task whose agent runs as ``nobody`` ([agent] user) in a folder given to it, and whose
+    tests (as the image's root) check who wrote the answer and who they are themselves."""
+    task = root / "as-nobody"
+    (task / "environment").mkdir(parents=True)
+    (task / "tests").mkdir()
+    (task / "task.toml").write_text('schema_version = "1.4"\n[agent]\ntimeout_sec = 120.0\n'
+                                    'user = "nobody"\n[verifier]\ntimeout_sec = 60.0\n')
+    (task / "instruction.md").write_text("Write your user name to `who.txt`.\n")
+    (task / "environment" / "Dockerfile").write_text(
+        "FROM interplay-base:bookworm\nWORKDIR /app\nRUN chown nobody /app\n")
+    (task / "tests" / "test.sh").write_text(
+        '#!/bin/bash\nwho=$(cat /app/who.txt); owner=$(stat -c %U /app/who.txt)\n'
+        'echo "agent $who, file $owner, tests $(id -un)"\n'
+        'if [ "$who" = nobody ] && [ "$owner" = nobody ] && [ "$(id -un)" = root ]; then\n'
+        '  echo 1 > /logs/verifier/reward.txt\nelse\n  echo 0 > /logs/verifier/reward.txt\nfi\n')
+    return task
+
+
+@pytest.mark.parametrize("harness", HARNESSES)
+async def test_every_harness_works_as_the_tasks_agent_user(harness: str, tmp_path: Any) -> None:
+    program(harness)
+
+    def handler(request: ScriptedRequest) -> ScriptedReply:
+        return done(harness) if said(request, "tool") else shell(harness, "id -un > who.txt")
+
+    harbor = load_env("harbor", {"path": str(as_user_task(tmp_path))})
+    harbor.check()
+    [task] = list(harbor.tasks())
+    run = await run_scripted(harbor, task, handler, seats={"assistant": {"harness": harness}})
+    ep = run.episode
+    assert ep.error is None, ep.error
+    output = ep.results["harbor"]["verifier"]["test_output"]
+    assert "agent nobody, file nobody, tests root" in output
+    assert ep.reward == 1.0
