@@ -73,13 +73,13 @@ def test_the_reference_agent_meets_every_goal_of_thirty_weeks(
                          WEEKS)["reward_mean"] == 1.0
 
 
-# message_everything runs each week to max_wakes (her every answer draws a message): the
-# default suite plays 3 weeks of it, the slow tests 30.
+# message_everything runs each week to max_wakes (her every answer draws a message; two
+# minutes for thirty weeks here): the default run plays 3 weeks of it, `-m sweep` all 30.
 RUNS = [pytest.param(game, WEEKS, id=f"{game}-{WEEKS}") for game in GAMES
         if game != "message_everything"] + [
     pytest.param("message_everything", 3, id="message_everything-3"),
     pytest.param("message_everything", WEEKS, id=f"message_everything-{WEEKS}",
-                 marks=pytest.mark.slow)]
+                 marks=[pytest.mark.slow, pytest.mark.sweep])]
 
 
 @pytest.mark.parametrize(("game", "weeks"), RUNS)

@@ -103,14 +103,15 @@ def ask(client: httpx.Client, url: str, messages: list[dict[str, str]], way: str
 
 @pytest.mark.slow
 @pytest.mark.local_model
-def test_the_servers_memory_stays_flat_over_a_few_hundred_calls() -> None:
+def test_the_servers_memory_stays_flat_over_a_hundred_calls() -> None:
     """Conversations of some 600 tokens each, two at a time taking turns (as an episode's
     seats do), every way the server generates. Before the states were kept without the score
     buffer, each kept state held some 100 MB more than was counted: gigabytes within 50
-    calls."""
+    calls, so the 60 calls after the first 30 show it many times over the bound
+    (benchmarks/bench_local_memory.py measures a long run)."""
     from interplay.model.local import LocalModel
 
-    calls, settle, bound_mb = 240, 30, 150
+    calls, settle, bound_mb = 90, 30, 150
     ways = itertools.cycle(["plain", "stream", "tokens"])
     with LocalModel() as model, httpx.Client(timeout=120) as client:
         assert model.proc is not None and model.base_url is not None
