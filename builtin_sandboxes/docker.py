@@ -270,7 +270,11 @@ class DockerSandbox(Sandbox):
         """The image the sandbox runs (built or pulled if need be), and its inspection."""
         cfg: DockerConfig = self.config
         if ws.dockerfile is not None:
-            name = await self._daemon.build(ws.dockerfile, timeout_s=cfg.build_timeout_s)
+            if ws.build_timeout_s is not None:
+                limit, setting = ws.build_timeout_s, "the task's workspace build_timeout_s"
+            else:
+                limit, setting = cfg.build_timeout_s, "sandbox.build_timeout_s"
+            name = await self._daemon.build(ws.dockerfile, timeout_s=limit, setting=setting)
             return name, await self._daemon.has_image(name) or {}
         name = ws.image or cfg.image
         found = await self._daemon.has_image(name)

@@ -27,7 +27,7 @@ from sandbox_support import (
 
 from interplay.builtin_sandboxes import _cleanup
 from interplay.builtin_sandboxes.docker import DockerSandbox
-from interplay.builtin_sandboxes.engine import BUILT_REPOSITORY
+from interplay.builtin_sandboxes.engine import BUILT_REPOSITORY, context_digest
 from interplay.contracts.sandbox import ExecResult, SandboxError, SandboxPlan
 from interplay.values.records import Workspace
 
@@ -171,6 +171,30 @@ async def test_a_dockerfile_that_does_not_build_says_its_last_lines(
     assert message.startswith(f"Dockerfile {path!r} does not build")
     assert "returned a non-zero code: 3" in message
     assert f"broken-{MARK}" in message and "\n" not in message
+
+
+async def test_a_build_past_its_time_limit_is_cancelled_and_leaves_no_image(
+        started: Started, tmp_path: Path) -> None:
+    path = _dockerfile(tmp_path / "slow", f"RUN echo slow-{MARK} && sleep 30")
+    with pytest.raises(SandboxError) as caught:
+        await started(workspace=Workspace(dockerfile=path, build_timeout_s=2))
+    assert str(caught.value) == (f"Dockerfile {path!r} did not build within 2 s (the task's "
+                                 "workspace build_timeout_s)")
+    # The daemon cancels the build once its stream is closed: its step's container goes
+    # (it would run for 30 s), and no image is tagged with the folder's content.
+    client = api()
+    try:
+        for _ in range(100):
+            steps = [c for c in client.containers(all=True)
+                     if f"slow-{MARK}" in str(c.get("Command"))]
+            if not steps:
+                break
+            await asyncio.sleep(0.1)
+        assert not steps, steps
+        digest = context_digest(tmp_path / "slow", "Dockerfile")
+        assert not client.images(name=f"{BUILT_REPOSITORY}:{digest[:20]}")
+    finally:
+        client.close()
 
 
 async def test_a_dockerfile_is_built_once_per_content_of_its_folder(

@@ -182,6 +182,10 @@ class Workspace:
     #: A Dockerfile the image is built from instead (its folder is the build context), built
     #: once per content and cached.
     dockerfile: str | None = None
+    #: Seconds that Dockerfile may take to build, over the backend's setting (null: the
+    #: backend's; docker: sandbox.build_timeout_s).
+    build_timeout_s: float | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.gt(0)))
     #: The folder the agent works in, inside the sandbox: its commands' working folder and
     #: where files, folder and repo go; null: the image's own working folder, else
     #: /workspace.

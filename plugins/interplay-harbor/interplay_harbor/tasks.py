@@ -3,8 +3,8 @@
 A task is a folder::
 
     task.toml            schema_version, [agent] timeout_sec, user, [verifier] timeout_sec,
-                         env, user, [environment] (cpus, memory_mb, workdir, env,
-                         docker_image), [solution] env
+                         env, user, [environment] (build_timeout_sec, cpus, memory_mb,
+                         workdir, env, docker_image), [solution] env
 
 ``[agent] user`` is the user every harness's commands run as inside (its program, its tools,
 the oracle's solve.sh: the workspace's ``user``); ``[verifier] user`` the user test.sh runs as;
@@ -194,6 +194,8 @@ def read_task(folder: Path) -> HarborTask:
     workspace = Workspace(
         dockerfile=str(dockerfile) if dockerfile.is_file() else None,
         image=None if dockerfile.is_file() else str(image),
+        build_timeout_s=_timeout(environment.get("build_timeout_sec"),
+                                 where + "[environment] build_timeout_sec"),
         workdir=_text(environment.get("workdir"), where + "[environment] workdir"),
         env=resolve_env(_strings(environment.get("env", {}), where + "[environment] env")),
         cpus=_number(environment.get("cpus"), where + "[environment] cpus"),

@@ -177,3 +177,18 @@ async def test_a_dockerfile_that_does_not_build_says_so_with_its_last_lines(
     assert ep.error_type == "sandbox_error" and ep.reward is None
     assert "no such tool" in ep.error, ep.error
     assert "\n" not in ep.error
+
+
+async def test_a_build_past_the_tasks_build_timeout_ends_naming_it(
+        task_copy: Callable[[str], Path]) -> None:
+    task = task_copy("hello-file")
+    toml = (task / "task.toml").read_text().replace("build_timeout_sec = 600.0",
+                                                    "build_timeout_sec = 1.0")
+    (task / "task.toml").write_text(toml)
+    # Longer than the task allows (a build past its limit is cancelled: nothing is cached).
+    (task / "environment" / "Dockerfile").write_text(
+        "FROM interplay-base:bookworm\nRUN echo building && sleep 30\n")
+    ep = await trial(task)
+    assert ep.error_type == "sandbox_error" and ep.reward is None
+    assert "did not build within 1 s (the task's workspace build_timeout_s)" in ep.error, \
+        ep.error
