@@ -25,18 +25,6 @@ def pytest_configure(config: pytest.Config) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked ``sweep`` play a whole set of a kind (thirty generated weeks, every task):
-    minutes each, so they run only when asked for (``pytest -m sweep``), never in the default
-    run; the default run holds a smaller case of each."""
-    if "sweep" in (config.getoption("-m") or ""):
-        return
-    skip = pytest.mark.skip(reason="a sweep of a whole set (minutes): run with -m sweep")
-    for item in items:
-        if "sweep" in item.keywords:
-            item.add_marker(skip)
-
-
 @pytest.fixture(autouse=True)
 def plugin_host() -> Iterator[plugins.PluginHost]:
     """A fresh plugin host with the builtins only (no entry points) for every test."""

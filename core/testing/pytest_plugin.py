@@ -2,11 +2,14 @@
 
 It registers the markers interplay's test helpers put on tests (``local_model``, from
 :data:`~interplay.testing.needs_local_model`, and ``slow``), so a plugin's own test run does not
-warn of them. ``scripted_model(script)`` starts a :class:`~interplay.testing.ScriptedModel` and
-stops it after the test. ``scripted_episode(env, task, script)`` runs one episode against one
-from a plain (not async) test, so a plugin's tests need no async test runner.
-``docker_sandbox`` skips a test, saying why, where the docker sandbox cannot run (no daemon,
-no base image: :func:`~interplay.testing.docker_problem`).
+warn of them, and two for tests that take minutes, which run only when ``-m`` asks for them:
+``sweep`` (a whole set of a kind: every task against a benchmark's own runner) and
+``training`` (a model trained on the CPU). ``scripted_model(script)`` starts a
+:class:`~interplay.testing.ScriptedModel` and stops it after the test.
+``scripted_episode(env, task, script)`` runs one episode against one from a plain (not async)
+test, so a plugin's tests need no async test runner. ``docker_sandbox`` skips a test, saying
+why, where the docker sandbox cannot run (no daemon, no base image:
+:func:`~interplay.testing.docker_problem`).
 """
 
 from __future__ import annotations
@@ -23,11 +26,32 @@ MARKERS = (
     "local_model: runs on the embedded llama.cpp model (interplay.testing.needs_local_model)",
     "slow: takes a second or more (real subprocesses, a browser, the embedded model)",
 )
+#: Markers of tests that take minutes: skipped unless ``-m`` names them.
+ASKED_FOR = {
+    "sweep": "a whole set of a kind (every task, every week; minutes)",
+    "training": "trains a model on the CPU (minutes)",
+}
 
 
 def pytest_configure(config: pytest.Config) -> None:
     for marker in MARKERS:
         config.addinivalue_line("markers", marker)
+    for name, what in ASKED_FOR.items():
+        config.addinivalue_line("markers", f"{name}: {what}; skipped unless asked for: "
+                                           f"`pytest -m {name}`")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A test marked ``sweep`` or ``training`` is skipped, saying how to run it, unless the
+    run's ``-m`` names its marker."""
+    chosen = config.getoption("-m") or ""
+    for name, what in ASKED_FOR.items():
+        if name in chosen:
+            continue
+        skip = pytest.mark.skip(reason=f"{what}: run with -m {name}")
+        for item in items:
+            if name in item.keywords:
+                item.add_marker(skip)
 
 
 @pytest.fixture

@@ -34,12 +34,3 @@ def task_copy(tmp_path: Path) -> Callable[[str], Path]:
         shutil.copytree(examples() / name, target)
         return target
     return copy
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if "sweep" in (config.getoption("-m") or ""):
-        return
-    skip = pytest.mark.skip(reason="runs Harbor's own runner (minutes): run with -m sweep")
-    for item in items:
-        if "sweep" in item.keywords:
-            item.add_marker(skip)

@@ -20,14 +20,3 @@ def plugin_host() -> Iterator[None]:
     """The builtins plus this plugin, registered by name for one test."""
     with isolated_plugins(("tau2", interplay_tau2.plugin, "interplay-tau2")):
         yield
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked ``sweep`` cross-check every task of a kind (minutes): they run only when
-    asked for (``pytest -m sweep``), never in the default run."""
-    if "sweep" in (config.getoption("-m") or ""):
-        return
-    skip = pytest.mark.skip(reason="a sweep of every task of a kind: run with -m sweep")
-    for item in items:
-        if "sweep" in item.keywords:
-            item.add_marker(skip)
