@@ -110,29 +110,23 @@ def test_no_sandbox_for_tasks_that_bring_a_workspace_is_refused(tmp_path: Path) 
         '(a Docker Engine) or --sandbox local (a folder of this machine, no isolation)')
 
 
-def test_the_local_backend_refuses_a_task_that_names_an_image(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("line", "said"), [
+    ('image = "python:3.12"', r"has no images, and a task names its image 'python:3.12': "),
+    ('user = "someone-else"', r"runs commands as .* only, and a task names its workspace user "
+                              r"'someone-else': "),
+])
+def test_the_local_backend_refuses_what_it_cannot_give_a_task(tmp_path: Path, line: str,
+                                                              said: str) -> None:
     path = tmp_path / "env.toml"
-    path.write_text('[[tasks]]\nprompt = "a"\n[tasks.workspace]\nimage = "python:3.12"\n'
+    path.write_text(f'[[tasks]]\nprompt = "a"\n[tasks.workspace]\n{line}\n'
                     '[[steps]]\nkind = "one_shot"\n')
     cfg, env, _ = resolve({"env": {"name": str(path)}, "sandbox": {"kind": "local"}})
-    with pytest.raises(InterplayError, match=r"^task 0: sandbox 'local' has "
-                                             r"no images, and a task names its image"):
+    with pytest.raises(InterplayError, match=rf"^task 0: sandbox 'local' {said}run it with "
+                                             r'sandbox.kind = "docker"'):
         check_sandbox(env, RunResources(endpoint=cfg.model, sandbox=cfg.sandbox),
                       list(env.tasks()))
 
 
-
-
-def test_the_local_backend_refuses_a_workspace_user_other_than_its_own(tmp_path: Path) -> None:
-    path = tmp_path / "env.toml"
-    path.write_text('[[tasks]]\nprompt = "a"\n[tasks.workspace]\nuser = "someone-else"\n'
-                    '[[steps]]\nkind = "one_shot"\n')
-    cfg, env, _ = resolve({"env": {"name": str(path)}, "sandbox": {"kind": "local"}})
-    with pytest.raises(InterplayError, match=r"^task 0: sandbox 'local' runs commands as .* "
-                                             r"only, and a task names its workspace user "
-                                             r"'someone-else': run it with sandbox.kind"):
-        check_sandbox(env, RunResources(endpoint=cfg.model, sandbox=cfg.sandbox),
-                      list(env.tasks()))
 @pytest.mark.parametrize(("sandbox", "said"), [
     ({"kind": "nope"}, "sandbox.kind: unknown sandbox 'nope'; known: docker, local"),
     ({"cpus": 2}, "sandbox.cpus: set sandbox.kind too"),
