@@ -116,17 +116,20 @@ def _signal(groups: Iterable[int], pids: Iterable[int], sig: int) -> None:
 def sweep(groups: set[int], find: Callable[[set[int]], set[int]] | None,
           grace_s: float = GRACE_S) -> set[int]:
     """End every process of ``groups`` and every one ``find`` finds (None: groups only): the
-    pids found (those of ``groups`` only where ``find`` finds them), signalled to the last."""
+    pids found (those of ``groups`` only where ``find`` finds them), signalled to the last.
+    With a grace, SIGTERM first and that long to exit; with none, no SIGTERM at all: it would
+    only let a process act on it (a shell run the rest of its script) before it is stopped."""
     def alive() -> bool:
         if find is not None:
             return bool(find(groups))
         return any(_group_exists(g) for g in groups)
 
     asked = find(groups) if find is not None else set()
-    _signal(groups, asked, signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
-    while alive() and time.monotonic() < deadline:
-        time.sleep(0.02)
+    if grace_s > 0:
+        _signal(groups, asked, signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        while alive() and time.monotonic() < deadline:
+            time.sleep(0.02)
     # Stopped before killed, scanning again until nothing new shows up: a process may fork
     # between a scan and its signal.
     frozen: set[int] = set()
